@@ -1,0 +1,206 @@
+"""The two inner steps of every backward design, and the causal-aware loops that drive them.
+
+Math (natural-log softmax, scores in log2 units s2 = scale * log2(e) * q.k):
+    P = exp2(s2 - lse2);  dV = P^T dO;  dP = dO V^T;  dS = P * (dP - delta);
+    dQ = scale * dS K;     dK = scale * dS^T Q.
+Both loops split a causal range into blocks that need the causal mask (the diagonal, walked in
+slices of BLOCK / SLICE) and blocks every row fully sees. Sequence bounds are always masked.
+"""
+import triton
+import triton.language as tl
+
+from kernels.common import score_mask
+
+
+@triton.jit
+def dkdv_step(b_dk, b_dv, b_k, b_v, Q, DO, LSE, DELTA, DQ_ACC,
+              stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd,
+              o_n, start_m, seq_q, seq_k, qk_scale,
+              HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
+              MASK_CAUSAL: tl.constexpr, PRESCALED: tl.constexpr, ACCUM_DQ: tl.constexpr,
+              DOT_PRECISION: tl.constexpr):
+    """Adds one query block's contribution to a resident K/V block's dK, dV (and, with ACCUM_DQ,
+    atomically adds the unscaled dS K to the fp32 DQ_ACC). b_k is pre-multiplied by qk_scale when PRESCALED."""
+    o_m = start_m + tl.arange(0, BLOCK_M)
+    o_d = tl.arange(0, BLOCK_D)
+    m_m = o_m < seq_q
+    m_d = o_d < HEAD_DIM
+    b_qT = tl.load(Q + o_m[None, :] * stride_qn + o_d[:, None] * stride_qd,
+                   mask=m_m[None, :] & m_d[:, None], other=0.)  # [BD, BM]
+    b_do = tl.load(DO + o_m[:, None] * stride_don + o_d[None, :] * stride_dod,
+                   mask=m_m[:, None] & m_d[None, :], other=0.)  # [BM, BD]
+    b_lse = tl.load(LSE + o_m, mask=m_m, other=float("inf"))  # [BM]
+    b_delta = tl.load(DELTA + o_m, mask=m_m, other=0.)  # [BM]
+
+    b_sT = tl.dot(b_k, b_qT, input_precision=DOT_PRECISION)  # [BN, BD] @ [BD, BM] -> [BN, BM]
+    if not PRESCALED:
+        b_sT = b_sT * qk_scale
+    b_sT = tl.where(score_mask(o_m[None, :], o_n[:, None], seq_q, seq_k, MASK_CAUSAL), b_sT, float("-inf"))
+    b_pT = tl.math.exp2(b_sT - b_lse[None, :])  # [BN, BM]
+    b_dv += tl.dot(b_pT.to(b_do.dtype), b_do, input_precision=DOT_PRECISION)  # [BN, BM] @ [BM, BD] -> [BN, BD]
+    b_dpT = tl.dot(b_v, tl.trans(b_do), input_precision=DOT_PRECISION)  # [BN, BD] @ [BD, BM] -> [BN, BM]
+    b_dsT = b_pT * (b_dpT - b_delta[None, :])  # [BN, BM]
+    b_dk += tl.dot(b_dsT.to(b_qT.dtype), tl.trans(b_qT), input_precision=DOT_PRECISION)  # [BN, BM] @ [BM, BD]
+    if ACCUM_DQ:
+        b_dq = tl.dot(tl.trans(b_dsT.to(b_v.dtype)), b_k, input_precision=DOT_PRECISION)  # [BM, BN] @ [BN, BD]
+        tl.atomic_add(DQ_ACC + o_m[:, None] * stride_dqn + o_d[None, :] * stride_dqd, b_dq,
+                      mask=m_m[:, None] & m_d[None, :])
+    return b_dk, b_dv
+
+
+@triton.jit
+def dkdv_over_queries(b_dk, b_dv, b_k, b_v, Q, DO, LSE, DELTA, DQ_ACC,
+                      stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd,
+                      o_n, start_n, seq_q, seq_k, qk_scale,
+                      HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                      BLOCK_D: tl.constexpr, SLICE: tl.constexpr, CAUSAL: tl.constexpr,
+                      PRESCALED: tl.constexpr, ACCUM_DQ: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    """Walks every query block that sees the key block [start_n, start_n + BLOCK_N) for one head."""
+    if CAUSAL:
+        SLICE_M: tl.constexpr = BLOCK_M // SLICE
+        shift = seq_k - seq_q  # query i sees key j iff j <= i + shift
+        m_lo = tl.maximum(start_n - shift, 0) // SLICE_M * SLICE_M  # first query that sees the block
+        m_full = tl.maximum(start_n + BLOCK_N - 1 - shift, m_lo)  # first query that sees all of it
+        m_mid = tl.minimum(m_lo + tl.cdiv(m_full - m_lo, SLICE_M) * SLICE_M, seq_q)
+        for start_m in range(m_lo, m_mid, SLICE_M):
+            b_dk, b_dv = dkdv_step(b_dk, b_dv, b_k, b_v, Q, DO, LSE, DELTA, DQ_ACC,
+                                   stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd,
+                                   o_n, start_m, seq_q, seq_k, qk_scale,
+                                   HEAD_DIM, SLICE_M, BLOCK_D, True, PRESCALED, ACCUM_DQ, DOT_PRECISION)
+        m_start = m_mid
+    else:
+        m_start = 0
+    for start_m in range(m_start, seq_q, BLOCK_M):
+        b_dk, b_dv = dkdv_step(b_dk, b_dv, b_k, b_v, Q, DO, LSE, DELTA, DQ_ACC,
+                               stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd,
+                               o_n, start_m, seq_q, seq_k, qk_scale,
+                               HEAD_DIM, BLOCK_M, BLOCK_D, False, PRESCALED, ACCUM_DQ, DOT_PRECISION)
+    return b_dk, b_dv
+
+
+@triton.jit
+def dq_step(b_dq, b_q, b_do, b_lse, b_delta, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
+            o_m, start_n, seq_q, seq_k, qk_scale,
+            HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+            MASK_CAUSAL: tl.constexpr, PRESCALED: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    """Adds one key block's contribution to a resident query block's unscaled dQ (dS K).
+    b_q is pre-multiplied by qk_scale when PRESCALED."""
+    o_n = start_n + tl.arange(0, BLOCK_N)
+    o_d = tl.arange(0, BLOCK_D)
+    m_nd = (o_n[None, :] < seq_k) & (o_d[:, None] < HEAD_DIM)
+    b_kT = tl.load(K + o_n[None, :] * stride_kn + o_d[:, None] * stride_kd, mask=m_nd, other=0.)  # [BD, BN]
+    b_vT = tl.load(V + o_n[None, :] * stride_vn + o_d[:, None] * stride_vd, mask=m_nd, other=0.)  # [BD, BN]
+    b_s = tl.dot(b_q, b_kT, input_precision=DOT_PRECISION)  # [BM, BD] @ [BD, BN] -> [BM, BN]
+    if not PRESCALED:
+        b_s = b_s * qk_scale
+    b_s = tl.where(score_mask(o_m[:, None], o_n[None, :], seq_q, seq_k, MASK_CAUSAL), b_s, float("-inf"))
+    b_p = tl.math.exp2(b_s - b_lse[:, None])  # [BM, BN]
+    b_dp = tl.dot(b_do, b_vT, input_precision=DOT_PRECISION)  # [BM, BD] @ [BD, BN] -> [BM, BN]
+    b_ds = b_p * (b_dp - b_delta[:, None])  # [BM, BN]
+    b_dq += tl.dot(b_ds.to(b_kT.dtype), tl.trans(b_kT), input_precision=DOT_PRECISION)  # [BM, BN] @ [BN, BD]
+    return b_dq
+
+
+@triton.jit
+def dq_over_keys(b_dq, b_q, b_do, b_lse, b_delta, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
+                 o_m, start_m, seq_q, seq_k, qk_scale,
+                 HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                 BLOCK_D: tl.constexpr, SLICE: tl.constexpr, CAUSAL: tl.constexpr,
+                 PRESCALED: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    """Walks every key block that the query block [start_m, start_m + BLOCK_M) sees, for one head."""
+    if CAUSAL:
+        SLICE_N: tl.constexpr = BLOCK_N // SLICE
+        shift = seq_k - seq_q
+        n_end = tl.minimum(tl.maximum(start_m + BLOCK_M + shift, 0), seq_k)  # past the last key any row sees
+        n_mid = tl.minimum(tl.maximum(start_m + shift + 1, 0) // BLOCK_N * BLOCK_N, n_end)  # all rows see [0, n_mid)
+        for start_n in range(n_mid, n_end, SLICE_N):
+            b_dq = dq_step(b_dq, b_q, b_do, b_lse, b_delta, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
+                           o_m, start_n, seq_q, seq_k, qk_scale,
+                           HEAD_DIM, SLICE_N, BLOCK_D, True, PRESCALED, DOT_PRECISION)
+    else:
+        n_mid = seq_k
+    for start_n in range(0, n_mid, BLOCK_N):
+        b_dq = dq_step(b_dq, b_q, b_do, b_lse, b_delta, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
+                       o_m, start_n, seq_q, seq_k, qk_scale,
+                       HEAD_DIM, BLOCK_N, BLOCK_D, False, PRESCALED, DOT_PRECISION)
+    return b_dq
+
+
+@triton.jit
+def dkdv_program(Q, K, V, DO, DK, DV, LSE, DELTA, DQ_ACC,
+                 stride_qb, stride_qn, stride_qh, stride_qd,
+                 stride_kb, stride_kn, stride_kh, stride_kd,
+                 stride_vb, stride_vn, stride_vh, stride_vd,
+                 stride_dob, stride_don, stride_doh, stride_dod,
+                 stride_dkb, stride_dkn, stride_dkh, stride_dkd,
+                 stride_dvb, stride_dvn, stride_dvh, stride_dvd,
+                 stride_dqb, stride_dqn, stride_dqh, stride_dqd,
+                 seq_q, seq_k, heads, group, qk_scale, sm_scale, i_n, i_b, i_hk,
+                 HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                 BLOCK_D: tl.constexpr, SLICE: tl.constexpr, CAUSAL: tl.constexpr,
+                 PRESCALED: tl.constexpr, ACCUM_DQ: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    """dK, dV of key block i_n of kv-head i_hk, summed over the `group` query heads that share it (GQA)."""
+    start_n = i_n * BLOCK_N
+    o_n = start_n + tl.arange(0, BLOCK_N)
+    o_d = tl.arange(0, BLOCK_D)
+    m_nd = (o_n[:, None] < seq_k) & (o_d[None, :] < HEAD_DIM)
+    b_k = tl.load(K + i_b * stride_kb + i_hk * stride_kh + o_n[:, None] * stride_kn + o_d[None, :] * stride_kd,
+                  mask=m_nd, other=0.)  # [BN, BD]
+    b_v = tl.load(V + i_b * stride_vb + i_hk * stride_vh + o_n[:, None] * stride_vn + o_d[None, :] * stride_vd,
+                  mask=m_nd, other=0.)  # [BN, BD]
+    b_ks = b_k
+    if PRESCALED:
+        b_ks = (b_k * qk_scale).to(b_k.dtype)
+    b_dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
+    b_dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
+    for i_g in range(group):
+        i_h = i_hk * group + i_g
+        i_bh = i_b * heads + i_h
+        b_dk, b_dv = dkdv_over_queries(
+            b_dk, b_dv, b_ks, b_v,
+            Q + i_b * stride_qb + i_h * stride_qh, DO + i_b * stride_dob + i_h * stride_doh,
+            LSE + i_bh * seq_q, DELTA + i_bh * seq_q, DQ_ACC + i_b * stride_dqb + i_h * stride_dqh,
+            stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd,
+            o_n, start_n, seq_q, seq_k, qk_scale,
+            HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, SLICE, CAUSAL, PRESCALED, ACCUM_DQ, DOT_PRECISION)
+    tl.store(DK + i_b * stride_dkb + i_hk * stride_dkh + o_n[:, None] * stride_dkn + o_d[None, :] * stride_dkd,
+             (b_dk * sm_scale).to(DK.dtype.element_ty), mask=m_nd)
+    tl.store(DV + i_b * stride_dvb + i_hk * stride_dvh + o_n[:, None] * stride_dvn + o_d[None, :] * stride_dvd,
+             b_dv.to(DV.dtype.element_ty), mask=m_nd)
+
+
+@triton.jit
+def dq_program(Q, K, V, DO, DQ, LSE, DELTA,
+               stride_qb, stride_qn, stride_qh, stride_qd,
+               stride_kb, stride_kn, stride_kh, stride_kd,
+               stride_vb, stride_vn, stride_vh, stride_vd,
+               stride_dob, stride_don, stride_doh, stride_dod,
+               stride_dqb, stride_dqn, stride_dqh, stride_dqd,
+               seq_q, seq_k, heads, group, qk_scale, sm_scale, i_m, i_b, i_h,
+               HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+               BLOCK_D: tl.constexpr, SLICE: tl.constexpr, CAUSAL: tl.constexpr,
+               PRESCALED: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    """dQ of query block i_m of head i_h (its kv-head is i_h // group)."""
+    start_m = i_m * BLOCK_M
+    o_m = start_m + tl.arange(0, BLOCK_M)
+    o_d = tl.arange(0, BLOCK_D)
+    m_m = o_m < seq_q
+    m_md = m_m[:, None] & (o_d[None, :] < HEAD_DIM)
+    i_bh = i_b * heads + i_h
+    i_hk = i_h // group
+    b_q = tl.load(Q + i_b * stride_qb + i_h * stride_qh + o_m[:, None] * stride_qn + o_d[None, :] * stride_qd,
+                  mask=m_md, other=0.)  # [BM, BD]
+    b_do = tl.load(DO + i_b * stride_dob + i_h * stride_doh + o_m[:, None] * stride_don + o_d[None, :] * stride_dod,
+                   mask=m_md, other=0.)  # [BM, BD]
+    b_lse = tl.load(LSE + i_bh * seq_q + o_m, mask=m_m, other=float("inf"))  # [BM]
+    b_delta = tl.load(DELTA + i_bh * seq_q + o_m, mask=m_m, other=0.)  # [BM]
+    b_qs = b_q
+    if PRESCALED:
+        b_qs = (b_q * qk_scale).to(b_q.dtype)
+    b_dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    b_dq = dq_over_keys(b_dq, b_qs, b_do, b_lse, b_delta,
+                        K + i_b * stride_kb + i_hk * stride_kh, V + i_b * stride_vb + i_hk * stride_vh,
+                        stride_kn, stride_kd, stride_vn, stride_vd, o_m, start_m, seq_q, seq_k, qk_scale,
+                        HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, SLICE, CAUSAL, PRESCALED, DOT_PRECISION)
+    tl.store(DQ + i_b * stride_dqb + i_h * stride_dqh + o_m[:, None] * stride_dqn + o_d[None, :] * stride_dqd,
+             (b_dq * sm_scale).to(DQ.dtype.element_ty), mask=m_md)

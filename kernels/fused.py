@@ -1,0 +1,63 @@
+"""fused (Triton-tutorial style): program i computes dK/dV of key block i and dQ of query block i,
+walking the causal diagonal in slices of BLOCK / BLK_SLICE_FACTOR, with the resident K (and Q)
+pre-scaled by scale * log2(e). Unlike the tutorial it handles non-causal attention, Nq != Nk and
+lengths that are not multiples of the block."""
+import torch
+import triton
+import triton.language as tl
+
+from kernels.backward_args import backward_args
+from kernels.backward_steps import dkdv_program, dq_program
+from kernels.common import head_block
+from kernels.forward import dot_precision
+
+
+@triton.jit
+def _fused_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
+                  stride_qb, stride_qn, stride_qh, stride_qd, stride_kb, stride_kn, stride_kh, stride_kd,
+                  stride_vb, stride_vn, stride_vh, stride_vd, stride_dob, stride_don, stride_doh, stride_dod,
+                  stride_dqb, stride_dqn, stride_dqh, stride_dqd, stride_dkb, stride_dkn, stride_dkh, stride_dkd,
+                  stride_dvb, stride_dvn, stride_dvh, stride_dvd,
+                  seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale,
+                  HEAD_DIM: tl.constexpr, BLOCK_M1: tl.constexpr, BLOCK_N1: tl.constexpr,
+                  BLOCK_M2: tl.constexpr, BLOCK_N2: tl.constexpr, BLOCK_D: tl.constexpr,
+                  BLK_SLICE_FACTOR: tl.constexpr, CAUSAL: tl.constexpr, PRESCALED: tl.constexpr,
+                  DOT_PRECISION: tl.constexpr):
+    """Grid (max(cdiv(Nk, BLOCK_N1), cdiv(Nq, BLOCK_M2)), B * Hkv)."""
+    i_p = tl.program_id(0)
+    i_bhk = tl.program_id(1)
+    i_b = i_bhk // kv_heads
+    i_hk = i_bhk % kv_heads
+    group = heads // kv_heads
+    if i_p * BLOCK_N1 < seq_k:
+        dkdv_program(Q, K, V, DO, DK, DV, LSE, DELTA, DQ,
+                     stride_qb, stride_qn, stride_qh, stride_qd, stride_kb, stride_kn, stride_kh, stride_kd,
+                     stride_vb, stride_vn, stride_vh, stride_vd, stride_dob, stride_don, stride_doh, stride_dod,
+                     stride_dkb, stride_dkn, stride_dkh, stride_dkd, stride_dvb, stride_dvn, stride_dvh, stride_dvd,
+                     stride_dqb, stride_dqn, stride_dqh, stride_dqd,
+                     seq_q, seq_k, heads, group, qk_scale, sm_scale, i_p, i_b, i_hk,
+                     HEAD_DIM, BLOCK_M1, BLOCK_N1, BLOCK_D, BLK_SLICE_FACTOR, CAUSAL, PRESCALED, False, DOT_PRECISION)
+    if i_p * BLOCK_M2 < seq_q:
+        for i_g in range(group):
+            dq_program(Q, K, V, DO, DQ, LSE, DELTA,
+                       stride_qb, stride_qn, stride_qh, stride_qd, stride_kb, stride_kn, stride_kh, stride_kd,
+                       stride_vb, stride_vn, stride_vh, stride_vd, stride_dob, stride_don, stride_doh, stride_dod,
+                       stride_dqb, stride_dqn, stride_dqh, stride_dqd,
+                       seq_q, seq_k, heads, group, qk_scale, sm_scale, i_p, i_b, i_hk * group + i_g,
+                       HEAD_DIM, BLOCK_M2, BLOCK_N2, BLOCK_D, BLK_SLICE_FACTOR, CAUSAL, PRESCALED, DOT_PRECISION)
+
+
+def fused_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M1: int, BLOCK_N1: int,
+                   BLOCK_M2: int, BLOCK_N2: int, BLK_SLICE_FACTOR: int, prescale: bool,
+                   num_warps: int, num_stages: int):
+    """-> dq like q, dk/dv like k/v."""
+    batch, seq_q, _, head_dim = q.shape
+    seq_k, kv_heads = k.shape[1], k.shape[2]
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    grid = (max(triton.cdiv(seq_k, BLOCK_N1), triton.cdiv(seq_q, BLOCK_M2)), batch * kv_heads)
+    _fused_kernel[grid](*backward_args(q, k, v, do, dq, dk, dv, lse, delta, scale),
+                        HEAD_DIM=head_dim, BLOCK_M1=BLOCK_M1, BLOCK_N1=BLOCK_N1, BLOCK_M2=BLOCK_M2,
+                        BLOCK_N2=BLOCK_N2, BLOCK_D=head_block(head_dim), BLK_SLICE_FACTOR=BLK_SLICE_FACTOR,
+                        CAUSAL=causal, PRESCALED=prescale, DOT_PRECISION=dot_precision(q.dtype),
+                        num_warps=num_warps, num_stages=num_stages)
+    return dq, dk, dv

@@ -1,0 +1,86 @@
+"""two_pass (FLA style): a dK/dV kernel (K/V block resident, loop over Q/dO) and a dQ kernel
+(Q block resident, loop over K/V). No atomics; S and P are recomputed in both (~12 N^2 d FLOPs)."""
+import torch
+import triton
+import triton.language as tl
+
+from kernels.backward_args import backward_args
+from kernels.backward_steps import dkdv_program, dq_program
+from kernels.common import head_block
+from kernels.forward import dot_precision
+
+
+@triton.jit
+def _dkdv_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
+                 stride_qb, stride_qn, stride_qh, stride_qd, stride_kb, stride_kn, stride_kh, stride_kd,
+                 stride_vb, stride_vn, stride_vh, stride_vd, stride_dob, stride_don, stride_doh, stride_dod,
+                 stride_dqb, stride_dqn, stride_dqh, stride_dqd, stride_dkb, stride_dkn, stride_dkh, stride_dkd,
+                 stride_dvb, stride_dvn, stride_dvh, stride_dvd,
+                 seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale,
+                 HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                 CAUSAL: tl.constexpr, ACCUM_DQ: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    """Grid (cdiv(Nk, BLOCK_N), B * Hkv). With ACCUM_DQ (the atomic design) it also adds dS K into fp32 DQ."""
+    i_n = tl.program_id(0)
+    i_bhk = tl.program_id(1)
+    dkdv_program(Q, K, V, DO, DK, DV, LSE, DELTA, DQ,
+                 stride_qb, stride_qn, stride_qh, stride_qd, stride_kb, stride_kn, stride_kh, stride_kd,
+                 stride_vb, stride_vn, stride_vh, stride_vd, stride_dob, stride_don, stride_doh, stride_dod,
+                 stride_dkb, stride_dkn, stride_dkh, stride_dkd, stride_dvb, stride_dvn, stride_dvh, stride_dvd,
+                 stride_dqb, stride_dqn, stride_dqh, stride_dqd,
+                 seq_q, seq_k, heads, heads // kv_heads, qk_scale, sm_scale,
+                 i_n, i_bhk // kv_heads, i_bhk % kv_heads,
+                 HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, 1, CAUSAL, False, ACCUM_DQ, DOT_PRECISION)
+
+
+@triton.jit
+def _dq_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
+               stride_qb, stride_qn, stride_qh, stride_qd, stride_kb, stride_kn, stride_kh, stride_kd,
+               stride_vb, stride_vn, stride_vh, stride_vd, stride_dob, stride_don, stride_doh, stride_dod,
+               stride_dqb, stride_dqn, stride_dqh, stride_dqd, stride_dkb, stride_dkn, stride_dkh, stride_dkd,
+               stride_dvb, stride_dvn, stride_dvh, stride_dvd,
+               seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale,
+               HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+               CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    """Grid (cdiv(Nq, BLOCK_M), B * H)."""
+    i_m = tl.program_id(0)
+    i_bh = tl.program_id(1)
+    dq_program(Q, K, V, DO, DQ, LSE, DELTA,
+               stride_qb, stride_qn, stride_qh, stride_qd, stride_kb, stride_kn, stride_kh, stride_kd,
+               stride_vb, stride_vn, stride_vh, stride_vd, stride_dob, stride_don, stride_doh, stride_dod,
+               stride_dqb, stride_dqn, stride_dqh, stride_dqd,
+               seq_q, seq_k, heads, heads // kv_heads, qk_scale, sm_scale, i_m, i_bh // heads, i_bh % heads,
+               HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, 1, CAUSAL, False, DOT_PRECISION)
+
+
+def launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, *, causal: bool, scale: float, accumulate_dq: bool,
+                BLOCK_M: int, BLOCK_N: int, num_warps: int, num_stages: int) -> None:
+    """Writes dk, dv [B, Nk, Hkv, D]; with accumulate_dq also adds unscaled dS K into fp32 dq."""
+    batch, _, _, head_dim = q.shape
+    seq_k, kv_heads = k.shape[1], k.shape[2]
+    grid = (triton.cdiv(seq_k, BLOCK_N), batch * kv_heads)
+    _dkdv_kernel[grid](*backward_args(q, k, v, do, dq, dk, dv, lse, delta, scale),
+                       HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=head_block(head_dim),
+                       CAUSAL=causal, ACCUM_DQ=accumulate_dq, DOT_PRECISION=dot_precision(q.dtype),
+                       num_warps=num_warps, num_stages=num_stages)
+
+
+def launch_dq(q, k, v, do, dq, lse, delta, *, causal: bool, scale: float,
+              BLOCK_M: int, BLOCK_N: int, num_warps: int, num_stages: int) -> None:
+    """Writes dq [B, Nq, H, D]."""
+    batch, seq_q, heads, head_dim = q.shape
+    grid = (triton.cdiv(seq_q, BLOCK_M), batch * heads)
+    _dq_kernel[grid](*backward_args(q, k, v, do, dq, dq, dq, lse, delta, scale),
+                     HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=head_block(head_dim),
+                     CAUSAL=causal, DOT_PRECISION=dot_precision(q.dtype),
+                     num_warps=num_warps, num_stages=num_stages)
+
+
+def two_pass_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M1: int, BLOCK_N1: int,
+                      BLOCK_M2: int, BLOCK_N2: int, num_warps: int, num_stages: int):
+    """-> dq like q, dk/dv like k/v."""
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, causal=causal, scale=scale, accumulate_dq=False,
+                BLOCK_M=BLOCK_M1, BLOCK_N=BLOCK_N1, num_warps=num_warps, num_stages=num_stages)
+    launch_dq(q, k, v, do, dq, lse, delta, causal=causal, scale=scale,
+              BLOCK_M=BLOCK_M2, BLOCK_N=BLOCK_N2, num_warps=num_warps, num_stages=num_stages)
+    return dq, dk, dv

@@ -1,0 +1,29 @@
+"""atomic: one kernel over K/V blocks, dQ accumulated with fp32 atomics (FA2 CUDA style)."""
+from kernels.atomic import atomic_backward
+from variants.base import TritonVariant
+from variants.blocks import AtomicBlocks
+from variants.registry import register_variant
+
+
+@register_variant("atomic")
+class Atomic(TritonVariant):
+    Blocks = AtomicBlocks
+
+    def default_blocks(self, problem):
+        if problem.head_dim <= 64:
+            return AtomicBlocks(64, 64, num_warps=4, num_stages=3)
+        if problem.head_dim <= 128:
+            return AtomicBlocks(64, 64, num_warps=8, num_stages=2)
+        return AtomicBlocks(32, 32, num_warps=4, num_stages=1)
+
+    def executed_flops(self, problem, blocks):
+        # S, dP, dV, dK, dQ (10 N^2 d); deterministic mode recomputes S and dP in its dQ pass (14 N^2 d)
+        return problem.matmul_flops(7 if blocks.deterministic else 5)
+
+    def workspace_bytes(self, problem, blocks):
+        if blocks.deterministic:
+            return 0
+        return 4 * problem.batch * problem.seq_q * problem.heads * problem.head_dim  # fp32 dQ accumulator
+
+    def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks):
+        return atomic_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, **blocks.as_dict())
