@@ -1,0 +1,32 @@
+"""Test setup: the Triton interpreter on CPU-only machines, and poisoned fresh allocations.
+
+TRITON_INTERPRET must be set before any @triton.jit runs at import, so it is set here, first.
+"""
+import os
+
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@pytest.fixture
+def device() -> str:
+    return DEVICE
+
+
+@pytest.fixture(autouse=True)
+def poison_fresh_outputs(monkeypatch):
+    """torch.empty / torch.empty_like return NaN-filled floating tensors, so an element a kernel
+    forgets to write fails the comparison instead of passing on leftover memory."""
+    real_empty, real_empty_like = torch.empty, torch.empty_like
+
+    def poisoned(tensor):
+        return tensor.fill_(float("nan")) if tensor.is_floating_point() else tensor
+
+    monkeypatch.setattr(torch, "empty", lambda *a, **kw: poisoned(real_empty(*a, **kw)))
+    monkeypatch.setattr(torch, "empty_like", lambda *a, **kw: poisoned(real_empty_like(*a, **kw)))

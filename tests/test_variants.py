@@ -1,0 +1,124 @@
+"""Every Triton backward variant against the fp32 reference: o, dq, dk, dv, on odd shapes."""
+import pytest
+import torch
+
+from variants import attention, get
+from variants.accuracy import REL_TOL, error
+from variants.reference import reference_grads
+
+TRITON_VARIANTS = ["two_pass", "atomic", "fused"]
+ON_GPU = torch.cuda.is_available()
+
+# Small blocks so that even N = 17 spans several blocks and partial tails in the interpreter.
+SMALL_BLOCKS = {
+    "two_pass": dict(BLOCK_M1=16, BLOCK_N1=32, BLOCK_M2=32, BLOCK_N2=16, num_warps=4, num_stages=1),
+    "atomic": dict(BLOCK_M=16, BLOCK_N=32, num_warps=4, num_stages=1),
+    "fused": dict(BLOCK_M1=32, BLOCK_N1=16, BLOCK_M2=16, BLOCK_N2=32, BLK_SLICE_FACTOR=2, num_warps=4, num_stages=1),
+}
+
+# (B, Nq, Nk, H, Hkv, D): single tokens, tails, Nq < Nk, Nq > Nk (rows that see no key when causal),
+# GQA 2:1 and 4:1, MQA, non-power-of-two head dims.
+SHAPES = [
+    (1, 1, 1, 1, 1, 16),
+    (2, 17, 17, 2, 2, 32),
+    (1, 63, 100, 4, 2, 80),
+    (1, 100, 63, 4, 1, 40),
+    (1, 130, 130, 4, 1, 72),
+    (2, 64, 48, 2, 2, 96),
+]
+DTYPES = [torch.float32, torch.float16] + ([torch.bfloat16] if ON_GPU else [])  # interpreter bf16 dots are wrong
+
+
+def shape_id(shape, causal):
+    b, nq, nk, h, hkv, d = shape
+    return f"B{b}-Nq{nq}-Nk{nk}-H{h}-HKV{hkv}-D{d}-{'causal' if causal else 'full'}"
+
+
+CASES = [pytest.param(shape, causal, id=shape_id(shape, causal)) for shape in SHAPES for causal in (False, True)]
+
+
+def make_inputs(shape, dtype, device, layout="bnhd"):
+    """Fresh random q, k, v, do in [B, N, H, D] order (views of [B, H, N, D] storage for bhnd)."""
+    b, nq, nk, h, hkv, d = shape
+    if layout == "bhnd":
+        q, do = (torch.randn(b, h, nq, d, device=device, dtype=dtype).transpose(1, 2) for _ in range(2))
+        k, v = (torch.randn(b, hkv, nk, d, device=device, dtype=dtype).transpose(1, 2) for _ in range(2))
+    else:
+        q, do = (torch.randn(b, nq, h, d, device=device, dtype=dtype) for _ in range(2))
+        k, v = (torch.randn(b, nk, hkv, d, device=device, dtype=dtype) for _ in range(2))
+    return q, k, v, do
+
+
+def run_and_check(variant, q, k, v, do, causal, blocks=None, scale=None, layout="bnhd"):
+    """Forward + backward through `variant`; asserts o, dq, dk, dv match the reference."""
+    leaves = [t.detach().clone().requires_grad_(True) for t in (q, k, v)]
+    if layout == "bhnd":  # hand the kernels [B, H, N, D] tensors
+        args = [t.transpose(1, 2) for t in leaves]
+        o = attention(*args, causal=causal, scale=scale, variant=variant, blocks=blocks, layout="bhnd").transpose(1, 2)
+    else:
+        o = attention(*leaves, causal=causal, scale=scale, variant=variant, blocks=blocks)
+    o.backward(do)
+    ref = reference_grads(q, k, v, do, causal, scale)
+    for name, out, expected in zip(("o", "dq", "dk", "dv"), (o, *(t.grad for t in leaves)), ref):
+        assert out.shape == expected.shape, name
+        err = error(out, expected)
+        assert err.ok(q.dtype), f"{variant} {name}: rel err {err.rel:.2e} > {REL_TOL[q.dtype]:.0e} (max abs {err.max_abs:.2e})"
+    return leaves
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).removeprefix("torch."))
+@pytest.mark.parametrize("shape,causal", CASES)
+@pytest.mark.parametrize("variant", TRITON_VARIANTS)
+def test_matches_reference(variant, shape, causal, dtype, device):
+    torch.manual_seed(hash((variant, shape, causal)) % 2**31)
+    run_and_check(variant, *make_inputs(shape, dtype, device), causal, blocks=SMALL_BLOCKS[variant])
+
+
+@pytest.mark.parametrize("variant", TRITON_VARIANTS)
+def test_default_blocks(variant, device):
+    """The per-problem defaults (the blocks users get) on a tail-heavy shape."""
+    run_and_check(variant, *make_inputs((1, 77, 150, 2, 1, 64), torch.float16, device), causal=True)
+
+
+@pytest.mark.parametrize("variant", TRITON_VARIANTS)
+def test_bhnd_layout_and_explicit_scale(variant, device):
+    run_and_check(variant, *make_inputs((2, 33, 47, 4, 2, 48), torch.float32, device, layout="bhnd"),
+                  causal=True, blocks=SMALL_BLOCKS[variant], scale=0.3, layout="bhnd")
+
+
+@pytest.mark.parametrize("variant", TRITON_VARIANTS)
+def test_extreme_head_dims(variant, device):
+    for head_dim in (8, 256):
+        run_and_check(variant, *make_inputs((1, 20, 36, 2, 1, head_dim), torch.float32, device), causal=True,
+                      blocks=SMALL_BLOCKS[variant])
+
+
+def test_gradients_come_back_in_input_layout(device):
+    q, k, v, do = make_inputs((1, 20, 20, 2, 2, 16), torch.float32, device, layout="bhnd")
+    leaves = [t.detach().clone().requires_grad_(True) for t in (q, k, v)]
+    attention(*leaves, variant="two_pass", blocks=SMALL_BLOCKS["two_pass"]).backward(do)
+    for leaf in leaves:
+        assert leaf.grad.stride() == leaf.stride()
+
+
+def test_atomic_deterministic_mode_is_correct(device):
+    blocks = {**SMALL_BLOCKS["atomic"], "deterministic": True}
+    run_and_check("atomic", *make_inputs((1, 63, 100, 4, 2, 80), torch.float32, device), True, blocks=blocks)
+
+
+@pytest.mark.skipif(not ON_GPU, reason="atomics only race on a GPU")
+def test_atomic_deterministic_is_bitwise_reproducible(device):
+    q, k, v, do = make_inputs((2, 1024, 1024, 8, 2, 64), torch.bfloat16, device)
+    variant = get("atomic")
+    from variants.problem import Problem
+    blocks = variant.make_blocks(Problem.from_tensors(q, k, v, True), {"deterministic": True})
+    run = variant.prepare(q, k, v, do, True, 0.125, blocks)
+    first = [g.clone() for g in run()]
+    for _ in range(3):
+        for a, b in zip(first, run()):
+            assert torch.equal(a, b)
+
+
+def test_poisoning_is_active():
+    """The NaN poisoning the other tests rely on is really on."""
+    assert torch.isnan(torch.empty(4)).all() and torch.isnan(torch.empty_like(torch.ones(3))).all()
