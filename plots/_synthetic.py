@@ -1,0 +1,128 @@
+"""FABRICATED result rows for tests and demos of plots/ and runners/regress — never real measurements.
+
+The GPU names say FAKE so that a synthetic table can never pass for a measured one. The columns follow the
+result schema the runner writes (one row per point, long format).
+"""
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+_BASE = {"two_pass": 300.0, "atomic": 260.0, "fused": 330.0, "sdpa_flash": 280.0, "sdpa_cudnn": 350.0,
+         "sdpa_efficient": 150.0, "flex": 200.0, "reference": 40.0}
+_DEFAULT_BLOCKS = {
+    "two_pass": {"BLOCK_M1": 64, "BLOCK_N1": 64, "BLOCK_M2": 64, "BLOCK_N2": 64, "num_warps": 4, "num_stages": 2},
+    "atomic": {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2, "deterministic": False},
+    "fused": {"BLOCK_M1": 32, "BLOCK_N1": 64, "BLOCK_M2": 64, "BLOCK_N2": 32, "BLK_SLICE_FACTOR": 2,
+              "prescale": True, "num_warps": 4, "num_stages": 2},
+}
+
+
+def row(variant: str, seq: int, head_dim: int, causal: bool, *, gpu_name: str = "FAKE-GPU-A 80GB",
+        peak_tflops: float = 1000.0, speed: float = 1.0, spread: float = 0.02, blocks: dict | None = None,
+        status: str = "ok", correct: bool = True, batch: int = 4, heads: int = 16, dtype: str = "bf16",
+        commit: str = "a" * 40, timestamp: str = "2025-01-01T00:00:00Z", sweep_id: str = "compare",
+        device: str = "cuda", timing_meaningful: bool = True) -> dict:
+    """One fabricated row. TFLOPS grow with seq and head_dim; ``speed`` scales them; p20/p80 = ±``spread``."""
+    blocks = dict(_DEFAULT_BLOCKS.get(variant, {}) if blocks is None else blocks)
+    ok = status == "ok"
+    tflops = _BASE.get(variant, 100.0) * speed * seq / (seq + 1024) * (head_dim / 128) ** 0.3
+    tflops *= 0.85 if causal else 1.0
+    tflops *= 1.0 + 0.05 * np.log2(blocks.get("BLOCK_N", blocks.get("BLOCK_N1", 64)) / 64) - 0.02 * abs(
+        np.log2(blocks.get("BLOCK_M", blocks.get("BLOCK_M1", 64)) / 64))
+    flops = 2.5 * 4 * batch * heads * seq * seq * head_dim * (0.5 if causal else 1.0)
+    ms = flops / (tflops * 1e9)
+    key_cfg = {"variant": variant, "seq": seq, "seq_k": seq, "head_dim": head_dim, "batch": batch, "heads": heads,
+               "kv_heads": heads, "causal": causal, "dtype": dtype, "layout": "bhnd", "blocks": blocks}
+    out = {
+        "variant": variant, "seq": seq, "seq_k": seq, "head_dim": head_dim, "batch": batch, "heads": heads,
+        "kv_heads": heads, "causal": causal, "dtype": dtype, "layout": "bhnd",
+        **{f: np.nan for f in ("BLOCK_M", "BLOCK_N", "BLOCK_M1", "BLOCK_N1", "BLOCK_M2", "BLOCK_N2",
+                               "BLK_SLICE_FACTOR", "num_warps", "num_stages")},
+        "prescale": None, "deterministic": None,
+        "blocks_json": json.dumps(blocks, sort_keys=True),
+        "config_key": json.dumps(key_cfg, sort_keys=True),
+        "ms": ms if ok else np.nan, "ms_p20": ms * (1 - spread) if ok else np.nan,
+        "ms_p80": ms * (1 + spread) if ok else np.nan,
+        "tflops": tflops if ok else np.nan, "tflops_p20": tflops * (1 - spread) if ok else np.nan,
+        "tflops_p80": tflops * (1 + spread) if ok else np.nan,
+        "executed_tflops": tflops * 1.2 if ok else np.nan,
+        "pct_peak": 100 * tflops / peak_tflops if ok else np.nan,
+        "peak_mem_bytes": float(batch * heads * seq * head_dim * 2 * (12 if variant == "atomic" else 9)
+                                + (batch * heads * seq * seq * 4 if variant == "reference" else 0)) if ok else np.nan,
+        "workspace_bytes": float(batch * heads * seq * head_dim * 4 if variant == "atomic" else 0) if ok else np.nan,
+        "correct": bool(correct and ok) if status in ("ok", "wrong") else False,
+        "max_abs_dq": 1e-3, "max_abs_dk": 1e-3, "max_abs_dv": 1e-3, "rel_dq": 1e-3, "rel_dk": 1e-3, "rel_dv": 1e-3,
+        "timing_meaningful": timing_meaningful, "status": status,
+        "reason": "" if status == "ok" else f"fabricated {status}",
+        "device": device, "gpu_name": gpu_name, "compute_capability": "9.0", "sm_count": 132,
+        "driver": "000.00", "cuda": "12.x", "torch": "2.x-fake", "triton": "3.x-fake", "python": "3.11",
+        "hostname": "fake-host", "commit": commit, "dirty": False, "timestamp": timestamp, "sweep_id": sweep_id,
+        "peak_tflops": peak_tflops,
+    }
+    for field, value in blocks.items():
+        out[field] = value
+    return out
+
+
+def table(*, seqs=(512, 1024, 2048, 4096, 8192), head_dims=(64, 128), causals=(False, True),
+          variants=("two_pass", "atomic", "fused", "sdpa_flash", "sdpa_cudnn", "flex"), failures: bool = True,
+          **kwargs) -> pd.DataFrame:
+    """A compare-sweep table; with ``failures`` one wrong, one oom and one unsupported point."""
+    rows = [row(v, s, d, c, **kwargs) for v, s, d, c in itertools.product(variants, seqs, head_dims, causals)]
+    df = pd.DataFrame(rows)
+    if failures:
+        df = _fail(df, "atomic", seqs[-1], head_dims[-1], True, status="wrong", correct=False)
+        df = _fail(df, "fused", seqs[-1], head_dims[0], False, status="oom")
+        df = _fail(df, "flex", seqs[0], head_dims[-1], True, status="unsupported")
+    return df
+
+
+def _fail(df, variant, seq, head_dim, causal, *, status, correct=False):
+    sel = (df["variant"] == variant) & (df["seq"] == seq) & (df["head_dim"] == head_dim) & (df["causal"] == causal)
+    df = df.copy()
+    df.loc[sel, "status"] = status
+    df.loc[sel, "correct"] = correct
+    if status != "wrong":
+        for col in ("ms", "ms_p20", "ms_p80", "tflops", "tflops_p20", "tflops_p80", "pct_peak", "peak_mem_bytes"):
+            df.loc[sel, col] = np.nan
+    df.loc[sel, "reason"] = f"fabricated {status}"
+    return df
+
+
+def block_sweep(*, variants=("atomic", "two_pass"), seqs=(2048, 8192), head_dim=128, causal=False,
+                **kwargs) -> pd.DataFrame:
+    """A sweep=blocks table: BLOCK_M × BLOCK_N (M1 × N1) × num_warps, one wrong and one resources cell."""
+    rows = []
+    for variant, seq in itertools.product(variants, seqs):
+        for m, n, warps in itertools.product((32, 64, 128), (32, 64, 128), (4, 8)):
+            blocks = dict(_DEFAULT_BLOCKS[variant])
+            if "BLOCK_M" in blocks:
+                blocks.update(BLOCK_M=m, BLOCK_N=n)
+            else:
+                blocks.update(BLOCK_M1=m, BLOCK_N1=n)
+            blocks["num_warps"] = warps
+            status, correct = "ok", True
+            if m == 128 and n == 128:
+                status, correct = "resources", False
+            elif m == 32 and n == 128 and warps == 8:
+                status, correct = "wrong", False
+            rows.append(row(variant, seq, head_dim, causal, blocks=blocks, status=status, correct=correct,
+                            sweep_id="blocks", speed=1.0 + (0.03 if warps == 8 else 0.0), **kwargs))
+    return pd.DataFrame(rows)
+
+
+def write(df: pd.DataFrame, directory: str | Path, per_row: bool = False) -> Path:
+    """Write ``df`` as parquet under ``directory``: one file, or one file per row like the runner does."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    if per_row:
+        for i in range(len(df)):
+            df.iloc[[i]].to_parquet(directory / f"point-{i:05d}.parquet")
+    else:
+        df.to_parquet(directory / "table.parquet")
+    return directory

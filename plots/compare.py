@@ -1,0 +1,168 @@
+"""TFLOPS vs sequence length, one line per variant, faceted by head dim × causal; one figure per GPU.
+
+    python -m plots.compare results=<dir or file> [gpu=<substring>] [dtype=bf16] [out=plots/out] [svg=true]
+                            [batch=<int>] [heads=<int>]
+
+Each line is a variant's fastest correct block config at each point (median TFLOPS, band = p20–p80). Red X
+markers at the foot of a panel are points whose gradients were wrong; grey X markers are points that failed
+(oom, compile_error, resources, error). Neither is ever drawn as a result. The dashed black line is the GPU's
+dense bf16/fp16 peak (``peak_tflops``) when the table knows it.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.lines import Line2D
+from matplotlib.transforms import blended_transform_factory
+
+from plots import common as C
+
+PROG = "plots.compare"
+DEFAULTS = {"results": None, "gpu": None, "dtype": "bf16", "out": "plots/out", "svg": False, "batch": None,
+            "heads": None}
+FAMILY = ("batch", "heads", "kv_heads", "seq_k", "layout")  # what else must match for one line to be one shape
+
+
+@C.cli
+def main(argv: list[str] | None = None) -> int:
+    args = C.parse_args(argv, DEFAULTS, PROG, __doc__)
+    df = C.load(C.require(args, "results", PROG))
+    paths = draw(df, args["out"], gpu=args["gpu"], dtype=args["dtype"], svg=args["svg"], batch=args["batch"],
+                 heads=args["heads"])
+    for p in paths:
+        print(p)
+    return 0
+
+
+def draw(df: pd.DataFrame, out: str | Path, *, gpu: str | None = None, dtype: str | None = "bf16",
+         svg: bool = False, batch=None, heads=None) -> list[Path]:
+    """One figure per selected GPU; returns the written paths."""
+    df = C.select_dtype(df, dtype, PROG)
+    if batch is not None:
+        df = df[df["batch"] == int(batch)]
+    if heads is not None:
+        df = df[df["heads"] == int(heads)]
+    if df.empty:
+        raise C.UsageError(f"{PROG}: no rows left after the batch=/heads= filters")
+    paths = []
+    for label in C.select_gpus(df, gpu, PROG):
+        rows = C.latest(df[df[C.GPU] == label])
+        paths += _figure(rows, label, dtype, out, svg)
+    return paths
+
+
+def pick_family(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """At each (seq, head_dim, causal) keep one shape family: the one with the most rows (notes what was dropped)."""
+    notes = []
+    keys = ["seq", "head_dim", "causal"]
+    fam = rows[list(FAMILY)].astype(str).agg(" ".join, axis=1)
+    rows = rows.assign(_family=fam)
+    counts = rows.groupby(keys + ["_family"]).size().rename("n").reset_index()
+    counts = counts.sort_values(keys + ["n", "_family"], ascending=[True, True, True, False, True])
+    keep = counts.drop_duplicates(keys)
+    dropped = len(counts) - len(keep)
+    if dropped:
+        notes.append(f"{dropped} other shape(s) sharing a seq/head_dim/causal point left out (choose with batch=/heads=)")
+    rows = rows.merge(keep[keys + ["_family"]], on=keys + ["_family"])
+    return rows.drop(columns="_family"), notes
+
+
+def _family_text(rows: pd.DataFrame) -> str:
+    parts = []
+    for col, name in (("batch", "B"), ("heads", "H"), ("kv_heads", "KV heads")):
+        values = sorted(rows[col].dropna().unique())
+        parts.append(f"{name}={int(values[0])}" if len(values) == 1 else f"{name} varies")
+    parts.append("Nk=Nq" if (rows["seq_k"] == rows["seq"]).all() else "Nk≠Nq")
+    layouts = sorted(set(rows["layout"]) - {""})
+    if len(layouts) == 1:
+        parts.append(f"layout {layouts[0]}")
+    return ", ".join(parts)
+
+
+def _figure(rows: pd.DataFrame, gpu: str, dtype: str | None, out, svg: bool) -> list[Path]:
+    rows, meaningful = C.timed(rows)
+    rows, notes = pick_family(rows)
+    results = C.best_config(rows[C.is_result(rows)])
+    failed = rows[C.is_failed(rows)]
+    # A variant's point is marked failed only when no block config of it gave a result there.
+    have = set(zip(results["variant"], results["seq"], results["head_dim"], results["causal"]))
+    failed = failed[[k not in have for k in zip(failed["variant"], failed["seq"], failed["head_dim"],
+                                                failed["causal"])]]
+    head_dims = sorted(rows["head_dim"].dropna().unique())
+    causals = sorted(rows["causal"].unique())
+    variants = C.variant_order(rows["variant"])
+    ncols, nrows = len(head_dims), len(causals)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.3 * ncols + 0.6, 3.5 * nrows + 1.6), sharey=True,
+                             squeeze=False, layout="constrained")
+    peak = rows["peak_tflops"].median() if dtype in ("bf16", "fp16") else np.nan
+    multi_configs = (rows[C.is_result(rows)].groupby(["variant", "seq", "head_dim", "causal"]).size() > 1).any()
+    for i, causal in enumerate(causals):
+        for j, hd in enumerate(head_dims):
+            ax = axes[i][j]
+            panel = results[(results["head_dim"] == hd) & (results["causal"] == causal)]
+            fails = failed[(failed["head_dim"] == hd) & (failed["causal"] == causal)]
+            for v in variants:
+                line = panel[panel["variant"] == v].sort_values("seq")
+                if line.empty:
+                    continue
+                style = C.variant_style(v)
+                ax.plot(line["seq"], line["tflops"], label=C.variant_label(v), **style)
+                band = line.dropna(subset=["tflops_p20", "tflops_p80"])
+                if len(band):
+                    ax.fill_between(band["seq"], band["tflops_p20"], band["tflops_p80"], color=style["color"],
+                                    alpha=0.15, linewidth=0)
+            _draw_failures(ax, fails, variants)
+            if pd.notna(peak):
+                ax.axhline(peak, color="black", linestyle="--", linewidth=1.0)
+            C.log2_seq_axis(ax, rows["seq"])
+            ax.set_xlim(rows["seq"].min() / 1.3, rows["seq"].max() * 1.3)
+            ax.set_title(f"head_dim={int(hd)}, {'causal' if causal else 'non-causal'}", fontsize=10)
+            ax.grid(True, which="major", alpha=0.3)
+            ax.set_ylim(bottom=0)
+            if i == nrows - 1:
+                ax.set_xlabel("sequence length Nq (log2)")
+            if j == 0:
+                ax.set_ylabel("backward TFLOPS")
+    handles = [Line2D([], [], label=C.variant_label(v), **C.variant_style(v)) for v in variants
+               if (results["variant"] == v).any()]
+    if pd.notna(peak):
+        handles.append(Line2D([], [], color="black", linestyle="--", label=f"GPU dense bf16 peak ({peak:.0f})"))
+    if C.is_wrong(failed).any():
+        handles.append(Line2D([], [], linestyle="none", marker="X", markersize=9, markerfacecolor="white",
+                              markeredgecolor="red", label="wrong gradients (not a result)"))
+    if (~C.is_wrong(failed)).any():
+        handles.append(Line2D([], [], linestyle="none", marker="X", markersize=9, markerfacecolor="white",
+                              markeredgecolor="dimgray", label="failed: oom / compile / resources / error"))
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 3 if ncols < 3 else 5),
+               fontsize=9, frameon=False)
+    how = "fastest correct block config per point" if multi_configs else "median"
+    lines = [f"FlashAttention backward TFLOPS — {gpu}, {dtype or 'all dtypes'}{C.untimed_note(meaningful)}",
+             C.gpu_title(rows, gpu), f"{C.FLOP_CONVENTION} · {how}, band = p20–p80", _family_text(rows), *notes]
+    fig.suptitle("\n".join(lines), fontsize=10)
+    stem = f"compare_{C.slug(gpu)}_{dtype or 'all'}"
+    return C.save(fig, out, stem, svg)
+
+
+def _draw_failures(ax, fails: pd.DataFrame, variants: list[str]) -> None:
+    """X markers sitting on the x axis (no throughput), each labelled '<variant> <status>' — never a data point."""
+    if fails.empty:
+        return
+    trans = blended_transform_factory(ax.transData, ax.transAxes)
+    fails = fails.assign(_k=[variants.index(v) for v in fails["variant"]]).sort_values(["seq", "_k"])
+    for seq, group in fails.groupby("seq", sort=False):
+        for slot, ((_, r), wrong) in enumerate(zip(group.iterrows(), C.is_wrong(group))):
+            x = seq * 2 ** (0.16 * (slot - (len(group) - 1) / 2))  # spread markers that share a seq
+            color = "red" if wrong else "dimgray"
+            ax.plot([x], [0.0], transform=trans, linestyle="none", marker="X", markersize=9,
+                    markerfacecolor=C.variant_color(r["variant"]), markeredgecolor=color, markeredgewidth=1.6,
+                    clip_on=False, zorder=5)
+            ax.text(x, 0.05, f"{r['variant']} {r['status'] if not wrong else 'WRONG'}", transform=trans,
+                    rotation=90, ha="center", va="bottom", fontsize=7, color=color, zorder=6,
+                    bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1})
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
