@@ -1,0 +1,129 @@
+"""Peak memory vs sequence length, one line per variant, faceted by head dim × causal; one figure per GPU.
+
+    python -m plots.memory results=<dir or file> [gpu=<substring>] [dtype=bf16] [out=plots/out] [svg=true]
+                           [batch=<int>] [heads=<int>]
+
+Solid/dashed lines: ``peak_mem_bytes`` of the backward (the config the compare plot draws: the fastest
+correct block config per point). Dotted lines of the same colour: ``workspace_bytes`` (extra buffers the
+design allocates, e.g. atomic's fp32 dQ accumulator), drawn where nonzero. X markers on the x axis: oom
+(grey) and other failures, wrong gradients in red — never drawn as results.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter
+
+from plots import common as C
+from plots.compare import _draw_failures, _family_text, pick_family
+
+PROG = "plots.memory"
+DEFAULTS = {"results": None, "gpu": None, "dtype": "bf16", "out": "plots/out", "svg": False, "batch": None,
+            "heads": None}
+
+
+@C.cli
+def main(argv: list[str] | None = None) -> int:
+    args = C.parse_args(argv, DEFAULTS, PROG, __doc__)
+    df = C.load(C.require(args, "results", PROG))
+    paths = draw(df, args["out"], gpu=args["gpu"], dtype=args["dtype"], svg=args["svg"], batch=args["batch"],
+                 heads=args["heads"])
+    if not paths:
+        raise C.UsageError(f"{PROG}: no correct row with peak_mem_bytes in the tables")
+    for p in paths:
+        print(p)
+    return 0
+
+
+def draw(df: pd.DataFrame, out: str | Path, *, gpu: str | None = None, dtype: str | None = "bf16",
+         svg: bool = False, batch=None, heads=None) -> list[Path]:
+    df = C.select_dtype(df, dtype, PROG)
+    if batch is not None:
+        df = df[df["batch"] == int(batch)]
+    if heads is not None:
+        df = df[df["heads"] == int(heads)]
+    paths = []
+    for label in C.select_gpus(df, gpu, PROG) if len(df) else []:
+        rows = C.latest(df[df[C.GPU] == label])
+        if not (C.is_result(rows) & rows["peak_mem_bytes"].notna()).any():
+            continue
+        paths += _figure(rows, label, dtype, out, svg)
+    return paths
+
+
+def _bytes(value: float, _pos=None) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if value >= scale:
+            return f"{value / scale:g} {unit}" if value / scale >= 10 else f"{value / scale:.3g} {unit}"
+    return f"{value:g} B"
+
+
+def _figure(rows: pd.DataFrame, gpu: str, dtype: str | None, out, svg: bool) -> list[Path]:
+    rows, notes = pick_family(rows)
+    ranked, _ = C.timed(rows)  # fastest config by meaningful timings when there are any
+    results = C.best_config(ranked[C.is_result(ranked)])
+    if results.empty:  # untimed: any correct row per point
+        results = rows[C.is_result(rows)].drop_duplicates(["variant", *C.SHAPE_COLUMNS])
+    results = results[results["peak_mem_bytes"].notna()]
+    failed = rows[C.is_failed(rows)]
+    have = set(zip(results["variant"], results["seq"], results["head_dim"], results["causal"]))
+    failed = failed[[k not in have for k in zip(failed["variant"], failed["seq"], failed["head_dim"],
+                                                failed["causal"])]]
+    head_dims = sorted(rows["head_dim"].dropna().unique())
+    causals = sorted(rows["causal"].unique())
+    variants = C.variant_order(rows["variant"])
+    ncols, nrows = len(head_dims), len(causals)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.3 * ncols + 0.6, 3.5 * nrows + 1.5), sharey=True,
+                             squeeze=False, layout="constrained")
+    any_workspace = False
+    for i, causal in enumerate(causals):
+        for j, hd in enumerate(head_dims):
+            ax = axes[i][j]
+            panel = results[(results["head_dim"] == hd) & (results["causal"] == causal)]
+            for v in variants:
+                line = panel[panel["variant"] == v].sort_values("seq")
+                if line.empty:
+                    continue
+                style = C.variant_style(v)
+                ax.plot(line["seq"], line["peak_mem_bytes"], **style)
+                ws = line[line["workspace_bytes"] > 0]
+                if len(ws):
+                    any_workspace = True
+                    ax.plot(ws["seq"], ws["workspace_bytes"], color=style["color"], linestyle=":", linewidth=1.4)
+            ax.set_yscale("log", base=2)
+            _draw_failures(ax, failed[(failed["head_dim"] == hd) & (failed["causal"] == causal)], variants)
+            C.log2_seq_axis(ax, rows["seq"])
+            ax.set_xlim(rows["seq"].min() / 1.3, rows["seq"].max() * 1.3)
+            ax.yaxis.set_major_formatter(FuncFormatter(_bytes))
+            ax.set_title(f"head_dim={int(hd)}, {'causal' if causal else 'non-causal'}", fontsize=10)
+            ax.grid(True, which="major", alpha=0.3)
+            if i == nrows - 1:
+                ax.set_xlabel("sequence length Nq (log2)")
+            if j == 0:
+                ax.set_ylabel("peak memory of the backward")
+    handles = [Line2D([], [], label=C.variant_label(v), **C.variant_style(v)) for v in variants
+               if (results["variant"] == v).any()]
+    if any_workspace:
+        handles.append(Line2D([], [], color="black", linestyle=":", label="workspace_bytes (same colour)"))
+    if C.is_wrong(failed).any():
+        handles.append(Line2D([], [], linestyle="none", marker="X", markersize=9, markerfacecolor="white",
+                              markeredgecolor="red", label="wrong gradients (not a result)"))
+    if (~C.is_wrong(failed)).any():
+        handles.append(Line2D([], [], linestyle="none", marker="X", markersize=9, markerfacecolor="white",
+                              markeredgecolor="dimgray", label="failed: oom / compile / resources / error"))
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 3 if ncols < 3 else 5),
+               fontsize=9, frameon=False)
+    lines = [f"FlashAttention backward peak memory — {gpu}, {dtype or 'all dtypes'}", C.gpu_title(rows, gpu),
+             "config = fastest correct block config per point (as in the TFLOPS plot)", _family_text(rows),
+             *notes]
+    fig.suptitle("\n".join(lines), fontsize=10)
+    stem = f"memory_{C.slug(gpu)}_{dtype or 'all'}"
+    return C.save(fig, out, stem, svg)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
