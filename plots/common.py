@@ -1,39 +1,21 @@
-"""Shared plotting helpers: load result tables, pick the rows that are results, parse key=value arguments, save.
+"""Shared drawing helpers for plots/: colours, axes, titles, saving. Table reading lives in plots.tables.
 
 Plots read tables; they never measure. A row is a *result* only when ``status == "ok"`` and ``correct`` is
 True; every other row may only ever be drawn as a failure marker.
 """
 from __future__ import annotations
 
-import functools
-import math
-import re
-import sys
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")  # before pyplot: plots run headless (CI, GPU hosts)
 import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-try:  # the runner's loader, once it exists, is the one way to read tables
-    from runners.results import load as _runner_load
-except ImportError:  # pragma: no cover - depends on what the runner has landed
-    _runner_load = None
+from plots.tables import *  # noqa: E402,F401,F403  (re-exported: plots use C.load, C.is_result, ...)
+from plots.tables import _coerce  # noqa: E402,F401
 
-FLOP_CONVENTION = "FA convention: bwd = 2.5×fwd, causal halved"
-TRITON_VARIANTS = ("two_pass", "atomic", "fused")
-BASELINE_VARIANTS = ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "flex", "reference")
-VARIANT_ORDER = TRITON_VARIANTS + BASELINE_VARIANTS
-VARIANT_LABELS = {
-    "sdpa_flash": "sdpa_flash (FA2)",
-    "sdpa_cudnn": "sdpa_cudnn (cuDNN)",
-    "sdpa_efficient": "sdpa_efficient (mem-eff)",
-    "flex": "flex (FlexAttention)",
-    "reference": "reference (PyTorch math)",
-}
 # Fixed colours so a variant looks the same in every figure; red is kept for "wrong" markers.
 VARIANT_COLORS = {
     "two_pass": "tab:blue",
@@ -47,244 +29,12 @@ VARIANT_COLORS = {
 }
 _SPARE_COLORS = ("tab:cyan", "navy", "teal", "gold", "indigo", "darkkhaki")
 
-BLOCK_FIELDS = ("BLOCK_M", "BLOCK_N", "BLOCK_M1", "BLOCK_N1", "BLOCK_M2", "BLOCK_N2", "BLK_SLICE_FACTOR",
-                "num_warps", "num_stages", "prescale", "deterministic")
-SHAPE_COLUMNS = ("batch", "heads", "kv_heads", "seq", "seq_k", "head_dim", "causal", "layout")
-ENV_COLUMNS = ("device", "gpu_name", "compute_capability", "sm_count", "driver", "cuda", "torch", "triton",
-               "python", "hostname", "commit", "dirty", "timestamp", "sweep_id", "peak_tflops")
-MEASURE_COLUMNS = ("ms", "ms_p20", "ms_p80", "tflops", "tflops_p20", "tflops_p80", "executed_tflops", "pct_peak",
-                   "peak_mem_bytes", "workspace_bytes", "max_abs_dq", "max_abs_dk", "max_abs_dv", "rel_dq",
-                   "rel_dk", "rel_dv")
-GPU = "gpu_label"  # derived column: gpu_name, or the device ("cpu-interpreter") when there is no GPU name
-
-
-class UsageError(Exception):
-    """A bad argument or unusable input: ``cli`` prints it as one line on stderr and exits 2."""
-
-
-def cli(main):
-    """Decorate a ``main(argv) -> int``: a UsageError becomes one line on stderr and exit status 2."""
-    @functools.wraps(main)
-    def wrapped(argv: list[str] | None = None) -> int:
-        try:
-            return main(argv)
-        except UsageError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
-    return wrapped
-
-
-# --------------------------------------------------------------------------------------------------- arguments
-def parse_args(argv: list[str] | None, defaults: dict, prog: str, usage: str) -> dict:
-    """``key=value`` arguments (a leading ``--`` is allowed) over ``defaults``; types follow the default.
-
-    ``None`` defaults are strings; booleans accept true/false/1/0/yes/no. Unknown keys and bad values are a
-    one-line UsageError (exit 2). ``-h``/``--help`` prints ``usage`` and exits 0.
-    """
-    argv = sys.argv[1:] if argv is None else list(argv)
-    args = dict(defaults)
-    for token in argv:
-        if token in ("-h", "--help", "help"):
-            print(usage)
-            raise SystemExit(0)
-        key, sep, value = token.lstrip("-").partition("=")
-        if not sep:
-            raise UsageError(f"{prog}: expected key=value, got {token!r}; known keys: {', '.join(defaults)}")
-        key = key.replace("-", "_")
-        if key not in defaults:
-            raise UsageError(f"{prog}: unknown key {key!r}; known keys: {', '.join(defaults)}")
-        args[key] = _coerce(prog, key, value, defaults[key])
-    return args
-
-
-def _coerce(prog: str, key: str, value: str, default):
-    if isinstance(default, bool):
-        low = value.strip().lower()
-        if low in ("true", "1", "yes", "on"):
-            return True
-        if low in ("false", "0", "no", "off"):
-            return False
-        raise UsageError(f"{prog}: {key}={value!r}: expected true or false")
-    if isinstance(default, (int, float)):
-        try:
-            return type(default)(value)
-        except ValueError:
-            raise UsageError(f"{prog}: {key}={value!r}: expected a {type(default).__name__}") from None
-    if value.strip().lower() in ("", "null", "none"):
-        return None
-    return value
-
-
-def require(args: dict, key: str, prog: str) -> str:
-    if not args.get(key):
-        raise UsageError(f"{prog}: {key}=<path> is required")
-    return args[key]
-
-
-# ------------------------------------------------------------------------------------------------------ tables
-def load(path: str | Path) -> pd.DataFrame:
-    """Every result row under ``path`` (a parquet file, or a directory searched recursively), normalised.
-
-    Uses ``runners.results.load`` when the runner provides it; a local reader otherwise.
-    """
-    path = Path(path)
-    if not path.exists():
-        raise UsageError(f"results path {str(path)!r} does not exist")
-    if _runner_load is not None:
-        df = _runner_load(path)
-    else:
-        df = read_parquet_tree(path)
-    if df is None or len(df) == 0:
-        raise UsageError(f"no result rows under {str(path)!r}")
-    return normalize(df)
-
-
-def read_parquet_tree(path: str | Path) -> pd.DataFrame:
-    """One parquet file, or all ``*.parquet`` under a directory (recursively), concatenated."""
-    path = Path(path)
-    files = [path] if path.is_file() else sorted(path.rglob("*.parquet"))
-    frames = [pd.read_parquet(f) for f in files]
-    frames = [f for f in frames if len(f)]
-    if not frames:
-        return pd.DataFrame()
-    return pd.concat(frames, ignore_index=True)
-
-
-def normalize(df: pd.DataFrame) -> pd.DataFrame:
-    """Missing columns added as NaN, flags as real booleans, plus the derived ``gpu_label`` column."""
-    df = df.copy()
-    for col in ("variant", "dtype", "layout", "status", "reason", "config_key", "blocks_json", *SHAPE_COLUMNS,
-                *BLOCK_FIELDS, *ENV_COLUMNS, *MEASURE_COLUMNS, "correct", "timing_meaningful"):
-        if col not in df.columns:
-            df[col] = np.nan
-    df["status"] = df["status"].fillna("error").astype(str)
-    df["correct"] = df["correct"].map(_as_bool).fillna(False).astype(bool)
-    df["causal"] = df["causal"].map(_as_bool).fillna(False).astype(bool)
-    # Absent flag: timings count on a GPU and never on the CPU interpreter.
-    meaningful = df["timing_meaningful"].map(_as_bool)
-    df["timing_meaningful"] = meaningful.fillna(df["device"].astype(str) != "cpu-interpreter").astype(bool)
-    df["dirty"] = df["dirty"].map(_as_bool).fillna(False).astype(bool)
-    if df["seq_k"].isna().all():
-        df["seq_k"] = df["seq"]
-    df["seq_k"] = df["seq_k"].fillna(df["seq"])
-    if df["kv_heads"].isna().all():
-        df["kv_heads"] = df["heads"]
-    df["kv_heads"] = df["kv_heads"].fillna(df["heads"])
-    for col in ("batch", "heads", "kv_heads", "seq", "seq_k", "head_dim"):
-        df[col] = pd.to_numeric(df[col], errors="coerce")
-    for col in MEASURE_COLUMNS + ("peak_tflops",):
-        df[col] = pd.to_numeric(df[col], errors="coerce")
-    for col in ("variant", "dtype", "layout", "config_key", "commit", "device", "sweep_id"):
-        df[col] = df[col].astype(object).where(df[col].notna(), "").astype(str)
-    name = df["gpu_name"].astype(object).where(df["gpu_name"].notna(), "").astype(str).str.strip()
-    df[GPU] = name.where(name != "", df["device"].where(df["device"] != "", "unknown device"))
-    df["_ts"] = pd.to_datetime(df["timestamp"], utc=True, errors="coerce", format="mixed")
-    if df["config_key"].eq("").any():  # no key: the config columns are the key
-        cols = [c for c in ("variant", *SHAPE_COLUMNS, "dtype", *BLOCK_FIELDS) if c in df.columns]
-        fallback = df[cols].astype(str).agg("|".join, axis=1)
-        df["config_key"] = df["config_key"].where(df["config_key"] != "", fallback)
-    return df
-
-
-def _as_bool(value):
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    if isinstance(value, str):
-        low = value.strip().lower()
-        if low in ("true", "1", "yes"):
-            return True
-        if low in ("false", "0", "no"):
-            return False
-        return None
-    try:
-        if pd.isna(value):
-            return None
-    except (TypeError, ValueError):
-        pass
-    return bool(value)
-
-
-def is_result(df: pd.DataFrame) -> pd.Series:
-    """The only rows that may be drawn as results: status ok and gradients correct."""
-    return (df["status"] == "ok") & df["correct"].astype(bool)
-
-
-def is_wrong(df: pd.DataFrame) -> pd.Series:
-    """Rows whose gradients were checked and found wrong (status 'wrong', or ok but not correct)."""
-    return (df["status"] == "wrong") | ((df["status"] == "ok") & ~df["correct"].astype(bool))
-
-
-def is_failed(df: pd.DataFrame) -> pd.Series:
-    """Not a result and not merely unsupported: wrong, oom, compile_error, resources, error."""
-    return ~is_result(df) & (df["status"] != "unsupported")
-
-
-def latest(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per (config_key, GPU): the newest by timestamp (re-runs replace older rows)."""
-    if df.empty:
-        return df
-    order = df.assign(_order=np.arange(len(df))).sort_values(["_ts", "_order"], na_position="first", kind="stable")
-    return order.drop_duplicates(subset=["config_key", GPU], keep="last").drop(columns="_order")
-
-
-def timed(df: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
-    """Rows whose timings mean something; if a group has none (CPU interpreter), all rows and False."""
-    meaningful = df[df["timing_meaningful"]]
-    if len(meaningful):
-        return meaningful, True
-    return df, False
-
-
-def best_config(results: pd.DataFrame, by=(GPU, "dtype", "variant", *SHAPE_COLUMNS)) -> pd.DataFrame:
-    """Among result rows, the fastest block config per variant and shape (what an autotuner would pick)."""
-    results = results[results["tflops"].notna()]
-    if results.empty:
-        return results
-    idx = results.groupby(list(by), dropna=False, sort=False)["tflops"].idxmax()
-    return results.loc[idx.values].reset_index(drop=True)
-
-
-def pct_peak(df: pd.DataFrame) -> pd.Series:
-    """The table's pct_peak, else 100 × tflops / peak_tflops (NaN when the peak is unknown)."""
-    derived = 100.0 * df["tflops"] / df["peak_tflops"]
-    return df["pct_peak"].where(df["pct_peak"].notna(), derived)
-
-
-def select_gpus(df: pd.DataFrame, gpu: str | None, prog: str) -> list[str]:
-    """GPU labels to draw: those containing ``gpu`` (case-insensitive), or all; a UsageError when none match."""
-    labels = sorted(df[GPU].unique())
-    if gpu:
-        chosen = [g for g in labels if gpu.lower() in g.lower()]
-        if not chosen:
-            raise UsageError(f"{prog}: gpu={gpu!r} matches none of: {', '.join(labels)}")
-        return chosen
-    return labels
-
-
-def select_dtype(df: pd.DataFrame, dtype: str | None, prog: str) -> pd.DataFrame:
-    if not dtype:
-        return df
-    out = df[df["dtype"] == dtype]
-    if out.empty:
-        raise UsageError(f"{prog}: dtype={dtype!r} not in the tables; present: {', '.join(sorted(df['dtype'].unique()))}")
-    return out
-
 
 # ----------------------------------------------------------------------------------------------------- drawing
-def variant_order(variants) -> list[str]:
-    variants = list(dict.fromkeys(variants))
-    known = [v for v in VARIANT_ORDER if v in variants]
-    return known + sorted(v for v in variants if v not in VARIANT_ORDER)
-
-
 def variant_color(variant: str) -> str:
     if variant in VARIANT_COLORS:
         return VARIANT_COLORS[variant]
     return _SPARE_COLORS[sum(map(ord, variant)) % len(_SPARE_COLORS)]
-
-
-def variant_label(variant: str) -> str:
-    return VARIANT_LABELS.get(variant, variant)
 
 
 def variant_style(variant: str) -> dict:
@@ -292,12 +42,6 @@ def variant_style(variant: str) -> dict:
     if variant in TRITON_VARIANTS:
         return {"color": variant_color(variant), "linestyle": "-", "linewidth": 2.0, "marker": "o", "markersize": 4}
     return {"color": variant_color(variant), "linestyle": "--", "linewidth": 1.4, "marker": "s", "markersize": 3.5}
-
-
-def slug(text: str) -> str:
-    """File-name slug of a GPU name: 'NVIDIA H100 80GB HBM3' -> 'h100-80gb-hbm3'."""
-    text = re.sub(r"^nvidia\s+", "", str(text).strip(), flags=re.IGNORECASE).lower()
-    return re.sub(r"[^a-z0-9]+", "-", text).strip("-") or "unknown"
 
 
 def seq_label(n: float) -> str:
@@ -359,40 +103,3 @@ def save(fig, out: str | Path, stem: str, svg: bool) -> list[Path]:
     return paths
 
 
-def shape_text(row) -> str:
-    """'B4 H16 N4096 D128 causal' (H16/4 with grouped KV heads, N4096×8192 when Nk differs)."""
-    heads = f"H{int(row['heads'])}"
-    if pd.notna(row["kv_heads"]) and row["kv_heads"] != row["heads"]:
-        heads += f"/{int(row['kv_heads'])}"
-    seq = f"N{int(row['seq'])}"
-    if pd.notna(row["seq_k"]) and row["seq_k"] != row["seq"]:
-        seq += f"×{int(row['seq_k'])}"
-    text = f"B{int(row['batch'])} {heads} {seq} D{int(row['head_dim'])}"
-    text += " causal" if bool(row["causal"]) else ""
-    if row.get("layout") not in (None, "", "nan") and pd.notna(row.get("layout")):
-        text += f" {row['layout']}"
-    return text
-
-
-def blocks_text(row) -> str:
-    """The block fields a row sets, compactly: 'M1=64 N1=128 M2=128 N2=64 w8 s3'."""
-    parts = []
-    for col in BLOCK_FIELDS:
-        value = row.get(col)
-        if value is None or (not isinstance(value, str) and pd.isna(value)):
-            continue
-        if col == "num_warps":
-            parts.append(f"w{int(value)}")
-        elif col == "num_stages":
-            parts.append(f"s{int(value)}")
-        elif col in ("prescale", "deterministic"):
-            if _as_bool(value):
-                parts.append(col)
-        else:
-            parts.append(f"{col.replace('BLOCK_', '')}={int(value)}")
-    return " ".join(parts)
-
-
-def geomean(values) -> float:
-    values = np.asarray([v for v in values if pd.notna(v) and v > 0], dtype=float)
-    return float(np.exp(np.log(values).mean())) if len(values) else float("nan")
