@@ -5,9 +5,11 @@ import torch
 from variants import attention, get, names
 
 
+from tests.conftest import DEVICE
+
+
 def qkv(b=1, nq=8, nk=8, h=2, hkv=2, d=16, dtype=torch.float32):
-    return (torch.randn(b, nq, h, d, dtype=dtype), torch.randn(b, nk, hkv, d, dtype=dtype),
-            torch.randn(b, nk, hkv, d, dtype=dtype))
+    return tuple(torch.randn(b, n, heads, d, dtype=dtype, device=DEVICE) for n, heads in ((nq, h), (nk, hkv), (nk, hkv)))
 
 
 def test_registry_lists_every_design_and_baseline():
