@@ -1,0 +1,320 @@
+"""Regression tracking: compare a candidate result table against a baseline, point by point.
+
+    python -m runners.regress baseline=<path | commit> [candidate=<path>] [results=<path>] [threshold=0.05]
+                              [cross_gpu=auto|true|false] [out=<file.md>]
+
+Sides
+  baseline=<path>    every row under that parquet file / directory; candidate=<path> likewise (required).
+  baseline=<commit>  (a hex sha prefix, or any git ref such as HEAD~1 that ``git rev-parse`` resolves, and not an
+                     existing path): rows are read from results=<path> if given, else from candidate=<path>.
+                     The baseline is the rows whose ``commit`` starts with that sha (one commit only); the
+                     candidate is the rows of the newest *other* commit in the same tables (newest = latest
+                     row timestamp) — or, when results= and candidate= are both given, the newest commit in
+                     candidate=.
+  On each side a config measured more than once keeps its newest row (by timestamp).
+
+Joining and the rule (same GPU)
+  Rows join on (config_key, gpu_name). Only rows with status ok and correct are timed results. With
+  lo = min(tflops_p20, tflops, tflops_p80) and hi = max(...) of a point (its pessimistic and optimistic ends):
+      SLOWER   when  hi(candidate) < lo(baseline) × (1 - threshold)
+  i.e. even the candidate's optimistic end lies more than ``threshold`` below the baseline's pessimistic end.
+  This implies the median ratio is below 1 - threshold AND the two p20–p80 ranges are disjoint, so a change
+  inside the measured run-to-run spread is never flagged. FASTER is the mirror image. A point slower than
+  the threshold by its medians but not by the rule is reported as "slower (within noise)", not flagged.
+  Points whose timings are not meaningful (CPU interpreter) are never speed-compared.
+
+Correctness (always reported, whatever the speed)
+  WRONG       the candidate's gradients are wrong (status wrong, or ok with correct False) and the baseline's
+              were not already wrong (a new point that is wrong counts too)  -> counts as a regression
+  BROKE       baseline ok & correct, candidate failed (oom, compile_error, resources, unsupported, error)
+              -> counts as a regression
+  still wrong both sides wrong: reported, not counted
+
+Across GPUs (cross_gpu=true, or automatically when the two sides share no gpu_name)
+  Rows join on config_key alone; the table shows candidate/baseline TFLOPS and both % of peak. Speed is
+  never flagged and a failure such as oom on the other GPU is only reported; wrong gradients still count.
+
+Exit status: 1 when anything counts as a regression, 0 otherwise, 2 on bad arguments or unusable tables.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from plots import tables as T
+
+PROG = "runners.regress"
+DEFAULTS = {"baseline": None, "candidate": None, "results": None, "threshold": 0.05, "cross_gpu": "auto",
+            "out": None}
+KEEP = ("config_key", T.GPU, "variant", *T.SHAPE_COLUMNS, "dtype", *T.BLOCK_FIELDS, "status", "correct",
+        "timing_meaningful", "tflops", "tflops_p20", "tflops_p80", "pct_peak", "peak_tflops", "commit", "reason")
+COUNTED = ("SLOWER", "WRONG", "BROKE")
+
+
+@dataclass
+class Side:
+    rows: pd.DataFrame
+    description: str
+
+
+@dataclass
+class Comparison:
+    """The joined table (one row per point, ``verdict`` and ``counted`` columns) and what it adds up to."""
+    table: pd.DataFrame
+    cross_gpu: bool
+    threshold: float
+    counts: dict = field(default_factory=dict)
+
+    @property
+    def regressed(self) -> bool:
+        return bool(self.table["counted"].any()) if len(self.table) else False
+
+
+# ---------------------------------------------------------------------------------------------------- sides
+def is_commit_like(text: str) -> bool:
+    return bool(re.fullmatch(r"[0-9a-fA-F]{4,40}", text))
+
+
+def resolve_ref(ref: str) -> str | None:
+    """Full sha of a git ref (HEAD~1, a branch, a tag), or None when git does not know it."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], capture_output=True,
+                             text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def newest_commit(rows: pd.DataFrame) -> str:
+    """The commit whose newest row is the latest (rows without a timestamp count as oldest)."""
+    stamps = rows.assign(_t=rows["_ts"].fillna(pd.Timestamp.min.tz_localize("UTC"))).groupby("commit")["_t"].max()
+    return str(stamps.sort_values(kind="stable").index[-1])
+
+
+def resolve_sides(baseline: str | None, candidate: str | None, results: str | None) -> tuple[Side, Side]:
+    if not baseline:
+        raise T.UsageError(f"{PROG}: baseline=<results path or git commit> is required")
+    if Path(baseline).exists():
+        if not candidate:
+            raise T.UsageError(f"{PROG}: candidate=<results path> is required when baseline is a path")
+        base, cand = T.load(baseline), T.load(candidate)
+        return Side(base, f"{baseline} ({_summary(base)})"), Side(cand, f"{candidate} ({_summary(cand)})")
+    sha = baseline if is_commit_like(baseline) else resolve_ref(baseline)
+    if sha is None:
+        raise T.UsageError(f"{PROG}: baseline={baseline!r} is neither an existing path nor a git commit")
+    source = results or candidate
+    if not source:
+        raise T.UsageError(f"{PROG}: baseline={baseline} is a commit: give results=<dir> (or candidate=<dir>) "
+                           "holding rows of that commit")
+    pool = T.load(source)
+    matched = pool[pool["commit"].str.lower().str.startswith(sha.lower())]
+    commits = sorted(set(matched["commit"]))
+    if not commits:
+        present = ", ".join(sorted({c[:10] for c in pool["commit"] if c})) or "none"
+        raise T.UsageError(f"{PROG}: no rows of commit {sha[:12]} under {source}; commits present: {present}")
+    if len(commits) > 1:
+        raise T.UsageError(f"{PROG}: commit prefix {sha} is ambiguous: {', '.join(c[:12] for c in commits)}")
+    base_sha = commits[0]
+    base = matched
+    if results and candidate:
+        other = T.load(candidate)
+        where = candidate
+    else:
+        other = pool[pool["commit"] != base_sha]
+        where = source
+    other = other[other["commit"] != base_sha]
+    if other.empty:
+        raise T.UsageError(f"{PROG}: no rows of any commit other than {base_sha[:12]} under {where}")
+    cand_sha = newest_commit(other)
+    cand = other[other["commit"] == cand_sha]
+    return (Side(base, f"commit {base_sha[:12]}{_dirty(base)} from {source} ({_summary(base)})"),
+            Side(cand, f"newest commit {cand_sha[:12] or '(none)'}{_dirty(cand)} from {where} ({_summary(cand)})"))
+
+
+def _dirty(rows: pd.DataFrame) -> str:
+    return " [dirty tree]" if rows["dirty"].any() else ""
+
+
+def _summary(rows: pd.DataFrame) -> str:
+    gpus = ", ".join(sorted(rows[T.GPU].unique()))
+    commits = sorted({c[:7] for c in rows["commit"] if c})
+    commit = commits[0] if len(commits) == 1 else f"{len(commits)} commits"
+    return f"{len(rows)} rows, {gpus}, {commit}"
+
+
+# ----------------------------------------------------------------------------------------------------- rule
+def _ends(df: pd.DataFrame, suffix: str) -> tuple[pd.Series, pd.Series]:
+    """(pessimistic, optimistic) TFLOPS of each point: min and max of p20, median, p80 (NaNs ignored)."""
+    cols = df[[f"tflops_p20{suffix}", f"tflops{suffix}", f"tflops_p80{suffix}"]].astype(float)
+    return cols.min(axis=1, skipna=True), cols.max(axis=1, skipna=True)
+
+
+def compare(base: pd.DataFrame, cand: pd.DataFrame, threshold: float = 0.05,
+            cross_gpu: bool | None = None) -> Comparison:
+    """Join two normalised tables and give every point a verdict; see the module docstring for the rule."""
+    if not 0 <= threshold < 1:
+        raise T.UsageError(f"{PROG}: threshold={threshold}: must be in [0, 1)")
+    base, cand = T.latest(base), T.latest(cand)
+    if cross_gpu is None:
+        cross_gpu = not (set(base[T.GPU]) & set(cand[T.GPU]))
+    on = ["config_key"] if cross_gpu else ["config_key", T.GPU]
+    b = base[list(KEEP)].add_suffix("_b").rename(columns={f"{k}_b": k for k in on})
+    c = cand[list(KEEP)].add_suffix("_c").rename(columns={f"{k}_c": k for k in on})
+    j = b.merge(c, on=on, how="outer", indicator=True)
+    for col in ("variant", *T.SHAPE_COLUMNS, "dtype", *T.BLOCK_FIELDS):
+        j[col] = j[f"{col}_c"].where(j["_merge"] != "left_only", j[f"{col}_b"])
+    if not cross_gpu:
+        j["gpu"] = j[T.GPU]
+    else:
+        j["gpu"] = j[f"{T.GPU}_b"].fillna("-").astype(str) + " → " + j[f"{T.GPU}_c"].fillna("-").astype(str)
+    both = j["_merge"] == "both"
+    res_b = both & (j["status_b"] == "ok") & j["correct_b"].astype(bool)
+    res_c = both & (j["status_c"] == "ok") & j["correct_c"].astype(bool)
+    has_c = j["_merge"] != "left_only"
+    wrong_c = has_c & ((j["status_c"] == "wrong") | ((j["status_c"] == "ok") & ~j["correct_c"].astype(bool)))
+    wrong_b = both & ((j["status_b"] == "wrong") | ((j["status_b"] == "ok") & ~j["correct_b"].astype(bool)))
+    timed = res_b & res_c & j["timing_meaningful_b"].astype(bool) & j["timing_meaningful_c"].astype(bool)
+    lo_b, hi_b = _ends(j, "_b")
+    lo_c, hi_c = _ends(j, "_c")
+    j["ratio"] = np.where(res_b & res_c, j["tflops_c"] / j["tflops_b"], np.nan)
+    slower = timed & (hi_c < lo_b * (1 - threshold))
+    faster = timed & (lo_c > hi_b * (1 + threshold))
+    verdict = pd.Series("", index=j.index, dtype=object)
+    verdict[j["_merge"] == "left_only"] = "missing in candidate"
+    verdict[(j["_merge"] == "right_only")] = "new"
+    verdict[both & ~res_b & ~res_c] = "still failing"
+    verdict[both & ~res_b & res_c] = "fixed"
+    verdict[res_b & res_c & ~timed] = "untimed"
+    if cross_gpu:  # different hardware: speed is information, a failure there is not a code regression
+        verdict[timed] = "compared"
+        verdict[res_b & both & ~res_c & ~wrong_c] = "fails on candidate GPU"
+    else:
+        verdict[timed] = "≈"
+        verdict[timed & (j["ratio"] < 1 - threshold) & ~slower] = "slower (within noise)"
+        verdict[timed & (j["ratio"] > 1 + threshold) & ~faster] = "faster (within noise)"
+        verdict[faster] = "FASTER"
+        verdict[slower] = "SLOWER"
+        verdict[res_b & both & ~res_c & ~wrong_c] = "BROKE"
+    verdict[wrong_c & wrong_b] = "still wrong"
+    verdict[wrong_c & ~wrong_b] = "WRONG"
+    j["verdict"] = verdict
+    j["counted"] = j["verdict"].isin(COUNTED)
+    counts = j["verdict"].value_counts().to_dict()
+    order = {"WRONG": 0, "BROKE": 1, "SLOWER": 2, "still wrong": 3, "fails on candidate GPU": 4}
+    j["_order"] = j["verdict"].map(order).fillna(9)
+    j = j.sort_values(["_order", "ratio", "variant"], na_position="last", kind="stable").drop(columns="_order")
+    return Comparison(j.reset_index(drop=True), bool(cross_gpu), threshold, counts)
+
+
+# ---------------------------------------------------------------------------------------------------- output
+def _tflops_text(med, p20, p80) -> str:
+    if pd.isna(med):
+        return "-"
+    lo, hi = np.nanmin([p20, med, p80]), np.nanmax([p20, med, p80])
+    return f"{med:.1f} [{lo:.1f}–{hi:.1f}]"
+
+
+def _status_text(row, side: str) -> str:
+    status = row[f"status_{side}"]
+    if pd.isna(status):
+        return "-"
+    if status == "ok" and not bool(row[f"correct_{side}"]):
+        return "ok but incorrect"
+    return str(status)
+
+
+def display_table(cmp: Comparison, only_notable: bool = False) -> pd.DataFrame:
+    """The human-readable table: verdict, point, GPU, both sides' TFLOPS [p20–p80] or status, ratio."""
+    t = cmp.table
+    hidden = ("missing in candidate", "new", "still failing")
+    t = t[~t["verdict"].isin(hidden)]
+    if only_notable:
+        t = t[~t["verdict"].isin(("≈", "compared", "untimed", "faster (within noise)"))]
+    rows = []
+    for _, r in t.iterrows():
+        base = _tflops_text(r["tflops_b"], r["tflops_p20_b"], r["tflops_p80_b"]) \
+            if r["status_b"] == "ok" and bool(r["correct_b"]) else _status_text(r, "b")
+        cand = _tflops_text(r["tflops_c"], r["tflops_p20_c"], r["tflops_p80_c"]) \
+            if r["status_c"] == "ok" and bool(r["correct_c"]) else _status_text(r, "c")
+        out = {"verdict": r["verdict"], "variant": r["variant"], "shape": T.shape_text(r), "dtype": r["dtype"],
+               "blocks": T.blocks_text(r) or "-", "gpu": r["gpu"], "baseline TFLOPS": base,
+               "candidate TFLOPS": cand, "cand/base": f"{r['ratio']:.3f}" if pd.notna(r["ratio"]) else "-"}
+        if cmp.cross_gpu:
+            out["% peak base"] = _pct(r, "_b")
+            out["% peak cand"] = _pct(r, "_c")
+        rows.append(out)
+    return pd.DataFrame(rows)
+
+
+def _pct(r, suffix: str) -> str:
+    pct = r[f"pct_peak{suffix}"]
+    if pd.isna(pct) and pd.notna(r[f"peak_tflops{suffix}"]) and pd.notna(r[f"tflops{suffix}"]):
+        pct = 100 * r[f"tflops{suffix}"] / r[f"peak_tflops{suffix}"]
+    return f"{pct:.1f}%" if pd.notna(pct) else "-"
+
+
+def summary_lines(cmp: Comparison) -> list[str]:
+    c = cmp.counts
+    compared = sum(v for k, v in c.items() if k not in ("missing in candidate", "new"))
+    parts = [f"{compared} point(s) in both tables"]
+    for key in ("SLOWER", "WRONG", "BROKE", "still wrong", "FASTER", "slower (within noise)",
+                "faster (within noise)", "compared", "fails on candidate GPU", "fixed", "untimed", "still failing",
+                "missing in candidate", "new"):
+        if c.get(key):
+            parts.append(f"{c[key]} {key}")
+    lines = [", ".join(parts)]
+    if cmp.cross_gpu:
+        lines.append("cross-GPU comparison: speed is not flagged; only wrong gradients count")
+    lines.append(f"REGRESSED: {int(cmp.table['counted'].sum())} point(s)" if cmp.regressed else "no regressions")
+    return lines
+
+
+def rule_text(threshold: float, cross_gpu: bool) -> str:
+    if cross_gpu:
+        return "rule: cross-GPU — ratios reported, speed never flagged; wrong gradients always count"
+    return (f"rule: SLOWER when candidate's max(p20,p50,p80) TFLOPS < baseline's min(p20,p50,p80) × "
+            f"{1 - threshold:g} (threshold {threshold:g}); WRONG / BROKE always count")
+
+
+def markdown(cmp: Comparison, base: Side | None = None, cand: Side | None = None) -> str:
+    lines = []
+    if base is not None and cand is not None:
+        lines += [f"- baseline: {base.description}", f"- candidate: {cand.description}"]
+    lines += [f"- {rule_text(cmp.threshold, cmp.cross_gpu)}", *[f"- {s}" for s in summary_lines(cmp)], ""]
+    return "\n".join(lines) + "\n" + T.markdown_table(display_table(cmp))
+
+
+@T.cli
+def main(argv: list[str] | None = None) -> int:
+    args = T.parse_args(argv, DEFAULTS, PROG, __doc__)
+    mode = str(args["cross_gpu"]).strip().lower()
+    if mode not in ("auto", "true", "false", "1", "0", "yes", "no"):
+        raise T.UsageError(f"{PROG}: cross_gpu={args['cross_gpu']!r}: expected auto, true or false")
+    cross = None if mode == "auto" else mode in ("true", "1", "yes")
+    base, cand = resolve_sides(args["baseline"], args["candidate"], args["results"])
+    cmp = compare(base.rows, cand.rows, args["threshold"], cross)
+    print(f"baseline:  {base.description}")
+    print(f"candidate: {cand.description}")
+    print(rule_text(cmp.threshold, cmp.cross_gpu))
+    table = display_table(cmp)
+    if len(table):
+        with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.width", 250,
+                               "display.max_colwidth", 60):
+            print(table.to_string(index=False))
+    for line in summary_lines(cmp):
+        print(line)
+    if args["out"]:
+        out = Path(args["out"])
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("# Regression check\n\n" + markdown(cmp, base, cand))
+        print(f"wrote {out}")
+    return 1 if cmp.regressed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
