@@ -10,10 +10,11 @@ class Atomic(TritonVariant):
     Blocks = AtomicBlocks
 
     def default_blocks(self, problem):
+        # best of a small search on an H200, bf16, N=4096 (results/h200/NOTES.md)
         if problem.head_dim <= 64:
-            return AtomicBlocks(64, 64, num_warps=4, num_stages=3)
+            return AtomicBlocks(32, 128, num_warps=4, num_stages=3)
         if problem.head_dim <= 128:
-            return AtomicBlocks(64, 64, num_warps=8, num_stages=2)
+            return AtomicBlocks(64, 128, num_warps=8, num_stages=2)
         return AtomicBlocks(32, 32, num_warps=4, num_stages=1)
 
     def executed_flops(self, problem, blocks):
