@@ -122,7 +122,7 @@ def write(df: pd.DataFrame, directory: str | Path, per_row: bool = False) -> Pat
     directory.mkdir(parents=True, exist_ok=True)
     if per_row:
         for i in range(len(df)):
-            df.iloc[[i]].to_parquet(directory / f"point-{i:05d}.parquet")
+            df.iloc[[i]].to_parquet(directory / f"point-{i:05d}.parquet", index=False)
     else:
-        df.to_parquet(directory / "table.parquet")
+        df.to_parquet(directory / "table.parquet", index=False)
     return directory

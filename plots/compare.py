@@ -6,14 +6,14 @@
 Each line is a variant's fastest correct block config at each point (median TFLOPS, band = p20–p80). Red X
 markers at the foot of a panel are points whose gradients were wrong; grey X markers are points that failed
 (oom, compile_error, resources, error). Neither is ever drawn as a result. The dashed black line is the GPU's
-dense bf16/fp16 peak (``peak_tflops``) when the table knows it.
+dense peak for the dtype (``peak_tflops_<dtype>``, else ``peak_tflops`` for bf16/fp16) when the table
+knows it.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.transforms import blended_transform_factory
@@ -97,7 +97,7 @@ def _figure(rows: pd.DataFrame, gpu: str, dtype: str | None, out, svg: bool) -> 
     ncols, nrows = len(head_dims), len(causals)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.3 * ncols + 0.6, 3.5 * nrows + 1.6), sharey=True,
                              squeeze=False, layout="constrained")
-    peak = rows["peak_tflops"].median() if dtype in ("bf16", "fp16") else np.nan
+    peak = rows[C.PEAK].median()
     multi_configs = (rows[C.is_result(rows)].groupby(["variant", "seq", "head_dim", "causal"]).size() > 1).any()
     for i, causal in enumerate(causals):
         for j, hd in enumerate(head_dims):
@@ -129,7 +129,7 @@ def _figure(rows: pd.DataFrame, gpu: str, dtype: str | None, out, svg: bool) -> 
     handles = [Line2D([], [], label=C.variant_label(v), **C.variant_style(v)) for v in variants
                if (results["variant"] == v).any()]
     if pd.notna(peak):
-        handles.append(Line2D([], [], color="black", linestyle="--", label=f"GPU dense bf16 peak ({peak:.0f})"))
+        handles.append(Line2D([], [], color="black", linestyle="--", label=f"GPU dense {dtype or ''} peak ({peak:.0f})"))
     if C.is_wrong(failed).any():
         handles.append(Line2D([], [], linestyle="none", marker="X", markersize=9, markerfacecolor="white",
                               markeredgecolor="red", label="wrong gradients (not a result)"))

@@ -6,7 +6,7 @@
 Per variant and GPU, the bar is the geometric mean over the shapes (batch, heads, seq, head_dim, causal, ...)
 that variant has a correct result for on *every* GPU drawn, each shape at its fastest correct block config
 on that GPU (block defaults differ per GPU, so shapes are matched, not config keys). Whiskers on the TFLOPS
-bars span the geometric means of p20 and p80. % of peak uses ``pct_peak`` (else tflops / peak_tflops).
+bars span the geometric means of p20 and p80. % of peak uses ``pct_peak`` (else tflops / the GPU's dense peak for the dtype).
 """
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
         shared = mine[keys.isin(common)]
         for g in gpus:
             sub = shared[shared[C.GPU] == g]
-            peak = sub["peak_tflops"].median()
+            peak = sub[C.PEAK].median()
             out.append({"variant": v, "gpu": g, "shapes": len(common), "tflops": C.geomean(sub["tflops"]),
                         "tflops_p20": C.geomean(sub["tflops_p20"]), "tflops_p80": C.geomean(sub["tflops_p80"]),
                         "pct_peak": C.geomean(sub["_pct"]), "peak_tflops": peak})

@@ -39,6 +39,7 @@ MEASURE_COLUMNS = ("ms", "ms_p20", "ms_p80", "tflops", "tflops_p20", "tflops_p80
                    "peak_mem_bytes", "workspace_bytes", "max_abs_dq", "max_abs_dk", "max_abs_dv", "rel_dq",
                    "rel_dk", "rel_dv")
 GPU = "gpu_label"  # derived column: gpu_name, or the device ("cpu-interpreter") when there is no GPU name
+PEAK = "dtype_peak_tflops"  # derived column: the GPU's dense peak for the row's dtype (NaN when unknown)
 
 
 class UsageError(Exception):
@@ -135,7 +136,7 @@ def read_parquet_tree(path: str | Path) -> pd.DataFrame:
 
 def normalize(df: pd.DataFrame) -> pd.DataFrame:
     """Missing columns added as NaN, flags as real booleans, plus the derived ``gpu_label`` column."""
-    df = df.copy()
+    df = df.reset_index(drop=True)  # tables concatenated from many files may repeat index labels
     for col in ("variant", "dtype", "layout", "status", "reason", "config_key", "blocks_json", *SHAPE_COLUMNS,
                 *BLOCK_FIELDS, *ENV_COLUMNS, *MEASURE_COLUMNS, "correct", "timing_meaningful"):
         if col not in df.columns:
@@ -157,6 +158,14 @@ def normalize(df: pd.DataFrame) -> pd.DataFrame:
         df[col] = pd.to_numeric(df[col], errors="coerce")
     for col in MEASURE_COLUMNS + ("peak_tflops",):
         df[col] = pd.to_numeric(df[col], errors="coerce")
+    # The peak for the row's own dtype: peak_tflops_<dtype> where the runner wrote one, else peak_tflops (the
+    # GPU's dense bf16 peak, which is also the fp16 one) for bf16/fp16 rows; NaN when unknown.
+    df[PEAK] = np.nan
+    for dt in ("bf16", "fp16", "fp32"):
+        col = f"peak_tflops_{dt}"
+        if col in df.columns:
+            df[PEAK] = df[PEAK].where(df["dtype"].astype(str) != dt, pd.to_numeric(df[col], errors="coerce"))
+    df[PEAK] = df[PEAK].fillna(df["peak_tflops"].where(df["dtype"].astype(str).isin(("bf16", "fp16"))))
     for col in ("variant", "dtype", "layout", "config_key", "commit", "device", "sweep_id"):
         df[col] = df[col].astype(object).where(df[col].notna(), "").astype(str)
     name = df["gpu_name"].astype(object).where(df["gpu_name"].notna(), "").astype(str).str.strip()
@@ -228,8 +237,8 @@ def best_config(results: pd.DataFrame, by=(GPU, "dtype", "variant", *SHAPE_COLUM
 
 
 def pct_peak(df: pd.DataFrame) -> pd.Series:
-    """The table's pct_peak, else 100 × tflops / peak_tflops (NaN when the peak is unknown)."""
-    derived = 100.0 * df["tflops"] / df["peak_tflops"]
+    """The table's pct_peak, else 100 × tflops / the dtype's peak (NaN when the peak is unknown)."""
+    derived = 100.0 * df["tflops"] / df[PEAK]
     return df["pct_peak"].where(df["pct_peak"].notna(), derived)
 
 
@@ -319,14 +328,14 @@ def markdown_table(df: pd.DataFrame) -> str:
         text = "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
         return text.replace("|", "\\|").replace("\n", " ")
 
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    lines = ["| " + " | ".join(cell(c) for c in cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
     return "\n".join(lines) + "\n"
 
 
 __all__ = [
     "FLOP_CONVENTION", "TRITON_VARIANTS", "BASELINE_VARIANTS", "VARIANT_ORDER", "VARIANT_LABELS", "BLOCK_FIELDS",
-    "SHAPE_COLUMNS", "ENV_COLUMNS", "MEASURE_COLUMNS", "GPU", "UsageError", "cli", "parse_args", "require", "load",
+    "SHAPE_COLUMNS", "ENV_COLUMNS", "MEASURE_COLUMNS", "GPU", "PEAK", "UsageError", "cli", "parse_args", "require", "load",
     "read_parquet_tree", "normalize", "is_result", "is_wrong", "is_failed", "latest", "timed", "best_config",
     "pct_peak", "select_gpus", "select_dtype", "variant_order", "variant_label", "slug", "shape_text",
     "blocks_text", "geomean", "markdown_table",

@@ -52,7 +52,7 @@ PROG = "runners.regress"
 DEFAULTS = {"baseline": None, "candidate": None, "results": None, "threshold": 0.05, "cross_gpu": "auto",
             "out": None}
 KEEP = ("config_key", T.GPU, "variant", *T.SHAPE_COLUMNS, "dtype", *T.BLOCK_FIELDS, "status", "correct",
-        "timing_meaningful", "tflops", "tflops_p20", "tflops_p80", "pct_peak", "peak_tflops", "commit", "reason")
+        "timing_meaningful", "tflops", "tflops_p20", "tflops_p80", "pct_peak", T.PEAK, "commit", "reason")
 COUNTED = ("SLOWER", "WRONG", "BROKE")
 
 
@@ -69,6 +69,7 @@ class Comparison:
     cross_gpu: bool
     threshold: float
     counts: dict = field(default_factory=dict)
+    n_both: int = 0  # points present on both sides
 
     @property
     def regressed(self) -> bool:
@@ -208,7 +209,7 @@ def compare(base: pd.DataFrame, cand: pd.DataFrame, threshold: float = 0.05,
     order = {"WRONG": 0, "BROKE": 1, "SLOWER": 2, "still wrong": 3, "fails on candidate GPU": 4}
     j["_order"] = j["verdict"].map(order).fillna(9)
     j = j.sort_values(["_order", "ratio", "variant"], na_position="last", kind="stable").drop(columns="_order")
-    return Comparison(j.reset_index(drop=True), bool(cross_gpu), threshold, counts)
+    return Comparison(j.reset_index(drop=True), bool(cross_gpu), threshold, counts, int(both.sum()))
 
 
 # ---------------------------------------------------------------------------------------------------- output
@@ -222,7 +223,7 @@ def _tflops_text(med, p20, p80) -> str:
 def _status_text(row, side: str) -> str:
     status = row[f"status_{side}"]
     if pd.isna(status):
-        return "-"
+        return "absent"
     if status == "ok" and not bool(row[f"correct_{side}"]):
         return "ok but incorrect"
     return str(status)
@@ -253,15 +254,14 @@ def display_table(cmp: Comparison, only_notable: bool = False) -> pd.DataFrame:
 
 def _pct(r, suffix: str) -> str:
     pct = r[f"pct_peak{suffix}"]
-    if pd.isna(pct) and pd.notna(r[f"peak_tflops{suffix}"]) and pd.notna(r[f"tflops{suffix}"]):
-        pct = 100 * r[f"tflops{suffix}"] / r[f"peak_tflops{suffix}"]
+    if pd.isna(pct) and pd.notna(r[f"{T.PEAK}{suffix}"]) and pd.notna(r[f"tflops{suffix}"]):
+        pct = 100 * r[f"tflops{suffix}"] / r[f"{T.PEAK}{suffix}"]
     return f"{pct:.1f}%" if pd.notna(pct) else "-"
 
 
 def summary_lines(cmp: Comparison) -> list[str]:
     c = cmp.counts
-    compared = sum(v for k, v in c.items() if k not in ("missing in candidate", "new"))
-    parts = [f"{compared} point(s) in both tables"]
+    parts = [f"{cmp.n_both} point(s) in both tables"]
     for key in ("SLOWER", "WRONG", "BROKE", "still wrong", "FASTER", "slower (within noise)",
                 "faster (within noise)", "compared", "fails on candidate GPU", "fixed", "untimed", "still failing",
                 "missing in candidate", "new"):

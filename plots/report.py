@@ -1,0 +1,217 @@
+"""One Markdown page summarising result tables: environments, best variant per shape, failures, plots.
+
+    python -m plots.report results=<dir or file> [out=plots/out] [gpu=<substring>] [baseline=<path | commit>]
+                           [threshold=0.05] [svg=true]
+
+Writes ``<out>/report.md`` and the figures it embeds (relative paths, same folder): the TFLOPS compare and
+peak-memory plots per GPU and dtype, block-size heatmaps when the tables hold a block sweep, and the
+cross-GPU view when they hold more than one GPU. With ``baseline=`` it adds the regression check of
+``runners.regress`` (candidate = ``results``); the report still exits 0 — ``runners.regress`` is the gate.
+"""
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+
+import pandas as pd
+
+from plots import common as C
+from plots import compare, cross_gpu, heatmap, memory
+
+PROG = "plots.report"
+DEFAULTS = {"results": None, "out": "plots/out", "gpu": None, "baseline": None, "threshold": 0.05, "svg": False}
+FA2, CUDNN = "sdpa_flash", "sdpa_cudnn"
+
+
+@C.cli
+def main(argv: list[str] | None = None) -> int:
+    args = C.parse_args(argv, DEFAULTS, PROG, __doc__)
+    results = C.require(args, "results", PROG)
+    df = C.load(results)
+    if args["gpu"]:
+        df = df[df[C.GPU].isin(C.select_gpus(df, args["gpu"], PROG))]
+    path = write(df, args["out"], source=results, baseline=args["baseline"], threshold=args["threshold"],
+                 svg=args["svg"])
+    print(path)
+    return 0
+
+
+def write(df: pd.DataFrame, out: str | Path, *, source: str = "", baseline: str | None = None,
+          threshold: float = 0.05, svg: bool = False) -> Path:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    figures, notes = _figures(df, out, svg)
+    parts = [
+        "# FlashAttention backward — results report\n",
+        f"Source: `{source}` · {len(df)} rows, {int(C.is_result(df).sum())} correct results, "
+        f"{int(C.is_wrong(df).sum())} wrong · generated "
+        f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC\n",
+        f"TFLOPS follow the {C.FLOP_CONVENTION} (4·B·H·Nq·Nk·D per forward). Only rows with status `ok` and "
+        "correct gradients are results; nothing else is ever drawn or ranked as a result.\n",
+        "## Environments\n",
+        C.markdown_table(environments(df)),
+        "## Best variant per shape\n",
+        "Fastest correct block config per variant; *×FA2* and *×cuDNN* are TFLOPS ratios to "
+        f"`{FA2}` and `{CUDNN}` on the same GPU, shape and dtype (>1: faster). Rows whose timings are not "
+        "meaningful (CPU interpreter) are left out.\n",
+        best_tables(df),
+        "## Failures and wrong points\n",
+        failures(df),
+    ]
+    if baseline:
+        parts += ["## Regressions\n", _regressions(baseline, source, threshold)]
+    parts.append("## Plots\n")
+    for title, path in figures:
+        parts.append(f"### {title}\n\n![{title}]({path.name})\n")
+    if not figures:
+        parts.append("_(no figures: no meaningful correct results)_\n")
+    if notes:
+        parts.append("\n".join(f"- {n}" for n in notes) + "\n")
+    path = out / "report.md"
+    path.write_text("\n".join(parts))
+    return path
+
+
+def environments(df: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for gpu, g in df.groupby(C.GPU, sort=True):
+        commits = sorted({c[:10] for c in g["commit"] if c})
+        stamps = g["_ts"].dropna()
+        when = "" if stamps.empty else f"{stamps.min():%Y-%m-%d}" + (
+            "" if stamps.max().date() == stamps.min().date() else f" … {stamps.max():%Y-%m-%d}")
+        rows.append({"GPU": gpu, "device": C._one(g, "device"), "cc": C._one(g, "compute_capability"),
+                     "SMs": _int_text(C._one(g, "sm_count")), "driver": C._one(g, "driver"),
+                     "CUDA": C._one(g, "cuda"), "torch": C._one(g, "torch"), "triton": C._one(g, "triton"),
+                     "python": C._one(g, "python"), "commit": ", ".join(commits) + (" (dirty)" if g["dirty"].any()
+                                                                                     else ""),
+                     "sweeps": ", ".join(sorted(set(g["sweep_id"]) - {""})), "rows": len(g), "measured": when,
+                     "timings": "meaningful" if g["timing_meaningful"].all() else
+                     ("NOT meaningful" if not g["timing_meaningful"].any() else "partly meaningful")})
+    return pd.DataFrame(rows)
+
+
+def _int_text(text: str) -> str:
+    try:
+        return str(int(float(text)))
+    except ValueError:
+        return text
+
+
+def best_table(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per (GPU, dtype, shape): best variant overall and best Triton design, with ratios to FA2/cuDNN."""
+    rows = C.latest(df)
+    rows = rows[rows["timing_meaningful"] & C.is_result(rows)]
+    best = C.best_config(rows)
+    if best.empty:
+        return pd.DataFrame()
+    best = best.assign(_pct=C.pct_peak(best))
+    out = []
+    keys = [C.GPU, "dtype", *C.SHAPE_COLUMNS]
+    for key, g in best.groupby(keys, sort=True, dropna=False):
+        g = g.set_index("variant")
+        top = g["tflops"].idxmax()
+        triton = g[g.index.isin(C.TRITON_VARIANTS)]
+        fa2 = g["tflops"].get(FA2)
+        cudnn = g["tflops"].get(CUDNN)
+        row = {"GPU": key[0], "dtype": key[1], "shape": C.shape_text(g.iloc[0]),
+               "best": f"{top} {g.at[top, 'tflops']:.1f}", "% peak": _pct(g.at[top, "_pct"]),
+               "best ×FA2": _ratio(g.at[top, "tflops"], fa2), "best ×cuDNN": _ratio(g.at[top, "tflops"], cudnn)}
+        if len(triton):
+            t = triton["tflops"].idxmax()
+            row.update({"best Triton": f"{t} {triton.at[t, 'tflops']:.1f}",
+                        "Triton blocks": C.blocks_text(triton.loc[t]) or "-",
+                        "Triton ×FA2": _ratio(triton.at[t, "tflops"], fa2),
+                        "Triton ×cuDNN": _ratio(triton.at[t, "tflops"], cudnn)})
+        else:
+            row.update({"best Triton": "-", "Triton blocks": "-", "Triton ×FA2": "-", "Triton ×cuDNN": "-"})
+        row.update({"FA2": _num(fa2), "cuDNN": _num(cudnn)})
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def best_tables(df: pd.DataFrame) -> str:
+    table = best_table(df)
+    if table.empty:
+        return "_(no correct result with meaningful timings)_\n"
+    parts = []
+    for (gpu, dtype), g in table.groupby(["GPU", "dtype"], sort=True):
+        parts.append(f"### {gpu} — {dtype}\n")
+        parts.append(C.markdown_table(g.drop(columns=["GPU", "dtype"])))
+    return "\n".join(parts)
+
+
+def _num(value) -> str:
+    return "-" if value is None or pd.isna(value) else f"{value:.1f}"
+
+
+def _ratio(value, base) -> str:
+    return "-" if base is None or pd.isna(base) or not base else f"{value / base:.2f}"
+
+
+def _pct(value) -> str:
+    return "-" if pd.isna(value) else f"{value:.0f}%"
+
+
+def failures(df: pd.DataFrame) -> str:
+    rows = C.latest(df)
+    bad = rows[~C.is_result(rows)]
+    if bad.empty:
+        return "Every point is a correct result.\n"
+    status = bad["status"].where(~C.is_wrong(bad), "wrong")
+    counts = pd.crosstab(bad["variant"], status).reset_index().rename(columns={"variant": "variant \\ status"})
+    parts = ["Points that are not results, by variant and status:\n", C.markdown_table(counts.astype(str))]
+    wrong = bad[C.is_wrong(bad)]
+    if len(wrong):
+        listing = pd.DataFrame({
+            "GPU": wrong[C.GPU], "variant": wrong["variant"], "shape": [C.shape_text(r) for _, r in wrong.iterrows()],
+            "dtype": wrong["dtype"], "blocks": [C.blocks_text(r) or "-" for _, r in wrong.iterrows()],
+            "max |Δ| dq/dk/dv": [f"{r['max_abs_dq']:.3g}/{r['max_abs_dk']:.3g}/{r['max_abs_dv']:.3g}"
+                                 for _, r in wrong.iterrows()],
+            "reason": wrong["reason"].fillna("").astype(str)})
+        parts += ["\n**Wrong gradients** (never plotted as results):\n", C.markdown_table(listing)]
+    return "\n".join(parts)
+
+
+def _regressions(baseline: str, source: str, threshold: float) -> str:
+    from runners import regress
+
+    try:
+        base, cand = regress.resolve_sides(baseline, source, None)
+        cmp = regress.compare(base.rows, cand.rows, threshold)
+    except C.UsageError as err:
+        return f"_regression check not possible: {err}_\n"
+    lines = [f"- baseline: {base.description}", f"- candidate: {cand.description}",
+             f"- {regress.rule_text(cmp.threshold, cmp.cross_gpu)}",
+             *[f"- {s}" for s in regress.summary_lines(cmp)], ""]
+    notable = regress.display_table(cmp, only_notable=not cmp.cross_gpu)
+    return "\n".join(lines) + "\n" + C.markdown_table(notable)
+
+
+def _figures(df: pd.DataFrame, out: Path, svg: bool) -> tuple[list[tuple[str, Path]], list[str]]:
+    figures, notes = [], []
+    dtypes = sorted(df["dtype"].unique(), key=lambda d: (d != "bf16", d))
+    for dtype in dtypes:
+        for name, module in (("TFLOPS vs sequence length", compare), ("Peak memory", memory),
+                             ("Block-size heatmap", heatmap)):
+            try:
+                paths = module.draw(df, out, dtype=dtype, svg=svg)
+            except C.UsageError as err:
+                notes.append(f"{name} ({dtype}): {err}")
+                continue
+            figures += [(f"{name} — {_describe(p)}", p) for p in paths if p.suffix == ".png"]
+        if df[C.GPU].nunique() > 1:
+            try:
+                paths = cross_gpu.draw(df, out, dtype=dtype, svg=svg)
+            except C.UsageError as err:
+                notes.append(f"cross-GPU ({dtype}): {err}")
+                paths = []
+            figures += [(f"Cross-GPU — {dtype}", p) for p in paths if p.suffix == ".png"]
+    return figures, notes
+
+
+def _describe(path: Path) -> str:
+    return path.stem.split("_", 1)[1].replace("_", " · ") if "_" in path.stem else path.stem
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,192 @@
+"""runners.regress on fabricated tables (plots._synthetic): the spread-aware SLOWER rule, correctness flips,
+cross-GPU reports, commit mode, exit codes. In-process calls of main(); no GPU, no subprocess."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from plots import _synthetic as S
+from plots import tables as T
+from runners import regress
+
+SEQS, HEAD_DIMS, VARIANTS = (1024, 4096), (64, 128), ("two_pass", "atomic", "sdpa_flash")
+
+
+def _table(**kwargs) -> pd.DataFrame:
+    return S.table(seqs=SEQS, head_dims=HEAD_DIMS, variants=VARIANTS, failures=False, **kwargs)
+
+
+def _slow(df: pd.DataFrame, factor: float, sel=None) -> pd.DataFrame:
+    df = df.copy()
+    sel = np.ones(len(df), bool) if sel is None else sel
+    for col in ("tflops", "tflops_p20", "tflops_p80"):
+        df.loc[sel, col] = df.loc[sel, col] * factor
+    return df
+
+
+def _point(df, variant="two_pass", seq=4096, head_dim=128, causal=False):
+    return (df["variant"] == variant) & (df["seq"] == seq) & (df["head_dim"] == head_dim) & (df["causal"] == causal)
+
+
+def _rows(out: str, verdict: str) -> list[str]:
+    """Printed table rows with that verdict."""
+    return [line for line in out.splitlines() if line.lstrip().startswith(verdict + " ")]
+
+
+def _run(tmp_path, base, cand, *extra, per_row=False):
+    S.write(base, tmp_path / "base")
+    S.write(cand, tmp_path / "cand", per_row=per_row)  # per_row: the runner's layout, one file per point
+    return regress.main([f"baseline={tmp_path / 'base'}", f"candidate={tmp_path / 'cand'}", *extra])
+
+
+def test_20_percent_slowdown_is_flagged(tmp_path, capsys):
+    base = _table()
+    cand = _slow(base, 0.80, _point(base))
+    assert _run(tmp_path, base, cand, per_row=True) == 1
+    out = capsys.readouterr().out
+    slower = _rows(out, "SLOWER")
+    assert len(slower) == 1 and "two_pass" in slower[0] and "N4096 D128" in slower[0] and "0.800" in slower[0]
+    assert "REGRESSED: 1 point(s)" in out
+
+
+def test_2_percent_slowdown_within_noise_is_not_flagged(tmp_path, capsys):
+    base = _table(spread=0.02)
+    assert _run(tmp_path, base, _slow(base, 0.98)) == 0
+    out = capsys.readouterr().out
+    assert not _rows(out, "SLOWER") and "no regressions" in out
+    assert len(_rows(out, "≈")) == len(base) and "0.980" in out  # a ratio row for every point  # the ratio table is printed for every point
+
+
+def test_slowdown_past_threshold_but_inside_spread_is_reported_not_flagged(tmp_path, capsys):
+    base = _table(spread=0.05)  # p20–p80 = ±5 %: a 7 % median slowdown overlaps the spread
+    assert _run(tmp_path, base, _slow(base, 0.93, _point(base))) == 0
+    out = capsys.readouterr().out
+    assert len(_rows(out, "slower (within noise)")) == 1 and not _rows(out, "SLOWER")
+
+
+def test_threshold_argument_is_applied(tmp_path):
+    base = _table(spread=0.01)
+    cand = _slow(base, 0.90, _point(base))
+    assert _run(tmp_path, base, cand) == 1  # 10 % slower, default threshold 5 %
+    assert _run(tmp_path, base, cand, "threshold=0.2") == 0
+
+
+def test_rule_uses_candidate_optimistic_end_and_baseline_pessimistic_end():
+    base = T.normalize(_table(spread=0.0))
+    # The candidate's median is 20 % slower, but its p80 reaches the baseline: not beyond the spread.
+    cand = _slow(base, 0.80)
+    cand["tflops_p80"] = base["tflops"] * 0.99
+    cmp = regress.compare(base, T.normalize(cand), 0.05)
+    assert not cmp.regressed and set(cmp.table["verdict"]) == {"slower (within noise)"}
+    # Wide baseline spread on one side only: the baseline's p20 decides.
+    base2 = base.copy()
+    base2["tflops_p20"] = base2["tflops"] * 0.80
+    cmp = regress.compare(base2, T.normalize(_slow(base, 0.80)), 0.05)
+    assert not cmp.regressed
+
+
+def test_wrong_point_is_reported_and_exits_1_whatever_the_speed(tmp_path, capsys):
+    base = _table()
+    cand = _slow(base, 1.5)  # everything much faster ...
+    sel = _point(cand, "atomic", 1024, 64, True)
+    cand.loc[sel, "status"], cand.loc[sel, "correct"] = "wrong", False  # ... but one point is wrong
+    assert _run(tmp_path, base, cand) == 1
+    out = capsys.readouterr().out
+    wrong = _rows(out, "WRONG")
+    assert len(wrong) == 1 and "atomic" in wrong[0] and "N1024 D64 causal" in wrong[0]
+
+
+def test_ok_but_incorrect_counts_as_wrong(tmp_path, capsys):
+    base = _table()
+    cand = base.copy()
+    cand.loc[_point(cand), "correct"] = False  # status still "ok": not a result
+    assert _run(tmp_path, base, cand) == 1
+    assert "ok but incorrect" in capsys.readouterr().out
+
+
+def test_ok_to_oom_is_a_regression(tmp_path, capsys):
+    base = _table()
+    cand = base.copy()
+    cand.loc[_point(cand), "status"] = "oom"
+    cand.loc[_point(cand), "correct"] = False
+    assert _run(tmp_path, base, cand) == 1
+    assert "BROKE" in capsys.readouterr().out
+
+
+def test_point_wrong_on_both_sides_is_reported_not_counted(tmp_path, capsys):
+    base = _table()
+    for df in (base,):
+        df.loc[_point(df), "status"], df.loc[_point(df), "correct"] = "wrong", False
+    assert _run(tmp_path, base, base.copy()) == 0
+    assert "still wrong" in capsys.readouterr().out
+
+
+def test_cross_gpu_reports_ratios_and_does_not_flag(tmp_path, capsys):
+    base = _table(gpu_name="FAKE-GPU-A 80GB")
+    cand = _table(gpu_name="FAKE-GPU-B 141GB", speed=0.5)  # half the speed on the other GPU
+    assert _run(tmp_path, base, cand) == 0  # automatic: no gpu_name in common
+    out = capsys.readouterr().out
+    assert "cross-GPU" in out and not _rows(out, "SLOWER") and "no regressions" in out
+    assert "FAKE-GPU-A 80GB → FAKE-GPU-B 141GB" in out and "0.500" in out
+    # forced on, same effect; forced off joins on (config_key, gpu_name): nothing in common, nothing flagged
+    assert _run(tmp_path, base, cand, "cross_gpu=true") == 0
+    assert _run(tmp_path, base, cand, "cross_gpu=false") == 0
+
+
+def test_cross_gpu_oom_is_reported_but_wrong_gradients_still_count(tmp_path, capsys):
+    base = _table(gpu_name="FAKE-GPU-A")
+    cand = _table(gpu_name="FAKE-GPU-B")
+    cand.loc[_point(cand), "status"] = "oom"
+    assert _run(tmp_path, base, cand) == 0
+    assert "fails on candidate GPU" in capsys.readouterr().out
+    sel = _point(cand, "atomic", 1024)
+    cand.loc[sel, "status"], cand.loc[sel, "correct"] = "wrong", False
+    assert _run(tmp_path, base, cand) == 1
+
+
+def test_newest_row_of_a_config_is_the_one_compared(tmp_path):
+    base = _table()
+    old_slow = _slow(base, 0.5).assign(timestamp="2025-01-01T00:00:00Z")
+    new_fast = base.assign(timestamp="2025-03-01T00:00:00Z")
+    assert _run(tmp_path, base, pd.concat([new_fast, old_slow])) == 0
+    assert _run(tmp_path, base, pd.concat([old_slow.assign(timestamp="2025-04-01T00:00:00Z"), new_fast])) == 1
+
+
+def test_untimed_rows_are_never_speed_flagged(tmp_path, capsys):
+    base = _table(device="cpu-interpreter", gpu_name="cpu-interpreter", timing_meaningful=False)
+    assert _run(tmp_path, base, _slow(base, 0.3)) == 0
+    assert "untimed" in capsys.readouterr().out
+
+
+def test_commit_mode_compares_that_commit_with_the_newest_other(tmp_path, capsys):
+    old = _table(commit="abc1234" + "0" * 33, timestamp="2025-01-01T00:00:00Z")
+    mid = _slow(_table(commit="bcd2345" + "0" * 33, timestamp="2025-02-01T00:00:00Z"), 0.7)
+    new = _table(commit="cde3456" + "0" * 33, timestamp="2025-03-01T00:00:00Z")
+    S.write(pd.concat([old, mid, new]), tmp_path / "hist", per_row=True)
+    assert regress.main(["baseline=abc1234", f"results={tmp_path / 'hist'}"]) == 0  # vs cde3456: same speed
+    out = capsys.readouterr().out
+    assert "commit abc1234" in out and "newest commit cde3456" in out
+    assert regress.main(["baseline=cde3456", f"results={tmp_path / 'hist'}"]) == 1  # newest other: bcd2345, slower
+    assert "newest commit bcd2345" in capsys.readouterr().out
+
+
+def test_commit_mode_errors_are_one_line_exit_2(tmp_path, capsys):
+    S.write(_table(commit="abc1234" + "0" * 33), tmp_path / "hist")
+    assert regress.main(["baseline=fff999", f"results={tmp_path / 'hist'}"]) == 2
+    err = capsys.readouterr().err
+    assert "no rows of commit fff999" in err and len(err.strip().splitlines()) == 1
+    assert regress.main(["baseline=abc1234", f"results={tmp_path / 'hist'}"]) == 2  # no other commit
+    assert regress.main(["baseline=not/a/path/or/ref", f"results={tmp_path / 'hist'}"]) == 2
+
+
+@pytest.mark.parametrize("argv", [["candidate=x"], ["baseline=.", "threshold=lots"], ["baseline=.", "color=red"],
+                                  ["positional"]])
+def test_bad_arguments_exit_2(argv, capsys):
+    assert regress.main(argv) == 2
+    assert capsys.readouterr().err.startswith("error: ")
+
+
+def test_out_writes_markdown(tmp_path):
+    base = _table()
+    assert _run(tmp_path, base, _slow(base, 0.8, _point(base)), f"out={tmp_path / 'r' / 'regress.md'}") == 1
+    text = (tmp_path / "r" / "regress.md").read_text()
+    assert text.startswith("# Regression check") and "| SLOWER | two_pass |" in text
