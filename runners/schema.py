@@ -1,0 +1,192 @@
+"""Config schemas (Hydra structured configs) and the semantic check that runs before anything is measured.
+
+The dataclasses give every key its type, so a typo'd key or a wrong type fails at composition with Hydra's
+message. `check(cfg)` then checks what types cannot (seq >= 1, heads % kv_heads == 0, a valid block combo
+for the variant) and turns the config into a `Point`; a failure is a `ConfigError` that names the field.
+"""
+import json
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+DTYPE_NAMES = ("bf16", "fp16", "fp32")
+LAYOUTS = ("bnhd", "bhnd")
+MAX_HEAD_DIM = 256
+
+
+@dataclass
+class VariantConf:
+    name: str = MISSING  # a name from variants.names()
+
+
+@dataclass
+class GpuConf:
+    name: str = MISSING  # "auto": detected, numbers taken from the gpu/*.yaml whose `match` fits
+    index: int = 0  # CUDA device index
+    match: List[str] = field(default_factory=list)  # substrings of torch.cuda.get_device_name() this file describes
+    peak_tflops_bf16: Optional[float] = None  # dense tensor-core peak (vendor datasheet)
+    peak_tflops_fp16: Optional[float] = None
+    peak_tflops_fp32: Optional[float] = None  # non-tensor-core FP32 (the kernels' fp32 dots are IEEE)
+    mem_bandwidth_tbs: Optional[float] = None  # HBM bandwidth, TB/s
+
+
+@dataclass
+class BenchConf:
+    warmup: float = MISSING  # ms of warm-up (triton.testing.do_bench)
+    rep: float = MISSING  # ms of timed repetitions
+    flush_l2: bool = MISSING  # zero an L2-sized buffer before every rep (do_bench does this itself)
+    cuda_graph: bool = MISSING  # time with do_bench_cudagraph (one graph of unrolled calls; no L2 flush)
+    cpu_warmup: int = MISSING  # CPU interpreter: untimed calls before timing
+    cpu_rep: int = MISSING  # CPU interpreter: wall-clock-timed calls
+
+
+@dataclass
+class SweepConfig:
+    variant: VariantConf = field(default_factory=VariantConf)
+    blocks: Dict[str, Any] = field(default_factory=dict)  # null field = the variant's default for the problem
+    gpu: GpuConf = field(default_factory=GpuConf)
+    bench: BenchConf = field(default_factory=BenchConf)
+    seq: int = MISSING  # query length Nq
+    seq_k: Optional[int] = None  # key length Nk; null = seq
+    head_dim: int = MISSING
+    batch: int = MISSING
+    heads: int = MISSING
+    kv_heads: Optional[int] = None  # null = heads (no GQA)
+    causal: bool = MISSING
+    dtype: str = MISSING  # bf16, fp16, fp32
+    layout: str = MISSING  # bnhd ([B, N, H, D] tensors) or bhnd ([B, H, N, D] tensors, passed as views)
+    seed: int = 0
+    results_dir: str = MISSING
+    resume: bool = MISSING  # skip points already recorded for the same config_key, GPU and commit
+    sweep_id: str = MISSING
+
+
+def register() -> None:
+    """Puts the schemas in Hydra's ConfigStore (idempotent); config.yaml lists `sweep_schema` first."""
+    ConfigStore.instance().store(name="sweep_schema", node=SweepConfig)
+
+
+register()
+
+
+class ConfigError(ValueError):
+    """A config that types allow but the semantics do not; str() is one line naming the field."""
+
+    def __init__(self, field_name: str, message: str, text: str | None = None):
+        super().__init__(text or f"{field_name}: {message}")
+        self.field = field_name
+
+    def with_suffix(self, suffix: str) -> "ConfigError":
+        return ConfigError(self.field, "", f"{self}{suffix}")
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measurement's problem and resolved blocks, from a checked config."""
+    variant: str
+    batch: int
+    seq: int
+    seq_k: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    causal: bool
+    dtype: str
+    layout: str
+    blocks: Any  # the variant's Blocks dataclass, resolved (defaults for the problem + overrides)
+    block_overrides: dict  # the non-null `blocks` fields given in the config
+
+    @property
+    def blocks_dict(self) -> dict:
+        return self.blocks.as_dict()
+
+    @property
+    def blocks_json(self) -> str:
+        return json.dumps(self.blocks_dict, sort_keys=True)
+
+    def problem(self, device: str):
+        from variants.problem import DTYPES, Problem
+        return Problem(self.batch, self.seq, self.seq_k, self.heads, self.kv_heads, self.head_dim,
+                       self.causal, DTYPES[self.dtype], device)
+
+    def config_key(self, timer: str) -> str:
+        """Stable string identifying what is measured: shape, dtype, layout, resolved blocks, timer."""
+        blocks = ",".join(f"{k}={v}" for k, v in sorted(self.blocks_dict.items()))
+        return (f"{self.variant}|b={self.batch}|h={self.heads}|hkv={self.kv_heads}|nq={self.seq}|nk={self.seq_k}"
+                f"|d={self.head_dim}|causal={int(self.causal)}|{self.dtype}|{self.layout}|blocks[{blocks}]|{timer}")
+
+    def label(self) -> str:
+        """Short human description for progress lines."""
+        seq = f"{self.seq}" if self.seq == self.seq_k else f"{self.seq}x{self.seq_k}"
+        heads = f"{self.heads}" if self.heads == self.kv_heads else f"{self.heads}/{self.kv_heads}"
+        mask = "causal" if self.causal else "full"
+        return f"{self.variant} b={self.batch} h={heads} seq={seq} d={self.head_dim} {mask} {self.dtype}"
+
+
+def _int_at_least(cfg, name: str, low: int, value=None) -> int:
+    value = cfg[name] if value is None else value
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ConfigError(name, f"must be an integer >= {low}, got {value!r}")
+    return value
+
+
+def check(cfg: DictConfig, device: str) -> Point:
+    """The semantic check: a Point, or a ConfigError naming the first bad field. Imports `variants`
+    (so TRITON_INTERPRET must already be decided, see runners.env.use_interpreter_without_gpu)."""
+    import variants
+
+    seq = _int_at_least(cfg, "seq", 1)
+    seq_k = seq if cfg.seq_k is None else _int_at_least(cfg, "seq_k", 1)
+    batch = _int_at_least(cfg, "batch", 1)
+    heads = _int_at_least(cfg, "heads", 1)
+    kv_heads = heads if cfg.kv_heads is None else _int_at_least(cfg, "kv_heads", 1)
+    head_dim = _int_at_least(cfg, "head_dim", 1)
+    if head_dim > MAX_HEAD_DIM:
+        raise ConfigError("head_dim", f"must be in 1..{MAX_HEAD_DIM}, got {head_dim}")
+    if heads % kv_heads:
+        raise ConfigError("kv_heads", f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
+    if cfg.dtype not in DTYPE_NAMES:
+        raise ConfigError("dtype", f"must be one of {', '.join(DTYPE_NAMES)}, got {cfg.dtype!r}")
+    if cfg.layout not in LAYOUTS:
+        raise ConfigError("layout", f"must be one of {', '.join(LAYOUTS)}, got {cfg.layout!r}")
+    if cfg.variant.name not in variants.names():
+        raise ConfigError("variant.name", f"unknown variant {cfg.variant.name!r}; known: {', '.join(variants.names())}")
+    bench = cfg.bench
+    if not bench.warmup >= 0:
+        raise ConfigError("bench.warmup", f"must be >= 0 ms, got {bench.warmup}")
+    if not bench.rep > 0:
+        raise ConfigError("bench.rep", f"must be > 0 ms, got {bench.rep}")
+    if bench.cpu_warmup < 0:
+        raise ConfigError("bench.cpu_warmup", f"must be >= 0, got {bench.cpu_warmup}")
+    if bench.cpu_rep < 1:
+        raise ConfigError("bench.cpu_rep", f"must be >= 1, got {bench.cpu_rep}")
+    if cfg.gpu.index < 0:
+        raise ConfigError("gpu.index", f"must be >= 0, got {cfg.gpu.index}")
+
+    variant = variants.get(cfg.variant.name)
+    overrides = {k: v for k, v in OmegaConf.to_container(cfg.blocks, resolve=True).items() if v is not None}
+    point_args = dict(variant=variant.name, batch=batch, seq=seq, seq_k=seq_k, heads=heads, kv_heads=kv_heads,
+                      head_dim=head_dim, causal=bool(cfg.causal), dtype=cfg.dtype, layout=cfg.layout)
+    problem = Point(**point_args, blocks=None, block_overrides=overrides).problem(device)
+    try:
+        problem.validate()  # a backstop: the checks above already cover what it checks
+    except ValueError as exc:
+        raise ConfigError("problem", str(exc).splitlines()[0]) from None
+    try:
+        blocks = variant.make_blocks(problem, overrides)
+    except ValueError as exc:
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        first = message.split("=", 1)[0].split(":", 1)[0].strip()
+        if first in overrides or first in _field_names(variant):  # "BLOCK_M=48: must be ..." names its field
+            raise ConfigError(f"blocks.{first}", message, f"blocks.{message} (variant {variant.name})") from None
+        raise ConfigError("blocks", f"{message} (variant {variant.name})") from None
+    except TypeError as exc:  # a value of the wrong type inside the Blocks dataclass
+        raise ConfigError("blocks", f"{str(exc).splitlines()[0]} (variant {variant.name})") from None
+    return Point(**point_args, blocks=blocks, block_overrides=overrides)
+
+
+def _field_names(variant) -> set:
+    from dataclasses import fields
+    return {f.name for f in fields(variant.Blocks)}
