@@ -1,0 +1,146 @@
+"""Result rows on disk: one small parquet file per finished point, append-only; load, dedupe, resume, summary.
+
+Layout: <results_dir>/<gpu>/<sweep_id>/<point index>-<resume key>.parquet. A file is written under a
+temporary name and linked into place, so a killed sweep leaves every finished row and no partial file,
+and an existing file is never overwritten.
+"""
+import hashlib
+import json
+import os
+import warnings
+from pathlib import Path
+
+import pandas as pd
+
+# Statuses that a rerun would reproduce: resume skips them. oom and error may be transient: rerun.
+RESUME_STATUSES = ("ok", "wrong", "unsupported", "compile_error", "resources")
+CONFIG_COLUMNS = ("variant", "batch", "heads", "kv_heads", "seq", "seq_k", "head_dim", "causal", "dtype", "layout")
+DEDUPE_KEY = ("config_key", "gpu_name", "commit")
+
+_session_paths: list[Path] = []  # rows written or found (resume) by this process, for the multirun summary
+
+
+def resume_key(config_key: str, gpu_name: str, commit: str, diff_hash: str = "") -> str:
+    """Short hash naming a measurement of config_key on one GPU at one code state (file name suffix)."""
+    text = json.dumps([config_key, gpu_name, commit, diff_hash])
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
+def point_dir(results_dir: str | Path, gpu: str, sweep_id: str) -> Path:
+    return Path(results_dir) / gpu / sweep_id
+
+
+def write_row(row: dict, directory: Path, index: int, key: str) -> Path:
+    """Writes one row as <index>-<key>.parquet (or -1, -2, ... if taken); never overwrites."""
+    directory.mkdir(parents=True, exist_ok=True)
+    stem = f"{index:05d}-{key}"
+    tmp = directory / f".{stem}.{os.getpid()}.tmp"
+    pd.DataFrame([row]).to_parquet(tmp, index=False)
+    try:
+        for n in range(10_000):
+            path = directory / (f"{stem}.parquet" if n == 0 else f"{stem}-{n}.parquet")
+            try:
+                os.link(tmp, path)  # atomic, fails if the name exists
+            except FileExistsError:
+                continue
+            except OSError:  # file systems without hard links
+                if path.exists():
+                    continue
+                os.replace(tmp, path)
+            _session_paths.append(path)
+            return path
+        raise FileExistsError(f"no free file name for {stem} in {directory}")
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def find_done(results_dir: str | Path, gpu: str, key: str) -> tuple[Path, dict] | None:
+    """The latest recorded row for resume key `key` whose status a rerun would reproduce, else None."""
+    base = Path(results_dir) / gpu
+    if not base.is_dir():
+        return None
+    found = []
+    for path in base.rglob(f"*-{key}*.parquet"):
+        try:
+            row = pd.read_parquet(path).iloc[-1].to_dict()
+        except Exception:  # noqa: BLE001 - an unreadable file is not a finished point
+            continue
+        if row.get("status") in RESUME_STATUSES:
+            found.append((str(row.get("timestamp", "")), path, row))
+    if not found:
+        return None
+    _, path, row = max(found, key=lambda item: item[0])
+    _session_paths.append(path)
+    return path, row
+
+
+def session_paths() -> list[Path]:
+    return list(_session_paths)
+
+
+def _concat(tables: list) -> pd.DataFrame:
+    import pyarrow as pa
+    try:
+        return pa.concat_tables(tables, promote_options="permissive").to_pandas()
+    except (TypeError, pa.ArrowInvalid, pa.ArrowTypeError):  # older pyarrow, or clashing types
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            return pd.concat([t.to_pandas() for t in tables], ignore_index=True)
+
+
+def load(path: str | Path | list) -> pd.DataFrame:
+    """One DataFrame of every row: a parquet file, a directory (searched recursively), or a list of them."""
+    import pyarrow.parquet as pq
+
+    paths = path if isinstance(path, (list, tuple)) else [path]
+    files = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            files.extend(sorted(p.rglob("*.parquet")))
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise FileNotFoundError(f"no results at {p}")
+    if not files:
+        return pd.DataFrame()
+    return _concat([pq.read_table(f) for f in files])
+
+
+def dedupe(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per (config_key, gpu_name, commit): the latest by timestamp (merging tables from many machines)."""
+    if df.empty:
+        return df
+    return (df.sort_values("timestamp", kind="stable")
+              .drop_duplicates(subset=list(DEDUPE_KEY), keep="last")
+              .reset_index(drop=True))
+
+
+def _cell(row) -> str:
+    if row["status"] != "ok":
+        return row["status"]
+    if not row.get("timing_meaningful", True):
+        return f"{row['ms']:.3g} ms"
+    value = row["tflops"]
+    return f"{value:.1f}" if value >= 1 else f"{value:.3g}"
+
+
+def summary_table(df: pd.DataFrame) -> str:
+    """Compact pivot: one row per shape (and block config when one variant is searched), one column per
+    variant; cells are TFLOPS for ok points (wall-clock ms under the CPU interpreter), else the status
+    (a wrong point never shows a throughput)."""
+    if df.empty:
+        return "(no rows)"
+    df = dedupe(df)
+    block_cols = []
+    if df["variant"].nunique() == 1 and "blocks_json" in df:
+        block_cols = [c for c in json.loads(df["blocks_json"].iloc[0]) if c in df and df[c].nunique(dropna=False) > 1]
+    index = [c for c in CONFIG_COLUMNS[1:] if c in df and df[c].nunique(dropna=False) > 1] + block_cols
+    if not index:
+        index = ["seq", "head_dim", "causal"]
+    cells = df.assign(cell=df.apply(_cell, axis=1))
+    table = cells.pivot_table(index=index, columns="variant", values="cell", aggfunc="last")
+    table = table.reindex(columns=list(dict.fromkeys(df["variant"])))  # variants in run order
+    text = table.fillna("").to_string()
+    if "timing_meaningful" in df and not df["timing_meaningful"].fillna(False).astype(bool).any():
+        text += "\n(CPU interpreter: wall-clock ms, not GPU timings; cells of ok points are ms, not TFLOPS)"
+    return text

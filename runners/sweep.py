@@ -1,0 +1,259 @@
+"""Hydra entry point: one run measures one point, -m sweeps; one parquet row per point.
+
+    python -m runners.sweep seq=4096 variant=two_pass
+    python -m runners.sweep -m seq=1024,4096,16384 head_dim=64,128 causal=true,false variant=two_pass,atomic,fused
+    python -m runners.sweep -m sweep=blocks variant=atomic
+
+Before Hydra starts, `cli()` composes every point of the run (the multirun's too) and checks it: a bad
+config is one line on stderr and exit code 2, before anything is written. A point that fails while
+measuring becomes a row with its status; the multirun goes on.
+"""
+import json
+import sys
+from pathlib import Path
+
+from runners import env
+
+env.use_interpreter_without_gpu()  # before anything imports `variants`
+
+import hydra  # noqa: E402
+from hydra.core.hydra_config import HydraConfig  # noqa: E402
+from hydra.experimental.callback import Callback  # noqa: E402
+from hydra.types import RunMode  # noqa: E402
+from omegaconf import DictConfig, OmegaConf  # noqa: E402
+
+from runners import measure, results, schema  # noqa: E402
+from runners.schema import ConfigError  # noqa: E402
+
+CONFIG_DIR = str(env.CONF_DIR)  # ../conf from this file, as an absolute path (works however this module is run)
+CONFIG_NAME = "config"
+EXIT_CONFIG = 2
+_run_state = {"total": None}  # jobs of the current multirun, counted by cli()'s preflight
+
+
+def _device_kind() -> str:
+    return "cpu" if env.interpreting() else "cuda"
+
+
+def config_columns(point: schema.Point, cfg: DictConfig) -> dict:
+    cols = {"variant": point.variant, "batch": point.batch, "heads": point.heads, "kv_heads": point.kv_heads,
+            "seq": point.seq, "seq_k": point.seq_k, "head_dim": point.head_dim, "causal": point.causal,
+            "dtype": point.dtype, "layout": point.layout, "seed": int(cfg.seed)}
+    cols.update(point.blocks_dict)  # one column per block field, resolved
+    cols["blocks_json"] = point.blocks_json
+    cols["block_overrides_json"] = json.dumps(point.block_overrides, sort_keys=True)
+    cols.update(bench_warmup_ms=float(cfg.bench.warmup), bench_rep_ms=float(cfg.bench.rep),
+                flush_l2=bool(cfg.bench.flush_l2), cuda_graph=bool(cfg.bench.cuda_graph))
+    return cols
+
+
+def progress(prefix: str, row: dict) -> str:
+    status = row["status"]
+    if status == "ok":
+        if row["timing_meaningful"]:
+            pct = f", {row['pct_peak']:.0f}% of peak" if row["pct_peak"] == row["pct_peak"] else ""
+            return f"{prefix}: {row['tflops']:.1f} TFLOPS ({row['ms']:.3f} ms{pct}) ok"
+        return f"{prefix}: {row['ms']:.1f} ms wall clock (CPU interpreter, not a GPU timing) ok"
+    if status == "wrong":
+        return f"{prefix}: wrong ({row['reason']}); its {row['ms']:.3f} ms is not reported"
+    return f"{prefix}: {status} ({row['reason']})"
+
+
+def run_point(cfg: DictConfig, index: int = 0, total: int | None = 1, out=print) -> dict | None:
+    """Check, resume-or-measure and record one point; the row written, or None when resume skipped it.
+    Raises ConfigError for a bad config (before writing anything); never raises for a failing measurement."""
+    point = schema.check(cfg, _device_kind())
+    timer = measure.timer_name(cfg.bench, env.interpreting())
+    environment = env.environment(OmegaConf.to_container(cfg.gpu, resolve=True))
+    config_key = point.config_key(timer)
+    key = results.resume_key(config_key, environment["gpu_name"], environment["commit"], environment["diff_hash"])
+    prefix = f"[{index + 1}/{total or '?'}] {point.label()}"
+    if cfg.resume:
+        done = results.find_done(cfg.results_dir, environment["gpu"], key)
+        if done is not None:
+            path, old = done
+            out(f"{prefix}: skipped, already recorded ({old['status']}) in {path}")
+            return None
+    measured = measure.measure(point, cfg.bench, timer=timer, gpu_index=int(cfg.gpu.index), seed=int(cfg.seed),
+                               peak_tflops=environment.get(f"peak_tflops_{point.dtype}"))
+    row = {"sweep_id": str(cfg.sweep_id), "point_index": index, "config_key": config_key,
+           **config_columns(point, cfg), **measured,
+           "peak_tflops": environment.get(f"peak_tflops_{point.dtype}"),
+           **{k: v for k, v in environment.items() if not k.startswith("peak_tflops_")},
+           "timestamp": env.utc_now()}
+    directory = results.point_dir(cfg.results_dir, environment["gpu"], str(cfg.sweep_id))
+    path = results.write_row(row, directory, index, key)
+    out(progress(prefix, row))
+    if total == 1:
+        out(f"row: {path}")
+    return row
+
+
+@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name=CONFIG_NAME)
+def main(cfg: DictConfig) -> None:
+    hydra_cfg = HydraConfig.get()
+    multirun = hydra_cfg.mode == RunMode.MULTIRUN
+    index = int(hydra_cfg.job.num) if multirun else 0
+    total = _run_state["total"] if multirun else 1
+    try:
+        run_point(cfg, index, total)
+    except ConfigError as exc:
+        if not multirun:
+            print(f"config error: {exc}", file=sys.stderr)
+            sys.exit(EXIT_CONFIG)
+        print(f"[{index + 1}/{total or '?'}] config error, point skipped: {exc}", file=sys.stderr)
+
+
+class SummaryCallback(Callback):
+    """At the end of a multirun: the pivot table of this sweep's rows and where they are."""
+
+    def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
+        try:
+            sweep_dirs = sorted(Path(config.results_dir).glob(f"*/{config.sweep_id}"))
+            files = [f for d in sweep_dirs for f in sorted(d.glob("*.parquet"))] + results.session_paths()
+            files = list(dict.fromkeys(Path(f).resolve() for f in files))  # + rows resume found elsewhere
+            df = results.load(files) if files else results.pd.DataFrame()
+            print(f"\nsweep {config.sweep_id}: {len(df)} rows")
+            print(results.summary_table(df))
+            for d in sweep_dirs:
+                print(f"rows: {d}")
+        except Exception as exc:  # noqa: BLE001 - a summary never fails the sweep
+            print(f"summary failed: {measure.one_line(exc)}", file=sys.stderr)
+
+
+# ---- preflight: compose and check every point before Hydra writes anything --------------------------
+
+def _split_argv(argv: list[str]) -> tuple[list[str], bool, bool]:
+    """(overrides, multirun, passthrough): any flag but -m/--multirun (--help, --cfg, ...) goes to Hydra as is."""
+    overrides, multirun, passthrough = [], False, False
+    for arg in argv:
+        if arg in ("-m", "--multirun"):
+            multirun = True
+        elif arg.startswith("-"):
+            passthrough = True
+        else:
+            overrides.append(arg)
+    return overrides, multirun, passthrough
+
+
+def hydra_error_line(exc: BaseException) -> str:
+    """Hydra/OmegaConf's multi-line error (and its cause) as one line."""
+    parts = [str(exc)]
+    if exc.__cause__ is not None and str(exc.__cause__) not in parts[0]:
+        parts.append(str(exc.__cause__))
+    skip = ("full_key:", "object_type=", "reference_type=", "Set the environment variable HYDRA_FULL_ERROR")
+    lines = [ln.strip() for p in parts for ln in p.split("Config search path:")[0].splitlines()]
+    text = " ".join(ln for ln in lines if ln and not ln.startswith(skip))
+    return text or type(exc).__name__
+
+
+def expand_jobs(overrides: list[str], multirun: bool) -> list[list[str]]:
+    """The override list of every job Hydra would launch (the basic sweeper's cartesian product of the
+    command line and the preset's hydra.sweeper.params); [overrides] for a single run."""
+    from hydra import compose
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    parsed = parser.parse_overrides(overrides)
+    if not multirun:
+        return [overrides]
+    fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
+    try:
+        base = compose(CONFIG_NAME, fixed, return_hydra_config=True)
+    except Exception as exc:  # noqa: BLE001 - Hydra's composition error, reported as one line
+        raise _PreflightError(hydra_error_line(exc) + _blocks_hint(fixed, exc)) from None
+    sweeper = base.hydra.sweeper
+    if not str(sweeper.get("_target_", "")).endswith("BasicSweeper"):
+        return [fixed]  # other sweepers choose points themselves: check the fixed part only
+    params = OmegaConf.to_container(sweeper.params, resolve=True) if sweeper.get("params") else {}
+    lines = [f"{k}={v}" for k, v in params.items()] + list(overrides)
+    return BasicSweeper.split_arguments(parser.parse_overrides(lines), None)[0]
+
+
+def preflight(overrides: list[str], multirun: bool) -> int:
+    """Composes and checks every job; the number of jobs. Raises ConfigError or _PreflightError (one line)."""
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3", job_name="sweep"):
+        jobs = expand_jobs(overrides, multirun)
+        composed: dict = {}
+        for job in jobs:
+            try:
+                cfg = _compose_job(list(job), composed)
+            except Exception as exc:  # noqa: BLE001 - Hydra's composition error, reported as one line
+                raise _PreflightError(hydra_error_line(exc) + _blocks_hint(list(job), exc)) from None
+            try:
+                schema.check(cfg, _device_kind())
+            except ConfigError as exc:
+                where = f" (point {' '.join(job)})" if multirun and len(jobs) > 1 else ""
+                raise exc.with_suffix(where) from None
+    return len(jobs)
+
+
+def _compose_job(job: list[str], composed: dict) -> DictConfig:
+    """compose(config, job), composing once per set of config-group choices and applying the job's value
+    overrides to a copy (Hydra's own order: groups build the config, then values are applied)."""
+    import copy
+
+    from hydra import compose
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        from hydra._internal.config_loader_impl import ConfigLoaderImpl
+        apply = ConfigLoaderImpl._apply_overrides_to_config
+    except (ImportError, AttributeError):  # another Hydra: compose every job in full
+        return compose(CONFIG_NAME, job)
+    groups = {p.name for p in env.CONF_DIR.iterdir() if p.is_dir()}
+    parsed = OverridesParser.create().parse_overrides(job)
+
+    def is_group(o) -> bool:
+        key = o.key_or_group.split("@")[0]
+        return key in groups or key.startswith("hydra/")
+
+    choice = tuple(o.input_line for o in parsed if is_group(o))
+    values = [o for o in parsed if not is_group(o) and not o.key_or_group.startswith("hydra.")]
+    if choice not in composed:
+        composed[choice] = compose(CONFIG_NAME, list(choice))
+    cfg = copy.deepcopy(composed[choice])
+    apply(values, cfg)
+    return cfg
+
+
+class _PreflightError(Exception):
+    pass
+
+
+def _blocks_hint(job: list[str], exc: Exception) -> str:
+    """For an unknown `blocks.X` override: the block fields the chosen variant has."""
+    if "blocks." not in str(exc) or "not in struct" not in hydra_error_line(exc):
+        return ""
+    from hydra import compose
+    import variants
+    try:
+        name = compose(CONFIG_NAME, [o for o in job if not o.startswith(("blocks.", "+blocks."))]).variant.name
+        fields = list(variants.get(name).Blocks.__dataclass_fields__)
+    except Exception:  # noqa: BLE001 - no hint then
+        return ""
+    return f" (variant {name} has block fields: {', '.join(fields) or 'none'})"
+
+
+def cli(argv: list[str] | None = None) -> None:
+    """`python -m runners.sweep ...`: preflight (exit 2 on a bad config), then Hydra's main."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    overrides, multirun, passthrough = _split_argv(argv)
+    if not passthrough:
+        try:
+            _run_state["total"] = preflight(overrides, multirun)
+        except ConfigError as exc:
+            print(f"config error: {exc}", file=sys.stderr)
+            sys.exit(EXIT_CONFIG)
+        except Exception as exc:  # noqa: BLE001 - Hydra's own errors: typo'd key, wrong type, unknown option
+            print(f"config error: {hydra_error_line(exc)}", file=sys.stderr)
+            sys.exit(EXIT_CONFIG)
+    sys.argv = [sys.argv[0], *argv]
+    main()
+
+
+if __name__ == "__main__":
+    cli()
