@@ -58,7 +58,7 @@ def pick_family(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """At each (seq, head_dim, causal) keep one shape family: the one with the most rows (notes what was dropped)."""
     notes = []
     keys = ["seq", "head_dim", "causal"]
-    fam = rows[list(FAMILY)].astype(str).agg(" ".join, axis=1)
+    fam = C.row_keys(rows, FAMILY)
     rows = rows.assign(_family=fam)
     counts = rows.groupby(keys + ["_family"]).size().rename("n").reset_index()
     counts = counts.sort_values(keys + ["n", "_family"], ascending=[True, True, True, False, True])
@@ -89,8 +89,8 @@ def _figure(rows: pd.DataFrame, gpu: str, dtype: str | None, out, svg: bool) -> 
     failed = rows[C.is_failed(rows)]
     # A variant's point is marked failed only when no block config of it gave a result there.
     have = set(zip(results["variant"], results["seq"], results["head_dim"], results["causal"]))
-    failed = failed[[k not in have for k in zip(failed["variant"], failed["seq"], failed["head_dim"],
-                                                failed["causal"])]]
+    keys = zip(failed["variant"], failed["seq"], failed["head_dim"], failed["causal"])
+    failed = failed[pd.Series([k not in have for k in keys], index=failed.index, dtype=bool)]
     head_dims = sorted(rows["head_dim"].dropna().unique())
     causals = sorted(rows["causal"].unique())
     variants = C.variant_order(rows["variant"])

@@ -48,12 +48,11 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
     out = []
     for v in C.variant_order(results["variant"]):
         mine = results[results["variant"] == v]
-        per_gpu = {g: set(map(tuple, mine[mine[C.GPU] == g][list(C.SHAPE_COLUMNS)].astype(str).values))
-                   for g in gpus}
+        keys = C.row_keys(mine, C.SHAPE_COLUMNS)
+        per_gpu = {g: set(keys[mine[C.GPU] == g]) for g in gpus}
         common = set.intersection(*per_gpu.values()) if per_gpu else set()
         if not common:
             continue
-        keys = mine[list(C.SHAPE_COLUMNS)].astype(str).apply(tuple, axis=1)
         shared = mine[keys.isin(common)]
         for g in gpus:
             sub = shared[shared[C.GPU] == g]

@@ -87,7 +87,7 @@ def _figure(shapes, variant, pair, gpu, dtype, meaningful, out, svg) -> list[Pat
                              layout="constrained")
     m_col, n_col = pair
     all_rows = pd.concat([g for _, g in shapes])
-    others = [f for f in C.BLOCK_FIELDS if f not in pair and all_rows[f].astype(str).nunique(dropna=False) > 1]
+    others = [f for f in C.BLOCK_FIELDS if f not in pair and C.text(all_rows[f]).nunique() > 1]
     for ax in axes.flat[len(shapes):]:
         ax.set_visible(False)
     for ax, (_, rows) in zip(axes.flat, shapes):

@@ -70,8 +70,8 @@ def _figure(rows: pd.DataFrame, gpu: str, dtype: str | None, out, svg: bool) -> 
     results = results[results["peak_mem_bytes"].notna()]
     failed = rows[C.is_failed(rows)]
     have = set(zip(results["variant"], results["seq"], results["head_dim"], results["causal"]))
-    failed = failed[[k not in have for k in zip(failed["variant"], failed["seq"], failed["head_dim"],
-                                                failed["causal"])]]
+    keys = zip(failed["variant"], failed["seq"], failed["head_dim"], failed["causal"])
+    failed = failed[pd.Series([k not in have for k in keys], index=failed.index, dtype=bool)]
     head_dims = sorted(rows["head_dim"].dropna().unique())
     causals = sorted(rows["causal"].unique())
     variants = C.variant_order(rows["variant"])
@@ -88,7 +88,7 @@ def _figure(rows: pd.DataFrame, gpu: str, dtype: str | None, out, svg: bool) -> 
                 if line.empty:
                     continue
                 style = C.variant_style(v)
-                ax.plot(line["seq"], line["peak_mem_bytes"], **style)
+                ax.plot(line["seq"], line["peak_mem_bytes"], label=C.variant_label(v), **style)
                 ws = line[line["workspace_bytes"] > 0]
                 if len(ws):
                     any_workspace = True

@@ -135,47 +135,69 @@ def read_parquet_tree(path: str | Path) -> pd.DataFrame:
 
 
 def normalize(df: pd.DataFrame) -> pd.DataFrame:
-    """Missing columns added as NaN, flags as real booleans, plus the derived ``gpu_label`` column."""
+    """Missing columns added as NaN, flags as real booleans, text columns as str ('' when missing), plus the
+    derived columns ``gpu_label`` (GPU), ``dtype_peak_tflops`` (PEAK) and ``_ts`` (parsed timestamp)."""
     df = df.reset_index(drop=True)  # tables concatenated from many files may repeat index labels
     for col in ("variant", "dtype", "layout", "status", "reason", "config_key", "blocks_json", *SHAPE_COLUMNS,
                 *BLOCK_FIELDS, *ENV_COLUMNS, *MEASURE_COLUMNS, "correct", "timing_meaningful"):
         if col not in df.columns:
             df[col] = np.nan
-    df["status"] = df["status"].fillna("error").astype(str)
+    for col in ("variant", "dtype", "layout", "config_key", "commit", "device", "sweep_id", "reason"):
+        df[col] = text(df[col])
+    df["status"] = text(df["status"]).replace("", "error")
     df["correct"] = df["correct"].map(_as_bool).fillna(False).astype(bool)
     df["causal"] = df["causal"].map(_as_bool).fillna(False).astype(bool)
     # Absent flag: timings count on a GPU and never on the CPU interpreter.
     meaningful = df["timing_meaningful"].map(_as_bool)
-    df["timing_meaningful"] = meaningful.fillna(df["device"].astype(str) != "cpu-interpreter").astype(bool)
+    df["timing_meaningful"] = meaningful.fillna(df["device"] != "cpu-interpreter").astype(bool)
     df["dirty"] = df["dirty"].map(_as_bool).fillna(False).astype(bool)
-    if df["seq_k"].isna().all():
-        df["seq_k"] = df["seq"]
+    for col in ("batch", "heads", "kv_heads", "seq", "seq_k", "head_dim", *MEASURE_COLUMNS, "peak_tflops"):
+        df[col] = pd.to_numeric(df[col], errors="coerce")
     df["seq_k"] = df["seq_k"].fillna(df["seq"])
-    if df["kv_heads"].isna().all():
-        df["kv_heads"] = df["heads"]
     df["kv_heads"] = df["kv_heads"].fillna(df["heads"])
-    for col in ("batch", "heads", "kv_heads", "seq", "seq_k", "head_dim"):
-        df[col] = pd.to_numeric(df[col], errors="coerce")
-    for col in MEASURE_COLUMNS + ("peak_tflops",):
-        df[col] = pd.to_numeric(df[col], errors="coerce")
     # The peak for the row's own dtype: peak_tflops_<dtype> where the runner wrote one, else peak_tflops (the
     # GPU's dense bf16 peak, which is also the fp16 one) for bf16/fp16 rows; NaN when unknown.
     df[PEAK] = np.nan
     for dt in ("bf16", "fp16", "fp32"):
         col = f"peak_tflops_{dt}"
         if col in df.columns:
-            df[PEAK] = df[PEAK].where(df["dtype"].astype(str) != dt, pd.to_numeric(df[col], errors="coerce"))
-    df[PEAK] = df[PEAK].fillna(df["peak_tflops"].where(df["dtype"].astype(str).isin(("bf16", "fp16"))))
-    for col in ("variant", "dtype", "layout", "config_key", "commit", "device", "sweep_id"):
-        df[col] = df[col].astype(object).where(df[col].notna(), "").astype(str)
-    name = df["gpu_name"].astype(object).where(df["gpu_name"].notna(), "").astype(str).str.strip()
+            df[PEAK] = df[PEAK].where(df["dtype"] != dt, pd.to_numeric(df[col], errors="coerce"))
+    df[PEAK] = df[PEAK].fillna(df["peak_tflops"].where(df["dtype"].isin(("bf16", "fp16"))))
+    name = text(df["gpu_name"]).str.strip()
     df[GPU] = name.where(name != "", df["device"].where(df["device"] != "", "unknown device"))
     df["_ts"] = pd.to_datetime(df["timestamp"], utc=True, errors="coerce", format="mixed")
     if df["config_key"].eq("").any():  # no key: the config columns are the key
-        cols = [c for c in ("variant", *SHAPE_COLUMNS, "dtype", *BLOCK_FIELDS) if c in df.columns]
-        fallback = df[cols].astype(str).agg("|".join, axis=1)
+        cols = ["variant", *SHAPE_COLUMNS, "dtype", *BLOCK_FIELDS]
+        fallback = row_keys(df, cols)
         df["config_key"] = df["config_key"].where(df["config_key"] != "", fallback)
     return df
+
+
+def text(values: pd.Series) -> pd.Series:
+    """Values as plain str, missing ones as '' (pandas 3's str dtype would keep NaN)."""
+    return pd.Series([_text(v) for v in values], index=values.index, dtype=object)
+
+
+def row_keys(df: pd.DataFrame, cols) -> pd.Series:
+    """One string per row joining ``cols`` (as ``text``): a hashable key where NaN equals NaN."""
+    if df.empty:
+        return pd.Series([], index=df.index, dtype=object)
+    return df[list(cols)].apply(text).agg("|".join, axis=1)
+
+
+def _text(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ""
+        return str(int(value)) if value.is_integer() else str(value)
+    try:
+        if pd.isna(value):
+            return ""
+    except (TypeError, ValueError):
+        pass
+    return str(value)
 
 
 def _as_bool(value):
@@ -336,7 +358,7 @@ def markdown_table(df: pd.DataFrame) -> str:
 __all__ = [
     "FLOP_CONVENTION", "TRITON_VARIANTS", "BASELINE_VARIANTS", "VARIANT_ORDER", "VARIANT_LABELS", "BLOCK_FIELDS",
     "SHAPE_COLUMNS", "ENV_COLUMNS", "MEASURE_COLUMNS", "GPU", "PEAK", "UsageError", "cli", "parse_args", "require", "load",
-    "read_parquet_tree", "normalize", "is_result", "is_wrong", "is_failed", "latest", "timed", "best_config",
+    "read_parquet_tree", "normalize", "text", "row_keys", "is_result", "is_wrong", "is_failed", "latest", "timed", "best_config",
     "pct_peak", "select_gpus", "select_dtype", "variant_order", "variant_label", "slug", "shape_text",
     "blocks_text", "geomean", "markdown_table",
 ]
