@@ -9,7 +9,7 @@ slices of BLOCK / SLICE) and blocks every row fully sees. Sequence bounds are al
 import triton
 import triton.language as tl
 
-from kernels.common import score_mask
+from kernels.common import load_tile, score_mask
 
 
 @triton.jit
@@ -18,24 +18,30 @@ def dkdv_step(b_dk, b_dv, b_k, b_v, Q, DO, LSE, DELTA, DQ_ACC,
               o_n, start_m, seq_q, seq_k, qk_scale,
               HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
               MASK_CAUSAL: tl.constexpr, PRESCALED: tl.constexpr, ACCUM_DQ: tl.constexpr,
-              DOT_PRECISION: tl.constexpr):
+              EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
     """Adds one query block's contribution to a resident K/V block's dK, dV (and, with ACCUM_DQ,
     atomically adds the unscaled dS K to the fp32 DQ_ACC). b_k is pre-multiplied by qk_scale when PRESCALED."""
     o_m = start_m + tl.arange(0, BLOCK_M)
     o_d = tl.arange(0, BLOCK_D)
     m_m = o_m < seq_q
     m_d = o_d < HEAD_DIM
-    b_qT = tl.load(Q + o_m[None, :] * stride_qn + o_d[:, None] * stride_qd,
-                   mask=m_m[None, :] & m_d[:, None], other=0.)  # [BD, BM]
-    b_do = tl.load(DO + o_m[:, None] * stride_don + o_d[None, :] * stride_dod,
-                   mask=m_m[:, None] & m_d[None, :], other=0.)  # [BM, BD]
-    b_lse = tl.load(LSE + o_m, mask=m_m, other=float("inf"))  # [BM]
-    b_delta = tl.load(DELTA + o_m, mask=m_m, other=0.)  # [BM]
+    b_qT = load_tile(Q + o_m[None, :] * stride_qn + o_d[:, None] * stride_qd,
+                     m_m[None, :], m_d[:, None], not EVEN_M, not EVEN_D)  # [BD, BM]
+    b_do = load_tile(DO + o_m[:, None] * stride_don + o_d[None, :] * stride_dod,
+                     m_m[:, None], m_d[None, :], not EVEN_M, not EVEN_D)  # [BM, BD]
+    if EVEN_M:
+        b_lse = tl.load(LSE + o_m)  # [BM]
+        b_delta = tl.load(DELTA + o_m)  # [BM]
+    else:
+        b_lse = tl.load(LSE + o_m, mask=m_m, other=float("inf"))  # padded rows: P = 0
+        b_delta = tl.load(DELTA + o_m, mask=m_m, other=0.)
 
     b_sT = tl.dot(b_k, b_qT, input_precision=DOT_PRECISION)  # [BN, BD] @ [BD, BM] -> [BN, BM]
     if not PRESCALED:
         b_sT = b_sT * qk_scale
-    b_sT = tl.where(score_mask(o_m[None, :], o_n[:, None], seq_q, seq_k, MASK_CAUSAL), b_sT, float("-inf"))
+    if MASK_CAUSAL or not EVEN_M or not EVEN_N:
+        b_sT = tl.where(score_mask(o_m[None, :], o_n[:, None], seq_q, seq_k, MASK_CAUSAL, not EVEN_M, not EVEN_N),
+                        b_sT, float("-inf"))
     b_pT = tl.math.exp2(b_sT - b_lse[None, :])  # [BN, BM]
     b_dv += tl.dot(b_pT.to(b_do.dtype), b_do, input_precision=DOT_PRECISION)  # [BN, BM] @ [BM, BD] -> [BN, BD]
     b_dpT = tl.dot(b_v, tl.trans(b_do), input_precision=DOT_PRECISION)  # [BN, BD] @ [BD, BM] -> [BN, BM]
@@ -54,7 +60,8 @@ def dkdv_over_queries(b_dk, b_dv, b_k, b_v, Q, DO, LSE, DELTA, DQ_ACC,
                       o_n, start_n, seq_q, seq_k, qk_scale,
                       HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                       BLOCK_D: tl.constexpr, SLICE: tl.constexpr, CAUSAL: tl.constexpr,
-                      PRESCALED: tl.constexpr, ACCUM_DQ: tl.constexpr, DOT_PRECISION: tl.constexpr):
+                      PRESCALED: tl.constexpr, ACCUM_DQ: tl.constexpr,
+                      EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
     """Walks every query block that sees the key block [start_n, start_n + BLOCK_N) for one head."""
     if CAUSAL:
         SLICE_M: tl.constexpr = BLOCK_M // SLICE
@@ -66,7 +73,8 @@ def dkdv_over_queries(b_dk, b_dv, b_k, b_v, Q, DO, LSE, DELTA, DQ_ACC,
             b_dk, b_dv = dkdv_step(b_dk, b_dv, b_k, b_v, Q, DO, LSE, DELTA, DQ_ACC,
                                    stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd,
                                    o_n, start_m, seq_q, seq_k, qk_scale,
-                                   HEAD_DIM, SLICE_M, BLOCK_D, True, PRESCALED, ACCUM_DQ, DOT_PRECISION)
+                                   HEAD_DIM, SLICE_M, BLOCK_D, True, PRESCALED, ACCUM_DQ,
+                                   EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION)
         m_start = m_mid
     else:
         m_start = 0
@@ -74,7 +82,8 @@ def dkdv_over_queries(b_dk, b_dv, b_k, b_v, Q, DO, LSE, DELTA, DQ_ACC,
         b_dk, b_dv = dkdv_step(b_dk, b_dv, b_k, b_v, Q, DO, LSE, DELTA, DQ_ACC,
                                stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd,
                                o_n, start_m, seq_q, seq_k, qk_scale,
-                               HEAD_DIM, BLOCK_M, BLOCK_D, False, PRESCALED, ACCUM_DQ, DOT_PRECISION)
+                               HEAD_DIM, BLOCK_M, BLOCK_D, False, PRESCALED, ACCUM_DQ,
+                               EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION)
     return b_dk, b_dv
 
 
@@ -82,18 +91,22 @@ def dkdv_over_queries(b_dk, b_dv, b_k, b_v, Q, DO, LSE, DELTA, DQ_ACC,
 def dq_step(b_dq, b_q, b_do, b_lse, b_delta, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
             o_m, start_n, seq_q, seq_k, qk_scale,
             HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-            MASK_CAUSAL: tl.constexpr, PRESCALED: tl.constexpr, DOT_PRECISION: tl.constexpr):
+            MASK_CAUSAL: tl.constexpr, PRESCALED: tl.constexpr,
+            EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
     """Adds one key block's contribution to a resident query block's unscaled dQ (dS K).
     b_q is pre-multiplied by qk_scale when PRESCALED."""
     o_n = start_n + tl.arange(0, BLOCK_N)
     o_d = tl.arange(0, BLOCK_D)
-    m_nd = (o_n[None, :] < seq_k) & (o_d[:, None] < HEAD_DIM)
-    b_kT = tl.load(K + o_n[None, :] * stride_kn + o_d[:, None] * stride_kd, mask=m_nd, other=0.)  # [BD, BN]
-    b_vT = tl.load(V + o_n[None, :] * stride_vn + o_d[:, None] * stride_vd, mask=m_nd, other=0.)  # [BD, BN]
+    m_n = o_n[None, :] < seq_k
+    m_d = o_d[:, None] < HEAD_DIM
+    b_kT = load_tile(K + o_n[None, :] * stride_kn + o_d[:, None] * stride_kd, m_n, m_d, not EVEN_N, not EVEN_D)  # [BD, BN]
+    b_vT = load_tile(V + o_n[None, :] * stride_vn + o_d[:, None] * stride_vd, m_n, m_d, not EVEN_N, not EVEN_D)  # [BD, BN]
     b_s = tl.dot(b_q, b_kT, input_precision=DOT_PRECISION)  # [BM, BD] @ [BD, BN] -> [BM, BN]
     if not PRESCALED:
         b_s = b_s * qk_scale
-    b_s = tl.where(score_mask(o_m[:, None], o_n[None, :], seq_q, seq_k, MASK_CAUSAL), b_s, float("-inf"))
+    if MASK_CAUSAL or not EVEN_M or not EVEN_N:
+        b_s = tl.where(score_mask(o_m[:, None], o_n[None, :], seq_q, seq_k, MASK_CAUSAL, not EVEN_M, not EVEN_N),
+                       b_s, float("-inf"))
     b_p = tl.math.exp2(b_s - b_lse[:, None])  # [BM, BN]
     b_dp = tl.dot(b_do, b_vT, input_precision=DOT_PRECISION)  # [BM, BD] @ [BD, BN] -> [BM, BN]
     b_ds = b_p * (b_dp - b_delta[:, None])  # [BM, BN]
@@ -105,8 +118,8 @@ def dq_step(b_dq, b_q, b_do, b_lse, b_delta, K, V, stride_kn, stride_kd, stride_
 def dq_over_keys(b_dq, b_q, b_do, b_lse, b_delta, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
                  o_m, start_m, seq_q, seq_k, qk_scale,
                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                 BLOCK_D: tl.constexpr, SLICE: tl.constexpr, CAUSAL: tl.constexpr,
-                 PRESCALED: tl.constexpr, DOT_PRECISION: tl.constexpr):
+                 BLOCK_D: tl.constexpr, SLICE: tl.constexpr, CAUSAL: tl.constexpr, PRESCALED: tl.constexpr,
+                 EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
     """Walks every key block that the query block [start_m, start_m + BLOCK_M) sees, for one head."""
     if CAUSAL:
         SLICE_N: tl.constexpr = BLOCK_N // SLICE
@@ -116,13 +129,13 @@ def dq_over_keys(b_dq, b_q, b_do, b_lse, b_delta, K, V, stride_kn, stride_kd, st
         for start_n in range(n_mid, n_end, SLICE_N):
             b_dq = dq_step(b_dq, b_q, b_do, b_lse, b_delta, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
                            o_m, start_n, seq_q, seq_k, qk_scale,
-                           HEAD_DIM, SLICE_N, BLOCK_D, True, PRESCALED, DOT_PRECISION)
+                           HEAD_DIM, SLICE_N, BLOCK_D, True, PRESCALED, EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION)
     else:
         n_mid = seq_k
     for start_n in range(0, n_mid, BLOCK_N):
         b_dq = dq_step(b_dq, b_q, b_do, b_lse, b_delta, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
                        o_m, start_n, seq_q, seq_k, qk_scale,
-                       HEAD_DIM, BLOCK_N, BLOCK_D, False, PRESCALED, DOT_PRECISION)
+                       HEAD_DIM, BLOCK_N, BLOCK_D, False, PRESCALED, EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION)
     return b_dq
 
 
@@ -138,7 +151,8 @@ def dkdv_program(Q, K, V, DO, DK, DV, LSE, DELTA, DQ_ACC,
                  seq_q, seq_k, heads, group, qk_scale, sm_scale, i_n, i_b, i_hk,
                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                  BLOCK_D: tl.constexpr, SLICE: tl.constexpr, CAUSAL: tl.constexpr,
-                 PRESCALED: tl.constexpr, ACCUM_DQ: tl.constexpr, DOT_PRECISION: tl.constexpr):
+                 PRESCALED: tl.constexpr, ACCUM_DQ: tl.constexpr,
+                 EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
     """dK, dV of key block i_n of kv-head i_hk, summed over the `group` query heads that share it (GQA)."""
     start_n = i_n * BLOCK_N
     o_n = start_n + tl.arange(0, BLOCK_N)
@@ -162,7 +176,8 @@ def dkdv_program(Q, K, V, DO, DK, DV, LSE, DELTA, DQ_ACC,
             LSE + i_bh * seq_q, DELTA + i_bh * seq_q, DQ_ACC + i_b * stride_dqb + i_h * stride_dqh,
             stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd,
             o_n, start_n, seq_q, seq_k, qk_scale,
-            HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, SLICE, CAUSAL, PRESCALED, ACCUM_DQ, DOT_PRECISION)
+            HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, SLICE, CAUSAL, PRESCALED, ACCUM_DQ,
+            EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION)
     tl.store(DK + i_b * stride_dkb + i_hk * stride_dkh + o_n[:, None] * stride_dkn + o_d[None, :] * stride_dkd,
              (b_dk * sm_scale).to(DK.dtype.element_ty), mask=m_nd)
     tl.store(DV + i_b * stride_dvb + i_hk * stride_dvh + o_n[:, None] * stride_dvn + o_d[None, :] * stride_dvd,
@@ -178,8 +193,8 @@ def dq_program(Q, K, V, DO, DQ, LSE, DELTA,
                stride_dqb, stride_dqn, stride_dqh, stride_dqd,
                seq_q, seq_k, heads, group, qk_scale, sm_scale, i_m, i_b, i_h,
                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-               BLOCK_D: tl.constexpr, SLICE: tl.constexpr, CAUSAL: tl.constexpr,
-               PRESCALED: tl.constexpr, DOT_PRECISION: tl.constexpr):
+               BLOCK_D: tl.constexpr, SLICE: tl.constexpr, CAUSAL: tl.constexpr, PRESCALED: tl.constexpr,
+               EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
     """dQ of query block i_m of head i_h (its kv-head is i_h // group)."""
     start_m = i_m * BLOCK_M
     o_m = start_m + tl.arange(0, BLOCK_M)
@@ -201,6 +216,7 @@ def dq_program(Q, K, V, DO, DQ, LSE, DELTA,
     b_dq = dq_over_keys(b_dq, b_qs, b_do, b_lse, b_delta,
                         K + i_b * stride_kb + i_hk * stride_kh, V + i_b * stride_vb + i_hk * stride_vh,
                         stride_kn, stride_kd, stride_vn, stride_vd, o_m, start_m, seq_q, seq_k, qk_scale,
-                        HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, SLICE, CAUSAL, PRESCALED, DOT_PRECISION)
+                        HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, SLICE, CAUSAL, PRESCALED,
+                        EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION)
     tl.store(DQ + i_b * stride_dqb + i_h * stride_dqh + o_m[:, None] * stride_dqn + o_d[None, :] * stride_dqd,
              (b_dq * sm_scale).to(DQ.dtype.element_ty), mask=m_md)

@@ -16,14 +16,58 @@ def head_block(head_dim: int) -> int:
 
 
 @triton.jit
-def score_mask(i_q, i_k, seq_q, seq_k, CAUSAL: tl.constexpr):
+def score_mask(i_q, i_k, seq_q, seq_k, CAUSAL: tl.constexpr, CHECK_Q: tl.constexpr, CHECK_K: tl.constexpr):
     """True where query i_q may attend key i_k; i_q, i_k are broadcastable index blocks
     ([M, 1] and [1, N] for an [M, N] score block, or the transpose for [N, M]).
 
-    Out-of-range keys and queries are masked; causal masking is bottom-right aligned
-    (FlashAttention >= 2.1): query i sees key j iff j <= i + seq_k - seq_q.
+    Causal masking is bottom-right aligned (FlashAttention >= 2.1): query i sees key j iff
+    j <= i + seq_k - seq_q. CHECK_Q / CHECK_K also mask out-of-range queries / keys; a caller
+    whose blocks all lie inside the sequence passes False (and then needs no mask at all when
+    not causal: `needs_score_mask`).
     """
-    m_valid = (i_q < seq_q) & (i_k < seq_k)
     if CAUSAL:
-        m_valid = m_valid & (i_k <= i_q + (seq_k - seq_q))
+        m_valid = i_k <= i_q + (seq_k - seq_q)
+        if CHECK_Q:
+            m_valid = m_valid & (i_q < seq_q)
+        if CHECK_K:
+            m_valid = m_valid & (i_k < seq_k)
+    elif CHECK_Q:
+        m_valid = i_q < seq_q
+        if CHECK_K:
+            m_valid = m_valid & (i_k < seq_k)
+    else:
+        m_valid = i_k < seq_k
     return m_valid
+
+
+@triton.jit
+def load_tile(pointers, m_rows, m_cols, CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr):
+    """tl.load with only the masks a tile needs (zeros outside); m_rows / m_cols broadcast to the tile."""
+    if CHECK_ROWS:
+        if CHECK_COLS:
+            tile = tl.load(pointers, mask=m_rows & m_cols, other=0.)
+        else:
+            tile = tl.load(pointers, mask=m_rows, other=0.)
+    elif CHECK_COLS:
+        tile = tl.load(pointers, mask=m_cols, other=0.)
+    else:
+        tile = tl.load(pointers)
+    return tile
+
+
+def even_blocks(seq_q: int, seq_k: int, head_dim: int, block_d: int, *, walked: int, resident: int,
+                walks_queries: bool, causal: bool) -> tuple[bool, bool, bool]:
+    """(EVEN_M, EVEN_N, EVEN_D): which bounds checks a backward loop can drop.
+
+    A loop with a resident block of `resident` rows walks the other sequence in blocks of `walked`.
+    Walked blocks (and the diagonal slices) stay inside the sequence when its length is a multiple
+    of the block and, for a causal dK/dV walk over queries, the diagonal starts block-aligned
+    (Nk - Nq and the resident key block both multiples of the query block).
+    """
+    if walks_queries:  # dK/dV: walks queries (walked = BLOCK_M), key block resident (BLOCK_N)
+        even_m = seq_q % walked == 0 and (not causal or ((seq_k - seq_q) % walked == 0 and resident % walked == 0))
+        even_n = seq_k % resident == 0
+    else:  # dQ: query block resident (BLOCK_M), walks keys (BLOCK_N)
+        even_m = seq_q % resident == 0
+        even_n = seq_k % walked == 0
+    return even_m, even_n, head_dim == block_d

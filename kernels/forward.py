@@ -23,7 +23,7 @@ def _fwd_step(b_acc, b_m, b_l, b_q, K, V, stride_kn, stride_kd, stride_vn, strid
     b_kT = tl.load(K + o_n[None, :] * stride_kn + o_d[:, None] * stride_kd,
                    mask=m_n[None, :] & m_d[:, None], other=0.)  # [BD, BN]
     b_s = tl.dot(b_q, b_kT, input_precision=DOT_PRECISION) * qk_scale  # [BM, BD] @ [BD, BN] -> [BM, BN]
-    b_s = tl.where(score_mask(o_m[:, None], o_n[None, :], seq_q, seq_k, MASK_CAUSAL), b_s, float("-inf"))
+    b_s = tl.where(score_mask(o_m[:, None], o_n[None, :], seq_q, seq_k, MASK_CAUSAL, True, True), b_s, float("-inf"))
     b_m_new = tl.maximum(b_m, tl.max(b_s, 1))  # [BM]
     b_m_use = tl.where(b_m_new == float("-inf"), 0., b_m_new)  # no (-inf) - (-inf) on empty rows
     b_p = tl.math.exp2(b_s - b_m_use[:, None])  # [BM, BN]

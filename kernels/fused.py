@@ -8,7 +8,7 @@ import triton.language as tl
 
 from kernels.backward_args import backward_args
 from kernels.backward_steps import dkdv_program, dq_program
-from kernels.common import head_block
+from kernels.common import even_blocks, head_block
 from kernels.forward import dot_precision
 
 
@@ -22,7 +22,8 @@ def _fused_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
                   HEAD_DIM: tl.constexpr, BLOCK_M1: tl.constexpr, BLOCK_N1: tl.constexpr,
                   BLOCK_M2: tl.constexpr, BLOCK_N2: tl.constexpr, BLOCK_D: tl.constexpr,
                   BLK_SLICE_FACTOR: tl.constexpr, CAUSAL: tl.constexpr, PRESCALED: tl.constexpr,
-                  DOT_PRECISION: tl.constexpr):
+                  EVEN_M1: tl.constexpr, EVEN_N1: tl.constexpr, EVEN_M2: tl.constexpr, EVEN_N2: tl.constexpr,
+                  EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
     """Grid (max(cdiv(Nk, BLOCK_N1), cdiv(Nq, BLOCK_M2)), B * Hkv)."""
     i_p = tl.program_id(0)
     i_bhk = tl.program_id(1)
@@ -36,7 +37,8 @@ def _fused_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
                      stride_dkb, stride_dkn, stride_dkh, stride_dkd, stride_dvb, stride_dvn, stride_dvh, stride_dvd,
                      stride_dqb, stride_dqn, stride_dqh, stride_dqd,
                      seq_q, seq_k, heads, group, qk_scale, sm_scale, i_p, i_b, i_hk,
-                     HEAD_DIM, BLOCK_M1, BLOCK_N1, BLOCK_D, BLK_SLICE_FACTOR, CAUSAL, PRESCALED, False, DOT_PRECISION)
+                     HEAD_DIM, BLOCK_M1, BLOCK_N1, BLOCK_D, BLK_SLICE_FACTOR, CAUSAL, PRESCALED, False,
+                     EVEN_M1, EVEN_N1, EVEN_D, DOT_PRECISION)
     if i_p * BLOCK_M2 < seq_q:
         for i_g in range(group):
             dq_program(Q, K, V, DO, DQ, LSE, DELTA,
@@ -44,7 +46,8 @@ def _fused_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
                        stride_vb, stride_vn, stride_vh, stride_vd, stride_dob, stride_don, stride_doh, stride_dod,
                        stride_dqb, stride_dqn, stride_dqh, stride_dqd,
                        seq_q, seq_k, heads, group, qk_scale, sm_scale, i_p, i_b, i_hk * group + i_g,
-                       HEAD_DIM, BLOCK_M2, BLOCK_N2, BLOCK_D, BLK_SLICE_FACTOR, CAUSAL, PRESCALED, DOT_PRECISION)
+                       HEAD_DIM, BLOCK_M2, BLOCK_N2, BLOCK_D, BLK_SLICE_FACTOR, CAUSAL, PRESCALED,
+                       EVEN_M2, EVEN_N2, EVEN_D, DOT_PRECISION)
 
 
 def fused_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M1: int, BLOCK_N1: int,
@@ -54,10 +57,16 @@ def fused_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK
     batch, seq_q, _, head_dim = q.shape
     seq_k, kv_heads = k.shape[1], k.shape[2]
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    block_d = head_block(head_dim)
+    even_m1, even_n1, even_d = even_blocks(seq_q, seq_k, head_dim, block_d, walked=BLOCK_M1, resident=BLOCK_N1,
+                                           walks_queries=True, causal=causal)
+    even_m2, even_n2, _ = even_blocks(seq_q, seq_k, head_dim, block_d, walked=BLOCK_N2, resident=BLOCK_M2,
+                                      walks_queries=False, causal=causal)
     grid = (max(triton.cdiv(seq_k, BLOCK_N1), triton.cdiv(seq_q, BLOCK_M2)), batch * kv_heads)
     _fused_kernel[grid](*backward_args(q, k, v, do, dq, dk, dv, lse, delta, scale),
                         HEAD_DIM=head_dim, BLOCK_M1=BLOCK_M1, BLOCK_N1=BLOCK_N1, BLOCK_M2=BLOCK_M2,
-                        BLOCK_N2=BLOCK_N2, BLOCK_D=head_block(head_dim), BLK_SLICE_FACTOR=BLK_SLICE_FACTOR,
-                        CAUSAL=causal, PRESCALED=prescale, DOT_PRECISION=dot_precision(q.dtype),
+                        BLOCK_N2=BLOCK_N2, BLOCK_D=block_d, BLK_SLICE_FACTOR=BLK_SLICE_FACTOR,
+                        CAUSAL=causal, PRESCALED=prescale, EVEN_M1=even_m1, EVEN_N1=even_n1, EVEN_M2=even_m2,
+                        EVEN_N2=even_n2, EVEN_D=even_d, DOT_PRECISION=dot_precision(q.dtype),
                         num_warps=num_warps, num_stages=num_stages)
     return dq, dk, dv

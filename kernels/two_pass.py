@@ -6,7 +6,7 @@ import triton.language as tl
 
 from kernels.backward_args import backward_args
 from kernels.backward_steps import dkdv_program, dq_program
-from kernels.common import head_block
+from kernels.common import even_blocks, head_block
 from kernels.forward import dot_precision
 
 
@@ -18,7 +18,8 @@ def _dkdv_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
                  stride_dvb, stride_dvn, stride_dvh, stride_dvd,
                  seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale,
                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-                 CAUSAL: tl.constexpr, ACCUM_DQ: tl.constexpr, DOT_PRECISION: tl.constexpr):
+                 CAUSAL: tl.constexpr, ACCUM_DQ: tl.constexpr,
+                 EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
     """Grid (cdiv(Nk, BLOCK_N), B * Hkv). With ACCUM_DQ (the atomic design) it also adds dS K into fp32 DQ."""
     i_n = tl.program_id(0)
     i_bhk = tl.program_id(1)
@@ -29,7 +30,7 @@ def _dkdv_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
                  stride_dqb, stride_dqn, stride_dqh, stride_dqd,
                  seq_q, seq_k, heads, heads // kv_heads, qk_scale, sm_scale,
                  i_n, i_bhk // kv_heads, i_bhk % kv_heads,
-                 HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, 1, CAUSAL, False, ACCUM_DQ, DOT_PRECISION)
+                 HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, 1, CAUSAL, False, ACCUM_DQ, EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION)
 
 
 @triton.jit
@@ -40,7 +41,8 @@ def _dq_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
                stride_dvb, stride_dvn, stride_dvh, stride_dvd,
                seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale,
                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-               CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr):
+               CAUSAL: tl.constexpr, EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr,
+               DOT_PRECISION: tl.constexpr):
     """Grid (cdiv(Nq, BLOCK_M), B * H)."""
     i_m = tl.program_id(0)
     i_bh = tl.program_id(1)
@@ -49,18 +51,21 @@ def _dq_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
                stride_vb, stride_vn, stride_vh, stride_vd, stride_dob, stride_don, stride_doh, stride_dod,
                stride_dqb, stride_dqn, stride_dqh, stride_dqd,
                seq_q, seq_k, heads, heads // kv_heads, qk_scale, sm_scale, i_m, i_bh // heads, i_bh % heads,
-               HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, 1, CAUSAL, False, DOT_PRECISION)
+               HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, 1, CAUSAL, False, EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION)
 
 
 def launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, *, causal: bool, scale: float, accumulate_dq: bool,
                 BLOCK_M: int, BLOCK_N: int, num_warps: int, num_stages: int) -> None:
     """Writes dk, dv [B, Nk, Hkv, D]; with accumulate_dq also adds unscaled dS K into fp32 dq."""
-    batch, _, _, head_dim = q.shape
+    batch, seq_q, _, head_dim = q.shape
     seq_k, kv_heads = k.shape[1], k.shape[2]
+    even_m, even_n, even_d = even_blocks(seq_q, seq_k, head_dim, head_block(head_dim), walked=BLOCK_M,
+                                         resident=BLOCK_N, walks_queries=True, causal=causal)
     grid = (triton.cdiv(seq_k, BLOCK_N), batch * kv_heads)
     _dkdv_kernel[grid](*backward_args(q, k, v, do, dq, dk, dv, lse, delta, scale),
                        HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=head_block(head_dim),
-                       CAUSAL=causal, ACCUM_DQ=accumulate_dq, DOT_PRECISION=dot_precision(q.dtype),
+                       CAUSAL=causal, ACCUM_DQ=accumulate_dq, EVEN_M=even_m, EVEN_N=even_n, EVEN_D=even_d,
+                       DOT_PRECISION=dot_precision(q.dtype),
                        num_warps=num_warps, num_stages=num_stages)
 
 
@@ -68,10 +73,12 @@ def launch_dq(q, k, v, do, dq, lse, delta, *, causal: bool, scale: float,
               BLOCK_M: int, BLOCK_N: int, num_warps: int, num_stages: int) -> None:
     """Writes dq [B, Nq, H, D]."""
     batch, seq_q, heads, head_dim = q.shape
+    even_m, even_n, even_d = even_blocks(seq_q, k.shape[1], head_dim, head_block(head_dim), walked=BLOCK_N,
+                                         resident=BLOCK_M, walks_queries=False, causal=causal)
     grid = (triton.cdiv(seq_q, BLOCK_M), batch * heads)
     _dq_kernel[grid](*backward_args(q, k, v, do, dq, dq, dq, lse, delta, scale),
                      HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=head_block(head_dim),
-                     CAUSAL=causal, DOT_PRECISION=dot_precision(q.dtype),
+                     CAUSAL=causal, EVEN_M=even_m, EVEN_N=even_n, EVEN_D=even_d, DOT_PRECISION=dot_precision(q.dtype),
                      num_warps=num_warps, num_stages=num_stages)
 
 

@@ -25,6 +25,8 @@ SHAPES = [
     (1, 100, 63, 4, 1, 40),
     (1, 130, 130, 4, 1, 72),
     (2, 64, 48, 2, 2, 96),
+    (1, 64, 128, 2, 1, 64),  # every length a multiple of every block: the unmasked fast paths
+    (1, 96, 64, 2, 2, 32),  # multiples of the blocks, causal diagonal not block-aligned
 ]
 DTYPES = [torch.float32, torch.float16] + ([torch.bfloat16] if ON_GPU else [])  # interpreter bf16 dots are wrong
 
