@@ -76,7 +76,7 @@ def _figure(rows: pd.DataFrame, gpu: str, dtype: str | None, out, svg: bool) -> 
     causals = sorted(rows["causal"].unique())
     variants = C.variant_order(rows["variant"])
     ncols, nrows = len(head_dims), len(causals)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.3 * ncols + 0.6, 3.5 * nrows + 1.5), sharey=True,
+    fig, axes = plt.subplots(nrows, ncols, figsize=(max(4.3 * ncols + 0.6, 9.0), 3.5 * nrows + 1.5), sharey=True,
                              squeeze=False, layout="constrained")
     any_workspace = False
     for i, causal in enumerate(causals):

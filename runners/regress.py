@@ -217,7 +217,11 @@ def _tflops_text(med, p20, p80) -> str:
     if pd.isna(med):
         return "-"
     lo, hi = np.nanmin([p20, med, p80]), np.nanmax([p20, med, p80])
-    return f"{med:.1f} [{lo:.1f}–{hi:.1f}]"
+    return f"{_num(med)} [{_num(lo)}–{_num(hi)}]"
+
+
+def _num(x: float) -> str:
+    return f"{x:.1f}" if abs(x) >= 10 else f"{x:.3g}"
 
 
 def _status_text(row, side: str) -> str:
