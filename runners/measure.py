@@ -42,8 +42,15 @@ _COMPILE_ERRORS = tuple(c for c in (_error_class("triton.compiler.errors", "Comp
                                     _error_class("triton.runtime.errors", "PTXASError")) if c)
 
 
+def _text(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # noqa: BLE001 - an exception whose __str__ fails
+        return ""
+
+
 def one_line(exc: BaseException, limit: int = 300) -> str:
-    text = " ".join(str(exc).split())  # Triton messages span lines; keep one
+    text = " ".join(_text(exc).split())  # Triton messages span lines; keep one
     text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -53,10 +60,10 @@ def classify(exc: BaseException, from_variant: bool) -> str:
     variant: its way of refusing a problem or config), or error."""
     if _OUT_OF_RESOURCES and isinstance(exc, _OUT_OF_RESOURCES):
         return "resources"
-    if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower():
-        return "oom"
     if _COMPILE_ERRORS and isinstance(exc, _COMPILE_ERRORS):
         return "compile_error"
+    if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in _text(exc).lower():
+        return "oom"
     if from_variant and isinstance(exc, ValueError):
         return "unsupported"
     return "error"

@@ -78,6 +78,10 @@ def session_paths() -> list[Path]:
     return list(_session_paths)
 
 
+def reset_session() -> None:
+    _session_paths.clear()
+
+
 def _concat(tables: list) -> pd.DataFrame:
     import pyarrow as pa
     try:
@@ -140,7 +144,7 @@ def summary_table(df: pd.DataFrame) -> str:
     cells = df.assign(cell=df.apply(_cell, axis=1))
     table = cells.pivot_table(index=index, columns="variant", values="cell", aggfunc="last")
     table = table.reindex(columns=list(dict.fromkeys(df["variant"])))  # variants in run order
-    text = table.fillna("").to_string()
+    text = table.astype(object).where(table.notna(), "").to_string()
     if "timing_meaningful" in df and not df["timing_meaningful"].fillna(False).astype(bool).any():
         text += "\n(CPU interpreter: wall-clock ms, not GPU timings; cells of ok points are ms, not TFLOPS)"
     return text

@@ -122,7 +122,12 @@ class Point:
         seq = f"{self.seq}" if self.seq == self.seq_k else f"{self.seq}x{self.seq_k}"
         heads = f"{self.heads}" if self.heads == self.kv_heads else f"{self.heads}/{self.kv_heads}"
         mask = "causal" if self.causal else "full"
-        return f"{self.variant} b={self.batch} h={heads} seq={seq} d={self.head_dim} {mask} {self.dtype}"
+        text = f"{self.variant} b={self.batch} h={heads} seq={seq} d={self.head_dim} {mask} {self.dtype}"
+        if self.layout != "bnhd":
+            text += f" {self.layout}"
+        if self.block_overrides:
+            text += " [" + " ".join(f"{k}={v}" for k, v in self.block_overrides.items()) + "]"
+        return text
 
 
 def _int_at_least(cfg, name: str, low: int, value=None) -> int:

@@ -105,7 +105,13 @@ def main(cfg: DictConfig) -> None:
 
 
 class SummaryCallback(Callback):
-    """At the end of a multirun: the pivot table of this sweep's rows and where they are."""
+    """At the start of a multirun: fix sweep_id for every job; at the end: the pivot table of the rows."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        # Resolving ${now:...} here caches it in the master config, and Hydra copies that cache into every
+        # job's config: all jobs share one sweep_id (also when hydra.sweep.dir does not mention it).
+        print(f"sweep {config.sweep_id}")
+        results.reset_session()
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         try:
