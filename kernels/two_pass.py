@@ -82,12 +82,13 @@ def launch_dq(q, k, v, do, dq, lse, delta, *, causal: bool, scale: float,
                      num_warps=num_warps, num_stages=num_stages)
 
 
-def two_pass_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M1: int, BLOCK_N1: int,
-                      BLOCK_M2: int, BLOCK_N2: int, num_warps: int, num_stages: int):
-    """-> dq like q, dk/dv like k/v."""
+def two_pass_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float,
+                      BLOCK_M1: int, BLOCK_N1: int, num_warps1: int, num_stages1: int,
+                      BLOCK_M2: int, BLOCK_N2: int, num_warps2: int, num_stages2: int):
+    """-> dq like q, dk/dv like k/v. Suffix 1: the dK/dV kernel; suffix 2: the dQ kernel."""
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, causal=causal, scale=scale, accumulate_dq=False,
-                BLOCK_M=BLOCK_M1, BLOCK_N=BLOCK_N1, num_warps=num_warps, num_stages=num_stages)
+                BLOCK_M=BLOCK_M1, BLOCK_N=BLOCK_N1, num_warps=num_warps1, num_stages=num_stages1)
     launch_dq(q, k, v, do, dq, lse, delta, causal=causal, scale=scale,
-              BLOCK_M=BLOCK_M2, BLOCK_N=BLOCK_N2, num_warps=num_warps, num_stages=num_stages)
+              BLOCK_M=BLOCK_M2, BLOCK_N=BLOCK_N2, num_warps=num_warps2, num_stages=num_stages2)
     return dq, dk, dv

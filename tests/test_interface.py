@@ -55,6 +55,7 @@ def test_gpu_baseline_on_cpu_names_variant_and_reason(variant):
     ("atomic", {"BLOCK_N": 8}, r"BLOCK_N=8: must be a power of two in \[16, 256\]"),
     ("atomic", {"num_warps": 3}, "num_warps=3"),
     ("atomic", {"num_stages": 0}, "num_stages=0"),
+    ("two_pass", {"num_warps2": 5}, "num_warps2=5: must be one of"),
     ("atomic", {"deterministic": "yes"}, "deterministic"),
     ("two_pass", {"BLOCK_M": 64}, r"unknown field\(s\) \['BLOCK_M'\]"),
     ("fused", {"BLK_SLICE_FACTOR": 3}, "BLK_SLICE_FACTOR=3: must be a power of two"),

@@ -11,7 +11,7 @@ ON_GPU = torch.cuda.is_available()
 
 # Small blocks so that even N = 17 spans several blocks and partial tails in the interpreter.
 SMALL_BLOCKS = {
-    "two_pass": dict(BLOCK_M1=16, BLOCK_N1=32, BLOCK_M2=32, BLOCK_N2=16, num_warps=4, num_stages=1),
+    "two_pass": dict(BLOCK_M1=16, BLOCK_N1=32, BLOCK_M2=32, BLOCK_N2=16, num_stages1=1, num_stages2=1),
     "atomic": dict(BLOCK_M=16, BLOCK_N=32, num_warps=4, num_stages=1),
     "fused": dict(BLOCK_M1=32, BLOCK_N1=16, BLOCK_M2=16, BLOCK_N2=32, BLK_SLICE_FACTOR=2, num_warps=4, num_stages=1),
 }

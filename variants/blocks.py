@@ -32,10 +32,10 @@ class Blocks:
             value = getattr(self, f.name)
             if f.name.startswith("BLOCK_") and not (_is_pow2(value) and 16 <= value <= 256):
                 raise ValueError(f"{f.name}={value}: must be a power of two in [16, 256]")
-        if hasattr(self, "num_warps") and self.num_warps not in NUM_WARPS:
-            raise ValueError(f"num_warps={self.num_warps}: must be one of {NUM_WARPS}")
-        if hasattr(self, "num_stages") and not (isinstance(self.num_stages, int) and 1 <= self.num_stages <= 8):
-            raise ValueError(f"num_stages={self.num_stages}: must be an integer in [1, 8]")
+            if f.name.startswith("num_warps") and value not in NUM_WARPS:
+                raise ValueError(f"{f.name}={value}: must be one of {NUM_WARPS}")
+            if f.name.startswith("num_stages") and not (isinstance(value, int) and 1 <= value <= 8):
+                raise ValueError(f"{f.name}={value}: must be an integer in [1, 8]")
         self.check_rules()
 
     def check_rules(self) -> None:
@@ -44,12 +44,15 @@ class Blocks:
 
 @dataclass(frozen=True)
 class TwoPassBlocks(Blocks):
+    """Each of the two kernels has its own tile, warps and pipeline depth (their best differ)."""
     BLOCK_M1: int = 64  # dK/dV kernel: query block walked
     BLOCK_N1: int = 64  # dK/dV kernel: resident key block
+    num_warps1: int = 4
+    num_stages1: int = 2
     BLOCK_M2: int = 64  # dQ kernel: resident query block
     BLOCK_N2: int = 64  # dQ kernel: key block walked
-    num_warps: int = 4
-    num_stages: int = 2
+    num_warps2: int = 4
+    num_stages2: int = 2
 
 
 @dataclass(frozen=True)
