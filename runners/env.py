@@ -18,6 +18,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 CONF_DIR = REPO / "conf"
 CPU_DEVICE = "cpu-interpreter"
+MEASURING_CODE = ("kernels", "variants", "runners", "conf")  # what a measurement depends on (resume key)
 
 
 def use_interpreter_without_gpu() -> bool:
@@ -100,12 +101,15 @@ def _run(args: list[str], cwd: Path | None = None) -> str | None:
 @functools.cache
 def code_version() -> dict:
     """commit (git HEAD, or $FLASH_BWD_COMMIT where the tree has no .git, else "unknown"), dirty (tracked
-    files differ from HEAD), diff_hash (short hash of `git diff HEAD`; "" when clean)."""
+    files differ from HEAD), diff_hash (short hash of `git diff HEAD` over the code that measures:
+    kernels/, variants/, runners/, conf/; "" when those are clean). Resume treats a different diff_hash
+    as different code."""
     commit = _run(["git", "rev-parse", "HEAD"], REPO)
     if commit is None:
         return {"commit": os.environ.get("FLASH_BWD_COMMIT", "unknown"), "dirty": None, "diff_hash": ""}
-    diff = _run(["git", "diff", "HEAD"], REPO) or ""
-    return {"commit": commit, "dirty": bool(diff), "diff_hash": hashlib.sha1(diff.encode()).hexdigest()[:12] if diff else ""}
+    dirty = bool(_run(["git", "status", "--porcelain", "--untracked-files=no"], REPO))
+    diff = _run(["git", "diff", "HEAD", "--", *MEASURING_CODE], REPO) or ""
+    return {"commit": commit, "dirty": dirty, "diff_hash": hashlib.sha1(diff.encode()).hexdigest()[:12] if diff else ""}
 
 
 @functools.cache

@@ -35,7 +35,7 @@ def _device_kind() -> str:
     return "cpu" if env.interpreting() else "cuda"
 
 
-def config_columns(point: schema.Point, cfg: DictConfig) -> dict:
+def config_columns(point: schema.Point, cfg: DictConfig, timer: str) -> dict:
     cols = {"variant": point.variant, "batch": point.batch, "heads": point.heads, "kv_heads": point.kv_heads,
             "seq": point.seq, "seq_k": point.seq_k, "head_dim": point.head_dim, "causal": point.causal,
             "dtype": point.dtype, "layout": point.layout, "seed": int(cfg.seed)}
@@ -43,7 +43,7 @@ def config_columns(point: schema.Point, cfg: DictConfig) -> dict:
     cols["blocks_json"] = point.blocks_json
     cols["block_overrides_json"] = json.dumps(point.block_overrides, sort_keys=True)
     cols.update(bench_warmup_ms=float(cfg.bench.warmup), bench_rep_ms=float(cfg.bench.rep),
-                flush_l2=bool(cfg.bench.flush_l2), cuda_graph=bool(cfg.bench.cuda_graph))
+                flush_l2=timer == "do_bench", cuda_graph=timer == "do_bench_cudagraph")  # as timed, not as asked
     return cols
 
 
@@ -77,7 +77,7 @@ def run_point(cfg: DictConfig, index: int = 0, total: int | None = 1, out=print)
     measured = measure.measure(point, cfg.bench, timer=timer, gpu_index=int(cfg.gpu.index), seed=int(cfg.seed),
                                peak_tflops=environment.get(f"peak_tflops_{point.dtype}"))
     row = {"sweep_id": str(cfg.sweep_id), "point_index": index, "config_key": config_key,
-           **config_columns(point, cfg), **measured,
+           **config_columns(point, cfg, timer), **measured,
            "peak_tflops": environment.get(f"peak_tflops_{point.dtype}"),
            **{k: v for k, v in environment.items() if not k.startswith("peak_tflops_")},
            "timestamp": env.utc_now()}

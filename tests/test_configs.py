@@ -89,19 +89,18 @@ def test_hydra_settings():
     assert cfg.hydra.callbacks.summary._target_ == "runners.sweep.SummaryCallback"
 
 
-@pytest.mark.parametrize("preset, variant, swept", [
-    ("seq_scan", "two_pass", {"seq"}),
-    ("blocks", "atomic", {"blocks.BLOCK_M", "blocks.BLOCK_N", "blocks.num_warps", "blocks.num_stages"}),
-    ("blocks", "two_pass", {"blocks.BLOCK_M1", "blocks.BLOCK_N1", "blocks.BLOCK_M2", "blocks.BLOCK_N2",
-                            "blocks.num_warps", "blocks.num_stages"}),
-    ("blocks", "fused", {"blocks.BLOCK_M1", "blocks.BLOCK_N1", "blocks.BLOCK_M2", "blocks.BLOCK_N2",
-                         "blocks.num_warps", "blocks.num_stages"}),
-    ("blocks", "sdpa_flash", set()),  # a baseline has no block grid: one point
-])
-def test_sweep_presets(preset, variant, swept):
+@pytest.mark.parametrize("preset, variant", [("seq_scan", "two_pass"), *[("blocks", v) for v in variants.names()]])
+def test_sweep_presets(preset, variant):
     cfg = compose("config", [f"sweep={preset}", f"variant={variant}"], return_hydra_config=True)
     params = OmegaConf.to_container(cfg.hydra.sweeper.params) if cfg.hydra.sweeper.params else {}
-    assert set(params) == swept
+    if preset == "seq_scan":
+        assert set(params) == {"seq"}
+    elif variant in TRITON:  # the block search sweeps block fields of this variant only
+        names = {f.name for f in fields(variants.get(variant).Blocks)}
+        assert params and {k.removeprefix("blocks.") for k in params} <= names
+        assert all(k.startswith("blocks.") for k in params)
+    else:
+        assert params == {}  # a baseline has no block grid: one point
     jobs = sweep.expand_jobs([f"sweep={preset}", f"variant={variant}"], multirun=True)
     expected = 1
     for values in params.values():
@@ -139,8 +138,8 @@ def test_schema_rejects_typos_and_types(overrides):
     (["seq=0"], "seq"), (["seq_k=-1"], "seq_k"), (["head_dim=0"], "head_dim"), (["head_dim=257"], "head_dim"),
     (["batch=0"], "batch"), (["heads=3", "kv_heads=2"], "kv_heads"), (["dtype=fp8"], "dtype"),
     (["layout=nhbd"], "layout"), (["variant=atomic", "blocks.BLOCK_M=48"], "blocks.BLOCK_M"),
-    (["variant=fused", "blocks.BLOCK_M1=16"], "blocks.BLOCK_M1"), (["variant=two_pass", "blocks.num_warps=3"],
-                                                                    "blocks.num_warps"),
+    (["variant=fused", "blocks.BLOCK_M1=16"], "blocks.BLOCK_M1"), (["variant=atomic", "blocks.num_warps=3"],
+                                                                  "blocks.num_warps"),
     (["+blocks.FOO=1"], "blocks"), (["bench.rep=0"], "bench.rep"),
 ], ids=lambda v: " ".join(v) if isinstance(v, list) else v)
 def test_semantic_check_names_the_field(overrides, field):
