@@ -102,6 +102,11 @@ def main(cfg: DictConfig) -> None:
             print(f"config error: {exc}", file=sys.stderr)
             sys.exit(EXIT_CONFIG)
         print(f"[{index + 1}/{total or '?'}] config error, point skipped: {exc}", file=sys.stderr)
+    except Exception as exc:  # noqa: BLE001 - a runner failure (e.g. writing the row) must not end a multirun
+        if not multirun:
+            raise
+        print(f"[{index + 1}/{total or '?'}] runner error, point not recorded: {measure.one_line(exc)}",
+              file=sys.stderr)
 
 
 class SummaryCallback(Callback):
@@ -163,6 +168,9 @@ def expand_jobs(overrides: list[str], multirun: bool) -> list[list[str]]:
     parser = OverridesParser.create()
     parsed = parser.parse_overrides(overrides)
     if not multirun:
+        for o in parsed:
+            if o.is_sweep_override():
+                raise ConfigError(o.key_or_group, f"{o.input_line!r} sweeps several values: add -m (multirun)")
         return [overrides]
     fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
     try:

@@ -44,10 +44,8 @@ def test_point_writes_a_correct_row(tmp_path, name):
     r = df.iloc[0]
     assert (r.status, bool(r.correct), r.device, bool(r.timing_meaningful)) == ("ok", True, "cpu-interpreter", False)
     assert r.reason == "" and r.ms > 0 and r.tflops > 0 and r.rel_dq < 1e-4
-    blocks = variants.get(name).make_blocks(schema.check(cfg_for(tmp_path, f"variant={name}", *BLOCKS[name]), "cpu")
-                                            .problem("cpu"), None)
-    resolved = {f: r[f] for f in blocks.as_dict()}  # one column per block field, resolved
-    assert all(v is not None and v == v for v in resolved.values())
+    point = schema.check(cfg_for(tmp_path, f"variant={name}", *BLOCKS[name]), "cpu")
+    assert {f: r[f] for f in point.blocks_dict} == point.blocks_dict  # one column per block field, resolved
     assert r.flops == variants.Problem(1, 17, 17, 2, 2, 16, False, torch.float32, "cpu").backward_flops()
     assert r.config_key == row["config_key"] and name in r.config_key
     assert (tmp_path / "results" / "cpu-interpreter" / "test").is_dir()
@@ -178,7 +176,7 @@ def test_multirun_goes_on_past_failures(tmp_path, monkeypatch, capsys, clean_hyd
     monkeypatch.setattr(variants.get("fused"), "prepare", prepare)
     monkeypatch.setattr(sys, "argv", ["runners/sweep.py"])
     sweep.cli(["-m", *TINY, "variant=two_pass,sdpa_flash,fused,atomic", "causal=true,false",
-               *BLOCKS["atomic"][:0], f"results_dir={tmp_path / 'results'}", f"hydra.sweep.dir={tmp_path / 'mr'}"])
+               f"results_dir={tmp_path / 'results'}", f"hydra.sweep.dir={tmp_path / 'mr'}"])
     out = capsys.readouterr().out
     df = rows(tmp_path)
     assert len(df) == 8 and df.sweep_id.nunique() == 1
