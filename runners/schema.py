@@ -58,6 +58,8 @@ class SweepConfig:
     dtype: str = MISSING  # bf16, fp16, fp32
     layout: str = MISSING  # bnhd ([B, N, H, D] tensors) or bhnd ([B, H, N, D] tensors, passed as views)
     seed: int = 0
+    tokens: Optional[int] = None  # if set, batch = max(1, tokens // seq) (FlashAttention papers: 16384)
+    hidden: Optional[int] = None  # if set, heads = hidden // head_dim (FlashAttention papers: 2048)
     results_dir: str = MISSING
     resume: bool = MISSING  # skip points already recorded for the same config_key, GPU and commit
     sweep_id: str = MISSING
@@ -144,12 +146,20 @@ def check(cfg: DictConfig, device: str) -> Point:
 
     seq = _int_at_least(cfg, "seq", 1)
     seq_k = seq if cfg.seq_k is None else _int_at_least(cfg, "seq_k", 1)
-    batch = _int_at_least(cfg, "batch", 1)
-    heads = _int_at_least(cfg, "heads", 1)
-    kv_heads = heads if cfg.kv_heads is None else _int_at_least(cfg, "kv_heads", 1)
     head_dim = _int_at_least(cfg, "head_dim", 1)
     if head_dim > MAX_HEAD_DIM:
         raise ConfigError("head_dim", f"must be in 1..{MAX_HEAD_DIM}, got {head_dim}")
+    if cfg.tokens is None:
+        batch = _int_at_least(cfg, "batch", 1)
+    else:
+        batch = max(1, _int_at_least(cfg, "tokens", 1) // seq)
+    if cfg.hidden is None:
+        heads = _int_at_least(cfg, "heads", 1)
+    else:
+        heads = _int_at_least(cfg, "hidden", head_dim) // head_dim
+        if heads * head_dim != cfg.hidden:
+            raise ConfigError("hidden", f"must be a multiple of head_dim ({head_dim}), got {cfg.hidden}")
+    kv_heads = heads if cfg.kv_heads is None else _int_at_least(cfg, "kv_heads", 1)
     if heads % kv_heads:
         raise ConfigError("kv_heads", f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
     if cfg.dtype not in DTYPE_NAMES:

@@ -147,3 +147,13 @@ def test_semantic_check_names_the_field(overrides, field):
         schema.check(compose("config", overrides), DEVICE)
     assert info.value.field == field
     assert str(info.value).startswith(field) and "\n" not in str(info.value)
+
+
+def test_tokens_and_hidden_fix_batch_times_seq_and_heads_times_head_dim():
+    from runners.schema import check
+    cfg = compose("config", ["seq=4096", "head_dim=64", "tokens=16384", "hidden=2048"])
+    point = check(cfg, "cpu")
+    assert (point.batch, point.heads, point.kv_heads) == (4, 32, 32)
+    cfg = compose("config", ["seq=32768", "head_dim=128", "tokens=16384", "hidden=2048", "kv_heads=4"])
+    point = check(cfg, "cpu")
+    assert (point.batch, point.heads, point.kv_heads) == (1, 16, 4)
