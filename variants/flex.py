@@ -10,6 +10,11 @@ from variants.registry import register_variant
 @functools.cache
 def _compiled_flex():
     from torch.nn.attention.flex_attention import flex_attention
+    # Each shape is its own compiled graph (dynamic=False). Past dynamo's recompile limit (8 by default)
+    # flex_attention silently falls back to an unfused version that materializes the scores: a sweep over
+    # many shapes would then time (or OOM) that fallback, not FlexAttention. Raise the limits well past any sweep.
+    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 1024)
+    torch._dynamo.config.accumulated_cache_size_limit = max(torch._dynamo.config.accumulated_cache_size_limit, 4096)
     return torch.compile(flex_attention, dynamic=False)
 
 
