@@ -118,10 +118,15 @@ def _device_info(gpu_index: int) -> dict:
     import triton
 
     info = {"torch": torch.__version__, "triton": triton.__version__, "cuda": torch.version.cuda,
-            "python": platform.python_version(), "hostname": socket.gethostname()}
+            "python": platform.python_version(), "hostname": socket.gethostname(),
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
     if interpreting():
         return {**info, "device": CPU_DEVICE, "gpu_name": CPU_DEVICE, "compute_capability": None,
-                "sm_count": None, "gpu_mem_bytes": None, "driver": None}
+                "sm_count": None, "gpu_mem_bytes": None, "driver": None, "gpu_index": None, "gpu_uuid": None}
+    from runners import lease
+
+    physical = lease.physical_indices(info["cuda_visible_devices"], torch.cuda.device_count())[gpu_index]
+    info.update(gpu_index=physical, gpu_uuid=lease.device_uuid(gpu_index))  # the node's numbering, the board
     props = torch.cuda.get_device_properties(gpu_index)
     driver = _run(["nvidia-smi", f"--id={gpu_index}", "--query-gpu=driver_version", "--format=csv,noheader"])
     if not driver:

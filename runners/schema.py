@@ -24,7 +24,7 @@ class VariantConf:
 @dataclass
 class GpuConf:
     name: str = MISSING  # "auto": detected, numbers taken from the gpu/*.yaml whose `match` fits
-    index: int = 0  # CUDA device index
+    index: Any = 0  # CUDA device index, or "auto": the first GPU whose lease is free (runners/lease.py)
     match: List[str] = field(default_factory=list)  # substrings of torch.cuda.get_device_name() this file describes
     peak_tflops_bf16: Optional[float] = None  # dense tensor-core peak (vendor datasheet)
     peak_tflops_fp16: Optional[float] = None
@@ -177,8 +177,9 @@ def check(cfg: DictConfig, device: str) -> Point:
         raise ConfigError("bench.cpu_warmup", f"must be >= 0, got {bench.cpu_warmup}")
     if bench.cpu_rep < 1:
         raise ConfigError("bench.cpu_rep", f"must be >= 1, got {bench.cpu_rep}")
-    if cfg.gpu.index < 0:
-        raise ConfigError("gpu.index", f"must be >= 0, got {cfg.gpu.index}")
+    index = cfg.gpu.index
+    if index != "auto" and (isinstance(index, bool) or not isinstance(index, int) or index < 0):
+        raise ConfigError("gpu.index", f"must be an integer >= 0 or auto, got {index!r}")
 
     variant = variants.get(cfg.variant.name)
     overrides = {k: v for k, v in OmegaConf.to_container(cfg.blocks, resolve=True).items() if v is not None}

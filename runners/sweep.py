@@ -22,7 +22,7 @@ from hydra.experimental.callback import Callback  # noqa: E402
 from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
-from runners import measure, results, schema  # noqa: E402
+from runners import lease, measure, results, schema  # noqa: E402
 from runners.schema import ConfigError  # noqa: E402
 
 CONFIG_DIR = str(env.CONF_DIR)  # ../conf from this file, as an absolute path (works however this module is run)
@@ -59,12 +59,16 @@ def progress(prefix: str, row: dict) -> str:
     return f"{prefix}: {status} ({row['reason']})"
 
 
-def run_point(cfg: DictConfig, index: int = 0, total: int | None = 1, out=print) -> dict | None:
+def run_point(cfg: DictConfig, index: int = 0, total: int | None = 1, out=print,
+              gpu_index: int | None = None) -> dict | None:
     """Check, resume-or-measure and record one point; the row written, or None when resume skipped it.
+    `gpu_index`: the device leased for it (main() holds the lease), else cfg.gpu.index (auto: 0).
     Raises ConfigError for a bad config (before writing anything); never raises for a failing measurement."""
     point = schema.check(cfg, _device_kind())
     timer = measure.timer_name(cfg.bench, env.interpreting())
-    environment = env.environment(OmegaConf.to_container(cfg.gpu, resolve=True))
+    if gpu_index is None:
+        gpu_index = 0 if cfg.gpu.index == lease.AUTO else int(cfg.gpu.index)
+    environment = env.environment({**OmegaConf.to_container(cfg.gpu, resolve=True), "index": gpu_index})
     config_key = point.config_key(timer)
     key = results.resume_key(config_key, environment["gpu_name"], environment["commit"], environment["diff_hash"])
     prefix = f"[{index + 1}/{total or '?'}] {point.label()}"
@@ -74,7 +78,7 @@ def run_point(cfg: DictConfig, index: int = 0, total: int | None = 1, out=print)
             path, old = done
             out(f"{prefix}: skipped, already recorded ({old['status']}) in {path}")
             return None
-    measured = measure.measure(point, cfg.bench, timer=timer, gpu_index=int(cfg.gpu.index), seed=int(cfg.seed),
+    measured = measure.measure(point, cfg.bench, timer=timer, gpu_index=gpu_index, seed=int(cfg.seed),
                                peak_tflops=environment.get(f"peak_tflops_{point.dtype}"))
     row = {"sweep_id": str(cfg.sweep_id), "point_index": index, "config_key": config_key,
            **config_columns(point, cfg, timer), **measured,
@@ -96,7 +100,8 @@ def main(cfg: DictConfig) -> None:
     index = int(hydra_cfg.job.num) if multirun else 0
     total = _run_state["total"] if multirun else 1
     try:
-        run_point(cfg, index, total)
+        with job_lease(cfg, hydra_cfg) as held:  # before any CUDA work; released when the job ends
+            run_point(cfg, index, total, gpu_index=held.index)
     except ConfigError as exc:
         if not multirun:
             print(f"config error: {exc}", file=sys.stderr)
@@ -107,6 +112,20 @@ def main(cfg: DictConfig) -> None:
             raise
         print(f"[{index + 1}/{total or '?'}] runner error, point not recorded: {measure.one_line(exc)}",
               file=sys.stderr)
+
+
+def job_lease(cfg: DictConfig, hydra_cfg=None) -> lease.Lease:
+    """This job's GPU lease (runners/lease.py): gpu.index's device, or the first free GPU when
+    gpu.index=auto or the launcher runs several jobs of this node at once (joblib's n_jobs != 1,
+    hydra/launcher=local_gpus). Waits while the GPU is taken. None needed on the CPU interpreter."""
+    if env.interpreting():
+        return lease.no_lease()
+    launcher = hydra_cfg.launcher if hydra_cfg is not None else {}
+    concurrent = launcher.get("n_jobs", 1) != 1
+    try:
+        return lease.gpu_lease(lease.AUTO if concurrent else cfg.gpu.index)
+    except ValueError as exc:  # an index past the visible devices
+        raise ConfigError("gpu.index", str(exc), str(exc)) from None
 
 
 class SummaryCallback(Callback):
