@@ -1,0 +1,135 @@
+"""Merge result rows from many jobs and machines into one table: no row lost, none duplicated.
+
+    python -m runners.merge results/ /mnt/cluster/results node7-results.parquet out=results/merged.parquet
+    python -m runners.merge results/ out=merged/          # a directory: writes merged/merged.parquet
+
+Every input (a directory, searched recursively, or a parquet file) is read with `runners.results.load`, and
+the rows are de-duplicated with `runners.results.dedupe`: one row per (config_key, gpu_name, commit), the
+newest by timestamp. A row is a duplicate when that key was seen before: either an exact copy (the same
+measurement reached twice, e.g. a folder copied from another machine: same timestamp) or a re-measurement
+(`resume=false`, or two machines with the same GPU model at one commit: the newest is kept). The output is
+checked before it is written: every key of the input is in it exactly once. The out file itself is never
+read as an input. `runners.regress` and the plots read the merged file like any results folder:
+
+    python -m runners.regress baseline=<commit> results=results/merged.parquet
+    python -m plots.compare results=results/merged.parquet
+
+Exit status: 0 when written, 2 on bad arguments or no rows.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from runners import results
+
+PROG = "runners.merge"
+DEFAULT_NAME = "merged.parquet"
+
+
+class UsageError(Exception):
+    pass
+
+
+def parse(argv: list[str]) -> tuple[list[Path], Path]:
+    inputs, out = [], None
+    for token in argv:
+        if token in ("-h", "--help", "help"):
+            print(__doc__)
+            raise SystemExit(0)
+        if token.startswith(("out=", "--out=")):
+            out = token.split("=", 1)[1]
+        else:
+            inputs.append(Path(token))
+    if not inputs:
+        raise UsageError("no inputs: give result folders or parquet files, and out=<file.parquet or folder>")
+    if not out:
+        raise UsageError("out=<file.parquet or folder> is required")
+    for p in inputs:
+        if not p.exists():
+            raise UsageError(f"no results at {p}")
+    out_path = Path(out)
+    if out_path.suffix != ".parquet" or out_path.is_dir():
+        out_path = out_path / DEFAULT_NAME
+    return inputs, out_path
+
+
+def input_files(inputs: list[Path], out: Path) -> list[Path]:
+    """Every parquet file of the inputs, each once, the output file excluded."""
+    files = []
+    for p in inputs:
+        files.extend(sorted(p.rglob("*.parquet")) if p.is_dir() else [p])
+    skip = out.resolve()
+    return [f for f in dict.fromkeys(f.resolve() for f in files) if f != skip]
+
+
+def merge(df: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """(the de-duplicated table, counts): rows_in, rows_out, duplicates, exact_copies, remeasured, keys."""
+    missing = [c for c in results.DEDUPE_KEY if c not in df.columns]
+    if missing:
+        raise UsageError(f"rows without the key column(s) {', '.join(missing)}: not result rows of runners.sweep")
+    key = list(results.DEDUPE_KEY)
+    merged = results.dedupe(df)
+
+    def keys(table: pd.DataFrame) -> list[tuple]:
+        return list(table[key].astype(str).itertuples(index=False, name=None))
+
+    seen, kept = set(keys(df)), keys(merged)
+    if len(kept) != len(set(kept)) or set(kept) != seen:  # dedupe's contract, checked before anything is written
+        raise AssertionError("the merge lost or duplicated a (config_key, gpu_name, commit)")
+    exact = 0
+    if "timestamp" in df.columns:
+        exact = int(df[key + ["timestamp"]].astype(str).duplicated().sum())
+    duplicates = len(df) - len(merged)
+    counts = {"rows_in": len(df), "rows_out": len(merged), "duplicates": duplicates, "exact_copies": exact,
+              "remeasured": duplicates - exact, "keys": len(seen)}
+    return merged, counts
+
+
+def write(df: pd.DataFrame, out: Path) -> Path:
+    """Atomically (a temporary file renamed into place); replaces an older merged file."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        df.to_parquet(tmp, index=False)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return out
+
+
+def report(counts: dict, merged: pd.DataFrame, files: int) -> list[str]:
+    lines = [f"{files} files, {counts['rows_in']} rows in -> {counts['rows_out']} rows out "
+             f"({counts['duplicates']} duplicates dropped: {counts['exact_copies']} exact copies, "
+             f"{counts['remeasured']} re-measured, newest kept); each (config_key, gpu_name, commit) once"]
+    by = [c for c in ("gpu_name", "hostname") if c in merged.columns]
+    if by:
+        for values, n in merged.groupby(by, dropna=False).size().items():
+            values = values if isinstance(values, tuple) else (values,)
+            lines.append("  " + ", ".join(f"{c}={v}" for c, v in zip(by, values)) + f": {n} rows")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        inputs, out = parse(argv)
+        files = input_files(inputs, out)
+        df = results.load(files) if files else pd.DataFrame()
+        if df.empty:
+            raise UsageError(f"no result rows under {', '.join(map(str, inputs))}")
+        merged, counts = merge(df)
+    except UsageError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    for line in report(counts, merged, len(files)):
+        print(line)
+    print(f"wrote {write(merged, out)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
