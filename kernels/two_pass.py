@@ -45,8 +45,6 @@ def _dq_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
                DOT_PRECISION: tl.constexpr):
     """Grid (cdiv(Nq, BLOCK_M), B * H)."""
     i_m = tl.program_id(0)
-    if CAUSAL:  # the last query blocks see the most keys: launch them first, so the tail wave is short
-        i_m = tl.num_programs(0) - 1 - i_m
     i_bh = tl.program_id(1)
     dq_program(Q, K, V, DO, DQ, LSE, DELTA,
                stride_qb, stride_qn, stride_qh, stride_qd, stride_kb, stride_kn, stride_kh, stride_kd,
