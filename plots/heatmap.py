@@ -83,7 +83,7 @@ def _figure(shapes, variant, pair, gpu, dtype, meaningful, out, svg) -> list[Pat
     shapes = sorted(shapes, key=lambda kg: kg[0])
     ncols = min(len(shapes), 3)
     nrows = -(-len(shapes) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols + 0.4, 4.3 * nrows + 1.3), squeeze=False,
+    fig, axes = plt.subplots(nrows, ncols, figsize=(max(4.6 * ncols + 0.4, 7.5), 4.3 * nrows + 1.8), squeeze=False,
                              layout="constrained")
     m_col, n_col = pair
     all_rows = pd.concat([g for _, g in shapes])
@@ -95,8 +95,8 @@ def _figure(shapes, variant, pair, gpu, dtype, meaningful, out, svg) -> list[Pat
     over = ", ".join(others) if others else "nothing else (one config per cell)"
     lines = [f"Block-size sweep: {variant} — {gpu}, {dtype or 'all dtypes'}{C.untimed_note(meaningful)}",
              C.gpu_title(all_rows, gpu),
-             f"cell = best correct TFLOPS over {over} · {C.FLOP_CONVENTION}",
-             "black frame = best cell · hatched = tried, no correct result · blank = not tried · "
+             f"cell = best correct TFLOPS over {over}", C.FLOP_CONVENTION,
+             "black frame = best cell · hatched = tried, no correct result", "blank = not tried · "
              "red ! = a wrong config in the cell", *notes]
     fig.suptitle("\n".join(lines), fontsize=9.5)
     stem = f"heatmap_{variant}_{C.slug(gpu)}_{dtype or 'all'}"

@@ -210,7 +210,12 @@ def _figures(df: pd.DataFrame, out: Path, svg: bool) -> tuple[list[tuple[str, Pa
 
 
 def _describe(path: Path) -> str:
-    return path.stem.split("_", 1)[1].replace("_", " · ") if "_" in path.stem else path.stem
+    """'heatmap_two_pass_h200_bf16' -> 'two_pass · h200 · bf16' (the kind, then variant, GPU slug, dtype)."""
+    parts = path.stem.rsplit("_", 2)
+    if len(parts) < 3:
+        return path.stem
+    kind_and_variant = parts[0].split("_", 1)
+    return " · ".join(kind_and_variant[1:] + parts[1:])
 
 
 if __name__ == "__main__":

@@ -152,6 +152,10 @@ def normalize(df: pd.DataFrame) -> pd.DataFrame:
     meaningful = df["timing_meaningful"].map(_as_bool)
     df["timing_meaningful"] = meaningful.fillna(df["device"] != "cpu-interpreter").astype(bool)
     df["dirty"] = df["dirty"].map(_as_bool).fillna(False).astype(bool)
+    # A design mode, not a tuning knob: the deterministic atomic backward is its own series everywhere, never
+    # "the fastest block config" of atomic.
+    deterministic = df["deterministic"].map(_as_bool).fillna(False).astype(bool)
+    df["variant"] = df["variant"].where(~deterministic, df["variant"] + "+deterministic")
     for col in ("batch", "heads", "kv_heads", "seq", "seq_k", "head_dim", *MEASURE_COLUMNS, "peak_tflops"):
         df[col] = pd.to_numeric(df[col], errors="coerce")
     df["seq_k"] = df["seq_k"].fillna(df["seq"])
