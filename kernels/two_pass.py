@@ -18,11 +18,17 @@ def _dkdv_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
                  stride_dvb, stride_dvn, stride_dvh, stride_dvd,
                  seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale,
                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-                 CAUSAL: tl.constexpr, ACCUM_DQ: tl.constexpr,
+                 CAUSAL: tl.constexpr, ACCUM_DQ: tl.constexpr, LONGEST_FIRST: tl.constexpr,
                  EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
-    """Grid (cdiv(Nk, BLOCK_N), B * Hkv). With ACCUM_DQ (the atomic design) it also adds dS K into fp32 DQ."""
-    i_n = tl.program_id(0)
-    i_bhk = tl.program_id(1)
+    """Grid (cdiv(Nk, BLOCK_N), B * Hkv), or (B * Hkv, cdiv(Nk, BLOCK_N)) with LONGEST_FIRST: programs are
+    dispatched x-fastest, so every head's key block 0 (the most queries when causal) starts first and the
+    last wave holds the shortest programs. With ACCUM_DQ (the atomic design) it also adds dS K into fp32 DQ."""
+    if LONGEST_FIRST:
+        i_n = tl.program_id(1)
+        i_bhk = tl.program_id(0)
+    else:
+        i_n = tl.program_id(0)
+        i_bhk = tl.program_id(1)
     dkdv_program(Q, K, V, DO, DK, DV, LSE, DELTA, DQ,
                  stride_qb, stride_qn, stride_qh, stride_qd, stride_kb, stride_kn, stride_kh, stride_kd,
                  stride_vb, stride_vn, stride_vh, stride_vd, stride_dob, stride_don, stride_doh, stride_dod,
@@ -41,11 +47,16 @@ def _dq_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
                stride_dvb, stride_dvn, stride_dvh, stride_dvd,
                seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale,
                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-               CAUSAL: tl.constexpr, EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr,
-               DOT_PRECISION: tl.constexpr):
-    """Grid (cdiv(Nq, BLOCK_M), B * H)."""
-    i_m = tl.program_id(0)
-    i_bh = tl.program_id(1)
+               CAUSAL: tl.constexpr, LONGEST_FIRST: tl.constexpr,
+               EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    """Grid (cdiv(Nq, BLOCK_M), B * H), or (B * H, cdiv(Nq, BLOCK_M)) with LONGEST_FIRST: every head's last
+    query block (the most keys when causal) is dispatched first."""
+    if LONGEST_FIRST:
+        i_m = tl.num_programs(1) - 1 - tl.program_id(1)
+        i_bh = tl.program_id(0)
+    else:
+        i_m = tl.program_id(0)
+        i_bh = tl.program_id(1)
     dq_program(Q, K, V, DO, DQ, LSE, DELTA,
                stride_qb, stride_qn, stride_qh, stride_qd, stride_kb, stride_kn, stride_kh, stride_kd,
                stride_vb, stride_vn, stride_vh, stride_vd, stride_dob, stride_don, stride_doh, stride_dod,
@@ -55,40 +66,46 @@ def _dq_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
 
 
 def launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, *, causal: bool, scale: float, accumulate_dq: bool,
-                BLOCK_M: int, BLOCK_N: int, num_warps: int, num_stages: int) -> None:
+                BLOCK_M: int, BLOCK_N: int, num_warps: int, num_stages: int, longest_first: bool = False) -> None:
     """Writes dk, dv [B, Nk, Hkv, D]; with accumulate_dq also adds unscaled dS K into fp32 dq."""
     batch, seq_q, _, head_dim = q.shape
     seq_k, kv_heads = k.shape[1], k.shape[2]
     even_m, even_n, even_d = even_blocks(seq_q, seq_k, head_dim, head_block(head_dim), walked=BLOCK_M,
                                          resident=BLOCK_N, walks_queries=True, causal=causal)
+    longest_first = longest_first and causal  # without a mask every program has the same work
     grid = (triton.cdiv(seq_k, BLOCK_N), batch * kv_heads)
-    _dkdv_kernel[grid](*backward_args(q, k, v, do, dq, dk, dv, lse, delta, scale),
+    _dkdv_kernel[grid[::-1] if longest_first else grid](
+                       *backward_args(q, k, v, do, dq, dk, dv, lse, delta, scale),
                        HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=head_block(head_dim),
-                       CAUSAL=causal, ACCUM_DQ=accumulate_dq, EVEN_M=even_m, EVEN_N=even_n, EVEN_D=even_d,
+                       CAUSAL=causal, ACCUM_DQ=accumulate_dq, LONGEST_FIRST=longest_first, EVEN_M=even_m, EVEN_N=even_n, EVEN_D=even_d,
                        DOT_PRECISION=dot_precision(q.dtype),
                        num_warps=num_warps, num_stages=num_stages)
 
 
 def launch_dq(q, k, v, do, dq, lse, delta, *, causal: bool, scale: float,
-              BLOCK_M: int, BLOCK_N: int, num_warps: int, num_stages: int) -> None:
+              BLOCK_M: int, BLOCK_N: int, num_warps: int, num_stages: int, longest_first: bool = False) -> None:
     """Writes dq [B, Nq, H, D]."""
     batch, seq_q, heads, head_dim = q.shape
     even_m, even_n, even_d = even_blocks(seq_q, k.shape[1], head_dim, head_block(head_dim), walked=BLOCK_N,
                                          resident=BLOCK_M, walks_queries=False, causal=causal)
+    longest_first = longest_first and causal
     grid = (triton.cdiv(seq_q, BLOCK_M), batch * heads)
-    _dq_kernel[grid](*backward_args(q, k, v, do, dq, dq, dq, lse, delta, scale),
+    _dq_kernel[grid[::-1] if longest_first else grid](
+                     *backward_args(q, k, v, do, dq, dq, dq, lse, delta, scale),
                      HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=head_block(head_dim),
-                     CAUSAL=causal, EVEN_M=even_m, EVEN_N=even_n, EVEN_D=even_d, DOT_PRECISION=dot_precision(q.dtype),
+                     CAUSAL=causal, LONGEST_FIRST=longest_first, EVEN_M=even_m, EVEN_N=even_n, EVEN_D=even_d, DOT_PRECISION=dot_precision(q.dtype),
                      num_warps=num_warps, num_stages=num_stages)
 
 
 def two_pass_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float,
                       BLOCK_M1: int, BLOCK_N1: int, num_warps1: int, num_stages1: int,
-                      BLOCK_M2: int, BLOCK_N2: int, num_warps2: int, num_stages2: int):
+                      BLOCK_M2: int, BLOCK_N2: int, num_warps2: int, num_stages2: int, longest_first: bool):
     """-> dq like q, dk/dv like k/v. Suffix 1: the dK/dV kernel; suffix 2: the dQ kernel."""
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, causal=causal, scale=scale, accumulate_dq=False,
-                BLOCK_M=BLOCK_M1, BLOCK_N=BLOCK_N1, num_warps=num_warps1, num_stages=num_stages1)
+                BLOCK_M=BLOCK_M1, BLOCK_N=BLOCK_N1, num_warps=num_warps1, num_stages=num_stages1,
+                longest_first=longest_first)
     launch_dq(q, k, v, do, dq, lse, delta, causal=causal, scale=scale,
-              BLOCK_M=BLOCK_M2, BLOCK_N=BLOCK_N2, num_warps=num_warps2, num_stages=num_stages2)
+              BLOCK_M=BLOCK_M2, BLOCK_N=BLOCK_N2, num_warps=num_warps2, num_stages=num_stages2,
+              longest_first=longest_first)
     return dq, dk, dv

@@ -103,6 +103,14 @@ def test_gradients_come_back_in_input_layout(device):
         assert leaf.grad.stride() == leaf.stride()
 
 
+@pytest.mark.parametrize("variant", ["two_pass", "atomic"])
+@pytest.mark.parametrize("shape", [(1, 63, 100, 4, 2, 80), (2, 100, 63, 2, 1, 32)], ids=lambda s: shape_id(s, True))
+def test_longest_first_grid(variant, shape, device):
+    """The swapped (heads, blocks) grid visits every block exactly once, in reverse for dQ."""
+    run_and_check(variant, *make_inputs(shape, torch.float32, device), True,
+                  blocks={**SMALL_BLOCKS[variant], "longest_first": True})
+
+
 def test_atomic_deterministic_mode_is_correct(device):
     blocks = {**SMALL_BLOCKS["atomic"], "deterministic": True}
     run_and_check("atomic", *make_inputs((1, 63, 100, 4, 2, 80), torch.float32, device), True, blocks=blocks)

@@ -36,6 +36,8 @@ class Blocks:
                 raise ValueError(f"{f.name}={value}: must be one of {NUM_WARPS}")
             if f.name.startswith("num_stages") and not (isinstance(value, int) and 1 <= value <= 8):
                 raise ValueError(f"{f.name}={value}: must be an integer in [1, 8]")
+            if f.type in (bool, "bool") and not isinstance(value, bool):
+                raise ValueError(f"{f.name}={value!r}: must be true or false")
         self.check_rules()
 
     def check_rules(self) -> None:
@@ -53,6 +55,7 @@ class TwoPassBlocks(Blocks):
     BLOCK_N2: int = 64  # dQ kernel: key block walked
     num_warps2: int = 4
     num_stages2: int = 2
+    longest_first: bool = False  # causal: grid (heads, blocks) so every head's longest blocks start first
 
 
 @dataclass(frozen=True)
@@ -61,11 +64,8 @@ class AtomicBlocks(Blocks):
     BLOCK_N: int = 64  # resident key block
     num_warps: int = 4
     num_stages: int = 2
-    deterministic: bool = False  # True: dQ by a second, atomic-free pass (bitwise reproducible, ~12 -> 14 N^2 d)
-
-    def check_rules(self) -> None:
-        if not isinstance(self.deterministic, bool):
-            raise ValueError(f"deterministic={self.deterministic!r}: must be true or false")
+    deterministic: bool = False  # True: dQ by a second, atomic-free pass (bitwise reproducible, 10 -> 14 N^2 d)
+    longest_first: bool = False  # causal: grid (heads, blocks) so every head's longest blocks start first
 
 
 @dataclass(frozen=True)
@@ -86,5 +86,4 @@ class FusedBlocks(Blocks):
             if getattr(self, name) // self.BLK_SLICE_FACTOR < 16:
                 raise ValueError(f"{name}={getattr(self, name)}: {name} / BLK_SLICE_FACTOR "
                                  f"({self.BLK_SLICE_FACTOR}) must be >= 16 (tl.dot minimum)")
-        if not isinstance(self.prescale, bool):
-            raise ValueError(f"prescale={self.prescale!r}: must be true or false")
+
