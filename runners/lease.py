@@ -128,17 +128,23 @@ def _note_holder(fd: int) -> None:
     stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     text = f"pid {os.getpid()} on {socket.gethostname()} since {stamp}\n".encode()
     try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, text, 0)
+        os.pwrite(fd, text, 0)  # then cut the rest: a reader never sees an empty file where a holder was named
+        os.ftruncate(fd, len(text))
     except OSError:  # a read-only descriptor: the lock still holds
         pass
 
 
-def holder(path: Path) -> str:
-    try:
-        return path.read_text().strip() or "unknown"
-    except OSError:
-        return "unknown"
+def holder(path: Path, retries: int = 5) -> str:
+    """Who holds the lock file, as its holder wrote it (just after taking it: retried briefly)."""
+    for attempt in range(retries):
+        try:
+            text = path.read_text().strip()
+        except OSError:
+            text = ""
+        if text:
+            return text
+        time.sleep(0.02 * (attempt + 1))
+    return "unknown"
 
 
 def acquire(devices: list[Device], *, directory: str | Path | None = None, poll_s: float = POLL_S,

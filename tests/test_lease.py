@@ -17,10 +17,13 @@ REPO = env.REPO
 
 # One contender: takes a lease among `n` fake devices, holds it `hold` seconds, logs (device, start, end).
 HOLDER = textwrap.dedent("""
-    import json, sys, time
+    import json, os, sys, time
     from runners import lease
-    n, hold, log = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+    n, hold, log, go = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4]
     devices = [lease.Device(i, i, f"fake{i}") for i in range(n)]
+    print("ready", flush=True)
+    while not os.path.exists(go):  # every contender starts at once
+        time.sleep(0.01)
     with lease.acquire(devices, poll_s=0.05) as held:
         start = time.time()
         time.sleep(hold)
@@ -34,8 +37,13 @@ def contend(tmp_path, devices: int, holders: int, hold: float) -> tuple[list[dic
     """Starts `holders` processes at once on `devices` fake GPUs; their logs and stderr."""
     log = tmp_path / "holds.jsonl"
     environ = {**os.environ, lease.LOCK_DIR_ENV: str(tmp_path / "locks")}
-    procs = [subprocess.Popen([sys.executable, "-c", HOLDER, str(devices), str(hold), str(log)], cwd=REPO,
-                              env=environ, stderr=subprocess.PIPE, text=True) for _ in range(holders)]
+    go = tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, "-c", HOLDER, str(devices), str(hold), str(log), str(go)], cwd=REPO,
+                              env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(holders)]
+    for p in procs:
+        assert p.stdout.readline().strip() == "ready", p.communicate()
+    go.touch()
     errs = []
     for p in procs:
         _, err = p.communicate(timeout=120)
@@ -67,8 +75,8 @@ def test_one_device_second_job_waits(tmp_path):
     assert_no_device_shared(rows)
     assert max(r["waited"] for r in rows) > 0.5  # the second one waited for the first
     waiting = [e for e in errs if "waiting for a free GPU" in e]
-    assert len(waiting) == 1 and len(waiting[0].strip().splitlines()) == 2  # one waiting line, one "got" line
-    assert "pid " in waiting[0]  # names the holder
+    assert len(waiting) == 1 and waiting[0].count("waiting for a free GPU") == 1  # one line, not one per poll
+    assert "pid " in waiting[0] and "GPU lease: got GPU 0" in waiting[0]  # names the holder; says when it got it
 
 
 def test_two_devices_two_jobs_run_concurrently(tmp_path):
