@@ -34,10 +34,10 @@ fi
 gpus=$($PY -c "import torch; print(torch.cuda.device_count())")
 [ "$gpus" -ge 2 ] || { echo "FAIL: needs 2 GPUs, found $gpus"; exit 1; }
 
-# 16 points: 2 seq x 2 head_dim x 2 causal x 2 variants; B*N = 8192 tokens and H*D = 2048 fixed (the
-# FlashAttention papers' grid), so every point takes milliseconds; short timing to keep the check quick.
-GRID=(seq=1024,2048 head_dim=64,128 causal=true,false variant=two_pass,fused tokens=8192 hidden=2048
-      bench.warmup=25 bench.rep=200)
+# 16 points: 2 seq x 2 head_dim x 2 causal x 2 variants; B*N = 16384 tokens and H*D = 2048 fixed (the
+# FlashAttention papers' grid); 1.5 s of timed reps per point so that a point outlasts a sweep's start-up.
+GRID=(seq=2048,4096 head_dim=64,128 causal=true,false variant=two_pass,fused tokens=16384 hidden=2048
+      bench.warmup=100 bench.rep=1500)
 SECOND=(seq=1024 head_dim=64 causal=true,false variant=two_pass tokens=8192 hidden=2048
         bench.warmup=25 bench.rep=200 gpu.index=auto)
 
@@ -48,7 +48,11 @@ start_a=$(now)
 TRITON_CACHE_DIR=$WORK/triton-A $PY -m runners.sweep -m hydra/launcher=local_gpus "${GRID[@]}" \
     results_dir="$WORK/results-A" sweep_id=A hydra.sweep.dir="$WORK/multirun-A" > "$OUT/A.log" 2>&1 &
 pid_a=$!
-sleep 20   # A's two workers hold both GPUs by now
+# Start C once A has finished its first points: both of A's workers are then in the middle of the sweep.
+for _ in $(seq 120); do
+    [ "$(find "$WORK/results-A" -name '*.parquet' 2>/dev/null | wc -l)" -ge 2 ] && break
+    sleep 0.5
+done
 TRITON_CACHE_DIR=$WORK/triton-C $PY -m runners.sweep -m "${SECOND[@]}" \
     results_dir="$WORK/results-C" sweep_id=C hydra.sweep.dir="$WORK/multirun-C" > "$OUT/C.log" 2>&1 &
 pid_c=$!
