@@ -102,6 +102,7 @@ def rows(name: str) -> pd.DataFrame:
 
 
 a, b, c = rows("A"), rows("B"), rows("C")
+pd.concat([a, b, c], ignore_index=True).to_parquet(out / "sweeps_ABC.parquet", index=False)  # every row, per-row gpu_index
 for name, df in (("A local_gpus", a), ("B basic", b), ("C by hand", c)):
     counts = df["gpu_index"].value_counts(dropna=False).sort_index().to_dict() if len(df) else {}
     statuses = df["status"].value_counts().to_dict() if len(df) else {}
