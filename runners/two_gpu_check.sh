@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Verification of docs/scaling.md on one node with 2 GPUs (about 4-6 minutes):
+# Verification of the README's Scaling out section on one node with 2 GPUs (about 4-6 minutes):
 #   A  the 16-point sweep with hydra/launcher=local_gpus (one job per GPU at a time), wall time;
 #   C  meanwhile, a second sweep started by hand (basic launcher, gpu.index=auto): it must print
 #      "waiting for a free GPU" and only then run, never sharing a GPU with A;
