@@ -9,14 +9,6 @@ from variants.registry import register_variant
 class Atomic(TritonVariant):
     Blocks = AtomicBlocks
 
-    def default_blocks(self, problem):
-        # best of a small search on an H200, bf16, N=4096 (results/h200/NOTES.md)
-        if problem.head_dim <= 64:
-            return AtomicBlocks(32, 128, num_warps=4, num_stages=3)
-        if problem.head_dim <= 128:
-            return AtomicBlocks(64, 128, num_warps=8, num_stages=2)
-        return AtomicBlocks(32, 32, num_warps=4, num_stages=1)
-
     def executed_flops(self, problem, blocks):
         # S, dP, dV, dK, dQ (10 N^2 d); deterministic mode recomputes S and dP in its dQ pass (14 N^2 d)
         return problem.matmul_flops(7 if blocks.deterministic else 5)

@@ -73,6 +73,14 @@ class TritonVariant(Variant):
             return f"device {problem.device!r} is not supported"
         return None
 
+    def default_blocks(self, problem: Problem) -> Blocks:
+        """The per-architecture table's blocks for the problem (conf/block_defaults.yaml)."""
+        from variants.block_defaults import default_block_fields
+        try:
+            return self.Blocks(**default_block_fields(self.name, problem))
+        except TypeError as exc:  # a field the Blocks dataclass does not have
+            raise ValueError(f"conf/block_defaults.yaml, variant {self.name!r}: {exc}") from None
+
     def run_backward(self, q, k, v, o, lse, do, delta, *, causal: bool, scale: float, blocks: Blocks) -> Grads:
         raise NotImplementedError
 
