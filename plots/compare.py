@@ -40,11 +40,7 @@ def main(argv: list[str] | None = None) -> int:
 def draw(df: pd.DataFrame, out: str | Path, *, gpu: str | None = None, dtype: str | None = "bf16",
          svg: bool = False, batch=None, heads=None) -> list[Path]:
     """One figure per selected GPU; returns the written paths."""
-    df = C.select_dtype(df, dtype, PROG)
-    if batch is not None:
-        df = df[df["batch"] == int(batch)]
-    if heads is not None:
-        df = df[df["heads"] == int(heads)]
+    df = C.select_shape(C.select_dtype(df, dtype, PROG), batch, heads)
     if df.empty:
         raise C.UsageError(f"{PROG}: no rows left after the batch=/heads= filters")
     paths = []

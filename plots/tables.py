@@ -289,6 +289,15 @@ def select_dtype(df: pd.DataFrame, dtype: str | None, prog: str) -> pd.DataFrame
     return out
 
 
+def select_shape(df: pd.DataFrame, batch=None, heads=None) -> pd.DataFrame:
+    """Rows of the given batch and/or heads (None: any)."""
+    if batch is not None:
+        df = df[df["batch"] == int(batch)]
+    if heads is not None:
+        df = df[df["heads"] == int(heads)]
+    return df
+
+
 # --------------------------------------------------------------------------------------------------- labels
 def variant_order(variants) -> list[str]:
     variants = list(dict.fromkeys(variants))
@@ -364,6 +373,6 @@ __all__ = [
     "FLOP_CONVENTION", "TRITON_VARIANTS", "BASELINE_VARIANTS", "VARIANT_ORDER", "VARIANT_LABELS", "BLOCK_FIELDS",
     "SHAPE_COLUMNS", "ENV_COLUMNS", "MEASURE_COLUMNS", "GPU", "PEAK", "UsageError", "cli", "parse_args", "require", "load",
     "read_parquet_tree", "normalize", "text", "row_keys", "is_result", "is_wrong", "is_failed", "latest", "timed", "best_config",
-    "pct_peak", "select_gpus", "select_dtype", "variant_order", "variant_label", "slug", "shape_text",
+    "pct_peak", "select_gpus", "select_dtype", "select_shape", "variant_order", "variant_label", "slug", "shape_text",
     "blocks_text", "geomean", "markdown_table",
 ]
