@@ -18,7 +18,7 @@ def _dkdv_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
                  stride_dvb, stride_dvn, stride_dvh, stride_dvd,
                  seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale,
                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-                 CAUSAL: tl.constexpr, ACCUM_DQ: tl.constexpr, LONGEST_FIRST: tl.constexpr,
+                 CAUSAL: tl.constexpr, ACCUM_DQ: tl.constexpr, LONGEST_FIRST: tl.constexpr, PRESCALED: tl.constexpr,
                  EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
     """Grid (cdiv(Nk, BLOCK_N), B * Hkv), or (B * Hkv, cdiv(Nk, BLOCK_N)) with LONGEST_FIRST: programs are
     dispatched x-fastest, so every head's key block 0 (the most queries when causal) starts first and the
@@ -36,7 +36,7 @@ def _dkdv_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
                  stride_dqb, stride_dqn, stride_dqh, stride_dqd,
                  seq_q, seq_k, heads, heads // kv_heads, qk_scale, sm_scale,
                  i_n, i_bhk // kv_heads, i_bhk % kv_heads,
-                 HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, 1, CAUSAL, False, ACCUM_DQ, EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION)
+                 HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, 1, CAUSAL, PRESCALED, ACCUM_DQ, EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION)
 
 
 @triton.jit
@@ -47,7 +47,7 @@ def _dq_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
                stride_dvb, stride_dvn, stride_dvh, stride_dvd,
                seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale,
                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-               CAUSAL: tl.constexpr, LONGEST_FIRST: tl.constexpr,
+               CAUSAL: tl.constexpr, LONGEST_FIRST: tl.constexpr, PRESCALED: tl.constexpr,
                EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
     """Grid (cdiv(Nq, BLOCK_M), B * H), or (B * H, cdiv(Nq, BLOCK_M)) with LONGEST_FIRST: every head's last
     query block (the most keys when causal) is dispatched first."""
@@ -62,12 +62,16 @@ def _dq_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
                stride_vb, stride_vn, stride_vh, stride_vd, stride_dob, stride_don, stride_doh, stride_dod,
                stride_dqb, stride_dqn, stride_dqh, stride_dqd,
                seq_q, seq_k, heads, heads // kv_heads, qk_scale, sm_scale, i_m, i_bh // heads, i_bh % heads,
-               HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, 1, CAUSAL, False, EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION)
+               HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, 1, CAUSAL, PRESCALED, EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION)
 
 
 def launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, *, causal: bool, scale: float, accumulate_dq: bool,
-                BLOCK_M: int, BLOCK_N: int, num_warps: int, num_stages: int, longest_first: bool = False) -> None:
-    """Writes dk, dv [B, Nk, Hkv, D]; with accumulate_dq also adds unscaled dS K into fp32 dq."""
+                BLOCK_M: int, BLOCK_N: int, num_warps: int, num_stages: int, longest_first: bool = False,
+                prescale: bool = False) -> None:
+    """Writes dk, dv [B, Nk, Hkv, D]; with accumulate_dq also adds unscaled dS K into fp32 dq.
+    prescale: the resident K block is multiplied by scale * log2(e) once instead of every score tile."""
+    if prescale and accumulate_dq:
+        raise ValueError("prescale cannot be combined with accumulate_dq (dQ would use the scaled K)")
     batch, seq_q, _, head_dim = q.shape
     seq_k, kv_heads = k.shape[1], k.shape[2]
     even_m, even_n, even_d = even_blocks(seq_q, seq_k, head_dim, head_block(head_dim), walked=BLOCK_M,
@@ -77,14 +81,16 @@ def launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, *, causal: bool, scale: flo
     _dkdv_kernel[grid[::-1] if longest_first else grid](
                        *backward_args(q, k, v, do, dq, dk, dv, lse, delta, scale),
                        HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=head_block(head_dim),
-                       CAUSAL=causal, ACCUM_DQ=accumulate_dq, LONGEST_FIRST=longest_first, EVEN_M=even_m, EVEN_N=even_n, EVEN_D=even_d,
+                       CAUSAL=causal, ACCUM_DQ=accumulate_dq, LONGEST_FIRST=longest_first, PRESCALED=prescale,
+                       EVEN_M=even_m, EVEN_N=even_n, EVEN_D=even_d,
                        DOT_PRECISION=dot_precision(q.dtype),
                        num_warps=num_warps, num_stages=num_stages)
 
 
 def launch_dq(q, k, v, do, dq, lse, delta, *, causal: bool, scale: float,
-              BLOCK_M: int, BLOCK_N: int, num_warps: int, num_stages: int, longest_first: bool = False) -> None:
-    """Writes dq [B, Nq, H, D]."""
+              BLOCK_M: int, BLOCK_N: int, num_warps: int, num_stages: int, longest_first: bool = False,
+              prescale: bool = False) -> None:
+    """Writes dq [B, Nq, H, D]. prescale: the resident Q block is multiplied by scale * log2(e) once."""
     batch, seq_q, heads, head_dim = q.shape
     even_m, even_n, even_d = even_blocks(seq_q, k.shape[1], head_dim, head_block(head_dim), walked=BLOCK_N,
                                          resident=BLOCK_M, walks_queries=False, causal=causal)
@@ -93,19 +99,20 @@ def launch_dq(q, k, v, do, dq, lse, delta, *, causal: bool, scale: float,
     _dq_kernel[grid[::-1] if longest_first else grid](
                      *backward_args(q, k, v, do, dq, dq, dq, lse, delta, scale),
                      HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=head_block(head_dim),
-                     CAUSAL=causal, LONGEST_FIRST=longest_first, EVEN_M=even_m, EVEN_N=even_n, EVEN_D=even_d, DOT_PRECISION=dot_precision(q.dtype),
+                     CAUSAL=causal, LONGEST_FIRST=longest_first, PRESCALED=prescale, EVEN_M=even_m, EVEN_N=even_n, EVEN_D=even_d, DOT_PRECISION=dot_precision(q.dtype),
                      num_warps=num_warps, num_stages=num_stages)
 
 
 def two_pass_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float,
                       BLOCK_M1: int, BLOCK_N1: int, num_warps1: int, num_stages1: int,
-                      BLOCK_M2: int, BLOCK_N2: int, num_warps2: int, num_stages2: int, longest_first: bool):
+                      BLOCK_M2: int, BLOCK_N2: int, num_warps2: int, num_stages2: int, longest_first: bool,
+                      prescale: bool):
     """-> dq like q, dk/dv like k/v. Suffix 1: the dK/dV kernel; suffix 2: the dQ kernel."""
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, causal=causal, scale=scale, accumulate_dq=False,
                 BLOCK_M=BLOCK_M1, BLOCK_N=BLOCK_N1, num_warps=num_warps1, num_stages=num_stages1,
-                longest_first=longest_first)
+                longest_first=longest_first, prescale=prescale)
     launch_dq(q, k, v, do, dq, lse, delta, causal=causal, scale=scale,
               BLOCK_M=BLOCK_M2, BLOCK_N=BLOCK_N2, num_warps=num_warps2, num_stages=num_stages2,
-              longest_first=longest_first)
+              longest_first=longest_first, prescale=prescale)
     return dq, dk, dv

@@ -111,6 +111,12 @@ def test_longest_first_grid(variant, shape, device):
                   blocks={**SMALL_BLOCKS[variant], "longest_first": True})
 
 
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_two_pass_prescale(causal, device):
+    run_and_check("two_pass", *make_inputs((1, 63, 100, 4, 2, 80), torch.float32, device), causal,
+                  blocks={**SMALL_BLOCKS["two_pass"], "prescale": True})
+
+
 def test_atomic_deterministic_mode_is_correct(device):
     blocks = {**SMALL_BLOCKS["atomic"], "deterministic": True}
     run_and_check("atomic", *make_inputs((1, 63, 100, 4, 2, 80), torch.float32, device), True, blocks=blocks)

@@ -56,6 +56,7 @@ class TwoPassBlocks(Blocks):
     num_warps2: int = 4
     num_stages2: int = 2
     longest_first: bool = False  # causal: grid (heads, blocks) so every head's longest blocks start first
+    prescale: bool = False  # resident K (dK/dV kernel) and Q (dQ kernel) pre-multiplied by scale * log2(e)
 
 
 @dataclass(frozen=True)
