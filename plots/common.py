@@ -103,3 +103,51 @@ def save(fig, out: str | Path, stem: str, svg: bool) -> list[Path]:
     return paths
 
 
+# ------------------------------------------------------------------ the head_dim x causal panels of compare/memory
+POINT = ("variant", "seq", "head_dim", "causal")
+
+
+def uncovered_failures(failed: pd.DataFrame, results: pd.DataFrame) -> pd.DataFrame:
+    """Failed rows at points where the variant has no result with any other block config."""
+    have = set(zip(*(results[c] for c in POINT)))
+    keep = [key not in have for key in zip(*(failed[c] for c in POINT))]
+    return failed[pd.Series(keep, index=failed.index, dtype=bool)]
+
+
+def seq_panels(rows: pd.DataFrame, extra_height: float):
+    """A figure with one panel per causal (rows) x head_dim (columns) -> (fig, ncols, cells); each cell is
+    (ax, head_dim, causal, is_bottom_row, is_left_column)."""
+    head_dims = sorted(rows["head_dim"].dropna().unique())
+    causals = sorted(rows["causal"].unique())
+    ncols, nrows = len(head_dims), len(causals)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(max(4.3 * ncols + 0.6, 9.0), 3.5 * nrows + extra_height),
+                             sharey=True, squeeze=False, layout="constrained")
+    cells = [(axes[i][j], hd, causal, i == nrows - 1, j == 0)
+             for i, causal in enumerate(causals) for j, hd in enumerate(head_dims)]
+    return fig, ncols, cells
+
+
+def finish_seq_panel(ax, rows: pd.DataFrame, head_dim, causal: bool, is_bottom: bool, is_left: bool,
+                     ylabel: str) -> None:
+    """The shared log2 sequence axis, title, grid and labels of one panel."""
+    log2_seq_axis(ax, rows["seq"])
+    ax.set_xlim(rows["seq"].min() / 1.3, rows["seq"].max() * 1.3)
+    ax.set_title(f"head_dim={int(head_dim)}, {'causal' if causal else 'non-causal'}", fontsize=10)
+    ax.grid(True, which="major", alpha=0.3)
+    if is_bottom:
+        ax.set_xlabel("sequence length Nq (log2)")
+    if is_left:
+        ax.set_ylabel(ylabel)
+
+
+def failure_handles(failed: pd.DataFrame) -> list:
+    """Legend entries for the failure markers present: wrong gradients (red X), other failures (grey X)."""
+    from matplotlib.lines import Line2D
+    handles = []
+    for present, color, label in ((is_wrong(failed).any(), "red", "wrong gradients (not a result)"),
+                                  ((~is_wrong(failed)).any(), "dimgray", "failed: oom / compile / resources / error")):
+        if present:
+            handles.append(Line2D([], [], linestyle="none", marker="X", markersize=9, markerfacecolor="white",
+                                  markeredgecolor=color, label=label))
+    return handles
+

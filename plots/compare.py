@@ -82,56 +82,34 @@ def _figure(rows: pd.DataFrame, gpu: str, dtype: str | None, out, svg: bool) -> 
     rows, meaningful = C.timed(rows)
     rows, notes = pick_family(rows)
     results = C.best_config(rows[C.is_result(rows)])
-    failed = rows[C.is_failed(rows)]
-    # A variant's point is marked failed only when no block config of it gave a result there.
-    have = set(zip(results["variant"], results["seq"], results["head_dim"], results["causal"]))
-    keys = zip(failed["variant"], failed["seq"], failed["head_dim"], failed["causal"])
-    failed = failed[pd.Series([k not in have for k in keys], index=failed.index, dtype=bool)]
-    head_dims = sorted(rows["head_dim"].dropna().unique())
-    causals = sorted(rows["causal"].unique())
+    failed = C.uncovered_failures(rows[C.is_failed(rows)], results)  # marked only where no config gave a result
     variants = C.variant_order(rows["variant"])
-    ncols, nrows = len(head_dims), len(causals)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(max(4.3 * ncols + 0.6, 9.0), 3.5 * nrows + 1.6), sharey=True,
-                             squeeze=False, layout="constrained")
+    fig, ncols, cells = C.seq_panels(rows, extra_height=1.6)
     peak = rows[C.PEAK].median()
     multi_configs = (rows[C.is_result(rows)].groupby(["variant", "seq", "head_dim", "causal"]).size() > 1).any()
-    for i, causal in enumerate(causals):
-        for j, hd in enumerate(head_dims):
-            ax = axes[i][j]
-            panel = results[(results["head_dim"] == hd) & (results["causal"] == causal)]
-            fails = failed[(failed["head_dim"] == hd) & (failed["causal"] == causal)]
-            for v in variants:
-                line = panel[panel["variant"] == v].sort_values("seq")
-                if line.empty:
-                    continue
-                style = C.variant_style(v)
-                ax.plot(line["seq"], line["tflops"], label=C.variant_label(v), **style)
-                band = line.dropna(subset=["tflops_p20", "tflops_p80"])
-                if len(band):
-                    ax.fill_between(band["seq"], band["tflops_p20"], band["tflops_p80"], color=style["color"],
-                                    alpha=0.15, linewidth=0)
-            _draw_failures(ax, fails, variants)
-            if pd.notna(peak):
-                ax.axhline(peak, color="black", linestyle="--", linewidth=1.0)
-            C.log2_seq_axis(ax, rows["seq"])
-            ax.set_xlim(rows["seq"].min() / 1.3, rows["seq"].max() * 1.3)
-            ax.set_title(f"head_dim={int(hd)}, {'causal' if causal else 'non-causal'}", fontsize=10)
-            ax.grid(True, which="major", alpha=0.3)
-            ax.set_ylim(bottom=0)
-            if i == nrows - 1:
-                ax.set_xlabel("sequence length Nq (log2)")
-            if j == 0:
-                ax.set_ylabel("backward TFLOPS")
+    for ax, hd, causal, is_bottom, is_left in cells:
+        panel = results[(results["head_dim"] == hd) & (results["causal"] == causal)]
+        fails = failed[(failed["head_dim"] == hd) & (failed["causal"] == causal)]
+        for v in variants:
+            line = panel[panel["variant"] == v].sort_values("seq")
+            if line.empty:
+                continue
+            style = C.variant_style(v)
+            ax.plot(line["seq"], line["tflops"], label=C.variant_label(v), **style)
+            band = line.dropna(subset=["tflops_p20", "tflops_p80"])
+            if len(band):
+                ax.fill_between(band["seq"], band["tflops_p20"], band["tflops_p80"], color=style["color"],
+                                alpha=0.15, linewidth=0)
+        _draw_failures(ax, fails, variants)
+        if pd.notna(peak):
+            ax.axhline(peak, color="black", linestyle="--", linewidth=1.0)
+        C.finish_seq_panel(ax, rows, hd, causal, is_bottom, is_left, "backward TFLOPS")
+        ax.set_ylim(bottom=0)
     handles = [Line2D([], [], label=C.variant_label(v), **C.variant_style(v)) for v in variants
                if (results["variant"] == v).any()]
     if pd.notna(peak):
         handles.append(Line2D([], [], color="black", linestyle="--", label=f"GPU dense {dtype or ''} peak ({peak:.0f})"))
-    if C.is_wrong(failed).any():
-        handles.append(Line2D([], [], linestyle="none", marker="X", markersize=9, markerfacecolor="white",
-                              markeredgecolor="red", label="wrong gradients (not a result)"))
-    if (~C.is_wrong(failed)).any():
-        handles.append(Line2D([], [], linestyle="none", marker="X", markersize=9, markerfacecolor="white",
-                              markeredgecolor="dimgray", label="failed: oom / compile / resources / error"))
+    handles += C.failure_handles(failed)
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 3 if ncols < 3 else 5),
                fontsize=9, frameon=False)
     how = "fastest correct block config per point" if multi_configs else "median"

@@ -64,52 +64,31 @@ def _figure(rows: pd.DataFrame, gpu: str, dtype: str | None, out, svg: bool) -> 
     if results.empty:  # untimed: any correct row per point
         results = rows[C.is_result(rows)].drop_duplicates(["variant", *C.SHAPE_COLUMNS])
     results = results[results["peak_mem_bytes"].notna()]
-    failed = rows[C.is_failed(rows)]
-    have = set(zip(results["variant"], results["seq"], results["head_dim"], results["causal"]))
-    keys = zip(failed["variant"], failed["seq"], failed["head_dim"], failed["causal"])
-    failed = failed[pd.Series([k not in have for k in keys], index=failed.index, dtype=bool)]
-    head_dims = sorted(rows["head_dim"].dropna().unique())
-    causals = sorted(rows["causal"].unique())
+    failed = C.uncovered_failures(rows[C.is_failed(rows)], results)
     variants = C.variant_order(rows["variant"])
-    ncols, nrows = len(head_dims), len(causals)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(max(4.3 * ncols + 0.6, 9.0), 3.5 * nrows + 1.5), sharey=True,
-                             squeeze=False, layout="constrained")
+    fig, ncols, cells = C.seq_panels(rows, extra_height=1.5)
     any_workspace = False
-    for i, causal in enumerate(causals):
-        for j, hd in enumerate(head_dims):
-            ax = axes[i][j]
-            panel = results[(results["head_dim"] == hd) & (results["causal"] == causal)]
-            for v in variants:
-                line = panel[panel["variant"] == v].sort_values("seq")
-                if line.empty:
-                    continue
-                style = C.variant_style(v)
-                ax.plot(line["seq"], line["peak_mem_bytes"], label=C.variant_label(v), **style)
-                ws = line[line["workspace_bytes"] > 0]
-                if len(ws):
-                    any_workspace = True
-                    ax.plot(ws["seq"], ws["workspace_bytes"], color=style["color"], linestyle=":", linewidth=1.4)
-            ax.set_yscale("log", base=2)
-            _draw_failures(ax, failed[(failed["head_dim"] == hd) & (failed["causal"] == causal)], variants)
-            C.log2_seq_axis(ax, rows["seq"])
-            ax.set_xlim(rows["seq"].min() / 1.3, rows["seq"].max() * 1.3)
-            ax.yaxis.set_major_formatter(FuncFormatter(_bytes))
-            ax.set_title(f"head_dim={int(hd)}, {'causal' if causal else 'non-causal'}", fontsize=10)
-            ax.grid(True, which="major", alpha=0.3)
-            if i == nrows - 1:
-                ax.set_xlabel("sequence length Nq (log2)")
-            if j == 0:
-                ax.set_ylabel("peak memory of the backward")
+    for ax, hd, causal, is_bottom, is_left in cells:
+        panel = results[(results["head_dim"] == hd) & (results["causal"] == causal)]
+        for v in variants:
+            line = panel[panel["variant"] == v].sort_values("seq")
+            if line.empty:
+                continue
+            style = C.variant_style(v)
+            ax.plot(line["seq"], line["peak_mem_bytes"], label=C.variant_label(v), **style)
+            ws = line[line["workspace_bytes"] > 0]
+            if len(ws):
+                any_workspace = True
+                ax.plot(ws["seq"], ws["workspace_bytes"], color=style["color"], linestyle=":", linewidth=1.4)
+        ax.set_yscale("log", base=2)
+        _draw_failures(ax, failed[(failed["head_dim"] == hd) & (failed["causal"] == causal)], variants)
+        C.finish_seq_panel(ax, rows, hd, causal, is_bottom, is_left, "peak memory of the backward")
+        ax.yaxis.set_major_formatter(FuncFormatter(_bytes))
     handles = [Line2D([], [], label=C.variant_label(v), **C.variant_style(v)) for v in variants
                if (results["variant"] == v).any()]
     if any_workspace:
         handles.append(Line2D([], [], color="black", linestyle=":", label="workspace_bytes (same colour)"))
-    if C.is_wrong(failed).any():
-        handles.append(Line2D([], [], linestyle="none", marker="X", markersize=9, markerfacecolor="white",
-                              markeredgecolor="red", label="wrong gradients (not a result)"))
-    if (~C.is_wrong(failed)).any():
-        handles.append(Line2D([], [], linestyle="none", marker="X", markersize=9, markerfacecolor="white",
-                              markeredgecolor="dimgray", label="failed: oom / compile / resources / error"))
+    handles += C.failure_handles(failed)
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 3 if ncols < 3 else 5),
                fontsize=9, frameon=False)
     lines = [f"FlashAttention backward peak memory — {gpu}, {dtype or 'all dtypes'}", C.gpu_title(rows, gpu),
