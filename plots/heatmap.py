@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     paths = draw(df, args["out"], gpu=args["gpu"], dtype=args["dtype"], variant=args["variant"],
                  sweep=args["sweep"], svg=args["svg"])
     if not paths:
-        raise C.UsageError(f"{PROG}: no block sweep found (no shape with two or more block configs)")
+        raise C.UsageError(f"{PROG}: no block sweep found (no shape with two or more tried cells of the block-size pair)")
     for p in paths:
         print(p)
     return 0
@@ -67,8 +67,9 @@ def draw(df: pd.DataFrame, out: str | Path, *, gpu: str | None = None, dtype: st
             pair = axis_pair(mine)
             if pair is None:
                 continue
+            # a block search at a shape: at least two cells of the heatmap's axis pair were tried
             shapes = [(key, g) for key, g in mine.groupby(list(C.SHAPE_COLUMNS), sort=True, dropna=False)
-                      if g["config_key"].nunique() >= 2]
+                      if len(g[list(pair)].drop_duplicates()) >= 2]
             if not shapes:
                 continue
             paths += _figure(shapes, v, pair, label, dtype, meaningful, out, svg)

@@ -166,6 +166,16 @@ def test_heatmap_without_a_block_sweep_is_an_error(tmp_path, capsys):
     assert "no block sweep" in capsys.readouterr().err
 
 
+def test_configs_differing_off_the_axis_pair_are_no_heatmap(tmp_path, capsys):
+    """Two configs at one BLOCK_M x BLOCK_N cell (only num_warps differs) would be a 1x1 'heatmap': none is drawn."""
+    one_cell = S.table(seqs=SEQS)
+    one_cell = one_cell[one_cell["variant"] == "atomic"].assign(BLOCK_M=64, BLOCK_N=128, num_warps=4)
+    other = one_cell.assign(num_warps=8, config_key=one_cell["config_key"] + "|w8", tflops=one_cell["tflops"] * 0.9)
+    S.write(pd.concat([one_cell, other], ignore_index=True), tmp_path / "one_cell")
+    assert heatmap.main([f"results={tmp_path / 'one_cell'}", f"out={tmp_path}"]) == 2
+    assert "no block sweep" in capsys.readouterr().err
+
+
 def test_memory_writes_png_and_skips_failed_points(results, tmp_path, figures):
     assert memory.main([f"results={results}", f"out={tmp_path}", "gpu=gpu-a"]) == 0
     assert_png(tmp_path / "memory_fake-gpu-a-80gb_bf16.png")
