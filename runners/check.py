@@ -10,11 +10,12 @@ import sys
 
 import torch
 
+from runners.measure import check_accuracy  # first: it decides TRITON_INTERPRET before `import variants`
 from variants import get, names
 from variants.accuracy import error
 from variants.base import TritonVariant, default_scale
 from variants.problem import DTYPES, Problem
-from variants.reference import reference_grads
+from variants.reference import reference_forward
 
 
 def check_point(variant_name, batch, seq, heads, kv_heads, head_dim, causal, dtype, device="cuda") -> dict:
@@ -32,13 +33,13 @@ def check_point(variant_name, batch, seq, heads, kv_heads, head_dim, causal, dty
     leaves = [t.detach().clone().requires_grad_(True) for t in (q, k, v)]
     o = variant.apply(*leaves, causal, scale, blocks)
     o.backward(do)
-    outs = (o.detach(), *(t.grad for t in leaves))
+    grads = tuple(t.grad for t in leaves)
+    o_error = error(o.detach(), reference_forward(q, k, v, causal, scale))
     del o, leaves
-    refs = reference_grads(q, k, v, do, causal, scale)
-    errors = {name: error(out, ref) for name, out, ref in zip(("o", "dq", "dk", "dv"), outs, refs)}
-    ok = all(e.ok(dtype) for e in errors.values())
-    return {**row, **{f"rel_{n}": e.rel for n, e in errors.items()}, "status": "ok" if ok else "WRONG"}
-
+    grad_cols = check_accuracy(grads, q, k, v, do, causal, scale, dtype)  # the runner's gate: same reference
+    ok = o_error.ok(dtype) and grad_cols["correct"]
+    return {**row, "rel_o": o_error.rel, **{f"rel_{n}": grad_cols[f"rel_{n}"] for n in ("dq", "dk", "dv")},
+            "accuracy_scope": grad_cols["accuracy_scope"], "status": "ok" if ok else "WRONG"}
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
