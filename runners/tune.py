@@ -136,8 +136,9 @@ def record_invalid(cfg: DictConfig, base: schema.Point, params: dict, reason: st
 
 def found_row(cfg: DictConfig, trial_cfg: DictConfig, before: int, environment: dict) -> dict | None:
     """The row resume found when run_point returned None (a config measured by another run)."""
-    for path in reversed(results.session_paths()[before:]):
-        return results.load(path).iloc[-1].to_dict()
+    new = results.session_paths()[before:]  # results.find_done notes the row it found
+    if new:
+        return results.load(new[-1]).iloc[-1].to_dict()
     point = schema.check(trial_cfg, sweep._device_kind())
     config_key = point.config_key(measure.timer_name(cfg.bench, env.interpreting()))
     base = Path(cfg.results_dir) / environment["gpu"]
@@ -320,6 +321,8 @@ def run(cfg: DictConfig, out=print, gpu_index: int | None = None) -> StudyResult
     from runners import block_rules
 
     result = tune(cfg, out, gpu_index) if cfg.trials > 0 else None
+    if result is None and not cfg.write_defaults:
+        out("trials=0 and write_defaults=false: nothing to do")
     if cfg.write_defaults:
         path = defaults_rows_path(cfg, gpu_index)
         if not path.exists():
