@@ -73,11 +73,27 @@ class SweepConfig:
     results_dir: str = MISSING
     resume: bool = MISSING  # skip points already recorded for the same config_key, GPU and commit
     sweep_id: str = MISSING
+    study: Optional[str] = None  # set by runners.tune: the Optuna study a row belongs to (its `study` column)
+
+
+@dataclass
+class TuneConfig(SweepConfig):
+    """runners.tune (conf/tune.yaml): the sweep's keys plus the study's (docs/tuning.md)."""
+    trials: int = 20  # distinct configs to measure in the study (restored trials count)
+    space: str = "declared"  # declared (Blocks field metadata) | grid (conf/sweep_grid/blocks_<variant>.yaml) | search
+    search: Dict[str, List[Any]] = field(default_factory=dict)  # field -> candidates; replaces the declared ones
+    sampler_seed: int = 0  # TPESampler seed
+    startup_trials: Optional[int] = None  # TPE's random start; null = min(10, max(3, trials // 3))
+    warm_start: bool = True  # trial 0 is the current default blocks of the shape (when inside the space)
+    write_defaults: bool = False  # after the study: study winners -> defaults_file rules, diff printed
+    defaults_rows: Optional[str] = None  # rows write_defaults reads; null = <results_dir>/<this gpu>
+    defaults_file: Optional[str] = None  # null = conf/block_defaults.yaml
 
 
 def register() -> None:
     """Puts the schemas in Hydra's ConfigStore (idempotent); config.yaml lists `sweep_schema` first."""
     ConfigStore.instance().store(name="sweep_schema", node=SweepConfig)
+    ConfigStore.instance().store(name="tune_schema", node=TuneConfig)
 
 
 register()

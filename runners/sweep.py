@@ -43,6 +43,7 @@ def config_columns(point: schema.Point, cfg: DictConfig, timer: str) -> dict:
     cols.update(point.blocks_dict)  # one column per block field, resolved
     cols["blocks_json"] = point.blocks_json
     cols["block_overrides_json"] = json.dumps(point.block_overrides, sort_keys=True)
+    cols["study"] = cfg.get("study")  # runners.tune's study name; None for sweep rows
     cols.update(bench_warmup_ms=float(cfg.bench.warmup), bench_rep_ms=float(cfg.bench.rep),
                 flush_l2=timer == "do_bench", cuda_graph=timer == "do_bench_cudagraph")  # as timed, not as asked
     return cols
