@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from plots import tables as T
+from runners import tables as T
 
 PROG = "runners.regress"
 DEFAULTS = {"baseline": None, "candidate": None, "results": None, "threshold": 0.05, "cross_gpu": "auto",

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from plots import _synthetic as S
-from plots import tables as T
+from runners import tables as T
 from runners import regress
 
 SEQS, HEAD_DIMS, VARIANTS = (1024, 4096), (64, 128), ("two_pass", "atomic", "sdpa_flash")

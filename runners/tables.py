@@ -1,7 +1,8 @@
 """Reading result tables without drawing: load, normalise, which rows are results, key=value arguments.
 
-Shared by ``plots/`` and ``runners/regress.py`` (pandas only, no matplotlib). A row is a *result* only when
-``status == "ok"`` and ``correct`` is True; every other row may only ever be shown as a failure.
+Used by ``runners/regress.py`` and by ``plots/`` (pandas only, no matplotlib; runners never import plots). A row
+is a *result* only when ``status == "ok"`` and ``correct`` is True; every other row may only ever be shown as a
+failure.
 """
 from __future__ import annotations
 
@@ -14,10 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-try:  # the runner's loader, once it exists, is the one way to read tables
-    from runners.results import load as _runner_load
-except ImportError:  # pragma: no cover - depends on what the runner has landed
-    _runner_load = None
+from runners.results import load as _runner_load  # the one way to read tables
 
 FLOP_CONVENTION = "FA convention: bwd = 2.5×fwd, causal halved"
 TRITON_VARIANTS = ("two_pass", "atomic", "fused")
@@ -110,15 +108,12 @@ def require(args: dict, key: str, prog: str) -> str:
 def load(path: str | Path) -> pd.DataFrame:
     """Every result row under ``path`` (a parquet file, or a directory searched recursively), normalised.
 
-    Uses ``runners.results.load`` when the runner provides it; a local reader otherwise.
+    Reads with ``runners.results.load``.
     """
     path = Path(path)
     if not path.exists():
         raise UsageError(f"results path {str(path)!r} does not exist")
-    if _runner_load is not None:
-        df = _runner_load(path)
-    else:
-        df = read_parquet_tree(path)
+    df = _runner_load(path)
     if df is None or len(df) == 0:
         raise UsageError(f"no result rows under {str(path)!r}")
     return normalize(df)
