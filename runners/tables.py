@@ -39,6 +39,10 @@ ENV_COLUMNS = ("device", "gpu_name", "compute_capability", "sm_count", "driver",
 MEASURE_COLUMNS = ("ms", "ms_p20", "ms_p80", "tflops", "tflops_p20", "tflops_p80", "executed_tflops", "pct_peak",
                    "peak_mem_bytes", "workspace_bytes", "max_abs_dq", "max_abs_dk", "max_abs_dv", "rel_dq",
                    "rel_dk", "rel_dv")
+EXPLAIN_COLUMNS = ("kernel_ms_sum", "kernel_launches", "top_kernel_share", "n_regs", "n_spills", "smem_bytes",
+                   "compiled_num_warps", "compiled_num_stages", "programs_per_sm")  # numeric; runners/profile.py
+EXPLAIN_TEXT_COLUMNS = ("kernel_ms", "top_kernel", "resources_json", "top_triton_kernel", "occupancy_limiter",
+                        "profile_note")  # JSON / names; '' when absent (rows before issue 10, CPU interpreter)
 GPU = "gpu_label"  # derived column: gpu_name, or the device ("cpu-interpreter") when there is no GPU name
 PEAK = "dtype_peak_tflops"  # derived column: the GPU's dense peak for the row's dtype (NaN when unknown)
 
@@ -137,10 +141,12 @@ def normalize(df: pd.DataFrame) -> pd.DataFrame:
     derived columns ``gpu_label`` (GPU), ``dtype_peak_tflops`` (PEAK) and ``_ts`` (parsed timestamp)."""
     df = df.reset_index(drop=True)  # tables concatenated from many files may repeat index labels
     for col in ("variant", "dtype", "layout", "status", "reason", "config_key", "blocks_json", "timer",
-                *SHAPE_COLUMNS, *BLOCK_FIELDS, *ENV_COLUMNS, *MEASURE_COLUMNS, "correct", "timing_meaningful"):
+                *SHAPE_COLUMNS, *BLOCK_FIELDS, *ENV_COLUMNS, *MEASURE_COLUMNS, *EXPLAIN_COLUMNS,
+                *EXPLAIN_TEXT_COLUMNS, "correct", "timing_meaningful"):
         if col not in df.columns:
             df[col] = np.nan
-    for col in ("variant", "dtype", "layout", "config_key", "commit", "device", "sweep_id", "reason", "timer"):
+    for col in ("variant", "dtype", "layout", "config_key", "commit", "device", "sweep_id", "reason", "timer",
+                *EXPLAIN_TEXT_COLUMNS):
         df[col] = text(df[col])
     df["status"] = text(df["status"]).replace("", "error")
     df["correct"] = df["correct"].map(_as_bool).fillna(False).astype(bool)
@@ -153,7 +159,8 @@ def normalize(df: pd.DataFrame) -> pd.DataFrame:
     # "the fastest block config" of atomic.
     deterministic = df["deterministic"].map(_as_bool).fillna(False).astype(bool)
     df["variant"] = df["variant"].where(~deterministic, df["variant"] + "+deterministic")
-    for col in ("batch", "heads", "kv_heads", "seq", "seq_k", "head_dim", *MEASURE_COLUMNS, "peak_tflops"):
+    for col in ("batch", "heads", "kv_heads", "seq", "seq_k", "head_dim", *MEASURE_COLUMNS, *EXPLAIN_COLUMNS,
+                "peak_tflops"):
         df[col] = pd.to_numeric(df[col], errors="coerce")
     df["seq_k"] = df["seq_k"].fillna(df["seq"])
     df["kv_heads"] = df["kv_heads"].fillna(df["heads"])
@@ -460,7 +467,8 @@ def markdown_table(df: pd.DataFrame) -> str:
 __all__ = [
     "FLOP_CONVENTION", "TRITON_VARIANTS", "SWITCH_FIELDS", "declared_defaults", "row_blocks", "join_key",
     "join_keys", "fill_block_defaults", "BASELINE_VARIANTS", "VARIANT_ORDER", "VARIANT_LABELS", "BLOCK_FIELDS",
-    "SHAPE_COLUMNS", "ENV_COLUMNS", "MEASURE_COLUMNS", "GPU", "PEAK", "UsageError", "cli", "parse_args", "require", "load",
+    "SHAPE_COLUMNS", "ENV_COLUMNS", "MEASURE_COLUMNS",
+    "EXPLAIN_COLUMNS", "EXPLAIN_TEXT_COLUMNS", "GPU", "PEAK", "UsageError", "cli", "parse_args", "require", "load",
     "read_parquet_tree", "normalize", "text", "row_keys", "is_result", "is_wrong", "is_failed", "latest", "timed", "best_config",
     "pct_peak", "select_gpus", "select_dtype", "select_shape", "variant_order", "variant_label", "slug", "shape_text",
     "blocks_text", "geomean", "markdown_table",
