@@ -3,7 +3,7 @@ from dataclasses import dataclass
 
 import torch
 
-from spec import DTYPE_NAMES, MAX_HEAD_DIM  # noqa: F401 - MAX_HEAD_DIM re-exported
+from spec import DTYPE_NAMES, MAX_HEAD_DIM
 
 _TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 DTYPES = {name: _TORCH_DTYPES[name] for name in DTYPE_NAMES}  # name -> torch dtype
