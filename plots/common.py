@@ -1,4 +1,4 @@
-"""Shared drawing helpers for plots/: colours, axes, titles, saving. Table reading lives in plots.tables.
+"""Shared drawing helpers for plots/: colours, axes, titles, saving. Table reading lives in runners.tables.
 
 Plots read tables; they never measure. A row is a *result* only when ``status == "ok"`` and ``correct`` is
 True; every other row may only ever be drawn as a failure marker.
@@ -13,8 +13,8 @@ matplotlib.use("Agg")  # before pyplot: plots run headless (CI, GPU hosts)
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from plots.tables import *  # noqa: E402,F401,F403  (re-exported: plots use C.load, C.is_result, ...)
-from plots.tables import _coerce  # noqa: E402,F401
+from runners.tables import *  # noqa: E402,F401,F403  (re-exported: plots use C.load, C.is_result, ...)
+from runners.tables import _coerce  # noqa: E402,F401
 
 # Fixed colours so a variant looks the same in every figure; red is kept for "wrong" markers.
 VARIANT_COLORS = {

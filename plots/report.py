@@ -4,7 +4,8 @@
                            [threshold=0.05] [svg=true]
 
 Writes ``<out>/report.md`` and the figures it embeds (relative paths, same folder): the TFLOPS compare and
-peak-memory plots per GPU and dtype, block-size heatmaps when the tables hold a block sweep, and the
+peak-memory plots per GPU and dtype, block-size heatmaps and registers/spills-vs-TFLOPS views when the tables
+hold a block sweep, a resources section (per-kernel time shares, compiled resources), and the
 cross-GPU view when they hold more than one GPU. With ``baseline=`` it adds the regression check of
 ``runners.regress`` (candidate = ``results``); the report still exits 0 — ``runners.regress`` is the gate.
 """
@@ -16,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from plots import common as C
-from plots import compare, cross_gpu, heatmap, memory
+from plots import compare, cross_gpu, heatmap, memory, resources
 
 PROG = "plots.report"
 DEFAULTS = {"results": None, "out": "plots/out", "gpu": None, "baseline": None, "threshold": 0.05, "svg": False}
@@ -57,6 +58,8 @@ def write(df: pd.DataFrame, out: str | Path, *, source: str = "", baseline: str 
         best_tables(df),
         "## Failures and wrong points\n",
         failures(df),
+        "## Resources\n",
+        resources.section(df),
     ]
     if baseline:
         parts += ["## Regressions\n", _regressions(baseline, source, threshold)]
@@ -192,7 +195,7 @@ def _figures(df: pd.DataFrame, out: Path, svg: bool) -> tuple[list[tuple[str, Pa
     dtypes = sorted(df["dtype"].unique(), key=lambda d: (d != "bf16", d))
     for dtype in dtypes:
         for name, module in (("TFLOPS vs sequence length", compare), ("Peak memory", memory),
-                             ("Block-size heatmap", heatmap)):
+                             ("Block-size heatmap", heatmap), ("Registers / spills vs TFLOPS", resources)):
             try:
                 paths = module.draw(df, out, dtype=dtype, svg=svg)
             except C.UsageError as err:

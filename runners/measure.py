@@ -9,7 +9,7 @@ import gc
 import math
 import time
 
-from runners import env
+from runners import env, profile
 
 env.use_interpreter_without_gpu()  # before `import variants`: @triton.jit reads TRITON_INTERPRET at import
 
@@ -258,7 +258,7 @@ def measure(point, bench, *, timer: str, gpu_index: int = 0, seed: int = 0, peak
     on_gpu = not interpreting
     variant = variants.get(point.variant)
     problem = point.problem("cpu" if interpreting else "cuda")
-    row = dict(EMPTY)
+    row = {**EMPTY, **profile.EMPTY}
     row["timing_meaningful"] = on_gpu
     row["timer"] = timer
     try:
@@ -298,6 +298,7 @@ def measure(point, bench, *, timer: str, gpu_index: int = 0, seed: int = 0, peak
         stage = "timing"
         ms, ms_p20, ms_p80 = time_fn(fn, bench, timer)
         row.update(ms=ms, ms_p20=ms_p20, ms_p80=ms_p80)
+        row.update(profile.explain(fn, on_gpu=on_gpu, device=device))  # after the timing; never raises
     except Exception as exc:  # noqa: BLE001 - every failure becomes a row; the sweep goes on
         failed = classify(exc, from_variant=stage in ("prepare", "backward", "timing"))
         oom = failed == "oom"

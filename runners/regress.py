@@ -14,7 +14,9 @@ Sides
   On each side a config measured more than once keeps its newest row (by timestamp).
 
 Joining and the rule (same GPU)
-  Rows join on (config_key, gpu_name). Only rows with status ok and correct are timed results. With
+  Rows join on (join_key, gpu_name). join_key (runners.tables.join_key) is the config_key less the block fields
+  at their Blocks dataclass's declared default, so a block field added later with a default does not unjoin
+  the rows measured before it. Only rows with status ok and correct are timed results. With
   lo = min(tflops_p20, tflops, tflops_p80) and hi = max(...) of a point (its pessimistic and optimistic ends):
       SLOWER   when  hi(candidate) < lo(baseline) × (1 - threshold)
   i.e. even the candidate's optimistic end lies more than ``threshold`` below the baseline's pessimistic end.
@@ -31,8 +33,11 @@ Correctness (always reported, whatever the speed)
   still wrong both sides wrong: reported, not counted
 
 Across GPUs (cross_gpu=true, or automatically when the two sides share no gpu_name)
-  Rows join on config_key alone; the table shows candidate/baseline TFLOPS and both % of peak. Speed is
-  never flagged and a failure such as oom on the other GPU is only reported; wrong gradients still count.
+  Per shape, not per config (block defaults differ per GPU, as in plots.cross_gpu): on each side every
+  variant's fastest correct config per (variant, shape, dtype, timer) is compared with the other side's; the
+  table shows both configs, candidate/baseline TFLOPS and both % of peak. Speed is never flagged and a
+  failure such as oom on the other GPU is only reported; wrong gradients still count: WRONG when any of the
+  candidate's configs of a shape is wrong and none of the baseline's was.
 
 Exit status: 1 when anything counts as a regression, 0 otherwise, 2 on bad arguments or unusable tables.
 """
@@ -46,13 +51,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from plots import tables as T
+from runners import tables as T
 
 PROG = "runners.regress"
 DEFAULTS = {"baseline": None, "candidate": None, "results": None, "threshold": 0.05, "cross_gpu": "auto",
             "out": None}
-KEEP = ("config_key", T.GPU, "variant", *T.SHAPE_COLUMNS, "dtype", *T.BLOCK_FIELDS, "status", "correct",
-        "timing_meaningful", "tflops", "tflops_p20", "tflops_p80", "pct_peak", T.PEAK, "commit", "reason")
+KEEP = ("config_key", "join_key", T.GPU, "variant", *T.SHAPE_COLUMNS, "dtype", *T.BLOCK_FIELDS, "status", "correct",
+        "timing_meaningful", "tflops", "tflops_p20", "tflops_p80", "pct_peak", T.PEAK, "commit", "reason", "timer")
+SHAPE_KEY = ("variant", *T.SHAPE_COLUMNS, "dtype", "timer")  # cross-GPU: one comparison per shape and variant
 COUNTED = ("SLOWER", "WRONG", "BROKE")
 
 
@@ -155,6 +161,21 @@ def _ends(df: pd.DataFrame, suffix: str) -> tuple[pd.Series, pd.Series]:
     return cols.min(axis=1, skipna=True), cols.max(axis=1, skipna=True)
 
 
+def best_per_shape(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per (variant, shape, dtype, timer): the fastest correct config with meaningful timings, else a
+    correct untimed one, else a wrong one, else a failed one. Adds ``shape_key``, ``n_configs`` (configs
+    measured for that shape) and ``n_wrong`` (how many of them had wrong gradients)."""
+    if df.empty:
+        return df.assign(shape_key=pd.Series(dtype=object), n_configs=0, n_wrong=0)
+    df = df.assign(shape_key=T.row_keys(df, SHAPE_KEY), _wrong=T.is_wrong(df).astype(int))
+    rank = np.select([T.is_result(df) & df["timing_meaningful"], T.is_result(df), df["_wrong"] > 0], [0, 1, 2], 3)
+    df = df.assign(_rank=rank, _speed=df["tflops"].fillna(-np.inf))
+    groups = df.groupby("shape_key", sort=False)
+    df = df.assign(n_configs=groups["shape_key"].transform("size"), n_wrong=groups["_wrong"].transform("sum"))
+    best = df.sort_values(["_rank", "_speed"], ascending=[True, False], kind="stable")
+    return best.drop_duplicates("shape_key").drop(columns=["_wrong", "_rank", "_speed"]).reset_index(drop=True)
+
+
 def compare(base: pd.DataFrame, cand: pd.DataFrame, threshold: float = 0.05,
             cross_gpu: bool | None = None) -> Comparison:
     """Join two normalised tables and give every point a verdict; see the module docstring for the rule."""
@@ -163,9 +184,16 @@ def compare(base: pd.DataFrame, cand: pd.DataFrame, threshold: float = 0.05,
     base, cand = T.latest(base), T.latest(cand)
     if cross_gpu is None:
         cross_gpu = not (set(base[T.GPU]) & set(cand[T.GPU]))
-    on = ["config_key"] if cross_gpu else ["config_key", T.GPU]
-    b = base[list(KEEP)].add_suffix("_b").rename(columns={f"{k}_b": k for k in on})
-    c = cand[list(KEEP)].add_suffix("_c").rename(columns={f"{k}_c": k for k in on})
+    if cross_gpu:  # per shape: each side's best correct config (block defaults differ per GPU)
+        base, cand = best_per_shape(base), best_per_shape(cand)
+        on = ["shape_key"]
+    else:
+        base = base.assign(n_wrong=T.is_wrong(base).astype(int))
+        cand = cand.assign(n_wrong=T.is_wrong(cand).astype(int))
+        on = ["join_key", T.GPU]
+    keep = [*KEEP, "n_wrong", *(["shape_key", "n_configs"] if cross_gpu else [])]
+    b = base[keep].add_suffix("_b").rename(columns={f"{k}_b": k for k in on})
+    c = cand[keep].add_suffix("_c").rename(columns={f"{k}_c": k for k in on})
     j = b.merge(c, on=on, how="outer", indicator=True)
     for col in ("variant", *T.SHAPE_COLUMNS, "dtype", *T.BLOCK_FIELDS):
         j[col] = j[f"{col}_c"].where(j["_merge"] != "left_only", j[f"{col}_b"])
@@ -177,14 +205,15 @@ def compare(base: pd.DataFrame, cand: pd.DataFrame, threshold: float = 0.05,
     res_b = both & (j["status_b"] == "ok") & j["correct_b"].astype(bool)
     res_c = both & (j["status_c"] == "ok") & j["correct_c"].astype(bool)
     has_c = j["_merge"] != "left_only"
-    wrong_c = has_c & ((j["status_c"] == "wrong") | ((j["status_c"] == "ok") & ~j["correct_c"].astype(bool)))
-    wrong_b = both & ((j["status_b"] == "wrong") | ((j["status_b"] == "ok") & ~j["correct_b"].astype(bool)))
+    wrong_c = has_c & (j["n_wrong_c"].fillna(0) > 0)  # cross-GPU: any config of the shape
+    wrong_b = both & (j["n_wrong_b"].fillna(0) > 0)
     timed = res_b & res_c & j["timing_meaningful_b"].astype(bool) & j["timing_meaningful_c"].astype(bool)
     lo_b, hi_b = _ends(j, "_b")
     lo_c, hi_c = _ends(j, "_c")
     j["ratio"] = np.where(res_b & res_c, j["tflops_c"] / j["tflops_b"], np.nan)
     slower = timed & (hi_c < lo_b * (1 - threshold))
     faster = timed & (lo_c > hi_b * (1 + threshold))
+    j = j.copy()  # one block of columns again after the inserts above
     verdict = pd.Series("", index=j.index, dtype=object)
     verdict[j["_merge"] == "left_only"] = "missing in candidate"
     verdict[(j["_merge"] == "right_only")] = "new"
@@ -246,8 +275,13 @@ def display_table(cmp: Comparison, only_notable: bool = False) -> pd.DataFrame:
             if r["status_b"] == "ok" and bool(r["correct_b"]) else _status_text(r, "b")
         cand = _tflops_text(r["tflops_c"], r["tflops_p20_c"], r["tflops_p80_c"]) \
             if r["status_c"] == "ok" and bool(r["correct_c"]) else _status_text(r, "c")
+        blocks = T.blocks_text(r) or "-"
+        if cmp.cross_gpu:  # each side's own best config
+            base_blocks, cand_blocks = (T.blocks_text({f: r[f"{f}{s}"] for f in T.BLOCK_FIELDS}) or "-"
+                                        for s in ("_b", "_c"))
+            blocks = base_blocks if base_blocks == cand_blocks else f"{base_blocks} → {cand_blocks}"
         out = {"verdict": r["verdict"], "variant": r["variant"], "shape": T.shape_text(r), "dtype": r["dtype"],
-               "blocks": T.blocks_text(r) or "-", "gpu": r["gpu"], "baseline TFLOPS": base,
+               "blocks": blocks, "gpu": r["gpu"], "baseline TFLOPS": base,
                "candidate TFLOPS": cand, "cand/base": f"{r['ratio']:.3f}" if pd.notna(r["ratio"]) else "-"}
         if cmp.cross_gpu:
             out["% peak base"] = _pct(r, "_b")
@@ -280,7 +314,8 @@ def summary_lines(cmp: Comparison) -> list[str]:
 
 def rule_text(threshold: float, cross_gpu: bool) -> str:
     if cross_gpu:
-        return "rule: cross-GPU — ratios reported, speed never flagged; wrong gradients always count"
+        return ("rule: cross-GPU — per shape, each side's fastest correct config; ratios reported, speed "
+                "never flagged; wrong gradients always count")
     return (f"rule: SLOWER when candidate's max(p20,p50,p80) TFLOPS < baseline's min(p20,p50,p80) × "
             f"{1 - threshold:g} (threshold {threshold:g}); WRONG / BROKE always count")
 

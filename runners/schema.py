@@ -11,9 +11,7 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-DTYPE_NAMES = ("bf16", "fp16", "fp32")
-LAYOUTS = ("bnhd", "bhnd")
-MAX_HEAD_DIM = 256
+from spec import DTYPE_NAMES, LAYOUTS, MAX_HEAD_DIM  # noqa: F401 - re-exported (runners.schema.DTYPE_NAMES, ...)
 
 
 @dataclass

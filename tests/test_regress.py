@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from plots import _synthetic as S
-from plots import tables as T
+from runners import tables as T
 from runners import regress
 
 SEQS, HEAD_DIMS, VARIANTS = (1024, 4096), (64, 128), ("two_pass", "atomic", "sdpa_flash")
@@ -190,3 +190,50 @@ def test_out_writes_markdown(tmp_path):
     assert _run(tmp_path, base, _slow(base, 0.8, _point(base)), f"out={tmp_path / 'r' / 'regress.md'}") == 1
     text = (tmp_path / "r" / "regress.md").read_text()
     assert text.startswith("# Regression check") and "| SLOWER | two_pass |" in text
+
+
+# ------------------------------------------------------------------------------- cross-GPU: per shape
+def test_cross_gpu_compares_each_sides_best_config_per_shape(tmp_path, capsys):
+    """Block defaults differ per GPU: no config key is shared, yet every shape is compared, each side at its
+    fastest correct config."""
+    base = _table(gpu_name="FAKE-GPU-A")
+    cand_blocks = {"two_pass": {"BLOCK_M1": 32, "BLOCK_N1": 128, "BLOCK_M2": 128, "BLOCK_N2": 32},
+                   "atomic": {"BLOCK_M": 32, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}}
+    fast = pd.concat([pd.DataFrame([S.row(v, s, d, c, gpu_name="FAKE-GPU-B", blocks=cand_blocks.get(v), speed=1.5)
+                                    for v in VARIANTS for s in SEQS for d in HEAD_DIMS for c in (False, True)])])
+    slow = _table(gpu_name="FAKE-GPU-B", speed=0.5)  # the GPU-A configs, slower on B: not the best there
+    cand = pd.concat([slow, fast], ignore_index=True)
+    cmp = regress.compare(T.normalize(base), T.normalize(cand))
+    assert cmp.cross_gpu
+    n_shapes = len(VARIANTS) * len(SEQS) * len(HEAD_DIMS) * 2
+    assert cmp.counts.get("compared") == n_shapes and cmp.n_both == n_shapes
+    assert not cmp.counts.get("missing in candidate") and not cmp.counts.get("new")
+    two_pass = cmp.table[cmp.table["variant"] == "two_pass"]
+    assert (two_pass["BLOCK_M1_c"] == 32).all() and (two_pass["BLOCK_M1_b"] == 64).all()  # each side's best
+    triton = cmp.table["variant"].isin(("two_pass", "atomic"))
+    assert (cmp.table.loc[triton, "n_configs_c"] == 2).all()  # sdpa_flash: one config (no blocks), the newest
+    assert _run(tmp_path, base, cand) == 0
+    out = capsys.readouterr().out
+    assert "per shape" in out and "M1=64 N1=64 M2=64 N2=64 w4 s2" in out and "→ M1=32 N1=128 M2=128 N2=32" in out
+
+
+def test_cross_gpu_wrong_config_of_a_shape_counts_even_next_to_a_correct_one(tmp_path, capsys):
+    base = _table(gpu_name="FAKE-GPU-A")
+    extra = S.row("two_pass", 4096, 128, False, gpu_name="FAKE-GPU-B", status="wrong", correct=False,
+                  blocks={"BLOCK_M1": 128, "BLOCK_N1": 128, "BLOCK_M2": 64, "BLOCK_N2": 64})
+    cand = pd.concat([_table(gpu_name="FAKE-GPU-B"), pd.DataFrame([extra])], ignore_index=True)
+    assert _run(tmp_path, base, cand) == 1
+    wrong = _rows(capsys.readouterr().out, "WRONG")
+    assert len(wrong) == 1 and "two_pass" in wrong[0] and "N4096 D128" in wrong[0]
+
+
+# --------------------------------------------------------------------- joins that survive schema growth
+def test_join_key_drops_fields_at_their_declared_default():
+    shape = dict(batch=4, heads=16, kv_heads=16, seq=4096, seq_k=4096, head_dim=128, causal=True, layout="bnhd")
+    blocks = {"BLOCK_M1": 64, "BLOCK_N1": 128, "num_warps1": 4, "num_stages1": 2, "BLOCK_M2": 64, "BLOCK_N2": 64,
+              "num_warps2": 8, "num_stages2": 2}
+    old = T.join_key("two_pass", shape, "bf16", blocks, "do_bench")
+    new = T.join_key("two_pass", shape, "bf16", {**blocks, "longest_first": False, "prescale": False}, "do_bench")
+    assert old == new and "BLOCK_N1=128" in old and "num_warps2=8" in old and "BLOCK_M1" not in old
+    assert T.join_key("two_pass", shape, "bf16", {**blocks, "prescale": True}, "do_bench") != old
+    assert T.join_key("two_pass", shape, "bf16", blocks, "do_bench_cudagraph") != old

@@ -10,6 +10,7 @@ plus one import line below.
 from variants.base import Baseline, TritonVariant, Variant, default_scale
 from variants.problem import Problem
 from variants.registry import get, names, register_variant
+from spec import LAYOUTS
 
 # The registry: one line per variant file.
 from variants import reference  # noqa: F401,E402
@@ -18,8 +19,6 @@ from variants import atomic  # noqa: F401,E402
 from variants import fused  # noqa: F401,E402
 from variants import sdpa  # noqa: F401,E402
 from variants import flex  # noqa: F401,E402
-
-LAYOUTS = ("bnhd", "bhnd")
 
 
 def attention(q, k, v, causal: bool = False, scale: float | None = None, variant: str = "two_pass",

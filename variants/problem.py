@@ -3,8 +3,10 @@ from dataclasses import dataclass
 
 import torch
 
-DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
-MAX_HEAD_DIM = 256
+from spec import DTYPE_NAMES, MAX_HEAD_DIM
+
+_TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+DTYPES = {name: _TORCH_DTYPES[name] for name in DTYPE_NAMES}  # name -> torch dtype
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,7 @@ class Problem:
         if self.head_dim > MAX_HEAD_DIM:
             raise ValueError(f"head_dim must be <= {MAX_HEAD_DIM}, got {self.head_dim}")
         if self.dtype not in DTYPES.values():
-            raise ValueError(f"dtype must be one of fp16, bf16, fp32, got {self.dtype}")
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype}")
 
     @property
     def visible_pairs(self) -> float:

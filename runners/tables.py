@@ -1,11 +1,13 @@
 """Reading result tables without drawing: load, normalise, which rows are results, key=value arguments.
 
-Shared by ``plots/`` and ``runners/regress.py`` (pandas only, no matplotlib). A row is a *result* only when
-``status == "ok"`` and ``correct`` is True; every other row may only ever be shown as a failure.
+Used by ``runners/regress.py`` and by ``plots/`` (pandas only, no matplotlib; runners never import plots). A row
+is a *result* only when ``status == "ok"`` and ``correct`` is True; every other row may only ever be shown as a
+failure.
 """
 from __future__ import annotations
 
 import functools
+import json
 import math
 import re
 import sys
@@ -14,10 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-try:  # the runner's loader, once it exists, is the one way to read tables
-    from runners.results import load as _runner_load
-except ImportError:  # pragma: no cover - depends on what the runner has landed
-    _runner_load = None
+from runners.results import load as _runner_load  # the one way to read tables
 
 FLOP_CONVENTION = "FA convention: bwd = 2.5×fwd, causal halved"
 TRITON_VARIANTS = ("two_pass", "atomic", "fused")
@@ -32,13 +31,18 @@ VARIANT_LABELS = {
 }
 BLOCK_FIELDS = ("BLOCK_M", "BLOCK_N", "BLOCK_M1", "BLOCK_N1", "BLOCK_M2", "BLOCK_N2", "BLK_SLICE_FACTOR",
                 "num_warps", "num_stages", "num_warps1", "num_stages1", "num_warps2", "num_stages2",
-                "prescale", "deterministic")
+                "prescale", "longest_first", "deterministic")
+SWITCH_FIELDS = ("prescale", "longest_first", "deterministic")  # booleans: shown by name when true
 SHAPE_COLUMNS = ("batch", "heads", "kv_heads", "seq", "seq_k", "head_dim", "causal", "layout")
 ENV_COLUMNS = ("device", "gpu_name", "compute_capability", "sm_count", "driver", "cuda", "torch", "triton",
                "python", "hostname", "commit", "dirty", "timestamp", "sweep_id", "peak_tflops")
 MEASURE_COLUMNS = ("ms", "ms_p20", "ms_p80", "tflops", "tflops_p20", "tflops_p80", "executed_tflops", "pct_peak",
                    "peak_mem_bytes", "workspace_bytes", "max_abs_dq", "max_abs_dk", "max_abs_dv", "rel_dq",
                    "rel_dk", "rel_dv")
+EXPLAIN_COLUMNS = ("kernel_ms_sum", "kernel_launches", "top_kernel_share", "n_regs", "n_spills", "smem_bytes",
+                   "compiled_num_warps", "compiled_num_stages", "programs_per_sm")  # numeric; runners/profile.py
+EXPLAIN_TEXT_COLUMNS = ("kernel_ms", "top_kernel", "resources_json", "top_triton_kernel", "occupancy_limiter",
+                        "profile_note")  # JSON / names; '' when absent (rows before issue 10, CPU interpreter)
 GPU = "gpu_label"  # derived column: gpu_name, or the device ("cpu-interpreter") when there is no GPU name
 PEAK = "dtype_peak_tflops"  # derived column: the GPU's dense peak for the row's dtype (NaN when unknown)
 
@@ -110,15 +114,12 @@ def require(args: dict, key: str, prog: str) -> str:
 def load(path: str | Path) -> pd.DataFrame:
     """Every result row under ``path`` (a parquet file, or a directory searched recursively), normalised.
 
-    Uses ``runners.results.load`` when the runner provides it; a local reader otherwise.
+    Reads with ``runners.results.load``.
     """
     path = Path(path)
     if not path.exists():
         raise UsageError(f"results path {str(path)!r} does not exist")
-    if _runner_load is not None:
-        df = _runner_load(path)
-    else:
-        df = read_parquet_tree(path)
+    df = _runner_load(path)
     if df is None or len(df) == 0:
         raise UsageError(f"no result rows under {str(path)!r}")
     return normalize(df)
@@ -139,11 +140,13 @@ def normalize(df: pd.DataFrame) -> pd.DataFrame:
     """Missing columns added as NaN, flags as real booleans, text columns as str ('' when missing), plus the
     derived columns ``gpu_label`` (GPU), ``dtype_peak_tflops`` (PEAK) and ``_ts`` (parsed timestamp)."""
     df = df.reset_index(drop=True)  # tables concatenated from many files may repeat index labels
-    for col in ("variant", "dtype", "layout", "status", "reason", "config_key", "blocks_json", *SHAPE_COLUMNS,
-                *BLOCK_FIELDS, *ENV_COLUMNS, *MEASURE_COLUMNS, "correct", "timing_meaningful"):
+    for col in ("variant", "dtype", "layout", "status", "reason", "config_key", "blocks_json", "timer",
+                *SHAPE_COLUMNS, *BLOCK_FIELDS, *ENV_COLUMNS, *MEASURE_COLUMNS, *EXPLAIN_COLUMNS,
+                *EXPLAIN_TEXT_COLUMNS, "correct", "timing_meaningful"):
         if col not in df.columns:
             df[col] = np.nan
-    for col in ("variant", "dtype", "layout", "config_key", "commit", "device", "sweep_id", "reason"):
+    for col in ("variant", "dtype", "layout", "config_key", "commit", "device", "sweep_id", "reason", "timer",
+                *EXPLAIN_TEXT_COLUMNS):
         df[col] = text(df[col])
     df["status"] = text(df["status"]).replace("", "error")
     df["correct"] = df["correct"].map(_as_bool).fillna(False).astype(bool)
@@ -156,7 +159,8 @@ def normalize(df: pd.DataFrame) -> pd.DataFrame:
     # "the fastest block config" of atomic.
     deterministic = df["deterministic"].map(_as_bool).fillna(False).astype(bool)
     df["variant"] = df["variant"].where(~deterministic, df["variant"] + "+deterministic")
-    for col in ("batch", "heads", "kv_heads", "seq", "seq_k", "head_dim", *MEASURE_COLUMNS, "peak_tflops"):
+    for col in ("batch", "heads", "kv_heads", "seq", "seq_k", "head_dim", *MEASURE_COLUMNS, *EXPLAIN_COLUMNS,
+                "peak_tflops"):
         df[col] = pd.to_numeric(df[col], errors="coerce")
     df["seq_k"] = df["seq_k"].fillna(df["seq"])
     df["kv_heads"] = df["kv_heads"].fillna(df["heads"])
@@ -175,6 +179,97 @@ def normalize(df: pd.DataFrame) -> pd.DataFrame:
         cols = ["variant", *SHAPE_COLUMNS, "dtype", *BLOCK_FIELDS]
         fallback = row_keys(df, cols)
         df["config_key"] = df["config_key"].where(df["config_key"] != "", fallback)
+    df = fill_block_defaults(df)
+    df["join_key"] = join_keys(df)
+    return df
+
+
+# ---------------------------------------------------------------------------------------------- join keys
+@functools.lru_cache(maxsize=None)
+def declared_defaults(variant: str) -> tuple:
+    """((field, declared default), ...) of the variant's Blocks dataclass; () for a variant the code does not
+    know (rows of a removed variant keep every field in their key). Imports ``variants`` on first use (the
+    dataclasses live with the variants), with the interpreter switch set first as the runner does."""
+    from dataclasses import MISSING, fields
+
+    from runners import env
+    env.use_interpreter_without_gpu()
+    import variants
+    try:
+        blocks = variants.get(variant).Blocks
+    except (KeyError, ValueError):
+        return ()
+    return tuple((f.name, f.default) for f in fields(blocks) if f.default is not MISSING)
+
+
+def _base_variant(name: str) -> str:
+    return name[: -len("+deterministic")] if name.endswith("+deterministic") else name
+
+
+def _plain(value):
+    """A block value as the runner wrote it: numpy scalars and integral floats back to bool / int."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def row_blocks(row) -> dict:
+    """A row's resolved block fields: its ``blocks_json``, else its non-empty block columns."""
+    raw = row.get("blocks_json")
+    if isinstance(raw, str) and raw.strip():
+        try:
+            return {k: _plain(v) for k, v in json.loads(raw).items()}
+        except (ValueError, AttributeError):
+            pass
+    return {f: _plain(row[f]) for f in BLOCK_FIELDS if f in row and _text(row[f]) != ""}
+
+
+def join_key(variant: str, shape: dict, dtype: str, blocks: dict, timer: str) -> str:
+    """The key that joins rows across commits and GPUs: variant, shape, dtype, layout, timer and the block
+    fields whose value differs from the Blocks dataclass's declared default (or that it does not declare).
+    Adding a block field with a default therefore leaves the keys of the configs measured before unchanged:
+    old rows lack the field, new rows have it at its default, and neither puts it in the key."""
+    defaults = dict(declared_defaults(variant))
+    kept = {k: v for k, v in blocks.items() if not (k in defaults and _same(v, defaults[k]))}
+    text_blocks = ",".join(f"{k}={json.dumps(v)}" for k, v in sorted(kept.items()))
+    s = {k: _text(v) for k, v in shape.items()}
+    return (f"{variant}|b={s['batch']}|h={s['heads']}|hkv={s['kv_heads']}|nq={s['seq']}|nk={s['seq_k']}"
+            f"|d={s['head_dim']}|causal={int(bool(shape['causal']))}|{dtype}|{s['layout']}|blocks[{text_blocks}]"
+            f"|{timer}")
+
+
+def _same(value, default) -> bool:
+    if isinstance(default, bool) or isinstance(value, bool):  # True == 1 in Python: compare as booleans only
+        return isinstance(value, (bool, np.bool_)) and bool(value) == default
+    return value == default
+
+
+def join_keys(df: pd.DataFrame) -> pd.Series:
+    """``join_key`` of every row of a normalised table."""
+    keys = [join_key(_base_variant(row["variant"]), {c: row[c] for c in SHAPE_COLUMNS}, row["dtype"],
+                     row_blocks(row), row["timer"])
+            for _, row in df.iterrows()]
+    return pd.Series(keys, index=df.index, dtype=object)
+
+
+def fill_block_defaults(df: pd.DataFrame) -> pd.DataFrame:
+    """Block columns a row's variant declares but the row lacks (written before the field existed) get the
+    field's declared default, so old and new rows of one config show the same blocks."""
+    for variant in df["variant"].unique():
+        fields = declared_defaults(_base_variant(variant))
+        if not fields:
+            continue
+        mine = df["variant"] == variant
+        for name, default in fields:
+            if name not in df.columns:
+                df[name] = pd.Series(np.nan, index=df.index, dtype=object)
+            missing = mine & df[name].isna()
+            if missing.any():
+                if df[name].dtype != object:
+                    df[name] = df[name].astype(object)
+                df.loc[missing, name] = default
     return df
 
 
@@ -239,11 +334,11 @@ def is_failed(df: pd.DataFrame) -> pd.Series:
 
 
 def latest(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per (config_key, GPU): the newest by timestamp (re-runs replace older rows)."""
+    """One row per (join_key, GPU): the newest by timestamp (re-runs replace older rows)."""
     if df.empty:
         return df
     order = df.assign(_order=np.arange(len(df))).sort_values(["_ts", "_order"], na_position="first", kind="stable")
-    return order.drop_duplicates(subset=["config_key", GPU], keep="last").drop(columns="_order")
+    return order.drop_duplicates(subset=["join_key", GPU], keep="last").drop(columns="_order")
 
 
 def timed(df: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
@@ -341,7 +436,7 @@ def blocks_text(row) -> str:
             parts.append(f"w{int(value)}")
         elif col == "num_stages":
             parts.append(f"s{int(value)}")
-        elif col in ("prescale", "deterministic"):
+        elif col in SWITCH_FIELDS:
             if _as_bool(value):
                 parts.append(col)
         else:
@@ -370,8 +465,10 @@ def markdown_table(df: pd.DataFrame) -> str:
 
 
 __all__ = [
-    "FLOP_CONVENTION", "TRITON_VARIANTS", "BASELINE_VARIANTS", "VARIANT_ORDER", "VARIANT_LABELS", "BLOCK_FIELDS",
-    "SHAPE_COLUMNS", "ENV_COLUMNS", "MEASURE_COLUMNS", "GPU", "PEAK", "UsageError", "cli", "parse_args", "require", "load",
+    "FLOP_CONVENTION", "TRITON_VARIANTS", "SWITCH_FIELDS", "declared_defaults", "row_blocks", "join_key",
+    "join_keys", "fill_block_defaults", "BASELINE_VARIANTS", "VARIANT_ORDER", "VARIANT_LABELS", "BLOCK_FIELDS",
+    "SHAPE_COLUMNS", "ENV_COLUMNS", "MEASURE_COLUMNS",
+    "EXPLAIN_COLUMNS", "EXPLAIN_TEXT_COLUMNS", "GPU", "PEAK", "UsageError", "cli", "parse_args", "require", "load",
     "read_parquet_tree", "normalize", "text", "row_keys", "is_result", "is_wrong", "is_failed", "latest", "timed", "best_config",
     "pct_peak", "select_gpus", "select_dtype", "select_shape", "variant_order", "variant_label", "slug", "shape_text",
     "blocks_text", "geomean", "markdown_table",

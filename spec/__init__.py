@@ -1,0 +1,8 @@
+"""What a problem may be: names and limits shared by runners/ (config checks) and variants/ (input checks).
+
+One home for them that imports nothing (no torch, no kernels): ``runners/schema.py`` checks a config with these
+without importing ``variants`` (whose ``__init__`` imports every variant and so the Triton kernels).
+"""
+DTYPE_NAMES = ("bf16", "fp16", "fp32")  # variants.problem.DTYPES maps each to its torch dtype
+LAYOUTS = ("bnhd", "bhnd")  # bnhd: [B, N, H, D] tensors; bhnd: [B, H, N, D] tensors passed as transposed views
+MAX_HEAD_DIM = 256  # head dims 1..256 (a block is padded to the next power of two)
