@@ -11,7 +11,6 @@ import re
 import shlex
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -168,8 +167,18 @@ def check_python_module(module: str, args: list[str]) -> None:
     return None
 
 
+def pyproject_extras() -> set:
+    text = (REPO / "pyproject.toml").read_text()
+    try:
+        import tomllib  # Python >= 3.11
+    except ModuleNotFoundError:  # 3.10: the keys of the [project.optional-dependencies] table
+        section = text.split("[project.optional-dependencies]", 1)[1].split("\n[", 1)[0]
+        return set(re.findall(r"^([\w-]+)\s*=", section, flags=re.M))
+    return set(tomllib.loads(text)["project"]["optional-dependencies"])
+
+
 def check_pip(args: list[str]) -> None:
-    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    extras = pyproject_extras()
     for arg in args:
         match = re.fullmatch(r"\.\[([\w,-]+)\]", arg)
         if match:
