@@ -24,6 +24,7 @@ ELEMENT_S = 2.0e-8  # per BLOCK_M * BLOCK_N * BLOCK_D element of a tile step (nu
 TORCH_FLOP_S = 1 / 20e9  # the fp32 reference in torch on the CPU: ~20 GFLOP/s
 FIXED_S = 1.0  # inputs, the reference's set-up, the first call's parsing of each kernel
 PROGRESS_AFTER_S = 3.0  # points estimated longer than this print progress while they run
+PROGRESS_EVERY_S = 5.0  # at least this long between two progress lines
 
 FORWARD_BLOCKS = (64, 64)  # kernels.forward.attention_forward's BLOCK_M, BLOCK_N (BLOCK_N 32 for D > 128)
 DELTA_BLOCK_M = 64  # kernels.preprocess.attention_delta
@@ -146,12 +147,14 @@ def refusal(point, estimate_s: float, budget_s: float) -> tuple[str, str] | None
 
 
 @contextlib.contextmanager
-def progress(estimate_s: float | None, prefix: str, out, after_s: float = PROGRESS_AFTER_S):
-    """While the body runs: for a point estimated over `after_s`, one line now and one every few seconds."""
+def progress(estimate_s: float | None, prefix: str, out, after_s: float = PROGRESS_AFTER_S,
+             every_s: float | None = None):
+    """While the body runs: for a point estimated over `after_s`, one line now and one every `every_s`
+    (default: 5 s or a sixth of the estimate, whichever is longer)."""
     if estimate_s is None or estimate_s < after_s:
         yield
         return
-    every = max(after_s, estimate_s / 8)
+    every = every_s or max(PROGRESS_EVERY_S, estimate_s / 6)
     out(f"{prefix}: running in the CPU interpreter, estimated {human(estimate_s)}")
     start, stop = time.monotonic(), threading.Event()
 

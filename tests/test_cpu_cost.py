@@ -78,7 +78,7 @@ def test_progress_prints_for_long_points_only():
     with cpu_cost.progress(1.0, "[1/1] p", lines.append, after_s=5.0):
         pass
     assert lines == []
-    with cpu_cost.progress(0.8, "[1/1] p", lines.append, after_s=0.1):
+    with cpu_cost.progress(0.8, "[1/1] p", lines.append, after_s=0.1, every_s=0.1):
         time.sleep(0.5)
     assert "estimated" in lines[0] and len(lines) >= 2 and all(line.startswith("[1/1] p") for line in lines)
 
