@@ -63,10 +63,17 @@ def passes(blocks: dict, head_dim: int) -> list[tuple[int, int]]:
     return []
 
 
+def documents(problem) -> list[tuple[int, int]]:
+    """(query length, key length) of every sequence: the batch, or the documents of a packed varlen batch."""
+    lens_q = getattr(problem, "lens_q", None)
+    if lens_q:
+        return list(zip(lens_q, getattr(problem, "lens_k", None) or lens_q))
+    return [(problem.seq_q, problem.seq_k)] * problem.batch
+
+
 def sweep_seconds(problem, block_m: int, block_n: int) -> float:
-    """One sweep of the problem's visible tiles: every (batch, query head) walks them once."""
-    steps = problem.batch * problem.heads * tile_pairs(problem.seq_q, problem.seq_k, block_m, block_n,
-                                                       problem.causal)
+    """One sweep of the problem's visible tiles: every (sequence, query head) walks them once."""
+    steps = problem.heads * sum(tile_pairs(nq, nk, block_m, block_n, problem.causal) for nq, nk in documents(problem))
     return steps * (STEP_S + ELEMENT_S * block_m * block_n * head_block(problem.head_dim))
 
 
@@ -78,7 +85,7 @@ def estimate_seconds(problem, blocks: dict, *, triton_kernels: bool, backward_ca
         return seconds + TORCH_FLOP_S * reference_flops * (backward_calls + 1)
     fwd_n = FORWARD_BLOCKS[1] if problem.head_dim <= 128 else 32
     forward = sweep_seconds(problem, FORWARD_BLOCKS[0], fwd_n)
-    delta = problem.batch * problem.heads * cdiv(problem.seq_q, DELTA_BLOCK_M) * STEP_S
+    delta = problem.heads * sum(cdiv(nq, DELTA_BLOCK_M) for nq, _ in documents(problem)) * STEP_S
     backward = delta + sum(sweep_seconds(problem, m, n) for m, n in passes(blocks, problem.head_dim))
     return seconds + forward + backward * backward_calls
 
@@ -110,7 +117,7 @@ def shape_label(point) -> str:
 
 def reference_flops(problem) -> float:
     """FLOPs of the fp32 reference forward + backward in torch (5 matmuls of B*H*Nq*Nk*D, causal not skipped)."""
-    return 2.0 * 5 * problem.batch * problem.heads * problem.seq_q * problem.seq_k * problem.head_dim
+    return 2.0 * 5 * problem.heads * problem.head_dim * sum(nq * nk for nq, nk in documents(problem))
 
 
 def backward_calls(bench) -> int:

@@ -67,6 +67,18 @@ def test_headline_point_is_hours_and_the_small_one_is_seconds():
     assert estimate() < 20
 
 
+def test_packed_documents_count_per_document():
+    """A packed varlen batch costs the sum over its documents, not batch x the longest."""
+    dense = Problem(3, 300, 300, 2, 2, 64, True, torch.float16, "cpu")
+    assert cpu_cost.documents(dense) == [(300, 300)] * 3
+    if "lens_q" in Problem.__dataclass_fields__:
+        packed = Problem(3, 300, 300, 2, 2, 64, True, torch.float16, "cpu", lens_q=(300, 20, 5), lens_k=(300, 20, 5))
+        blocks = {"BLOCK_M": 32, "BLOCK_N": 64}
+        est = {p: cpu_cost.estimate_seconds(p, blocks, triton_kernels=True, backward_calls=1, reference_flops=0)
+               for p in (dense, packed)}
+        assert est[packed] < 0.5 * est[dense]
+
+
 @pytest.mark.parametrize("seconds, text", [(0.2, "~1 s"), (40, "~40 s"), (200, "~3 min"), (7200, "~2 h"),
                                            (400000, "~5 d")])
 def test_human_durations(seconds, text):
