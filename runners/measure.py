@@ -27,7 +27,8 @@ QUANTILES = [0.5, 0.2, 0.8]  # -> ms, ms_p20, ms_p80
 REF_FULL_LIMIT_BYTES = 8 * 2**30  # fp32 B*H*Nq*Nk above this: check batch 0 and the first kv-head group only
 REF_CHUNK_BYTES = 2**30  # fp32 scores per reference call; longer problems are checked in query chunks
 
-STATUSES = ("ok", "wrong", "oom", "compile_error", "resources", "unsupported", "error")
+STATUSES = ("ok", "wrong", "oom", "compile_error", "resources", "unsupported", "error",
+            "skipped")  # skipped: not run, e.g. over cpu_budget_s in the CPU interpreter (runners/cpu_cost.py)
 
 
 def _error_class(module: str, name: str):
@@ -249,6 +250,13 @@ EMPTY = {"ms": math.nan, "ms_p20": math.nan, "ms_p80": math.nan, "tflops": math.
          "correct": None, "accuracy_scope": None,
          "max_abs_dq": math.nan, "max_abs_dk": math.nan, "max_abs_dv": math.nan,
          "rel_dq": math.nan, "rel_dk": math.nan, "rel_dv": math.nan}
+
+
+def not_measured(point, timer: str, status: str, reason: str) -> dict:
+    """The measurement columns of a point decided without running it (runners/cpu_cost.py: skipped over the CPU
+    budget, unsupported bf16 in the interpreter): no timing, no accuracy, the FLOP-convention FLOPs."""
+    return {**EMPTY, "flops": point.problem("cpu").backward_flops(), "timing_meaningful": False, "timer": timer,
+            "status": status, "reason": reason}
 
 
 def measure(point, bench, *, timer: str, gpu_index: int = 0, seed: int = 0, peak_tflops: float | None = None) -> dict:

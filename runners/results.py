@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-# Statuses that a rerun would reproduce: resume skips them. oom and error may be transient: rerun.
+# Statuses that a rerun would reproduce: resume skips them. oom and error may be transient: rerun. skipped (over
+# the CPU budget, runners/cpu_cost.py) is estimated again, so a larger cpu_budget_s runs the point.
 RESUME_STATUSES = ("ok", "wrong", "unsupported", "compile_error", "resources")
 CONFIG_COLUMNS = ("variant", "batch", "heads", "kv_heads", "seq", "seq_k", "head_dim", "causal", "dtype", "layout")
 DEDUPE_KEY = ("config_key", "gpu_name", "commit")

@@ -70,6 +70,7 @@ class SweepConfig:
     hidden: Optional[int] = None  # if set, heads = hidden // head_dim (FlashAttention papers: 2048)
     results_dir: str = MISSING
     resume: bool = MISSING  # skip points already recorded for the same config_key, GPU and commit
+    cpu_budget_s: float = 60.0  # CPU interpreter: points estimated longer are `skipped` rows (runners/cpu_cost.py)
     sweep_id: str = MISSING
     study: Optional[str] = None  # set by runners.tune: the Optuna study a row belongs to (its `study` column)
 
@@ -210,6 +211,8 @@ def check(cfg: DictConfig, device: str) -> Point:
         raise ConfigError("bench.cpu_warmup", f"must be >= 0, got {bench.cpu_warmup}")
     if bench.cpu_rep < 1:
         raise ConfigError("bench.cpu_rep", f"must be >= 1, got {bench.cpu_rep}")
+    if not cfg.cpu_budget_s > 0:
+        raise ConfigError("cpu_budget_s", f"must be > 0 seconds, got {cfg.cpu_budget_s}")
     index = cfg.gpu.index
     if index != "auto" and (isinstance(index, bool) or not isinstance(index, int) or index < 0):
         raise ConfigError("gpu.index", f"must be an integer >= 0 or auto, got {index!r}")

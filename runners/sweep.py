@@ -22,12 +22,14 @@ from hydra.experimental.callback import Callback  # noqa: E402
 from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
-from runners import lease, measure, results, schema, varlen_inputs  # noqa: E402
+from runners import cpu_cost, lease, measure, results, schema, varlen_inputs  # noqa: E402
 from runners.schema import ConfigError  # noqa: E402
 
 CONFIG_DIR = str(env.CONF_DIR)  # ../conf from this file, as an absolute path (works however this module is run)
 CONFIG_NAME = "config"
 EXIT_CONFIG = 2
+CPU_BANNER = ("CPU run (no GPU): Triton kernels run in the interpreter; times are CPU wall clock, NOT GPU timings. "
+              "Points estimated over cpu_budget_s are recorded as skipped.")
 _run_state = {"total": None}  # jobs of the current multirun, counted by cli()'s preflight
 
 
@@ -58,6 +60,8 @@ def progress(prefix: str, row: dict) -> str:
         return f"{prefix}: {row['ms']:.1f} ms wall clock (CPU interpreter, not a GPU timing) ok"
     if status == "wrong":
         return f"{prefix}: wrong ({row['reason']}); its {row['ms']:.3f} ms is not reported"
+    if status == "skipped":
+        return f"{prefix}: skipped: {row['reason']}"
     return f"{prefix}: {status} ({row['reason']})"
 
 
@@ -80,8 +84,16 @@ def run_point(cfg: DictConfig, index: int = 0, total: int | None = 1, out=print,
             path, old = done
             out(f"{prefix}: skipped, already recorded ({old['status']}) in {path}")
             return None
-    measured = measure.measure(point, cfg.bench, timer=timer, gpu_index=gpu_index, seed=int(cfg.seed),
-                               peak_tflops=environment.get(f"peak_tflops_{point.dtype}"))
+    estimate = cpu_cost.estimate_point(point, cfg.bench) if env.interpreting() else None
+    refused = None if estimate is None else cpu_cost.refusal(point, estimate, float(cfg.cpu_budget_s))
+    if refused is not None:  # over the CPU budget, or bf16 in the interpreter: a row, at once
+        measured = measure.not_measured(point, timer, *refused)
+    else:
+        with cpu_cost.progress(estimate, prefix, out):
+            measured = measure.measure(point, cfg.bench, timer=timer, gpu_index=gpu_index, seed=int(cfg.seed),
+                                       peak_tflops=environment.get(f"peak_tflops_{point.dtype}"))
+    if estimate is not None:
+        measured["cpu_estimate_s"] = estimate
     row = {"sweep_id": str(cfg.sweep_id), "point_index": index, "config_key": config_key,
            **config_columns(point, cfg, timer), **measured,
            "peak_tflops": environment.get(f"peak_tflops_{point.dtype}"),
@@ -277,6 +289,8 @@ def cli(argv: list[str] | None = None) -> None:
     """`python -m runners.sweep ...`: preflight (exit 2 on a bad config), then Hydra's main."""
     argv = sys.argv[1:] if argv is None else list(argv)
     overrides, multirun, passthrough = _split_argv(argv)
+    if not passthrough and env.interpreting():
+        print(CPU_BANNER, flush=True)
     if not passthrough:
         try:
             _run_state["total"] = preflight(overrides, multirun)

@@ -329,8 +329,8 @@ def is_wrong(df: pd.DataFrame) -> pd.Series:
 
 
 def is_failed(df: pd.DataFrame) -> pd.Series:
-    """Not a result and not merely unsupported: wrong, oom, compile_error, resources, error."""
-    return ~is_result(df) & (df["status"] != "unsupported")
+    """Not a result and not merely unsupported or skipped (not run): wrong, oom, compile_error, resources, error."""
+    return ~is_result(df) & ~df["status"].isin(("unsupported", "skipped"))
 
 
 def latest(df: pd.DataFrame) -> pd.DataFrame:

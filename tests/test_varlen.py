@@ -45,6 +45,7 @@ def run_and_check_packed(variant, q, k, v, do, cu_q, cu_k, causal, blocks=None):
         assert err.ok(q.dtype), f"{variant} {name}: rel err {err.rel:.2e} > {REL_TOL[q.dtype]:.0e} (max abs {err.max_abs:.2e})"
 
 
+@pytest.mark.slow  # the fast GPU tier keeps the fp16 packed cases (docs/testing.md)
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("packing", list(PACKINGS))
 @pytest.mark.parametrize("variant", TRITON_VARIANTS)
@@ -62,6 +63,7 @@ def test_packed_matches_reference_fp16(variant, packing, device):
                          blocks=SMALL_BLOCKS[variant])
 
 
+@pytest.mark.slow  # the fast GPU tier keeps the fp16 packed cases (docs/testing.md)
 @pytest.mark.parametrize("variant,blocks", [
     ("atomic", {"deterministic": True}), ("atomic", {"longest_first": True}),
     ("two_pass", {"longest_first": True, "prescale": True}), ("fused", {"prescale": False}),
@@ -71,6 +73,7 @@ def test_packed_design_switches(variant, blocks, device):
     run_and_check_packed(variant, *inputs, True, blocks={**SMALL_BLOCKS[variant], **blocks})
 
 
+@pytest.mark.slow  # the fast GPU tier keeps the fp16 packed cases (docs/testing.md)
 @pytest.mark.parametrize("variant", TRITON_VARIANTS)
 def test_packed_default_blocks(variant, device):
     """The per-problem default blocks (the ones a sweep uses)."""
