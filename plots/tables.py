@@ -15,9 +15,10 @@ import numpy as np
 import pandas as pd
 
 try:  # the runner's loader, once it exists, is the one way to read tables
+    from runners.results import TableError as _TableError
     from runners.results import load as _runner_load
 except ImportError:  # pragma: no cover - depends on what the runner has landed
-    _runner_load = None
+    _runner_load, _TableError = None, ValueError
 
 FLOP_CONVENTION = "FA convention: bwd = 2.5×fwd, causal halved"
 TRITON_VARIANTS = ("two_pass", "atomic", "fused")
@@ -107,16 +108,21 @@ def require(args: dict, key: str, prog: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------------------ tables
-def load(path: str | Path) -> pd.DataFrame:
+def load(path: str | Path, strict: bool = False) -> pd.DataFrame:
     """Every result row under ``path`` (a parquet file, or a directory searched recursively), normalised.
 
+    A file that is not a result table (corrupt, foreign, empty, unreadable) is skipped with one
+    ``warning: skipped <file>: <why>`` line on stderr, or, with ``strict``, is a UsageError naming it (exit 2).
     Uses ``runners.results.load`` when the runner provides it; a local reader otherwise.
     """
     path = Path(path)
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         raise UsageError(f"results path {str(path)!r} does not exist")
     if _runner_load is not None:
-        df = _runner_load(path)
+        try:
+            df = _runner_load(path, strict=strict)
+        except _TableError as err:  # one line naming the file
+            raise UsageError(str(err)) from None
     else:
         df = read_parquet_tree(path)
     if df is None or len(df) == 0:
