@@ -190,6 +190,26 @@ def _cell(row) -> str:
     return f"{value:.1f}" if value >= 1 else f"{value:.3g}"
 
 
+def status_counts(df: pd.DataFrame) -> str:
+    """' (3 ok, 1 crashed, 1 timeout)': the statuses of the latest row per point; '' when empty."""
+    if df.empty or "status" not in df:
+        return ""
+    counts = dedupe(df)["status"].value_counts()
+    return " (" + ", ".join(f"{n} {status}" for status, n in counts.items()) + ")"
+
+
+FAULT_STATUSES = ("crashed", "timeout")  # = runners.measure.FAULT_STATUSES (results does not import measure)
+
+
+def fault_lines(df: pd.DataFrame) -> list[str]:
+    """One line per point whose latest row crashed or timed out: '<status>: <config_key>: <reason>'."""
+    if df.empty or "status" not in df:
+        return []
+    latest = dedupe(df)
+    bad = latest[latest["status"].isin(FAULT_STATUSES)]
+    return [f"{r['status']}: {r.get('config_key', '?')}: {r.get('reason', '')}" for _, r in bad.iterrows()]
+
+
 def summary_table(df: pd.DataFrame) -> str:
     """Compact pivot: one row per shape (and block config when one variant is searched), one column per
     variant; cells are TFLOPS for ok points (wall-clock ms under the CPU interpreter), else the status
