@@ -16,7 +16,7 @@ read as an input. `runners.regress` and the plots read the merged file like any 
     python -m plots.compare results=results/merged.parquet
 
 A file that is not a result table (truncated, another format renamed .parquet, empty, unreadable, a foreign
-table without the `variant`/`status` columns) stops the merge by default: one line naming it, exit 2, nothing
+table missing columns such as `status` or `config_key`) stops the merge by default: one line naming it, exit 2, nothing
 written. With `strict=false` such files are skipped, each named on stderr, and the report line counts them:
 the merged table never loses rows silently.
 

@@ -98,7 +98,9 @@ class TableError(ValueError):
     """A file that is not a readable result table; str() is one line that names the file."""
 
 
-REQUIRED_COLUMNS = ("variant", "status")  # every row runners.sweep writes has them; a foreign table does not
+# Every row runners.sweep writes has these; without them a reader would have to guess (a missing `correct`
+# would read as wrong gradients, a missing key would merge unrelated points): such a file is refused.
+REQUIRED_COLUMNS = ("config_key", "variant", "status", "correct", "gpu_name", "commit", "timestamp")
 
 
 def parquet_files(paths: list) -> list[Path]:
@@ -157,7 +159,7 @@ def load(path: str | Path | list, strict: bool = True, warn=None) -> pd.DataFram
     """One DataFrame of every row: a parquet file, a directory (searched recursively), or a list of them.
 
     A file that is not a result table (truncated, another format renamed .parquet, empty, unreadable,
-    missing the `variant`/`status` columns): strict -> TableError naming it (one line); strict=False ->
+    missing a column of REQUIRED_COLUMNS): strict -> TableError naming it (one line); strict=False ->
     skipped, with one line per file passed to `warn` (default: "warning: skipped ..." on stderr)."""
     df, problems = read_tables(path)
     if problems and strict:
