@@ -72,7 +72,10 @@ def input_files(inputs: list[Path], out: Path) -> list[Path]:
     """Every parquet file of the inputs, each once, the output file excluded."""
     files = results.parquet_files(inputs)
     skip = out.resolve()
-    return [f for f in dict.fromkeys(f.resolve() for f in files) if f != skip]
+    unique: dict = {}
+    for f in files:
+        unique.setdefault(f.resolve(), f)  # the path as found names the file in messages (a link: the link)
+    return [f for resolved, f in unique.items() if resolved != skip]
 
 
 def merge(df: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
