@@ -184,8 +184,8 @@ class Pool:
         if self.worker is None:
             try:
                 self.worker = Worker(key, key[0])
-            except WorkerStartError as exc:
-                return fault_row("crashed", f"worker process did not start: {exc}", timer)
+            except Exception as exc:  # noqa: BLE001 - WorkerStartError, or spawn itself failing
+                return fault_row("crashed", f"worker process did not start: {_one_line(exc)}", timer)
         worker = self.worker
         try:
             worker.conn.send((fn, args, kwargs))
