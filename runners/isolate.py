@@ -235,7 +235,7 @@ def worker_main(conn, plugins: tuple, stderr_path: str, parent_pid: int) -> None
     os.dup2(fd, 2)  # everything written to fd 2 (Python, C++, the driver) lands in the file
     os.close(fd)
     import faulthandler
-    faulthandler.enable(file=sys.stderr, all_threads=False)  # a segfault or abort leaves "Fatal Python error: ..." in the file
+    faulthandler.enable(file=sys.stderr, all_threads=False)  # a segfault/abort: "Fatal Python error: ..." in the file
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     threading.Thread(target=_exit_with_parent, args=(parent_pid,), daemon=True).start()
     try:

@@ -124,7 +124,8 @@ def read_table(path: Path):
 
     try:
         if not path.is_file():
-            raise TableError(f"{path}: not a regular file ({'a directory' if path.is_dir() else 'a broken link or special file'})")
+            what = "a directory" if path.is_dir() else "a broken link or special file"
+            raise TableError(f"{path}: not a regular file ({what})")
         if path.stat().st_size == 0:
             raise TableError(f"{path}: empty file (0 bytes), not a parquet table")
         table = pq.read_table(path)

@@ -64,9 +64,9 @@ class SweepConfig:
     results_dir: str = MISSING
     resume: bool = MISSING  # skip points already recorded for the same config_key, GPU and commit
     sweep_id: str = MISSING
-    isolate: Any = "auto"  # measure each point in a worker process (runners/isolate.py): auto (GPU yes, CPU no), true, false
+    isolate: Any = "auto"  # each point in a worker process (runners/isolate.py): auto (GPU yes, CPU no), true, false
     point_timeout_s: float = 300.0  # isolated point with no result after this many seconds: killed, status timeout
-    plugins: List[str] = field(default_factory=list)  # modules imported before checking/measuring (out-of-tree variants)
+    plugins: List[str] = field(default_factory=list)  # modules imported before checking and measuring (own variants)
 
 
 def register() -> None:
