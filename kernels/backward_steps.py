@@ -148,12 +148,13 @@ def dkdv_program(Q, K, V, DO, DK, DV, LSE, DELTA, DQ_ACC,
                  stride_dkb, stride_dkn, stride_dkh, stride_dkd,
                  stride_dvb, stride_dvn, stride_dvh, stride_dvd,
                  stride_dqb, stride_dqn, stride_dqh, stride_dqd,
-                 seq_q, seq_k, heads, group, qk_scale, sm_scale, i_n, i_b, i_hk,
+                 seq_q, seq_k, stride_lse, heads, group, qk_scale, sm_scale, i_n, i_b, i_hk,
                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                  BLOCK_D: tl.constexpr, SLICE: tl.constexpr, CAUSAL: tl.constexpr,
                  PRESCALED: tl.constexpr, ACCUM_DQ: tl.constexpr,
                  EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
-    """dK, dV of key block i_n of kv-head i_hk, summed over the `group` query heads that share it (GQA)."""
+    """dK, dV of key block i_n of kv-head i_hk, summed over the `group` query heads that share it (GQA).
+    LSE, DELTA [B, H, stride_lse] fp32; seq_q, seq_k: this sequence's lengths (a varlen document's)."""
     start_n = i_n * BLOCK_N
     o_n = start_n + tl.arange(0, BLOCK_N)
     o_d = tl.arange(0, BLOCK_D)
@@ -173,7 +174,7 @@ def dkdv_program(Q, K, V, DO, DK, DV, LSE, DELTA, DQ_ACC,
         b_dk, b_dv = dkdv_over_queries(
             b_dk, b_dv, b_ks, b_v,
             Q + i_b * stride_qb + i_h * stride_qh, DO + i_b * stride_dob + i_h * stride_doh,
-            LSE + i_bh * seq_q, DELTA + i_bh * seq_q, DQ_ACC + i_b * stride_dqb + i_h * stride_dqh,
+            LSE + i_bh * stride_lse, DELTA + i_bh * stride_lse, DQ_ACC + i_b * stride_dqb + i_h * stride_dqh,
             stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd,
             o_n, start_n, seq_q, seq_k, qk_scale,
             HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, SLICE, CAUSAL, PRESCALED, ACCUM_DQ,
@@ -191,11 +192,11 @@ def dq_program(Q, K, V, DO, DQ, LSE, DELTA,
                stride_vb, stride_vn, stride_vh, stride_vd,
                stride_dob, stride_don, stride_doh, stride_dod,
                stride_dqb, stride_dqn, stride_dqh, stride_dqd,
-               seq_q, seq_k, heads, group, qk_scale, sm_scale, i_m, i_b, i_h,
+               seq_q, seq_k, stride_lse, heads, group, qk_scale, sm_scale, i_m, i_b, i_h,
                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                BLOCK_D: tl.constexpr, SLICE: tl.constexpr, CAUSAL: tl.constexpr, PRESCALED: tl.constexpr,
                EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
-    """dQ of query block i_m of head i_h (its kv-head is i_h // group)."""
+    """dQ of query block i_m of head i_h (its kv-head is i_h // group). LSE, DELTA [B, H, stride_lse] fp32."""
     start_m = i_m * BLOCK_M
     o_m = start_m + tl.arange(0, BLOCK_M)
     o_d = tl.arange(0, BLOCK_D)
@@ -207,8 +208,8 @@ def dq_program(Q, K, V, DO, DQ, LSE, DELTA,
                   mask=m_md, other=0.)  # [BM, BD]
     b_do = tl.load(DO + i_b * stride_dob + i_h * stride_doh + o_m[:, None] * stride_don + o_d[None, :] * stride_dod,
                    mask=m_md, other=0.)  # [BM, BD]
-    b_lse = tl.load(LSE + i_bh * seq_q + o_m, mask=m_m, other=float("inf"))  # [BM]
-    b_delta = tl.load(DELTA + i_bh * seq_q + o_m, mask=m_m, other=0.)  # [BM]
+    b_lse = tl.load(LSE + i_bh * stride_lse + o_m, mask=m_m, other=float("inf"))  # [BM]
+    b_delta = tl.load(DELTA + i_bh * stride_lse + o_m, mask=m_m, other=0.)  # [BM]
     b_qs = b_q
     if PRESCALED:
         b_qs = (b_q * qk_scale).to(b_q.dtype)
@@ -220,3 +221,11 @@ def dq_program(Q, K, V, DO, DQ, LSE, DELTA,
                         EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION)
     tl.store(DQ + i_b * stride_dqb + i_h * stride_dqh + o_m[:, None] * stride_dqn + o_d[None, :] * stride_dqd,
              (b_dq * sm_scale).to(DQ.dtype.element_ty), mask=m_md)
+
+
+@triton.jit
+def document_pointers(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
+                      stride_qn, stride_kn, stride_vn, stride_don, stride_dqn, stride_dkn, stride_dvn, bos_q, bos_k):
+    """The backward's pointers moved to one varlen document: its queries start at token bos_q, its keys at bos_k."""
+    return (Q + bos_q * stride_qn, K + bos_k * stride_kn, V + bos_k * stride_vn, DO + bos_q * stride_don,
+            DQ + bos_q * stride_dqn, DK + bos_k * stride_dkn, DV + bos_k * stride_dvn, LSE + bos_q, DELTA + bos_q)

@@ -41,6 +41,20 @@ def score_mask(i_q, i_k, seq_q, seq_k, CAUSAL: tl.constexpr, CHECK_Q: tl.constex
 
 
 @triton.jit
+def document_block(BLOCK_INDICES, CU_SEQLENS_Q, CU_SEQLENS_K, i_p):
+    """Program i_p of a varlen launch -> (its block within its document, bos_q, seq_q, bos_k, seq_k):
+    BLOCK_INDICES [programs, 2] int32 holds (document, block) pairs (kernels/varlen.py), CU_SEQLENS_* the
+    document starts. The uniform batch is the special case bos = 0, seq = the batch's lengths."""
+    i_doc = tl.load(BLOCK_INDICES + 2 * i_p)
+    i_blk = tl.load(BLOCK_INDICES + 2 * i_p + 1)
+    bos_q = tl.load(CU_SEQLENS_Q + i_doc)
+    bos_k = tl.load(CU_SEQLENS_K + i_doc)
+    seq_q = tl.load(CU_SEQLENS_Q + i_doc + 1) - bos_q
+    seq_k = tl.load(CU_SEQLENS_K + i_doc + 1) - bos_k
+    return i_blk, bos_q, seq_q, bos_k, seq_k
+
+
+@triton.jit
 def load_tile(pointers, m_rows, m_cols, CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr):
     """tl.load with only the masks a tile needs (zeros outside); m_rows / m_cols broadcast to the tile."""
     if CHECK_ROWS:
@@ -56,14 +70,17 @@ def load_tile(pointers, m_rows, m_cols, CHECK_ROWS: tl.constexpr, CHECK_COLS: tl
 
 
 def even_blocks(seq_q: int, seq_k: int, head_dim: int, block_d: int, *, walked: int, resident: int,
-                walks_queries: bool, causal: bool) -> tuple[bool, bool, bool]:
+                walks_queries: bool, causal: bool, varlen: bool = False) -> tuple[bool, bool, bool]:
     """(EVEN_M, EVEN_N, EVEN_D): which bounds checks a backward loop can drop.
 
     A loop with a resident block of `resident` rows walks the other sequence in blocks of `walked`.
     Walked blocks (and the diagonal slices) stay inside the sequence when its length is a multiple
     of the block and, for a causal dK/dV walk over queries, the diagonal starts block-aligned
-    (Nk - Nq and the resident key block both multiples of the query block).
+    (Nk - Nq and the resident key block both multiples of the query block). A packed varlen batch
+    checks every sequence bound (its documents end anywhere).
     """
+    if varlen:  # document lengths are arbitrary: every sequence bound is checked
+        return False, False, head_dim == block_d
     if walks_queries:  # dK/dV: walks queries (walked = BLOCK_M), key block resident (BLOCK_N)
         even_m = seq_q % walked == 0 and (not causal or ((seq_k - seq_q) % walked == 0 and resident % walked == 0))
         even_n = seq_k % resident == 0

@@ -7,7 +7,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.common import LOG2E, head_block, score_mask
+from kernels.common import LOG2E, document_block, head_block, score_mask
+from kernels.varlen import UNIFORM_ARGS
 
 
 @triton.jit
@@ -41,15 +42,24 @@ def _fwd_kernel(Q, K, V, O, LSE,
                 stride_kb, stride_kn, stride_kh, stride_kd,
                 stride_vb, stride_vn, stride_vh, stride_vd,
                 stride_ob, stride_on, stride_oh, stride_od,
-                seq_q, seq_k, heads, group, qk_scale,
+                seq_q, seq_k, heads, group, qk_scale, CU_SEQLENS_Q, CU_SEQLENS_K, BLOCK_INDICES,
                 HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-                CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr):
-    """Grid (cdiv(Nq, BLOCK_M), B * H). LSE is [B, H, Nq] fp32, base 2."""
+                CAUSAL: tl.constexpr, IS_VARLEN: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    """Grid (cdiv(Nq, BLOCK_M), B * H). LSE is [B, H, Nq] fp32, base 2. IS_VARLEN: B = 1, LSE [1, H, total_q],
+    and the first axis runs over the (document, query block) pairs of BLOCK_INDICES."""
     i_m = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b = i_bh // heads
     i_h = i_bh % heads
     i_hk = i_h // group
+    stride_lse = seq_q
+    if IS_VARLEN:
+        i_m, bos_q, seq_q, bos_k, seq_k = document_block(BLOCK_INDICES, CU_SEQLENS_Q, CU_SEQLENS_K, i_m)
+        Q += bos_q * stride_qn
+        O += bos_q * stride_on
+        LSE += bos_q
+        K += bos_k * stride_kn
+        V += bos_k * stride_vn
     start_m = i_m * BLOCK_M
     o_m = start_m + tl.arange(0, BLOCK_M)
     o_d = tl.arange(0, BLOCK_D)
@@ -86,7 +96,7 @@ def _fwd_kernel(Q, K, V, O, LSE,
     b_lse = tl.where(b_empty, float("inf"), b_m + tl.math.log2(b_l_safe))
     tl.store(O + i_b * stride_ob + i_h * stride_oh + o_m[:, None] * stride_on + o_d[None, :] * stride_od,
              b_o.to(O.dtype.element_ty), mask=m_md)
-    tl.store(LSE + i_bh * seq_q + o_m, b_lse, mask=o_m < seq_q)
+    tl.store(LSE + i_bh * stride_lse + o_m, b_lse, mask=o_m < seq_q)
 
 
 def dot_precision(dtype: torch.dtype) -> str:
@@ -100,15 +110,19 @@ def strides(t: torch.Tensor) -> tuple[int, int, int, int]:
 
 
 def attention_forward(q, k, v, causal: bool, scale: float, *, BLOCK_M: int = 64, BLOCK_N: int = 64,
-                      num_warps: int = 4, num_stages: int = 2):
-    """q [B, Nq, H, D], k/v [B, Nk, Hkv, D] (any strides) -> o like q, lse [B, H, Nq] fp32 (base 2)."""
+                      num_warps: int = 4, num_stages: int = 2, varlen=None):
+    """q [B, Nq, H, D], k/v [B, Nk, Hkv, D] (any strides) -> o like q, lse [B, H, Nq] fp32 (base 2).
+    varlen: a kernels.varlen.Packing; then B = 1 and N is the packed length (causal per document)."""
     batch, seq_q, heads, head_dim = q.shape
     seq_k, kv_heads = k.shape[1], k.shape[2]
     o = torch.empty_like(q)
     lse = torch.empty((batch, heads, seq_q), device=q.device, dtype=torch.float32)
-    grid = (triton.cdiv(seq_q, BLOCK_M), batch * heads)
+    doc_args, blocks = (UNIFORM_ARGS, triton.cdiv(seq_q, BLOCK_M)) if varlen is None else varlen.kernel_args(block_q=BLOCK_M)
+    if blocks == 0:
+        return o, lse
+    grid = (blocks, batch * heads)
     _fwd_kernel[grid](q, k, v, o, lse, *strides(q), *strides(k), *strides(v), *strides(o),
-                      seq_q, seq_k, heads, heads // kv_heads, scale * LOG2E,
+                      seq_q, seq_k, heads, heads // kv_heads, scale * LOG2E, **doc_args,
                       HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=head_block(head_dim),
                       CAUSAL=causal, DOT_PRECISION=dot_precision(q.dtype),
                       num_warps=num_warps, num_stages=num_stages)

@@ -21,6 +21,7 @@ from variants.accuracy import REL_TOL, error  # noqa: E402
 from variants.base import default_scale  # noqa: E402
 from variants.problem import DTYPES  # noqa: E402
 from variants.reference import reference_grads  # noqa: E402
+from runners import varlen_inputs  # noqa: E402
 
 QUANTILES = [0.5, 0.2, 0.8]  # -> ms, ms_p20, ms_p80
 REF_FULL_LIMIT_BYTES = 8 * 2**30  # fp32 B*H*Nq*Nk above this: check batch 0 and the first kv-head group only
@@ -159,8 +160,11 @@ def chunked_reference_grads(q, k, v, do, causal: bool, scale: float):
     return dq, dk, dv
 
 
-def check_accuracy(grads, q, k, v, do, causal: bool, scale: float, dtype) -> dict:
-    """Error columns of one backward's (dq, dk, dv) against the fp32 reference."""
+def check_accuracy(grads, q, k, v, do, causal: bool, scale: float, dtype, varlen=None) -> dict:
+    """Error columns of one backward's (dq, dk, dv) against the fp32 reference (a packed batch: per document)."""
+    if varlen is not None:
+        ref = varlen_inputs.packed_reference_grads(q, k, v, do, causal, scale, varlen, chunked_reference_grads)
+        return _error_columns(grads, ref, dtype, "full-per-document")
     scope = reference_scope(q, k)
     q_slice, k_slice = scope_slice(q, k, scope)
     ref = None
@@ -175,7 +179,10 @@ def check_accuracy(grads, q, k, v, do, causal: bool, scale: float, dtype) -> dic
         scope = "batch0-kvgroup0"
         q_slice, k_slice = scope_slice(q, k, scope)
         ref = chunked_reference_grads(q_slice(q), k_slice(k), k_slice(v), q_slice(do), causal, scale)
-    outs = (q_slice(grads[0]), k_slice(grads[1]), k_slice(grads[2]))
+    return _error_columns((q_slice(grads[0]), k_slice(grads[1]), k_slice(grads[2])), ref, dtype, scope)
+
+
+def _error_columns(outs, ref, dtype, scope: str) -> dict:
     cols = {"accuracy_scope": scope}
     bad = []
     for name, out, r in zip(("dq", "dk", "dv"), outs, ref):
@@ -292,15 +299,20 @@ def measure(point, bench, *, timer: str, gpu_index: int = 0, seed: int = 0, peak
     try:
         if on_gpu:
             torch.cuda.set_device(device)
-        q, k, v, do = make_inputs(point, device, seed)
+        packing = None
+        if getattr(point, "doc_lens", None) is not None:  # a packed varlen batch
+            q, k, v, do, packing = varlen_inputs.make_inputs(point, device, seed)
+        else:
+            q, k, v, do = make_inputs(point, device, seed)
         scale = default_scale(point.head_dim)
         stage = "prepare"
-        fn = variant.prepare(q, k, v, do, point.causal, scale, point.blocks)
+        fn = variant.prepare(q, k, v, do, point.causal, scale, point.blocks,
+                             **({} if packing is None else {"varlen": packing}))
         stage = "backward"
         grads, peak = run_once(fn, on_gpu, device)
         row["peak_mem_bytes"] = math.nan if peak is None else int(peak)
         stage = "accuracy"
-        row.update(check_accuracy(grads, q, k, v, do, point.causal, scale, DTYPES[point.dtype]))
+        row.update(check_accuracy(grads, q, k, v, do, point.causal, scale, DTYPES[point.dtype], varlen=packing))
         wrong_reason = row.pop("_wrong_reason")
         grads = None
         if not row["correct"]:
@@ -316,7 +328,7 @@ def measure(point, bench, *, timer: str, gpu_index: int = 0, seed: int = 0, peak
             reason = f"{reason}; then {failed} in {message}"
         else:
             status, reason = failed, message
-    q = k = v = do = fn = grads = None  # noqa: F841 - free the inputs before the next point
+    q = k = v = do = fn = grads = packing = None  # noqa: F841 - free the inputs before the next point
     if oom and on_gpu:
         gc.collect()
         torch.cuda.empty_cache()

@@ -44,8 +44,18 @@ class BenchConf:
 
 
 @dataclass
+class VarlenConf:
+    dist: str = "none"  # none (uniform [B, N] batch), fixed, uniform, lognormal: packed documents (cu_seqlens)
+    mean_len: Optional[int] = None  # mean document length; null = seq
+    sigma: float = 1.0  # lognormal: std of log(length)
+    max_len: Optional[int] = None  # cap on a document's length; null = tokens
+    seed: int = 0  # document lengths are drawn under this seed
+
+
+@dataclass
 class SweepConfig:
     variant: VariantConf = field(default_factory=VariantConf)
+    varlen: VarlenConf = field(default_factory=VarlenConf)  # varlen/<dist>.yaml: packed variable-length batches
     blocks: Dict[str, Any] = field(default_factory=dict)  # null field = the variant's default for the problem
     gpu: GpuConf = field(default_factory=GpuConf)
     bench: BenchConf = field(default_factory=BenchConf)
@@ -67,11 +77,27 @@ class SweepConfig:
     isolate: Any = "auto"  # each point in a worker process (runners/isolate.py): auto (GPU yes, CPU no), true, false
     point_timeout_s: float = 300.0  # isolated point with no result after this many seconds: killed, status timeout
     plugins: List[str] = field(default_factory=list)  # modules imported before checking and measuring (own variants)
+    study: Optional[str] = None  # set by runners.tune: the Optuna study a row belongs to (its `study` column)
+
+
+@dataclass
+class TuneConfig(SweepConfig):
+    """runners.tune (conf/tune.yaml): the sweep's keys plus the study's (docs/tuning.md)."""
+    trials: int = 20  # distinct configs to measure in the study (restored trials count)
+    space: str = "declared"  # declared (Blocks field metadata) | grid (conf/sweep_grid/blocks_<variant>.yaml) | search
+    search: Dict[str, List[Any]] = field(default_factory=dict)  # field -> candidates; replaces the declared ones
+    sampler_seed: int = 0  # TPESampler seed
+    startup_trials: Optional[int] = None  # TPE's random start; null = min(10, max(3, trials // 3))
+    warm_start: bool = True  # trial 0 is the current default blocks of the shape (when inside the space)
+    write_defaults: bool = False  # after the study: study winners -> defaults_file rules, diff printed
+    defaults_rows: Optional[str] = None  # rows write_defaults reads; null = <results_dir>/<this gpu>
+    defaults_file: Optional[str] = None  # null = conf/block_defaults.yaml
 
 
 def register() -> None:
     """Puts the schemas in Hydra's ConfigStore (idempotent); config.yaml lists `sweep_schema` first."""
     ConfigStore.instance().store(name="sweep_schema", node=SweepConfig)
+    ConfigStore.instance().store(name="tune_schema", node=TuneConfig)
 
 
 register()
@@ -103,6 +129,9 @@ class Point:
     layout: str
     blocks: Any  # the variant's Blocks dataclass, resolved (defaults for the problem + overrides)
     block_overrides: dict  # the non-null `blocks` fields given in the config
+    doc_lens: tuple | None = None  # a packed varlen batch: document lengths (batch = documents, seq = longest)
+    varlen_dist: str = "none"
+    varlen_spec: str = ""  # the distribution's parameters, part of config_key
 
     @property
     def blocks_dict(self) -> dict:
@@ -114,6 +143,9 @@ class Point:
 
     def problem(self, device: str):
         from variants.problem import DTYPES, Problem
+        if self.doc_lens is not None:
+            return Problem.packed(self.doc_lens, self.doc_lens, self.heads, self.kv_heads, self.head_dim,
+                                  self.causal, DTYPES[self.dtype], device)
         return Problem(self.batch, self.seq, self.seq_k, self.heads, self.kv_heads, self.head_dim,
                        self.causal, DTYPES[self.dtype], device)
 
@@ -121,11 +153,14 @@ class Point:
         """Stable string identifying what is measured: shape, dtype, layout, resolved blocks, timer."""
         blocks = ",".join(f"{k}={v}" for k, v in sorted(self.blocks_dict.items()))
         return (f"{self.variant}|b={self.batch}|h={self.heads}|hkv={self.kv_heads}|nq={self.seq}|nk={self.seq_k}"
-                f"|d={self.head_dim}|causal={int(self.causal)}|{self.dtype}|{self.layout}|blocks[{blocks}]|{timer}")
+                f"|d={self.head_dim}|causal={int(self.causal)}|{self.dtype}|{self.layout}|blocks[{blocks}]|{timer}"
+                + (f"|varlen[{self.varlen_spec}]" if self.doc_lens is not None else ""))
 
     def label(self) -> str:
         """Short human description for progress lines."""
         seq = f"{self.seq}" if self.seq == self.seq_k else f"{self.seq}x{self.seq_k}"
+        if self.doc_lens is not None:
+            seq = f"{sum(self.doc_lens)} packed ({self.varlen_dist}, {len(self.doc_lens)} docs, mean {sum(self.doc_lens) / len(self.doc_lens):.0f})"
         heads = f"{self.heads}" if self.heads == self.kv_heads else f"{self.heads}/{self.kv_heads}"
         mask = "causal" if self.causal else "full"
         text = f"{self.variant} b={self.batch} h={heads} seq={seq} d={self.head_dim} {mask} {self.dtype}"
@@ -192,8 +227,11 @@ def check(cfg: DictConfig, device: str) -> Point:
 
     variant = variants.get(cfg.variant.name)
     overrides = {k: v for k, v in OmegaConf.to_container(cfg.blocks, resolve=True).items() if v is not None}
+    packed = _packed_args(cfg, seq, seq_k)
+    if packed:
+        batch, seq, seq_k = len(packed["doc_lens"]), max(packed["doc_lens"]), max(packed["doc_lens"])
     point_args = dict(variant=variant.name, batch=batch, seq=seq, seq_k=seq_k, heads=heads, kv_heads=kv_heads,
-                      head_dim=head_dim, causal=bool(cfg.causal), dtype=cfg.dtype, layout=cfg.layout)
+                      head_dim=head_dim, causal=bool(cfg.causal), dtype=cfg.dtype, layout=cfg.layout, **packed)
     problem = Point(**point_args, blocks=None, block_overrides=overrides).problem(device)
     try:
         problem.validate()  # a backstop: the checks above already cover what it checks
@@ -223,6 +261,31 @@ def import_plugins(modules) -> None:
         except Exception as exc:  # noqa: BLE001 - ImportError, or the plugin's own error at import
             text = " ".join(str(exc).split()) or type(exc).__name__
             raise ConfigError("plugins", f"cannot import {name!r}: {type(exc).__name__}: {text}") from None
+
+
+def _packed_args(cfg, seq: int, seq_k: int) -> dict:
+    """{} for a uniform batch; else the Point fields of a packed varlen batch (its document lengths)."""
+    from runners.varlen_inputs import DISTS, doc_lengths
+    spec = cfg.get("varlen")
+    if spec is None or spec.dist == "none":
+        return {}
+    if spec.dist not in DISTS:
+        raise ConfigError("varlen.dist", f"must be one of {', '.join(DISTS)}, got {spec.dist!r}")
+    if cfg.tokens is None:
+        raise ConfigError("tokens", f"varlen={spec.dist} packs documents into `tokens` tokens: set tokens=")
+    if seq_k != seq:
+        raise ConfigError("seq_k", "varlen batches are self-attention here (k lengths = q lengths): leave seq_k null")
+    if cfg.layout != "bnhd":
+        raise ConfigError("layout", "varlen batches are [total, H, D] tensors: layout must be bnhd")
+    tokens = _int_at_least(cfg, "tokens", 1)
+    mean_len = seq if spec.mean_len is None else _int_at_least(spec, "mean_len", 1)
+    if spec.max_len is not None:
+        _int_at_least(spec, "max_len", 1)
+    if not spec.sigma >= 0:
+        raise ConfigError("varlen.sigma", f"must be >= 0, got {spec.sigma}")
+    lens = doc_lengths(spec.dist, tokens, mean_len, float(spec.sigma), spec.max_len, int(spec.seed))
+    text = f"{spec.dist},tokens={tokens},mean={mean_len},sigma={float(spec.sigma):g},max={spec.max_len},seed={spec.seed}"
+    return dict(doc_lens=lens, varlen_dist=spec.dist, varlen_spec=text)
 
 
 def _field_names(variant) -> set:

@@ -22,7 +22,7 @@ from hydra.experimental.callback import Callback  # noqa: E402
 from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
-from runners import isolate, lease, measure, results, schema  # noqa: E402
+from runners import isolate, lease, measure, results, schema, varlen_inputs  # noqa: E402
 from runners.schema import ConfigError  # noqa: E402
 
 CONFIG_DIR = str(env.CONF_DIR)  # ../conf from this file, as an absolute path (works however this module is run)
@@ -40,9 +40,11 @@ def config_columns(point: schema.Point, cfg: DictConfig, timer: str) -> dict:
     cols = {"variant": point.variant, "batch": point.batch, "heads": point.heads, "kv_heads": point.kv_heads,
             "seq": point.seq, "seq_k": point.seq_k, "head_dim": point.head_dim, "causal": point.causal,
             "dtype": point.dtype, "layout": point.layout, "seed": int(cfg.seed)}
+    cols.update(varlen_inputs.columns(point))  # varlen_dist, num_docs, mean_doc_len, max_doc_len, tokens_total
     cols.update(point.blocks_dict)  # one column per block field, resolved
     cols["blocks_json"] = point.blocks_json
     cols["block_overrides_json"] = json.dumps(point.block_overrides, sort_keys=True)
+    cols["study"] = cfg.get("study")  # runners.tune's study name; None for sweep rows
     cols.update(bench_warmup_ms=float(cfg.bench.warmup), bench_rep_ms=float(cfg.bench.rep),
                 flush_l2=timer == "do_bench", cuda_graph=timer == "do_bench_cudagraph")  # as timed, not as asked
     return cols

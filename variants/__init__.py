@@ -23,16 +23,25 @@ LAYOUTS = ("bnhd", "bhnd")
 
 
 def attention(q, k, v, causal: bool = False, scale: float | None = None, variant: str = "two_pass",
-              blocks=None, layout: str = "bnhd"):
+              blocks=None, layout: str = "bnhd", cu_seqlens_q=None, cu_seqlens_k=None,
+              max_seqlen_q: int | None = None, max_seqlen_k: int | None = None):
     """Differentiable attention whose backward is `variant`'s.
 
     layout "bnhd": q [B, Nq, H, D], k/v [B, Nk, Hkv, D] (FlashAttention's order, the default);
     layout "bhnd": q [B, H, Nq, D], k/v [B, Hkv, Nk, D]. Either is read through strides, never copied;
     o comes back in the layout of q. blocks: a dict of overrides (or the variant's Blocks) on top of
     the variant's defaults for the problem.
+
+    Packed variable-length batches (FlashAttention's varlen convention): cu_seqlens_q [docs + 1] (int32,
+    0 first, total_q last) and cu_seqlens_k (None = cu_seqlens_q), q [total_q, H, D], k/v [total_k, Hkv, D];
+    o is [total_q, H, D]. Causal is per document, bottom-right aligned where a document's Nq != Nk.
+    max_seqlen_q / max_seqlen_k are optional (checked against the lengths, which are read once on the host).
     """
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    if cu_seqlens_q is not None or cu_seqlens_k is not None:
+        return _packed_attention(q, k, v, causal, scale, variant, blocks, layout, cu_seqlens_q, cu_seqlens_k,
+                                 max_seqlen_q, max_seqlen_k)
     if layout == "bhnd":
         for name, t in (("q", q), ("k", k), ("v", v)):
             if t.dim() != 4:
@@ -45,6 +54,26 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, variant
     scale = default_scale(problem.head_dim) if scale is None else float(scale)
     o = impl.apply(q, k, v, bool(causal), scale, config)
     return o.transpose(1, 2) if layout == "bhnd" else o
+
+
+def _packed_attention(q, k, v, causal, scale, variant, blocks, layout, cu_seqlens_q, cu_seqlens_k,
+                      max_seqlen_q, max_seqlen_k):
+    from kernels.varlen import Packing
+    if layout != "bnhd":
+        raise ValueError(f"cu_seqlens needs layout 'bnhd' (q [total_q, H, D]), got {layout!r}")
+    if cu_seqlens_q is None:
+        raise ValueError("cu_seqlens_k given without cu_seqlens_q")
+    packing = Packing(cu_seqlens_q, cu_seqlens_k, total_q=q.shape[0] if q.dim() == 3 else None,
+                      total_k=k.shape[0] if k.dim() == 3 else None)
+    for name, given, actual in (("max_seqlen_q", max_seqlen_q, packing.max_q), ("max_seqlen_k", max_seqlen_k, packing.max_k)):
+        if given is not None and given < actual:
+            raise ValueError(f"{name}={given} is shorter than the longest document ({actual})")
+    impl = get(variant)
+    problem = Problem.from_packed(q, k, v, causal, packing)
+    impl.check(problem)
+    config = impl.make_blocks(problem, blocks)
+    scale = default_scale(problem.head_dim) if scale is None else float(scale)
+    return impl.apply(q, k, v, bool(causal), scale, config, varlen=packing)
 
 
 __all__ = ["attention", "names", "get", "register_variant", "Variant", "TritonVariant", "Baseline", "Problem"]

@@ -7,6 +7,7 @@ from variants.registry import register_variant
 
 @register_variant("atomic")
 class Atomic(TritonVariant):
+    supports_varlen = True  # kernels take varlen= (a kernels.varlen.Packing)
     Blocks = AtomicBlocks
 
     def executed_flops(self, problem, blocks):
@@ -16,7 +17,8 @@ class Atomic(TritonVariant):
     def workspace_bytes(self, problem, blocks):
         if blocks.deterministic:
             return 0
-        return 4 * problem.batch * problem.seq_q * problem.heads * problem.head_dim  # fp32 dQ accumulator
+        return 4 * problem.tokens_q * problem.heads * problem.head_dim  # fp32 dQ accumulator
 
-    def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks):
-        return atomic_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, **blocks.as_dict())
+    def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks, varlen=None):
+        return atomic_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, varlen=varlen,
+                               **blocks.as_dict())

@@ -3,6 +3,10 @@
 Triton designs (`TritonVariant`) share the Triton forward (O, base-2 LSE) and the delta preprocess,
 and implement `run_backward`. Baselines (`Baseline`) wrap a differentiable PyTorch function and time
 its autograd backward.
+
+Packed varlen batches (`varlen=`, a kernels.varlen.Packing): q [total_q, H, D], k/v [total_k, Hkv, D]
+(FlashAttention's convention). A variant serves them only if it says so (`supports_varlen`); otherwise
+`supports()` gives the reason.
 """
 import math
 import os
@@ -20,9 +24,16 @@ class Variant:
     name: ClassVar[str] = ""
     Blocks: ClassVar[type] = Blocks
     backward_matmuls: ClassVar[int] = 5  # [pair x D] matmuls the backward really executes per visible pair
+    supports_varlen: ClassVar[bool] = False  # True: apply/prepare take varlen= (packed documents, cu_seqlens)
 
     def supports(self, problem: Problem) -> str | None:
         """None if this variant can run the problem, else the reason it cannot."""
+        return self.varlen_reason(problem)
+
+    def varlen_reason(self, problem: Problem) -> str | None:
+        """The reason a packed varlen problem cannot run here, or None."""
+        if problem.is_varlen and not self.supports_varlen:
+            return f"{self.name} does not implement packed variable-length batches (cu_seqlens)"
         return None
 
     def default_blocks(self, problem: Problem) -> Blocks:
@@ -50,11 +61,11 @@ class Variant:
         """Extra device memory the backward allocates beyond dq, dk, dv (e.g. an fp32 dQ accumulator)."""
         return 0
 
-    def apply(self, q, k, v, causal: bool, scale: float, blocks: Blocks) -> torch.Tensor:
-        """Differentiable o [B, Nq, H, D] whose backward is this variant's."""
+    def apply(self, q, k, v, causal: bool, scale: float, blocks: Blocks, varlen=None) -> torch.Tensor:
+        """Differentiable o [B, Nq, H, D] (varlen: [total_q, H, D]) whose backward is this variant's."""
         raise NotImplementedError
 
-    def prepare(self, q, k, v, do, causal: bool, scale: float, blocks: Blocks) -> Callable[[], Grads]:
+    def prepare(self, q, k, v, do, causal: bool, scale: float, blocks: Blocks, varlen=None) -> Callable[[], Grads]:
         """Runs the forward once and returns a closure that runs the backward alone -> (dq, dk, dv)."""
         raise NotImplementedError
 
@@ -64,6 +75,8 @@ def interpreter_on() -> bool:
 
 
 class TritonVariant(Variant):
+    """A Triton design. Packed varlen batches: set `supports_varlen = True` once `run_backward` accepts
+    `varlen=` (a kernels.varlen.Packing; q, k, v then arrive as [1, total, H, D])."""
     backward_matmuls = 7  # dK/dV pass: S, dP, dV, dK; dQ pass: S, dP, dQ
 
     def supports(self, problem: Problem) -> str | None:
@@ -71,7 +84,7 @@ class TritonVariant(Variant):
             return "CPU tensors need the Triton interpreter (set TRITON_INTERPRET=1 before importing)"
         if problem.device not in ("cpu", "cuda"):
             return f"device {problem.device!r} is not supported"
-        return None
+        return self.varlen_reason(problem)
 
     def default_blocks(self, problem: Problem) -> Blocks:
         """The per-architecture table's blocks for the problem (conf/block_defaults.yaml)."""
@@ -84,54 +97,76 @@ class TritonVariant(Variant):
     def run_backward(self, q, k, v, o, lse, do, delta, *, causal: bool, scale: float, blocks: Blocks) -> Grads:
         raise NotImplementedError
 
-    def backward(self, q, k, v, o, lse, do, delta=None, *, causal: bool, scale: float, blocks: Blocks) -> Grads:
-        """(q, k, v, o, lse, do, delta or None) -> (dq, dk, dv). delta = rowsum(dO * O) is computed if None."""
+    def backward(self, q, k, v, o, lse, do, delta=None, *, causal: bool, scale: float, blocks: Blocks,
+                 varlen=None) -> Grads:
+        """(q, k, v, o, lse, do, delta or None) -> (dq, dk, dv). delta = rowsum(dO * O) is computed if None.
+        varlen: q, o, do [total_q, H, D], k, v [total_k, Hkv, D], lse [1, H, total_q]; the design sees them
+        as one sequence [1, total, H, D] plus the Packing."""
         from kernels.preprocess import attention_delta
+        if varlen is not None:
+            q, k, v, o, do = (t.unsqueeze(0) for t in (q, k, v, o, do))
         if delta is None:
-            delta = attention_delta(o, do)
-        return self.run_backward(q, k, v, o, lse, do, delta, causal=causal, scale=scale, blocks=blocks)
+            delta = attention_delta(o, do)  # row-wise: a packed batch is one sequence of total_q rows
+        if varlen is None:
+            return self.run_backward(q, k, v, o, lse, do, delta, causal=causal, scale=scale, blocks=blocks)
+        grads = self.run_backward(q, k, v, o, lse, do, delta, causal=causal, scale=scale, blocks=blocks, varlen=varlen)
+        return tuple(g.squeeze(0) for g in grads)
 
-    def forward(self, q, k, v, causal: bool, scale: float):
-        """The shared Triton forward -> (o [B, Nq, H, D], lse [B, H, Nq] fp32 base 2)."""
+    def forward(self, q, k, v, causal: bool, scale: float, varlen=None):
+        """The shared Triton forward -> (o [B, Nq, H, D], lse [B, H, Nq] fp32 base 2);
+        varlen: o [total_q, H, D], lse [1, H, total_q]."""
         from kernels.forward import attention_forward
-        return attention_forward(q, k, v, causal, scale, BLOCK_N=64 if q.shape[-1] <= 128 else 32)
+        block_n = 64 if q.shape[-1] <= 128 else 32
+        if varlen is None:
+            return attention_forward(q, k, v, causal, scale, BLOCK_N=block_n)
+        o, lse = attention_forward(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), causal, scale, BLOCK_N=block_n,
+                                   varlen=varlen)
+        return o.squeeze(0), lse
 
-    def apply(self, q, k, v, causal, scale, blocks):
-        return _TritonAttention.apply(q, k, v, causal, scale, self, blocks)
+    def apply(self, q, k, v, causal, scale, blocks, varlen=None):
+        return _TritonAttention.apply(q, k, v, causal, scale, self, blocks, varlen)
 
-    def prepare(self, q, k, v, do, causal, scale, blocks):
+    def prepare(self, q, k, v, do, causal, scale, blocks, varlen=None):
         with torch.no_grad():
-            o, lse = self.forward(q, k, v, causal, scale)
-        return lambda: self.backward(q, k, v, o, lse, do, causal=causal, scale=scale, blocks=blocks)
+            o, lse = self.forward(q, k, v, causal, scale, varlen)
+        return lambda: self.backward(q, k, v, o, lse, do, causal=causal, scale=scale, blocks=blocks, varlen=varlen)
 
 
 class _TritonAttention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, causal, scale, variant, blocks):
-        o, lse = variant.forward(q, k, v, causal, scale)
+    def forward(ctx, q, k, v, causal, scale, variant, blocks, varlen=None):
+        o, lse = variant.forward(q, k, v, causal, scale, varlen)
         ctx.save_for_backward(q, k, v, o, lse)
-        ctx.causal, ctx.scale, ctx.variant, ctx.blocks = causal, scale, variant, blocks
+        ctx.causal, ctx.scale, ctx.variant, ctx.blocks, ctx.varlen = causal, scale, variant, blocks, varlen
         return o
 
     @staticmethod
     def backward(ctx, do):
         q, k, v, o, lse = ctx.saved_tensors
-        dq, dk, dv = ctx.variant.backward(q, k, v, o, lse, do, causal=ctx.causal, scale=ctx.scale, blocks=ctx.blocks)
-        return dq, dk, dv, None, None, None, None
+        dq, dk, dv = ctx.variant.backward(q, k, v, o, lse, do, causal=ctx.causal, scale=ctx.scale, blocks=ctx.blocks,
+                                          varlen=ctx.varlen)
+        return dq, dk, dv, None, None, None, None, None
 
 
 class Baseline(Variant):
-    """A differentiable PyTorch function; its backward is whatever autograd runs."""
+    """A differentiable PyTorch function; its backward is whatever autograd runs. A baseline that serves
+    packed batches sets `supports_varlen = True` and implements `varlen_function`."""
 
     def function(self, q, k, v, causal: bool, scale: float) -> torch.Tensor:
         raise NotImplementedError
 
-    def apply(self, q, k, v, causal, scale, blocks):
+    def varlen_function(self, q, k, v, causal: bool, scale: float, varlen) -> torch.Tensor:
+        """q [total_q, H, D], k/v [total_k, Hkv, D], varlen a kernels.varlen.Packing -> o [total_q, H, D]."""
+        raise NotImplementedError
+
+    def apply(self, q, k, v, causal, scale, blocks, varlen=None):
+        if varlen is not None:
+            return self.varlen_function(q, k, v, causal, scale, varlen)
         return self.function(q, k, v, causal, scale)
 
-    def prepare(self, q, k, v, do, causal, scale, blocks):
+    def prepare(self, q, k, v, do, causal, scale, blocks, varlen=None):
         leaves = [t.detach().requires_grad_(True) for t in (q, k, v)]
-        o = self.function(*leaves, causal, scale)
+        o = self.apply(*leaves, causal, scale, blocks, varlen)
         return lambda: torch.autograd.grad(o, leaves, do, retain_graph=True)
 
 

@@ -1,7 +1,32 @@
-"""Block configs: one dataclass per design, with per-field validation that names the field and the rule."""
-from dataclasses import asdict, dataclass, fields
+"""Block configs: one dataclass per design, with per-field validation that names the field and the rule.
+
+Search space (runners.tune, docs/tuning.md): a field declares the values the tuner may try, in ONE place,
+its dataclass field metadata, through `tunable`:
+
+    BLOCK_M1: int = tunable(64, BLOCKS)          # default 64; the tuner tries 16, 32, 64, 128
+    prescale: bool = tunable(False, BOOLS)       # booleans are categorical choices too
+    deterministic: bool = False                  # plain field: never searched (a mode, not a speed knob)
+
+`Blocks.search_space()` returns {field: candidates} of every declared field, in field order; the tuner
+turns each into one categorical Optuna parameter. Candidates must each pass `validate()` alone; combination
+rules (`check_rules`) may still reject a mix, which the tuner records as an invalid (unsupported) trial.
+A new field (e.g. `tma`, `warp_specialize`) is searched by declaring it with `tunable(default, values)`;
+nothing else needs to change. `conf/sweep_grid/blocks_<variant>.yaml` is a separate, smaller hand-picked
+grid for `sweep=blocks` (and `runners.tune space=grid`), not derived from these declarations.
+"""
+from dataclasses import asdict, dataclass, field, fields
 
 NUM_WARPS = (1, 2, 4, 8, 16)
+SEARCH = "search"  # dataclass field metadata key: the candidate values of a tunable field
+BLOCKS = (16, 32, 64, 128)  # tile candidates (256 rarely fits shared memory in the backward)
+WARPS = (4, 8)
+STAGES = (1, 2, 3, 4)
+BOOLS = (False, True)
+
+
+def tunable(default, values):
+    """A block field with the candidate values runners.tune searches (`SEARCH` metadata)."""
+    return field(default=default, metadata={SEARCH: tuple(values)})
 
 
 def _is_pow2(x: int) -> bool:
@@ -27,6 +52,11 @@ class Blocks:
     def as_dict(self) -> dict:
         return asdict(self)
 
+    @classmethod
+    def search_space(cls) -> dict:
+        """{field: candidate values} of every field declared with `tunable`, in field order."""
+        return {f.name: f.metadata[SEARCH] for f in fields(cls) if f.metadata.get(SEARCH)}
+
     def validate(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
@@ -47,38 +77,40 @@ class Blocks:
 @dataclass(frozen=True)
 class TwoPassBlocks(Blocks):
     """Each of the two kernels has its own tile, warps and pipeline depth (their best differ)."""
-    BLOCK_M1: int = 64  # dK/dV kernel: query block walked
-    BLOCK_N1: int = 64  # dK/dV kernel: resident key block
-    num_warps1: int = 4
-    num_stages1: int = 2
-    BLOCK_M2: int = 64  # dQ kernel: resident query block
-    BLOCK_N2: int = 64  # dQ kernel: key block walked
-    num_warps2: int = 4
-    num_stages2: int = 2
-    longest_first: bool = False  # causal: grid (heads, blocks) so every head's longest blocks start first
-    prescale: bool = False  # resident K (dK/dV kernel) and Q (dQ kernel) pre-multiplied by scale * log2(e)
+    BLOCK_M1: int = tunable(64, BLOCKS)  # dK/dV kernel: query block walked
+    BLOCK_N1: int = tunable(64, BLOCKS)  # dK/dV kernel: resident key block
+    num_warps1: int = tunable(4, WARPS)
+    num_stages1: int = tunable(2, STAGES)
+    BLOCK_M2: int = tunable(64, BLOCKS)  # dQ kernel: resident query block
+    BLOCK_N2: int = tunable(64, BLOCKS)  # dQ kernel: key block walked
+    num_warps2: int = tunable(4, WARPS)
+    num_stages2: int = tunable(2, STAGES)
+    longest_first: bool = tunable(False, BOOLS)  # causal: grid (heads, blocks) so every head's longest blocks start first
+    prescale: bool = tunable(False, BOOLS)  # resident K (dK/dV kernel) and Q (dQ kernel) pre-multiplied by scale * log2(e)
 
 
 @dataclass(frozen=True)
 class AtomicBlocks(Blocks):
-    BLOCK_M: int = 64  # query block walked
-    BLOCK_N: int = 64  # resident key block
-    num_warps: int = 4
-    num_stages: int = 2
+    BLOCK_M: int = tunable(64, BLOCKS)  # query block walked
+    BLOCK_N: int = tunable(64, BLOCKS)  # resident key block
+    num_warps: int = tunable(4, WARPS)
+    num_stages: int = tunable(2, STAGES)
+    # A mode the user chooses (bitwise reproducibility), not a speed knob: never searched (fix it with
+    # blocks.deterministic=true to tune the deterministic mode).
     deterministic: bool = False  # True: dQ by a second, atomic-free pass (bitwise reproducible, 10 -> 14 N^2 d)
-    longest_first: bool = False  # causal: grid (heads, blocks) so every head's longest blocks start first
+    longest_first: bool = tunable(False, BOOLS)  # causal: grid (heads, blocks) so every head's longest blocks start first
 
 
 @dataclass(frozen=True)
 class FusedBlocks(Blocks):
-    BLOCK_M1: int = 32  # dK/dV part: query block walked
-    BLOCK_N1: int = 64  # dK/dV part: resident key block
-    BLOCK_M2: int = 64  # dQ part: resident query block
-    BLOCK_N2: int = 32  # dQ part: key block walked
-    BLK_SLICE_FACTOR: int = 2  # the causal diagonal is walked in blocks of BLOCK_M1 (BLOCK_N2) / this
-    prescale: bool = True  # resident K (and Q) pre-multiplied by scale * log2(e)
-    num_warps: int = 4
-    num_stages: int = 2
+    BLOCK_M1: int = tunable(32, BLOCKS)  # dK/dV part: query block walked
+    BLOCK_N1: int = tunable(64, BLOCKS)  # dK/dV part: resident key block
+    BLOCK_M2: int = tunable(64, BLOCKS)  # dQ part: resident query block
+    BLOCK_N2: int = tunable(32, BLOCKS)  # dQ part: key block walked
+    BLK_SLICE_FACTOR: int = tunable(2, (1, 2, 4))  # the causal diagonal is walked in blocks of BLOCK_M1 (BLOCK_N2) / this
+    prescale: bool = tunable(True, BOOLS)  # resident K (and Q) pre-multiplied by scale * log2(e)
+    num_warps: int = tunable(4, WARPS)
+    num_stages: int = tunable(2, STAGES)
 
     def check_rules(self) -> None:
         if not _is_pow2(self.BLK_SLICE_FACTOR):

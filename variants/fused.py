@@ -7,8 +7,10 @@ from variants.registry import register_variant
 
 @register_variant("fused")
 class Fused(TritonVariant):
+    supports_varlen = True  # kernels take varlen= (a kernels.varlen.Packing)
     Blocks = FusedBlocks
     backward_matmuls = 7  # dK/dV part: S, dP, dV, dK; dQ part: S, dP, dQ (14 N^2 d)
 
-    def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks):
-        return fused_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, **blocks.as_dict())
+    def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks, varlen=None):
+        return fused_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, varlen=varlen,
+                              **blocks.as_dict())

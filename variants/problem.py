@@ -18,6 +18,9 @@ class Problem:
     causal: bool
     dtype: torch.dtype
     device: str  # "cuda" or "cpu"
+    # A packed varlen batch: per-document query / key lengths (batch = documents, seq_q / seq_k = the longest).
+    lens_q: tuple[int, ...] | None = None
+    lens_k: tuple[int, ...] | None = None
 
     @classmethod
     def from_tensors(cls, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> "Problem":
@@ -41,7 +44,44 @@ class Problem:
         problem.validate()
         return problem
 
+    @classmethod
+    def from_packed(cls, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, packing) -> "Problem":
+        """A packed varlen batch: q [total_q, H, D], k/v [total_k, Hkv, D] and a kernels.varlen.Packing whose
+        cu_seqlens end at total_q / total_k; raises ValueError (one line) on anything inconsistent."""
+        for name, t in (("q", q), ("k", k), ("v", v)):
+            if t.dim() != 3:
+                raise ValueError(f"with cu_seqlens, {name} must be 3-D [total, H, D], got shape {tuple(t.shape)}")
+        problem = cls.from_tensors(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), causal)
+        if packing.cu_q_host[-1] != q.shape[0] or packing.cu_k_host[-1] != k.shape[0]:
+            raise ValueError(f"cu_seqlens end at {packing.cu_q_host[-1]} (q) / {packing.cu_k_host[-1]} (k), "
+                             f"but q has {q.shape[0]} and k has {k.shape[0]} tokens")
+        return cls.packed(packing.lens_q, packing.lens_k, problem.heads, problem.kv_heads, problem.head_dim,
+                          problem.causal, problem.dtype, problem.device)
+
+    @classmethod
+    def packed(cls, lens_q, lens_k, heads: int, kv_heads: int, head_dim: int, causal: bool, dtype, device: str):
+        """The problem of a packed batch of documents with these query / key lengths."""
+        lens_q, lens_k = tuple(int(n) for n in lens_q), tuple(int(n) for n in lens_k)
+        if len(lens_q) != len(lens_k) or not lens_q:
+            raise ValueError(f"need the same number (>= 1) of query and key document lengths, got "
+                             f"{len(lens_q)} and {len(lens_k)}")
+        problem = cls(len(lens_q), max(lens_q), max(lens_k), heads, kv_heads, head_dim, bool(causal), dtype, device,
+                      lens_q, lens_k)
+        problem.validate()
+        return problem
+
+    @property
+    def is_varlen(self) -> bool:
+        return self.lens_q is not None
+
+    @property
+    def tokens_q(self) -> int:
+        """Query tokens in the batch (B * Nq, or the packed length)."""
+        return sum(self.lens_q) if self.is_varlen else self.batch * self.seq_q
+
     def validate(self) -> None:
+        if self.is_varlen and min(self.lens_q + self.lens_k) < 0:
+            raise ValueError("document lengths must be >= 0")
         for name in ("batch", "seq_q", "seq_k", "heads", "kv_heads", "head_dim"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -55,18 +95,23 @@ class Problem:
     @property
     def visible_pairs(self) -> float:
         """(query, key) pairs per head that the FLOP convention counts: Nq*Nk, halved when causal
-        with Nq == Nk (FlashAttention's convention), counted exactly when causal with Nq != Nk."""
-        if not self.causal:
-            return float(self.seq_q * self.seq_k)
-        if self.seq_q == self.seq_k:
-            return self.seq_q * self.seq_k / 2.0
-        shift = self.seq_k - self.seq_q  # query i sees min(Nk, max(0, i + shift + 1)) keys
-        rows = torch.arange(self.seq_q, dtype=torch.float64)
-        return float((rows + shift + 1).clamp(0, self.seq_k).sum())
+        with Nq == Nk (FlashAttention's convention), counted exactly when causal with Nq != Nk.
+        A packed batch: the mean over its documents (total_pairs / documents)."""
+        if self.is_varlen:
+            return self.total_pairs / self.batch
+        return pair_count(self.seq_q, self.seq_k, self.causal)
+
+    @property
+    def total_pairs(self) -> float:
+        """Counted pairs per head over the whole batch: B * visible_pairs, or the sum over the documents
+        (causal counted per document, with the same convention)."""
+        if self.is_varlen:
+            return float(sum(pair_count(nq, nk, self.causal) for nq, nk in zip(self.lens_q, self.lens_k)))
+        return self.batch * self.visible_pairs
 
     def forward_flops(self) -> float:
         """4 * B * H * pairs * D: the two matmuls QK^T and PV."""
-        return 4.0 * self.batch * self.heads * self.visible_pairs * self.head_dim
+        return 4.0 * self.heads * self.total_pairs * self.head_dim
 
     def backward_flops(self) -> float:
         """FlashAttention convention: backward = 2.5 x forward (5 matmuls vs 2)."""
@@ -74,4 +119,16 @@ class Problem:
 
     def matmul_flops(self, matmuls: int) -> float:
         """FLOPs of `matmuls` [pair x D] matmuls over every counted pair: 2 * D each."""
-        return 2.0 * matmuls * self.batch * self.heads * self.visible_pairs * self.head_dim
+        return 2.0 * matmuls * self.heads * self.total_pairs * self.head_dim
+
+
+def pair_count(seq_q: int, seq_k: int, causal: bool) -> float:
+    """Counted (query, key) pairs of one sequence and head: Nq*Nk, halved when causal with Nq == Nk
+    (FlashAttention's convention), counted exactly when causal with Nq != Nk (bottom-right aligned)."""
+    if not causal:
+        return float(seq_q * seq_k)
+    if seq_q == seq_k:
+        return seq_q * seq_k / 2.0
+    shift = seq_k - seq_q  # query i sees min(Nk, max(0, i + shift + 1)) keys
+    rows = torch.arange(seq_q, dtype=torch.float64)
+    return float((rows + shift + 1).clamp(0, seq_k).sum())

@@ -4,6 +4,8 @@ Every test and the runner's accuracy gate compare against `reference_forward` / 
 Semantics: q [B, Nq, H, D], k/v [B, Nk, Hkv, D]; GQA query head h uses kv-head h // (H / Hkv);
 causal is bottom-right aligned (query i sees key j iff j <= i + Nk - Nq, FlashAttention >= 2.1);
 a query row that sees no key outputs 0 and gets zero gradient (as FlashAttention).
+Packed varlen batches (cu_seqlens_q / cu_seqlens_k given): q [total_q, H, D], k/v [total_k, Hkv, D],
+computed by a loop over the documents, each one the uniform case above (causal per document).
 """
 import math
 
@@ -11,8 +13,10 @@ import torch
 
 
 def reference_forward(q, k, v, causal: bool = False, scale: float | None = None,
-                      compute_dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """-> o [B, Nq, H, D] in compute_dtype. Differentiable."""
+                      compute_dtype: torch.dtype = torch.float32, cu_seqlens_q=None, cu_seqlens_k=None) -> torch.Tensor:
+    """-> o [B, Nq, H, D] (varlen: [total_q, H, D]) in compute_dtype. Differentiable."""
+    if cu_seqlens_q is not None:
+        return _packed_forward(q, k, v, causal, scale, compute_dtype, cu_seqlens_q, cu_seqlens_k)
     seq_q, heads, head_dim = q.shape[1], q.shape[2], q.shape[3]
     seq_k, kv_heads = k.shape[1], k.shape[2]
     scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
@@ -32,12 +36,31 @@ def reference_forward(q, k, v, causal: bool = False, scale: float | None = None,
     return torch.matmul(probs, v_).transpose(1, 2)  # [B, Nq, H, D]
 
 
+def _packed_forward(q, k, v, causal, scale, compute_dtype, cu_seqlens_q, cu_seqlens_k):
+    """The per-document loop: document d is q[cu_q[d]:cu_q[d+1]] against k/v[cu_k[d]:cu_k[d+1]]."""
+    cu_q = [int(x) for x in cu_seqlens_q.tolist()]
+    cu_k = cu_q if cu_seqlens_k is None else [int(x) for x in cu_seqlens_k.tolist()]
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    outs = []
+    for (q0, q1), (k0, k1) in zip(zip(cu_q, cu_q[1:]), zip(cu_k, cu_k[1:])):
+        if q1 == q0:
+            continue
+        if k1 == k0:  # a document without keys: its queries see nothing, output 0
+            outs.append(torch.zeros((q1 - q0, *q.shape[1:]), dtype=compute_dtype, device=q.device))
+            continue
+        outs.append(reference_forward(q[None, q0:q1], k[None, k0:k1], v[None, k0:k1], causal, scale, compute_dtype)[0])
+    if not outs:
+        return torch.zeros(q.shape, dtype=compute_dtype, device=q.device)
+    return torch.cat(outs, dim=0)  # [total_q, H, D]
+
+
 def reference_grads(q, k, v, do, causal: bool = False, scale: float | None = None,
-                    compute_dtype: torch.dtype = torch.float32):
-    """-> (o, dq, dk, dv) in compute_dtype, shaped like q, q, k, v."""
+                    compute_dtype: torch.dtype = torch.float32, cu_seqlens_q=None, cu_seqlens_k=None):
+    """-> (o, dq, dk, dv) in compute_dtype, shaped like q, q, k, v (varlen: cu_seqlens_q / cu_seqlens_k given)."""
     q_, k_, v_ = (t.detach().to(compute_dtype).requires_grad_(True) for t in (q, k, v))
-    o = reference_forward(q_, k_, v_, causal, scale, compute_dtype)
-    dq, dk, dv = torch.autograd.grad(o, (q_, k_, v_), do.to(compute_dtype))
+    o = reference_forward(q_, k_, v_, causal, scale, compute_dtype, cu_seqlens_q, cu_seqlens_k)
+    dq, dk, dv = torch.autograd.grad(o, (q_, k_, v_), do.to(compute_dtype), allow_unused=True)
+    dq, dk, dv = (torch.zeros_like(t) if g is None else g for t, g in zip((q_, k_, v_), (dq, dk, dv)))
     return o.detach(), dq, dk, dv
 
 
@@ -49,6 +72,11 @@ from variants.registry import register_variant  # noqa: E402
 class Reference(Baseline):
     """PyTorch math in fp32 (output cast back to the input dtype)."""
     backward_matmuls = 5
+    supports_varlen = True
 
     def function(self, q, k, v, causal, scale):
         return reference_forward(q, k, v, causal, scale).to(q.dtype)
+
+    def varlen_function(self, q, k, v, causal, scale, varlen):
+        return reference_forward(q, k, v, causal, scale, torch.float32, varlen.cu_seqlens_q, varlen.cu_seqlens_k
+                                 ).to(q.dtype)

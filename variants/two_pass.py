@@ -7,8 +7,10 @@ from variants.registry import register_variant
 
 @register_variant("two_pass")
 class TwoPass(TritonVariant):
+    supports_varlen = True  # kernels take varlen= (a kernels.varlen.Packing)
     Blocks = TwoPassBlocks
     backward_matmuls = 7  # dK/dV kernel: S, dP, dV, dK; dQ kernel: S, dP, dQ (14 N^2 d)
 
-    def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks):
-        return two_pass_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, **blocks.as_dict())
+    def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks, varlen=None):
+        return two_pass_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, varlen=varlen,
+                                 **blocks.as_dict())

@@ -1,0 +1,365 @@
+"""Hydra entry point of the tuner: an Optuna study over one variant's block fields for one shape.
+
+    python -m runners.tune variant=two_pass head_dim=128 causal=true seq=4096 trials=80
+    python -m runners.tune variant=two_pass head_dim=128 causal=true seq=4096 space=grid trials=16
+    python -m runners.tune variant=two_pass trials=0 write_defaults=true     # winners -> block_defaults.yaml
+
+Every trial is a runner point: `runners.sweep.run_point` measures it (accuracy gate first) and writes the
+normal row, with `study` set, under <results_dir>/<gpu>/tune-<study>/. The sampler is Optuna's TPE with a
+fixed seed; each searched field is one categorical parameter whose candidates come from the Blocks
+declarations (variants/blocks.py `tunable`), or from the sweep=blocks grid (space=grid). A trial that is
+not ok (wrong, resources, oom, compile_error, error, or an invalid block combination, recorded as an
+`unsupported` row with the reason) is PRUNED with its status and reason. The study lives in its rows:
+a restarted study re-adds them as trials (runners/trials.py) and measures only new configs. Config keys:
+conf/tune.yaml; docs/tuning.md.
+"""
+import copy
+import dataclasses
+import itertools
+import math
+import random
+import sys
+from pathlib import Path
+
+from runners import env
+
+env.use_interpreter_without_gpu()  # before anything imports `variants`
+
+import hydra  # noqa: E402
+import yaml  # noqa: E402
+from omegaconf import DictConfig, OmegaConf, open_dict  # noqa: E402
+
+from runners import measure, results, schema, sweep  # noqa: E402
+from runners.schema import ConfigError  # noqa: E402
+
+CONFIG_NAME = "tune"
+SPACES = ("declared", "grid", "search")
+MAX_DUPLICATES = 8  # consecutive re-proposals of measured configs before a random unmeasured config is tried
+UNSUPPORTED = "unsupported"  # the runner's status for a ValueError from the variant: an invalid block combination
+
+
+@dataclasses.dataclass
+class StudyResult:
+    name: str
+    study: object  # optuna.Study
+    space: dict
+    measured: int  # distinct configs with a row (restored ones included)
+    restored: int
+    best: dict | None  # the fastest ok row
+    rows_dir: Path
+
+
+# ---- the search space ---------------------------------------------------------------------------------
+
+def grid_space(variant: str) -> dict:
+    """{field: values} of conf/sweep_grid/blocks_<variant>.yaml (the sweep=blocks grid)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    path = env.CONF_DIR / "sweep_grid" / f"blocks_{variant}.yaml"
+    if not path.is_file():
+        raise ConfigError("space", f"space=grid: no {path.relative_to(env.REPO)} for variant {variant!r}")
+    params = (yaml.safe_load(path.read_text()) or {}).get("hydra", {}).get("sweeper", {}).get("params", {})
+    space = {}
+    for override in OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in params.items()]):
+        name = override.key_or_group.removeprefix("blocks.")
+        space[name] = tuple(override.sweep_iterator()) if override.is_sweep_override() else (override.value(),)
+    return space
+
+
+def search_space(cfg: DictConfig, blocks_cls, fixed: dict) -> dict:
+    """{field: candidates} the study searches: by `space`, with `search` replacing candidates, minus the
+    fields fixed in blocks.*. ConfigError when it is empty or names an unknown field."""
+    known = [f.name for f in dataclasses.fields(blocks_cls)]
+    given = OmegaConf.to_container(cfg.search, resolve=True) or {}
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise ConfigError("search", f"unknown block field(s) {unknown}; known: {known}")
+    if cfg.space == "declared":
+        space = dict(blocks_cls.search_space())
+    elif cfg.space == "grid":
+        space = grid_space(cfg.variant.name)
+    elif cfg.space == "search":
+        space = {}
+    else:
+        raise ConfigError("space", f"must be one of {', '.join(SPACES)}, got {cfg.space!r}")
+    for name, values in given.items():
+        values = values if isinstance(values, list) else [values]
+        if not values:
+            raise ConfigError(f"search.{name}", "needs at least one value")
+        space[name] = values
+    space = {k: tuple(dict.fromkeys(space[k])) for k in known if k in space and k not in fixed}
+    if not space:
+        raise ConfigError("space", f"nothing to search for variant {cfg.variant.name!r} (space={cfg.space}, "
+                                   f"fixed: {sorted(fixed)})")
+    return space
+
+
+def space_size(space: dict) -> int:
+    return math.prod(len(v) for v in space.values())
+
+
+# ---- one trial ------------------------------------------------------------------------------------------
+
+def study_name(point: schema.Point, space: str) -> str:
+    heads = f"{point.heads}" if point.heads == point.kv_heads else f"{point.heads}-{point.kv_heads}"
+    seq = f"{point.seq}" if point.seq == point.seq_k else f"{point.seq}x{point.seq_k}"
+    layout = "" if point.layout == "bnhd" else f"-{point.layout}"
+    return (f"{point.variant}-b{point.batch}-h{heads}-n{seq}-d{point.head_dim}-"
+            f"{'causal' if point.causal else 'full'}-{point.dtype}{layout}-{space}")
+
+
+def trial_config(cfg: DictConfig, params: dict) -> DictConfig:
+    trial = copy.deepcopy(cfg)
+    with open_dict(trial.blocks):
+        for name, value in params.items():
+            trial.blocks[name] = value
+    return trial
+
+
+def record_invalid(cfg: DictConfig, base: schema.Point, params: dict, reason: str, index: int,
+                   environment: dict, rows_dir: Path) -> dict:
+    """The row of a block combination the variant rejects: status unsupported, the reason, no timing."""
+    blocks = dataclasses.replace(base.blocks, **params)  # not validated: it is the invalid combination
+    point = dataclasses.replace(base, blocks=blocks, block_overrides={**base.block_overrides, **params})
+    timer = measure.timer_name(cfg.bench, env.interpreting())
+    config_key = point.config_key(timer)
+    row = {"sweep_id": str(cfg.sweep_id), "point_index": index, "config_key": config_key,
+           **sweep.config_columns(point, cfg, timer), **measure.EMPTY, "timer": timer,
+           "timing_meaningful": not env.interpreting(), "status": UNSUPPORTED, "reason": f"invalid blocks: {reason}",
+           "peak_tflops": environment.get(f"peak_tflops_{point.dtype}"),
+           **{k: v for k, v in environment.items() if not k.startswith("peak_tflops_")},
+           "timestamp": env.utc_now()}
+    key = results.resume_key(config_key, environment["gpu_name"], environment["commit"], environment["diff_hash"])
+    results.write_row(row, rows_dir, index, key)
+    return row
+
+
+def found_row(cfg: DictConfig, trial_cfg: DictConfig, before: int, environment: dict) -> dict | None:
+    """The row resume found when run_point returned None (a config measured by another run)."""
+    new = results.session_paths()[before:]  # results.find_done notes the row it found
+    if new:
+        return results.load(new[-1]).iloc[-1].to_dict()
+    point = schema.check(trial_cfg, sweep._device_kind())
+    config_key = point.config_key(measure.timer_name(cfg.bench, env.interpreting()))
+    base = Path(cfg.results_dir) / environment["gpu"]
+    df = results.load(base, strict=False) if base.is_dir() else None  # a bad file: skipped, named
+    if df is None or df.empty:
+        return None
+    df = df[(df["config_key"] == config_key) & df["status"].isin(results.RESUME_STATUSES)]
+    return None if df.empty else df.sort_values("timestamp").iloc[-1].to_dict()
+
+
+def run_trial(cfg, base, params, index, total, environment, rows_dir, gpu_index) -> tuple[dict | None, str]:
+    """(row, progress line) of one config: measured by run_point, or recorded as invalid."""
+    trial_cfg = trial_config(cfg, params)
+    try:
+        schema.check(trial_cfg, sweep._device_kind())
+    except ConfigError as exc:
+        row = record_invalid(cfg, base, params, str(exc), index, environment, rows_dir)
+        label = dataclasses.replace(base, block_overrides={**base.block_overrides, **params}).label()
+        return row, f"[{index + 1}/{total}] {label}: {UNSUPPORTED} (invalid blocks: {exc})"
+    lines: list[str] = []
+    before = len(results.session_paths())
+    row = sweep.run_point(trial_cfg, index, total, out=lines.append, gpu_index=gpu_index)
+    if row is None:
+        row = found_row(cfg, trial_cfg, before, environment)
+    return row, (lines[0] if lines else f"[{index + 1}/{total}] {params}")
+
+
+# ---- the study ------------------------------------------------------------------------------------------
+
+def restore(rows_dir: Path, name: str, space: dict, environment: dict, out) -> list[tuple[dict, dict]]:
+    """[(params, row)] of the study's rows measured on this GPU by this code (the resume of a study).
+    Rows with a transient status (oom, error) are left out, so their configs may be measured again."""
+    from runners import trials as T
+
+    if not rows_dir.is_dir():
+        return []
+    rows = T.study_rows(results.load(rows_dir, strict=False), name)  # a bad file: skipped, named
+    if rows.empty:
+        return []
+    same = ((rows["gpu_name"] == environment["gpu_name"]) & (rows["commit"] == environment["commit"])
+            & (rows["diff_hash"].fillna("") == (environment["diff_hash"] or "")))
+    kept, other = [], int((~same).sum())
+    for row in rows[same].to_dict("records"):
+        params = T.row_params(row, space)
+        if params is None or row["status"] not in results.RESUME_STATUSES:
+            other += 1
+            continue
+        kept.append((params, row))
+    if other:
+        out(f"study {name}: {other} row(s) not restored (other GPU or code, outside the space, or oom/error)")
+    return kept
+
+
+def startup_trials(cfg) -> int:
+    return cfg.startup_trials if cfg.startup_trials is not None else min(10, max(3, int(cfg.trials) // 3))
+
+
+def _best_text(best: dict | None) -> str:
+    if best is None:
+        return "best: none yet"
+    unit = "" if best.get("timing_meaningful", True) else " wall clock"
+    return f"best {best['ms']:.4g} ms{unit} (trial {int(best['point_index']) + 1})"
+
+
+def tune(cfg: DictConfig, out=print, gpu_index: int | None = None) -> StudyResult:
+    """Runs (or resumes) the study of cfg's shape and variant until `trials` distinct configs have rows."""
+    import optuna
+    import variants
+    from optuna.trial import TrialState
+
+    from runners import trials as T
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if not isinstance(cfg.trials, int) or cfg.trials < 0:
+        raise ConfigError("trials", f"must be an integer >= 0, got {cfg.trials!r}")
+    base = schema.check(cfg, sweep._device_kind())  # the shape, the user's fixed blocks, their defaults
+    space = search_space(cfg, variants.get(base.variant).Blocks, base.block_overrides)
+    name = cfg.study or study_name(base, cfg.space)
+    cfg = copy.deepcopy(cfg)
+    with open_dict(cfg):
+        cfg.study, cfg.sweep_id = name, f"tune-{name}"
+    if gpu_index is None:
+        gpu_index = 0 if cfg.gpu.index == "auto" else int(cfg.gpu.index)
+    environment = env.environment({**OmegaConf.to_container(cfg.gpu, resolve=True), "index": gpu_index})
+    rows_dir = results.point_dir(cfg.results_dir, environment["gpu"], cfg.sweep_id)
+
+    size = space_size(space)
+    budget = min(int(cfg.trials), size)
+    dists = T.distributions(space)
+    sampler = optuna.samplers.TPESampler(seed=int(cfg.sampler_seed), n_startup_trials=startup_trials(cfg))
+    study = optuna.create_study(study_name=name, direction="minimize", sampler=sampler)
+    seen: dict[str, tuple] = {}  # params key -> (state, value, row)
+    best = None
+    next_index = 0
+    restored = restore(rows_dir, name, space, environment, out)
+    for params, row in restored:
+        study.add_trial(T.frozen_trial(row, params, dists))
+        state, value = T.outcome(row)
+        seen[T.params_key(params)] = (state, value, row)
+        if value is not None and (best is None or value < best["ms"]):
+            best = row
+        next_index = max(next_index, int(row["point_index"]) + 1)
+    out(f"study {name}: {len(space)} fields, {size} configs; {budget} trials "
+        f"({len(restored)} restored from {rows_dir}); TPE seed {cfg.sampler_seed}, "
+        f"{startup_trials(cfg)} random start")
+    if cfg.warm_start and not restored:
+        default = {k: v for k, v in base.blocks_dict.items() if k in space}
+        if all(T._candidate(v, space[k]) is not None for k, v in default.items()):
+            study.enqueue_trial({k: T._candidate(v, space[k]) for k, v in default.items()})
+
+    rng = random.Random(int(cfg.sampler_seed))
+    duplicates = streak = 0
+    while len(seen) < budget:
+        trial = study.ask(dists)
+        params = dict(trial.params)
+        key = T.params_key(params)
+        if key in seen:  # TPE re-proposed a measured config: tell it the recorded outcome, measure nothing
+            state, value, _ = seen[key]
+            study.tell(trial, value, state=state)
+            duplicates += 1
+            streak += 1
+            if streak >= MAX_DUPLICATES:
+                study.enqueue_trial(_unmeasured(space, seen, rng))
+                streak = 0
+            continue
+        streak = 0
+        index = next_index
+        row, line = run_trial(cfg, base, params, index, budget, environment, rows_dir, gpu_index)
+        next_index += 1
+        if row is None:  # resume said recorded but the row could not be read back: measure nothing more
+            study.tell(trial, state=TrialState.FAIL)
+            seen[key] = (TrialState.FAIL, None, None)
+            out(f"{line} (row not found)")
+            continue
+        state, value = T.outcome(row)
+        for k, v in T.user_attrs(row).items():
+            trial.set_user_attr(k, v)
+        study.tell(trial, value, state=state)
+        seen[key] = (state, value, row)
+        if value is not None and (best is None or value < best["ms"]):
+            best = {**row, "point_index": index}
+        out(f"{line} | {_best_text(best)}")
+
+    counts: dict[str, int] = {}
+    for _, _, row in seen.values():
+        if row is not None:
+            counts[row["status"]] = counts.get(row["status"], 0) + 1
+    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    out(f"study {name}: {len(seen)} configs measured ({summary}); {duplicates} re-proposals not re-measured")
+    if best is not None:
+        out(f"study {name}: {_best_text(best)}: {best['blocks_json']}")
+    out(f"rows: {rows_dir}")
+    return StudyResult(name, study, space, len(seen), len(restored), best, rows_dir)
+
+
+def _unmeasured(space: dict, seen: dict, rng: random.Random) -> dict:
+    """A random config of the space that has no trial yet (the space is known not to be exhausted)."""
+    from runners import trials as T
+
+    names = list(space)
+    if space_size(space) <= 4096:
+        left = [dict(zip(names, combo)) for combo in itertools.product(*space.values())
+                if T.params_key(dict(zip(names, combo))) not in seen]
+        return rng.choice(left)
+    while True:
+        params = {k: rng.choice(space[k]) for k in names}
+        if T.params_key(params) not in seen:
+            return params
+
+
+def defaults_rows_path(cfg: DictConfig, gpu_index: int | None) -> Path:
+    if cfg.defaults_rows:
+        return Path(cfg.defaults_rows)
+    gpu_cfg = {**OmegaConf.to_container(cfg.gpu, resolve=True), "index": gpu_index or 0}
+    return Path(cfg.results_dir) / env.environment(gpu_cfg)["gpu"]
+
+
+def run(cfg: DictConfig, out=print, gpu_index: int | None = None) -> StudyResult | None:
+    """The study (trials > 0), then write_defaults when asked."""
+    from runners import block_rules
+
+    result = tune(cfg, out, gpu_index) if cfg.trials > 0 else None
+    if result is None and not cfg.write_defaults:
+        out("trials=0 and write_defaults=false: nothing to do")
+    if cfg.write_defaults:
+        path = defaults_rows_path(cfg, gpu_index)
+        if not path.exists():
+            raise ConfigError("defaults_rows", f"no results at {path}")
+        target = Path(cfg.defaults_file) if cfg.defaults_file else env.CONF_DIR / "block_defaults.yaml"
+        block_rules.write_defaults(results.load(path), cfg.variant.name, target, out)
+    return result
+
+
+@hydra.main(version_base="1.3", config_path=str(env.CONF_DIR), config_name=CONFIG_NAME)
+def main(cfg: DictConfig) -> None:
+    try:
+        with sweep.job_lease(cfg) as held:
+            run(cfg, gpu_index=held.index)
+    except ConfigError as exc:
+        print(f"config error: {exc}", file=sys.stderr)
+        sys.exit(sweep.EXIT_CONFIG)
+    except results.TableError as exc:  # write_defaults reading a file that is not a result table
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(sweep.EXIT_CONFIG)
+
+
+def cli(argv: list[str] | None = None) -> None:
+    """`python -m runners.tune ...`: a composition error is one line and exit 2, then Hydra's main."""
+    from hydra import compose, initialize_config_dir
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not any(a.startswith("-") for a in argv):
+        try:
+            with initialize_config_dir(config_dir=str(env.CONF_DIR), version_base="1.3", job_name="tune"):
+                compose(CONFIG_NAME, argv)
+        except Exception as exc:  # noqa: BLE001 - Hydra's own errors: typo'd key, wrong type, unknown option
+            print(f"config error: {sweep.hydra_error_line(exc)}", file=sys.stderr)
+            sys.exit(sweep.EXIT_CONFIG)
+    sys.argv = [sys.argv[0], *argv]
+    main()
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Issue 12 on one GPU (H100 or H200): the Optuna tuner vs the exhaustive sweep=blocks grid, two_pass D=128 causal
+# N=4096 (B=4, H=16, bf16). Expected wall time: ~3-5 min on an H100 (64 grid points + 2 x 16 tuner trials).
+#   1. the exhaustive grid:  python -m runners.sweep -m sweep=blocks variant=two_pass head_dim=128 causal=true seq=4096
+#   2. the tuner on the same space (space=grid: conf/sweep_grid/blocks_two_pass.yaml's fields and values) with
+#      trials = floor(0.25 x grid size), TPE seed 0, twice: cold (warm_start=false: the search alone) and warm
+#      (trial 0 = the current conf/block_defaults.yaml config, the tuner's default);
+#   3. plots.study: one figure per study and the comparison (best tuner vs best grid, ratio, trials).
+# Each stage has its own results folder, so no stage reuses another's rows (every trial is measured).
+# Writes flat into $OUT (6 files): grid.parquet, tune.parquet, issue12.log, study_comparison.md, study_*.png (2).
+# Run from the repository root with hydra-core, omegaconf, antlr4 and optuna (+ deps) importable.
+set -uo pipefail
+OUT=${OUT:?set OUT to the output folder}
+mkdir -p "$OUT"
+WORK=$(mktemp -d)
+LOG="$OUT/issue12.log"
+# CPU smoke run (interpreter): ISSUE12_SHAPE="variant=two_pass head_dim=16 causal=true seq=64 batch=1 heads=1 dtype=fp32 bench.cpu_warmup=0 bench.cpu_rep=1"
+read -r -a SHAPE <<<"${ISSUE12_SHAPE:-variant=two_pass head_dim=128 causal=true seq=4096}"
+export PYTHONUNBUFFERED=1
+
+echo "== grid: sweep=blocks ${SHAPE[*]}" | tee "$LOG"
+start=$SECONDS
+python -m runners.sweep -m sweep=blocks "${SHAPE[@]}" results_dir="$WORK/grid" sweep_id=issue12-grid >>"$LOG" 2>&1
+echo "grid: exit $? after $((SECONDS - start)) s" | tee -a "$LOG"
+
+GRID_SIZE=$(python -c "from runners import tune; print(tune.space_size(tune.grid_space('two_pass')))")
+TRIALS=$((GRID_SIZE / 4))
+echo "grid size $GRID_SIZE -> tuner trials $TRIALS" | tee -a "$LOG"
+
+for mode in cold warm; do
+  warm=$([ "$mode" = warm ] && echo true || echo false)
+  echo "== tuner ($mode start): space=grid trials=$TRIALS ${SHAPE[*]}" | tee -a "$LOG"
+  start=$SECONDS
+  python -m runners.tune "${SHAPE[@]}" space=grid trials="$TRIALS" sampler_seed=0 warm_start="$warm" \
+      study="issue12-two_pass-d128-causal-n4096-$mode" results_dir="$WORK/tune_$mode" >>"$LOG" 2>&1
+  echo "tuner $mode: exit $? after $((SECONDS - start)) s" | tee -a "$LOG"
+done
+
+python - "$WORK" "$OUT" >>"$LOG" 2>&1 <<'EOF'
+import sys
+from runners.results import load
+work, out = sys.argv[1:]
+load(f"{work}/grid").to_parquet(f"{out}/grid.parquet", index=False)
+load([f"{work}/tune_cold", f"{work}/tune_warm"]).to_parquet(f"{out}/tune.parquet", index=False)
+EOF
+echo "tables: exit $?" | tee -a "$LOG"
+python -m plots.study results="$OUT/tune.parquet" grid="$OUT/grid.parquet" out="$OUT" >>"$LOG" 2>&1
+echo "plots.study: exit $?" | tee -a "$LOG"
+rm -rf "$WORK"
+echo
+cat "$OUT/study_comparison.md" 2>/dev/null || echo "no comparison (see $LOG)"

@@ -1,0 +1,180 @@
+"""The Optuna tuner on the CPU interpreter: trials are runner rows, pruned trials keep their reason, resume
+measures only new configs, write_defaults turns the winner into a block_defaults rule; plots.study draws it."""
+import dataclasses
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+import yaml
+from hydra import compose, initialize_config_dir
+from optuna.trial import TrialState
+
+from runners import block_rules, env, measure, results, tune  # runners.* set TRITON_INTERPRET first
+import variants
+from runners.schema import ConfigError
+from variants.block_defaults import default_block_fields
+from variants.blocks import AtomicBlocks, FusedBlocks, TwoPassBlocks
+from variants.problem import Problem
+
+pytestmark = pytest.mark.skipif(not env.interpreting(), reason="tuner tests are for the CPU interpreter")
+TINY = ["variant=two_pass", "seq=40", "head_dim=16", "batch=1", "heads=1", "dtype=fp32", "bench.cpu_warmup=0",
+        "bench.cpu_rep=1", "space=search", "+search={BLOCK_M1:[16,32],BLOCK_N2:[16,32]}"]  # 4 configs
+
+
+def cfg_for(tmp_path, *overrides, base=TINY):
+    with initialize_config_dir(config_dir=str(env.CONF_DIR), version_base="1.3", job_name="test"):
+        return compose("tune", [*base, f"results_dir={tmp_path / 'results'}", *overrides])
+
+
+def study_table(result):
+    return results.load(result.rows_dir)
+
+
+def test_four_trial_study_rows_pruned_trials_and_written_defaults(tmp_path, monkeypatch):
+    """2 ok, 1 wrong (dq corrupted), 1 invalid (a combination rule): every one a row with `study`;
+    the two failures are PRUNED trials with their reasons; the winner becomes the `any` rule for D <= 16."""
+    impl = variants.get("two_pass")
+    real_backward = impl.run_backward
+
+    def corrupted(*args, blocks, **kwargs):
+        dq, dk, dv = real_backward(*args, blocks=blocks, **kwargs)
+        return (dq * 2 if (blocks.BLOCK_M1, blocks.BLOCK_N2) == (16, 32) else dq), dk, dv
+
+    def rule(self):
+        if (self.BLOCK_M1, self.BLOCK_N2) == (32, 32):
+            raise ValueError("BLOCK_N2=32: test rule, not with BLOCK_M1=32")
+
+    monkeypatch.setattr(impl, "run_backward", corrupted)
+    monkeypatch.setattr(TwoPassBlocks, "check_rules", rule)
+    lines = []
+    result = tune.tune(cfg_for(tmp_path, "trials=4"), out=lines.append)
+
+    df = study_table(result)
+    assert result.measured == 4 and result.restored == 0 and len(df) == 4
+    assert set(df["study"]) == {result.name} and df["config_key"].nunique() == 4
+    by_config = {(r.BLOCK_M1, r.BLOCK_N2): r for r in df.itertuples()}
+    assert set(by_config) == {(16, 16), (16, 32), (32, 16), (32, 32)}
+    assert by_config[16, 32].status == "wrong" and by_config[16, 32].ms > 0  # measured, not a result
+    invalid = by_config[32, 32]
+    assert invalid.status == "unsupported" and "invalid blocks" in invalid.reason and "test rule" in invalid.reason
+    assert invalid.head_dim == 16 and invalid.BLOCK_M2 == by_config[16, 16].BLOCK_M2  # a normal row, resolved fields
+    ok = df[df["status"] == "ok"]
+    assert len(ok) == 2 and ok["correct"].all()
+
+    trials = result.study.get_trials(deepcopy=False)
+    pruned = {t.user_attrs["status"]: t for t in trials if t.state == TrialState.PRUNED}
+    assert set(pruned) == {"wrong", "unsupported"} and "test rule" in pruned["unsupported"].user_attrs["reason"]
+    assert pruned["wrong"].params == {"BLOCK_M1": 16, "BLOCK_N2": 32}
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert {t.value for t in complete} == set(ok["ms"])  # re-proposals carry a recorded value, never a new one
+    assert result.best["ms"] == ok["ms"].min() and result.study.best_value == ok["ms"].min()
+    progress = [ln for ln in lines if ln.startswith("[")]
+    assert len(progress) == 4 and all("best" in ln for ln in progress)  # one line per measured trial
+
+    # write_defaults: the winner becomes a rule of `any` (the CPU interpreter's table) in a copy of the table
+    table_path = tmp_path / "block_defaults.yaml"
+    shutil.copy(env.CONF_DIR / "block_defaults.yaml", table_path)
+    before = yaml.safe_load(table_path.read_text())
+    printed = []
+    tune.run(cfg_for(tmp_path, "trials=0", "write_defaults=true", f"defaults_file={table_path}"), out=printed.append)
+    after = yaml.safe_load(table_path.read_text())
+    winner = json.loads(result.best["blocks_json"])
+    problem = Problem(1, 40, 40, 1, 1, 16, False, torch.float32, "cpu")
+    assert TwoPassBlocks(**default_block_fields("two_pass", problem, after)).as_dict() == winner
+    assert after["9.0"] == before["9.0"]  # only the architecture of the rows changes
+    for head_dim, causal in ((64, False), (16, True), (128, True)):  # shapes the rule does not cover
+        other = Problem(1, 40, 40, 1, 1, head_dim, causal, torch.float32, "cpu")
+        assert default_block_fields("two_pass", other, after) == default_block_fields("two_pass", other, before)
+    for name in ("atomic", "fused"):
+        assert after["any"][name] == before["any"][name]
+    diff = "\n".join(printed)
+    assert "+    - when: {head_dim_max: 16, causal: false}" in diff and "(written)" in diff
+
+    from plots import study as plot_study
+    paths, table = plot_study.draw(results.load(result.rows_dir), tmp_path / "plots")
+    assert [p.name for p in paths] == [f"study_{plot_study.C.slug(result.name)}.png"] and table is None
+
+
+def test_a_resumed_study_measures_only_new_configs(tmp_path, monkeypatch):
+    measured = []
+    real_measure = measure.measure
+
+    def counting(point, *args, **kwargs):
+        measured.append(json.dumps({k: point.blocks_dict[k] for k in ("BLOCK_M1", "BLOCK_N2")}))
+        return real_measure(point, *args, **kwargs)
+
+    monkeypatch.setattr(measure, "measure", counting)
+    first = tune.tune(cfg_for(tmp_path, "trials=2"), out=lambda _: None)
+    assert first.measured == 2 and len(measured) == 2
+    lines = []
+    second = tune.tune(cfg_for(tmp_path, "trials=4"), out=lines.append)
+    assert second.restored == 2 and second.measured == 4
+    assert len(measured) == 4 and len(set(measured)) == 4  # the first two were not measured again
+    df = study_table(second)
+    assert len(df) == 4 and df["config_key"].nunique() == 4 and set(df["study"]) == {second.name}
+    assert "2 restored" in lines[0]
+    assert len(second.study.get_trials(states=(TrialState.COMPLETE,))) >= 4
+
+
+def test_search_space_comes_from_the_block_declarations(tmp_path):
+    shape = TINY[:-2]  # no space=search
+    cfg = cfg_for(tmp_path, "blocks.prescale=true", base=shape)
+    space = tune.search_space(cfg, TwoPassBlocks, {"prescale": True})
+    assert space == {k: v for k, v in TwoPassBlocks.search_space().items() if k != "prescale"}
+    assert space["longest_first"] == (False, True) and space["BLOCK_M1"] == (16, 32, 64, 128)
+    assert "deterministic" not in AtomicBlocks.search_space()  # a mode, not searched
+    grid = tune.search_space(cfg_for(tmp_path, "space=grid", base=shape), TwoPassBlocks, {})
+    assert grid == {"BLOCK_M1": (32, 64), "BLOCK_N1": (64, 128), "num_warps1": (4, 8), "BLOCK_M2": (64, 128),
+                    "BLOCK_N2": (32, 64), "num_warps2": (4, 8)} and tune.space_size(grid) == 64
+    with pytest.raises(ConfigError, match="search: unknown block field"):
+        tune.search_space(cfg_for(tmp_path, "+search.BLOCK_Q=[1]", base=shape), TwoPassBlocks, {})
+    with pytest.raises(ConfigError, match="space: must be one of"):
+        tune.search_space(cfg_for(tmp_path, "space=everything"), TwoPassBlocks, {})
+
+
+@pytest.mark.parametrize("blocks_cls", [TwoPassBlocks, AtomicBlocks, FusedBlocks])
+def test_every_declared_candidate_passes_its_field_rule(blocks_cls, monkeypatch):
+    """A candidate may break a combination rule (check_rules: an invalid trial) but never its own field's rule."""
+    monkeypatch.setattr(blocks_cls, "check_rules", lambda self: None)
+    for name, values in blocks_cls.search_space().items():
+        for value in values:
+            dataclasses.replace(blocks_cls(), **{name: value}).validate()
+
+
+def test_rules_replace_the_exact_rule_or_go_before_the_serving_one(tmp_path):
+    table_path = tmp_path / "block_defaults.yaml"
+    shutil.copy(env.CONF_DIR / "block_defaults.yaml", table_path)
+    before_text = table_path.read_text()
+    base = TwoPassBlocks().as_dict()
+
+    def row(head_dim, causal, ms, **blocks):
+        fields = {**base, **blocks}
+        return {"study": "s", "variant": "two_pass", "status": "ok", "correct": True, "compute_capability": "9.0",
+                "head_dim": head_dim, "causal": causal, "dtype": "bf16", "seq": 4096, "ms": ms, "point_index": 0,
+                "timestamp": str(ms), "config_key": f"{head_dim}{causal}{sorted(fields.items())}",
+                "blocks_json": json.dumps(fields), **fields}
+
+    import pandas as pd
+    df = pd.DataFrame([row(128, True, 2.0, BLOCK_M1=64, BLOCK_N1=128, num_warps1=8, num_stages1=3),
+                       row(128, True, 3.0, BLOCK_M1=16), row(96, False, 1.0, prescale=True)])
+    block_rules.write_defaults(df, "two_pass", table_path, out=lambda _: None)
+    after = yaml.safe_load(table_path.read_text())
+    rules = after["9.0"]["two_pass"]
+    whens = [r["when"] for r in rules]
+    assert whens.index({"head_dim_max": 96, "causal": False}) == whens.index({"head_dim_max": 128, "causal": False}) - 1
+    assert rules[whens.index({"head_dim_max": 128, "causal": True})]["blocks"]["BLOCK_N1"] == 128
+    assert rules[whens.index({"head_dim_max": 96, "causal": False})]["blocks"]["prescale"] is True
+    assert len(rules) == len(yaml.safe_load(before_text)["9.0"]["two_pass"]) + 1
+    text = table_path.read_text()
+    assert text.splitlines()[:10] == before_text.splitlines()[:10]  # the header comments are kept
+    assert "any: *hopper" in text  # `any` still follows the Hopper table
+
+
+def test_bad_tuner_config_is_one_line_and_exit_2(tmp_path):
+    for args, expect in ((["trialz=3"], "trialz"), (["space=everything"], "space: must be one of")):
+        proc = subprocess.run([sys.executable, "-m", "runners.tune", *args, f"results_dir={tmp_path}"],
+                              cwd=env.REPO, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 2 and expect in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr

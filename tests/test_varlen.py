@@ -1,0 +1,144 @@
+"""Packed variable-length batches (cu_seqlens): every Triton design against the fp32 reference's per-document
+loop, o, dq, dk, dv, on odd document lengths; the (document, block) program table; FLOP counting; bad input."""
+import pytest
+import torch
+
+from kernels.varlen import Packing
+from tests.test_variants import SMALL_BLOCKS, TRITON_VARIANTS
+from variants import Problem, TritonVariant, attention, get
+from variants.accuracy import REL_TOL, error
+from variants.reference import reference_grads
+
+# (lens_q, lens_k or None (= lens_q), H, Hkv, D): one document; many tiny ones incl. length 1; lengths that
+# are not multiples of any block; Nq != Nk per document (incl. Nq > Nk: rows that see no key); GQA / MQA;
+# empty documents (length 0) on either side.
+PACKINGS = {
+    "one-doc": ([45], None, 2, 2, 32),
+    "tiny-docs": ([1, 1, 2, 3, 1, 5, 1, 16], None, 2, 1, 16),
+    "odd-lengths-gqa": ([17, 33, 50], None, 4, 2, 40),
+    "nq-ne-nk": ([5, 40, 17, 9], [12, 33, 17, 1], 4, 2, 32),
+    "empty-docs": ([0, 7, 0, 20, 3], [4, 7, 0, 0, 19], 2, 1, 32),
+}
+DTYPES = [torch.float32, torch.float16]
+
+
+def cu(lens) -> torch.Tensor:
+    return torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
+
+
+def packed_inputs(lens_q, lens_k, heads, kv_heads, head_dim, dtype, device):
+    """Fresh random q, do [total_q, H, D], k, v [total_k, Hkv, D] and the cu_seqlens on `device`."""
+    lens_k = lens_q if lens_k is None else lens_k
+    q, do = (torch.randn(sum(lens_q), heads, head_dim, device=device, dtype=dtype) for _ in range(2))
+    k, v = (torch.randn(sum(lens_k), kv_heads, head_dim, device=device, dtype=dtype) for _ in range(2))
+    return q, k, v, do, cu(lens_q).to(device), cu(lens_k).to(device)
+
+
+def run_and_check_packed(variant, q, k, v, do, cu_q, cu_k, causal, blocks=None):
+    leaves = [t.detach().clone().requires_grad_(True) for t in (q, k, v)]
+    o = attention(*leaves, causal=causal, variant=variant, blocks=blocks, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+    o.backward(do)
+    ref = reference_grads(q, k, v, do, causal, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+    for name, out, expected in zip(("o", "dq", "dk", "dv"), (o, *(t.grad for t in leaves)), ref):
+        assert out.shape == expected.shape, name
+        err = error(out, expected)
+        assert err.ok(q.dtype), f"{variant} {name}: rel err {err.rel:.2e} > {REL_TOL[q.dtype]:.0e} (max abs {err.max_abs:.2e})"
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("packing", list(PACKINGS))
+@pytest.mark.parametrize("variant", TRITON_VARIANTS)
+def test_packed_matches_reference_fp32(variant, packing, causal, device):
+    torch.manual_seed(hash((variant, packing, causal)) % 2**31)
+    inputs = packed_inputs(*PACKINGS[packing], torch.float32, device)
+    run_and_check_packed(variant, *inputs, causal, blocks=SMALL_BLOCKS[variant])
+
+
+@pytest.mark.parametrize("packing", ["tiny-docs", "nq-ne-nk"])
+@pytest.mark.parametrize("variant", TRITON_VARIANTS)
+def test_packed_matches_reference_fp16(variant, packing, device):
+    torch.manual_seed(hash((variant, packing)) % 2**31)
+    run_and_check_packed(variant, *packed_inputs(*PACKINGS[packing], torch.float16, device), True,
+                         blocks=SMALL_BLOCKS[variant])
+
+
+@pytest.mark.parametrize("variant,blocks", [
+    ("atomic", {"deterministic": True}), ("atomic", {"longest_first": True}),
+    ("two_pass", {"longest_first": True, "prescale": True}), ("fused", {"prescale": False}),
+], ids=["atomic-deterministic", "atomic-longest-first", "two_pass-longest-first-prescale", "fused-no-prescale"])
+def test_packed_design_switches(variant, blocks, device):
+    inputs = packed_inputs(*PACKINGS["nq-ne-nk"], torch.float32, device)
+    run_and_check_packed(variant, *inputs, True, blocks={**SMALL_BLOCKS[variant], **blocks})
+
+
+@pytest.mark.parametrize("variant", TRITON_VARIANTS)
+def test_packed_default_blocks(variant, device):
+    """The per-problem default blocks (the ones a sweep uses)."""
+    run_and_check_packed(variant, *packed_inputs([70, 3, 129], None, 2, 1, 64, torch.float16, device), True)
+
+
+def test_equal_documents_match_the_uniform_batch(device):
+    """A packing of B equal documents is the uniform [B, N] problem: same o and gradients, same FLOPs."""
+    b, n, h, d = 3, 37, 2, 32
+    q, k, v, do = (torch.randn(b, n, h, d, device=device) for _ in range(4))
+    uniform = [t.detach().clone().requires_grad_(True) for t in (q, k, v)]
+    attention(*uniform, causal=True, variant="two_pass").backward(do)
+    packed = [t.detach().reshape(b * n, h, d).clone().requires_grad_(True) for t in (q, k, v)]
+    o = attention(*packed, causal=True, variant="two_pass", cu_seqlens_q=cu([n] * b).to(device))
+    o.backward(do.reshape(b * n, h, d))
+    for u, p in zip(uniform, packed):
+        torch.testing.assert_close(p.grad.reshape(b, n, h, d), u.grad, rtol=1e-5, atol=1e-5)
+    flops_uniform = Problem(b, n, n, h, h, d, True, torch.float32, "cpu").backward_flops()
+    assert Problem.packed([n] * b, [n] * b, h, h, d, True, torch.float32, "cpu").backward_flops() == flops_uniform
+
+
+def test_block_table_covers_every_document_block_once():
+    packing = Packing(cu([0, 5, 40, 1, 0]), cu([3, 0, 33, 70, 0]))
+    table = packing.block_indices(block_q=16, block_k=32).tolist()
+    expected = [(d, j) for d, n in enumerate([1, 1, 3, 3, 0]) for j in range(n)]  # max(cdiv(q, 16), cdiv(k, 32))
+    assert [tuple(x) for x in table] == expected
+    assert packing.block_indices(block_q=16) is packing.block_indices(block_q=16)  # cached: no work when timed
+    assert packing.block_indices(block_k=32).shape == (1 + 0 + 2 + 3 + 0, 2)
+
+
+def test_pairs_are_counted_per_document():
+    p = Problem.packed([4, 3], [4, 5], 2, 2, 8, True, torch.float32, "cpu")
+    # doc 0: 4 x 4 causal -> 8 (FlashAttention's halving); doc 1: Nq=3, Nk=5 bottom-right -> 3 + 4 + 5 = 12
+    assert p.total_pairs == 20 and p.forward_flops() == 4 * 2 * 20 * 8
+    assert Problem.packed([4, 3], [4, 5], 2, 2, 8, False, torch.float32, "cpu").total_pairs == 16 + 15
+
+
+@pytest.mark.parametrize("cu_q, message", [
+    (torch.tensor([1, 5], dtype=torch.int32), "must start at 0"),
+    (torch.tensor([0, 6, 5], dtype=torch.int32), "non-decreasing"),
+    (torch.tensor([0, 4], dtype=torch.int32), "must end at the packed length 5"),
+    (torch.tensor([0, 5.0]), "int32 or int64"),
+    (torch.tensor([[0, 5]], dtype=torch.int32), "1-D"),
+])
+def test_bad_cu_seqlens_is_one_line(cu_q, message, device):
+    q = torch.randn(5, 2, 16, device=device)
+    with pytest.raises(ValueError, match=message) as info:
+        attention(q, q, q, cu_seqlens_q=cu_q.to(device))
+    assert "\n" not in str(info.value)
+
+
+def test_bad_packed_shapes_are_one_line(device):
+    q = torch.randn(5, 2, 16, device=device)
+    with pytest.raises(ValueError, match="3-D"):
+        attention(q[None], q[None], q[None], cu_seqlens_q=cu([5]).to(device))
+    with pytest.raises(ValueError, match="different document counts"):
+        attention(q, q, q, cu_seqlens_q=cu([5]).to(device), cu_seqlens_k=cu([2, 3]).to(device))
+    with pytest.raises(ValueError, match="max_seqlen_q=3 is shorter"):
+        attention(q, q, q, cu_seqlens_q=cu([5]).to(device), max_seqlen_q=3)
+    with pytest.raises(ValueError, match="layout 'bnhd'"):
+        attention(q, q, q, cu_seqlens_q=cu([5]).to(device), layout="bhnd")
+
+
+def test_a_design_without_varlen_says_unsupported():
+    """A new TritonVariant that does not declare supports_varlen refuses packed problems with a reason."""
+    class NoVarlen(TritonVariant):
+        name = "no_varlen"
+    problem = Problem.packed([3, 4], [3, 4], 2, 2, 16, True, torch.float16, "cpu")
+    assert "packed variable-length" in NoVarlen().supports(problem)
+    for name in TRITON_VARIANTS + ["reference"]:
+        assert get(name).varlen_reason(problem) is None
