@@ -27,8 +27,13 @@ QUANTILES = [0.5, 0.2, 0.8]  # -> ms, ms_p20, ms_p80
 REF_FULL_LIMIT_BYTES = 8 * 2**30  # fp32 B*H*Nq*Nk above this: check batch 0 and the first kv-head group only
 REF_CHUNK_BYTES = 2**30  # fp32 scores per reference call; longer problems are checked in query chunks
 
-STATUSES = ("ok", "wrong", "oom", "compile_error", "resources", "unsupported", "error",
+STATUSES = ("ok", "wrong", "oom", "compile_error", "resources", "unsupported", "error", "crashed", "timeout",
             "skipped")  # skipped: not run, e.g. over cpu_budget_s in the CPU interpreter (runners/cpu_cost.py)
+FAULT_STATUSES = ("crashed", "timeout")  # the point took its process down or never finished (runners/isolate.py)
+# Sticky CUDA errors: the context is dead after one, every later CUDA call in the process fails.
+FATAL_CUDA_ERRORS = ("illegal memory access", "illegal address", "unspecified launch failure", "device-side assert",
+                     "misaligned address", "illegal instruction", "hardware stack error", "uncorrectable ecc",
+                     "an invalid program counter", "cuda error: launch failure")
 
 
 def _error_class(module: str, name: str):
@@ -57,13 +62,30 @@ def one_line(exc: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def is_fatal_cuda_error(text: str) -> bool:
+    """True for a sticky CUDA error (illegal address, launch failure, device assert ...): the process's CUDA
+    context cannot run anything after it."""
+    low = text.lower()
+    return any(p in low for p in FATAL_CUDA_ERRORS)
+
+
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """'<Type>: <first line of the message>' (a CUDA error's advice lines dropped)."""
+    lines = [ln.strip() for ln in _text(exc).splitlines() if ln.strip()]
+    text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def classify(exc: BaseException, from_variant: bool) -> str:
-    """Status for an exception: oom, resources, compile_error, unsupported (ValueError raised by the
-    variant: its way of refusing a problem or config), or error."""
+    """Status for an exception: resources, compile_error, crashed (a sticky CUDA error: the context is
+    dead), oom, unsupported (ValueError raised by the variant: its way of refusing a problem or config),
+    or error."""
     if _OUT_OF_RESOURCES and isinstance(exc, _OUT_OF_RESOURCES):
         return "resources"
     if _COMPILE_ERRORS and isinstance(exc, _COMPILE_ERRORS):
         return "compile_error"
+    if is_fatal_cuda_error(_text(exc)):
+        return "crashed"
     if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in _text(exc).lower():
         return "oom"
     if from_variant and isinstance(exc, ValueError):
@@ -310,7 +332,7 @@ def measure(point, bench, *, timer: str, gpu_index: int = 0, seed: int = 0, peak
     except Exception as exc:  # noqa: BLE001 - every failure becomes a row; the sweep goes on
         failed = classify(exc, from_variant=stage in ("prepare", "backward", "timing"))
         oom = failed == "oom"
-        message = f"{stage}: {one_line(exc)}"
+        message = f"{stage}: {one_line(exc) if failed != 'crashed' else first_line(exc)}"
         if status == "wrong":
             reason = f"{reason}; then {failed} in {message}"
         else:

@@ -2,6 +2,7 @@
 
     python -m runners.merge results/ /mnt/cluster/results node7-results.parquet out=results/merged.parquet
     python -m runners.merge results/ out=merged/          # a directory: writes merged/merged.parquet
+    python -m runners.merge results/ out=m.parquet strict=false   # skip (and list) files that are not result tables
 
 Every input (a directory, searched recursively, or a parquet file) is read with `runners.results.load`, and
 the rows are de-duplicated with `runners.results.dedupe`: one row per (config_key, gpu_name, commit), the
@@ -14,7 +15,12 @@ read as an input. `runners.regress` and the plots read the merged file like any 
     python -m runners.regress baseline=<commit> results=results/merged.parquet
     python -m plots.compare results=results/merged.parquet
 
-Exit status: 0 when written, 2 on bad arguments or no rows.
+A file that is not a result table (truncated, another format renamed .parquet, empty, unreadable, a foreign
+table missing columns such as `status` or `config_key`) stops the merge by default: one line naming it, exit 2, nothing
+written. With `strict=false` such files are skipped, each named on stderr, and the report line counts them:
+the merged table never loses rows silently.
+
+Exit status: 0 when written, 2 on bad arguments, a bad input file (strict) or no rows.
 """
 from __future__ import annotations
 
@@ -34,14 +40,19 @@ class UsageError(Exception):
     pass
 
 
-def parse(argv: list[str]) -> tuple[list[Path], Path]:
-    inputs, out = [], None
+def parse(argv: list[str]) -> tuple[list[Path], Path, bool]:
+    inputs, out, strict = [], None, True
     for token in argv:
         if token in ("-h", "--help", "help"):
             print(__doc__)
             raise SystemExit(0)
         if token.startswith(("out=", "--out=")):
             out = token.split("=", 1)[1]
+        elif token.startswith(("strict=", "--strict=")):
+            value = token.split("=", 1)[1].strip().lower()
+            if value not in ("true", "false", "1", "0", "yes", "no"):
+                raise UsageError(f"strict={value!r}: expected true or false")
+            strict = value in ("true", "1", "yes")
         else:
             inputs.append(Path(token))
     if not inputs:
@@ -54,16 +65,17 @@ def parse(argv: list[str]) -> tuple[list[Path], Path]:
     out_path = Path(out)
     if out_path.suffix != ".parquet" or out_path.is_dir():
         out_path = out_path / DEFAULT_NAME
-    return inputs, out_path
+    return inputs, out_path, strict
 
 
 def input_files(inputs: list[Path], out: Path) -> list[Path]:
     """Every parquet file of the inputs, each once, the output file excluded."""
-    files = []
-    for p in inputs:
-        files.extend(sorted(p.rglob("*.parquet")) if p.is_dir() else [p])
+    files = results.parquet_files(inputs)
     skip = out.resolve()
-    return [f for f in dict.fromkeys(f.resolve() for f in files) if f != skip]
+    unique: dict = {}
+    for f in files:
+        unique.setdefault(f.resolve(), f)  # the path as found names the file in messages (a link: the link)
+    return [f for resolved, f in unique.items() if resolved != skip]
 
 
 def merge(df: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
@@ -101,8 +113,24 @@ def write(df: pd.DataFrame, out: Path) -> Path:
     return out
 
 
-def report(counts: dict, merged: pd.DataFrame, files: int) -> list[str]:
-    lines = [f"{files} files, {counts['rows_in']} rows in -> {counts['rows_out']} rows out "
+def read(files: list[Path], strict: bool) -> tuple[pd.DataFrame, list[str]]:
+    """(rows of the readable files, one line per file that is not a result table); strict: UsageError
+    naming the first bad file (and how many more)."""
+    tables, problems = [], []
+    for f in files:
+        try:
+            tables.append(results.read_table(f))
+        except results.TableError as exc:
+            problems.append(str(exc))
+    if problems and strict:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise UsageError(f"{problems[0]}{more}; nothing written (strict=false skips such files)")
+    return (results.concat_tables(tables) if tables else pd.DataFrame()), problems
+
+
+def report(counts: dict, merged: pd.DataFrame, files: int, skipped: int = 0) -> list[str]:
+    skip = f" ({skipped} not result tables, skipped: their rows are NOT in the output)" if skipped else ""
+    lines = [f"{files} files{skip}, {counts['rows_in']} rows in -> {counts['rows_out']} rows out "
              f"({counts['duplicates']} duplicates dropped: {counts['exact_copies']} exact copies, "
              f"{counts['remeasured']} re-measured, newest kept); each (config_key, gpu_name, commit) once"]
     by = [c for c in ("gpu_name", "hostname") if c in merged.columns]
@@ -116,16 +144,18 @@ def report(counts: dict, merged: pd.DataFrame, files: int) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        inputs, out = parse(argv)
+        inputs, out, strict = parse(argv)
         files = input_files(inputs, out)
-        df = results.load(files) if files else pd.DataFrame()
+        df, problems = read(files, strict)
+        for problem in problems:
+            print(f"{PROG}: warning: skipped {problem}", file=sys.stderr)
         if df.empty:
             raise UsageError(f"no result rows under {', '.join(map(str, inputs))}")
         merged, counts = merge(df)
     except UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
-    for line in report(counts, merged, len(files)):
+    for line in report(counts, merged, len(files), len(problems)):
         print(line)
     print(f"wrote {write(merged, out)}")
     return 0

@@ -39,7 +39,9 @@ Across GPUs (cross_gpu=true, or automatically when the two sides share no gpu_na
   failure such as oom on the other GPU is only reported; wrong gradients still count: WRONG when any of the
   candidate's configs of a shape is wrong and none of the baseline's was.
 
-Exit status: 1 when anything counts as a regression, 0 otherwise, 2 on bad arguments or unusable tables.
+Exit status: 1 when anything counts as a regression, 0 otherwise, 2 on bad arguments or unusable tables
+(a file under either side that is not a result table is refused with one line naming it; any other failure
+on the way is also 2, never 1: 1 always means a regression was found).
 """
 from __future__ import annotations
 
@@ -109,7 +111,7 @@ def resolve_sides(baseline: str | None, candidate: str | None, results: str | No
     if Path(baseline).exists():
         if not candidate:
             raise T.UsageError(f"{PROG}: candidate=<results path> is required when baseline is a path")
-        base, cand = T.load(baseline), T.load(candidate)
+        base, cand = T.load(baseline, strict=True), T.load(candidate, strict=True)
         return Side(base, f"{baseline} ({_summary(base)})"), Side(cand, f"{candidate} ({_summary(cand)})")
     sha = baseline if is_commit_like(baseline) else resolve_ref(baseline)
     if sha is None:
@@ -118,7 +120,7 @@ def resolve_sides(baseline: str | None, candidate: str | None, results: str | No
     if not source:
         raise T.UsageError(f"{PROG}: baseline={baseline} is a commit: give results=<dir> (or candidate=<dir>) "
                            "holding rows of that commit")
-    pool = T.load(source)
+    pool = T.load(source, strict=True)
     matched = pool[pool["commit"].str.lower().str.startswith(sha.lower())]
     commits = sorted(set(matched["commit"]))
     if not commits:
@@ -129,7 +131,7 @@ def resolve_sides(baseline: str | None, candidate: str | None, results: str | No
     base_sha = commits[0]
     base = matched
     if results and candidate:
-        other = T.load(candidate)
+        other = T.load(candidate, strict=True)
         where = candidate
     else:
         other = pool[pool["commit"] != base_sha]
@@ -330,6 +332,16 @@ def markdown(cmp: Comparison, base: Side | None = None, cand: Side | None = None
 
 @T.cli
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except T.UsageError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - an uncaught error would exit 1, which means "regression found"
+        text = " ".join(str(exc).split())[:300]
+        raise T.UsageError(f"{PROG}: cannot compare these tables: {type(exc).__name__}: {text}") from None
+
+
+def _main(argv: list[str] | None) -> int:
     args = T.parse_args(argv, DEFAULTS, PROG, __doc__)
     mode = str(args["cross_gpu"]).strip().lower()
     if mode not in ("auto", "true", "false", "1", "0", "yes", "no"):

@@ -7,13 +7,15 @@ and an existing file is never overwritten.
 import hashlib
 import json
 import os
+import re
+import sys
 import warnings
 from pathlib import Path
 
 import pandas as pd
 
-# Statuses that a rerun would reproduce: resume skips them. oom and error may be transient: rerun. skipped (over
-# the CPU budget, runners/cpu_cost.py) is estimated again, so a larger cpu_budget_s runs the point.
+# Statuses that a rerun would reproduce: resume skips them. oom, error, crashed and timeout may be transient: rerun.
+# skipped (over the CPU budget, runners/cpu_cost.py) is estimated again, so a larger cpu_budget_s runs the point.
 RESUME_STATUSES = ("ok", "wrong", "unsupported", "compile_error", "resources")
 CONFIG_COLUMNS = ("variant", "batch", "heads", "kv_heads", "seq", "seq_k", "head_dim", "causal", "dtype", "layout")
 DEDUPE_KEY = ("config_key", "gpu_name", "commit")
@@ -83,7 +85,7 @@ def reset_session() -> None:
     _session_paths.clear()
 
 
-def _concat(tables: list) -> pd.DataFrame:
+def concat_tables(tables: list) -> pd.DataFrame:
     import pyarrow as pa
     try:
         return pa.concat_tables(tables, promote_options="permissive").to_pandas()
@@ -93,22 +95,85 @@ def _concat(tables: list) -> pd.DataFrame:
             return pd.concat([t.to_pandas() for t in tables], ignore_index=True)
 
 
-def load(path: str | Path | list) -> pd.DataFrame:
-    """One DataFrame of every row: a parquet file, a directory (searched recursively), or a list of them."""
-    import pyarrow.parquet as pq
+class TableError(ValueError):
+    """A file that is not a readable result table; str() is one line that names the file."""
 
-    paths = path if isinstance(path, (list, tuple)) else [path]
+
+# Every row runners.sweep writes has these; without them a reader would have to guess (a missing `correct`
+# would read as wrong gradients, a missing key would merge unrelated points): such a file is refused.
+REQUIRED_COLUMNS = ("config_key", "variant", "status", "correct", "gpu_name", "commit", "timestamp")
+
+
+def parquet_files(paths: list) -> list[Path]:
+    """Every *.parquet entry of the paths: a file as given, a directory searched recursively. Entries that
+    are not regular files (a directory named x.parquet inside a tree, a broken link) are kept: reading
+    them names the problem. The runner writes only regular files."""
     files = []
     for p in map(Path, paths):
         if p.is_dir():
             files.extend(sorted(p.rglob("*.parquet")))
-        elif p.is_file():
+        elif p.exists() or p.is_symlink():
             files.append(p)
         else:
             raise FileNotFoundError(f"no results at {p}")
-    if not files:
-        return pd.DataFrame()
-    return _concat([pq.read_table(f) for f in files])
+    return files
+
+
+def read_table(path: Path):
+    """One result file as a pyarrow Table; TableError (one line naming the file) when it is not one."""
+    import pyarrow.parquet as pq
+
+    try:
+        if not path.is_file():
+            what = "a directory" if path.is_dir() else "a broken link or special file"
+            raise TableError(f"{path}: not a regular file ({what})")
+        if path.stat().st_size == 0:
+            raise TableError(f"{path}: empty file (0 bytes), not a parquet table")
+        table = pq.read_table(path)
+    except TableError:
+        raise
+    except PermissionError:
+        raise TableError(f"{path}: permission denied") from None
+    except Exception as exc:  # noqa: BLE001 - pyarrow's ArrowInvalid / OSError for truncated or foreign files
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        text = re.sub(r"^Could not open Parquet input source '[^']*': ", "", text)
+        raise TableError(f"{path}: not a readable parquet table ({text[:200]})") from None
+    missing = [c for c in REQUIRED_COLUMNS if c not in table.column_names]
+    if missing:
+        raise TableError(f"{path}: not a flash-bwd result table (missing column(s) {', '.join(missing)})")
+    return table
+
+
+def read_tables(path: str | Path | list) -> tuple[pd.DataFrame, list[str]]:
+    """(every row of the readable files, one line per file that is not a result table). Never raises for
+    a bad file; FileNotFoundError for a path that does not exist."""
+    paths = path if isinstance(path, (list, tuple)) else [path]
+    tables, problems = [], []
+    for f in parquet_files(paths):
+        try:
+            tables.append(read_table(f))
+        except TableError as exc:
+            problems.append(str(exc))
+    return (concat_tables(tables) if tables else pd.DataFrame()), problems
+
+
+def load(path: str | Path | list, strict: bool = True, warn=None) -> pd.DataFrame:
+    """One DataFrame of every row: a parquet file, a directory (searched recursively), or a list of them.
+
+    A file that is not a result table (truncated, another format renamed .parquet, empty, unreadable,
+    missing a column of REQUIRED_COLUMNS): strict -> TableError naming it (one line); strict=False ->
+    skipped, with one line per file passed to `warn` (default: "warning: skipped ..." on stderr)."""
+    df, problems = read_tables(path)
+    if problems and strict:
+        more = f" (and {len(problems) - 1} more bad file(s))" if len(problems) > 1 else ""
+        raise TableError(problems[0] + more)
+    for problem in problems:
+        (warn or _warn_stderr)(f"warning: skipped {problem}")
+    return df
+
+
+def _warn_stderr(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
 def dedupe(df: pd.DataFrame) -> pd.DataFrame:
@@ -127,6 +192,26 @@ def _cell(row) -> str:
         return f"{row['ms']:.3g} ms"
     value = row["tflops"]
     return f"{value:.1f}" if value >= 1 else f"{value:.3g}"
+
+
+def status_counts(df: pd.DataFrame) -> str:
+    """' (3 ok, 1 crashed, 1 timeout)': the statuses of the latest row per point; '' when empty."""
+    if df.empty or "status" not in df:
+        return ""
+    counts = dedupe(df)["status"].value_counts()
+    return " (" + ", ".join(f"{n} {status}" for status, n in counts.items()) + ")"
+
+
+FAULT_STATUSES = ("crashed", "timeout")  # = runners.measure.FAULT_STATUSES (results does not import measure)
+
+
+def fault_lines(df: pd.DataFrame) -> list[str]:
+    """One line per point whose latest row crashed or timed out: '<status>: <config_key>: <reason>'."""
+    if df.empty or "status" not in df:
+        return []
+    latest = dedupe(df)
+    bad = latest[latest["status"].isin(FAULT_STATUSES)]
+    return [f"{r['status']}: {r.get('config_key', '?')}: {r.get('reason', '')}" for _, r in bad.iterrows()]
 
 
 def summary_table(df: pd.DataFrame) -> str:

@@ -13,6 +13,8 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from spec import DTYPE_NAMES, LAYOUTS, MAX_HEAD_DIM  # noqa: F401 - re-exported (runners.schema.DTYPE_NAMES, ...)
 
+ISOLATE_CHOICES = ("auto", True, False)
+
 
 @dataclass
 class VariantConf:
@@ -72,6 +74,9 @@ class SweepConfig:
     resume: bool = MISSING  # skip points already recorded for the same config_key, GPU and commit
     cpu_budget_s: float = 60.0  # CPU interpreter: points estimated longer are `skipped` rows (runners/cpu_cost.py)
     sweep_id: str = MISSING
+    isolate: Any = "auto"  # each point in a worker process (runners/isolate.py): auto (GPU yes, CPU no), true, false
+    point_timeout_s: float = 300.0  # isolated point with no result after this many seconds: killed, status timeout
+    plugins: List[str] = field(default_factory=list)  # modules imported before checking and measuring (own variants)
     study: Optional[str] = None  # set by runners.tune: the Optuna study a row belongs to (its `study` column)
 
 
@@ -178,6 +183,7 @@ def check(cfg: DictConfig, device: str) -> Point:
     (so TRITON_INTERPRET must already be decided, see runners.env.use_interpreter_without_gpu)."""
     import variants
 
+    import_plugins(cfg.get("plugins") or [])
     seq = _int_at_least(cfg, "seq", 1)
     seq_k = seq if cfg.seq_k is None else _int_at_least(cfg, "seq_k", 1)
     head_dim = _int_at_least(cfg, "head_dim", 1)
@@ -213,6 +219,10 @@ def check(cfg: DictConfig, device: str) -> Point:
         raise ConfigError("bench.cpu_rep", f"must be >= 1, got {bench.cpu_rep}")
     if not cfg.cpu_budget_s > 0:
         raise ConfigError("cpu_budget_s", f"must be > 0 seconds, got {cfg.cpu_budget_s}")
+    if cfg.get("isolate", "auto") not in ISOLATE_CHOICES:
+        raise ConfigError("isolate", f"must be auto, true or false, got {cfg.isolate!r}")
+    if not float(cfg.get("point_timeout_s", 1.0)) > 0:
+        raise ConfigError("point_timeout_s", f"must be > 0 seconds, got {cfg.point_timeout_s}")
     index = cfg.gpu.index
     if index != "auto" and (isinstance(index, bool) or not isinstance(index, int) or index < 0):
         raise ConfigError("gpu.index", f"must be an integer >= 0 or auto, got {index!r}")
@@ -240,6 +250,19 @@ def check(cfg: DictConfig, device: str) -> Point:
     except TypeError as exc:  # a value of the wrong type inside the Blocks dataclass
         raise ConfigError("blocks", f"{str(exc).splitlines()[0]} (variant {variant.name})") from None
     return Point(**point_args, blocks=blocks, block_overrides=overrides)
+
+
+def import_plugins(modules) -> None:
+    """Imports each module named in `plugins` (they register variants with @register_variant); a module
+    that fails to import is a ConfigError naming it."""
+    import importlib
+
+    for name in modules:
+        try:
+            importlib.import_module(str(name))
+        except Exception as exc:  # noqa: BLE001 - ImportError, or the plugin's own error at import
+            text = " ".join(str(exc).split()) or type(exc).__name__
+            raise ConfigError("plugins", f"cannot import {name!r}: {type(exc).__name__}: {text}") from None
 
 
 def _packed_args(cfg, seq: int, seq_k: int) -> dict:

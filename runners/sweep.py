@@ -22,7 +22,7 @@ from hydra.experimental.callback import Callback  # noqa: E402
 from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
-from runners import cpu_cost, lease, measure, results, schema, varlen_inputs  # noqa: E402
+from runners import cpu_cost, isolate, lease, measure, results, schema, varlen_inputs  # noqa: E402
 from runners.schema import ConfigError  # noqa: E402
 
 CONFIG_DIR = str(env.CONF_DIR)  # ../conf from this file, as an absolute path (works however this module is run)
@@ -30,7 +30,8 @@ CONFIG_NAME = "config"
 EXIT_CONFIG = 2
 CPU_BANNER = ("CPU run (no GPU): Triton kernels run in the interpreter; times are CPU wall clock, NOT GPU timings. "
               "Points estimated over cpu_budget_s are recorded as skipped.")
-_run_state = {"total": None}  # jobs of the current multirun, counted by cli()'s preflight
+EXIT_FAULTS = 3  # the run finished, but some point crashed or timed out (docs/fault_isolation.md)
+_run_state = {"total": None, "faults": 0}  # jobs of the current multirun (cli()'s preflight); crashed/timeout rows
 
 
 def _device_kind() -> str:
@@ -69,7 +70,9 @@ def run_point(cfg: DictConfig, index: int = 0, total: int | None = 1, out=print,
               gpu_index: int | None = None) -> dict | None:
     """Check, resume-or-measure and record one point; the row written, or None when resume skipped it.
     `gpu_index`: the device leased for it (main() holds the lease), else cfg.gpu.index (auto: 0).
-    Raises ConfigError for a bad config (before writing anything); never raises for a failing measurement."""
+    Raises ConfigError for a bad config (before writing anything); never raises for a failing measurement.
+    With cfg.isolate on, the measurement runs in a worker process (runners/isolate.py): a crash or hang of
+    the point is a `crashed` / `timeout` row written here, by the parent."""
     point = schema.check(cfg, _device_kind())
     timer = measure.timer_name(cfg.bench, env.interpreting())
     if gpu_index is None:
@@ -90,8 +93,8 @@ def run_point(cfg: DictConfig, index: int = 0, total: int | None = 1, out=print,
         measured = measure.not_measured(point, timer, *refused)
     else:
         with cpu_cost.progress(estimate, prefix, out):
-            measured = measure.measure(point, cfg.bench, timer=timer, gpu_index=gpu_index, seed=int(cfg.seed),
-                                       peak_tflops=environment.get(f"peak_tflops_{point.dtype}"))
+            measured = isolate.call(cfg, measure.measure, point, cfg.bench, timer=timer, gpu_index=gpu_index,
+                                    seed=int(cfg.seed), peak_tflops=environment.get(f"peak_tflops_{point.dtype}"))
     if estimate is not None:
         measured["cpu_estimate_s"] = estimate
     row = {"sweep_id": str(cfg.sweep_id), "point_index": index, "config_key": config_key,
@@ -115,7 +118,9 @@ def main(cfg: DictConfig) -> None:
     total = _run_state["total"] if multirun else 1
     try:
         with job_lease(cfg, hydra_cfg) as held:  # before any CUDA work; released when the job ends
-            run_point(cfg, index, total, gpu_index=held.index)
+            row = run_point(cfg, index, total, gpu_index=held.index)
+        if row is not None and row["status"] in measure.FAULT_STATUSES:
+            _run_state["faults"] += 1
     except ConfigError as exc:
         if not multirun:
             print(f"config error: {exc}", file=sys.stderr)
@@ -156,9 +161,13 @@ class SummaryCallback(Callback):
             sweep_dirs = sorted(Path(config.results_dir).glob(f"*/{config.sweep_id}"))
             files = [f for d in sweep_dirs for f in sorted(d.glob("*.parquet"))] + results.session_paths()
             files = list(dict.fromkeys(Path(f).resolve() for f in files))  # + rows resume found elsewhere
-            df = results.load(files) if files else results.pd.DataFrame()
-            print(f"\nsweep {config.sweep_id}: {len(df)} rows")
+            df = results.load(files, strict=False) if files else results.pd.DataFrame()
+            print(f"\nsweep {config.sweep_id}: {len(df)} rows{results.status_counts(df)}")
             print(results.summary_table(df))
+            faults = results.fault_lines(df)
+            _run_state["faults"] = len(faults)  # also counts jobs run by other processes (parallel launchers)
+            for line in faults:
+                print(line)
             for d in sweep_dirs:
                 print(f"rows: {d}")
         except Exception as exc:  # noqa: BLE001 - a summary never fails the sweep
@@ -301,7 +310,12 @@ def cli(argv: list[str] | None = None) -> None:
             print(f"config error: {hydra_error_line(exc)}", file=sys.stderr)
             sys.exit(EXIT_CONFIG)
     sys.argv = [sys.argv[0], *argv]
+    _run_state["faults"] = 0
     main()
+    if _run_state["faults"]:
+        print(f"{_run_state['faults']} point(s) crashed or timed out (rows recorded; exit status {EXIT_FAULTS})",
+              file=sys.stderr)
+        sys.exit(EXIT_FAULTS)
 
 
 if __name__ == "__main__":

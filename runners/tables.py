@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from runners.results import TableError as _TableError
 from runners.results import load as _runner_load  # the one way to read tables
 
 FLOP_CONVENTION = "FA convention: bwd = 2.5×fwd, causal halved"
@@ -111,29 +112,23 @@ def require(args: dict, key: str, prog: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------------------ tables
-def load(path: str | Path) -> pd.DataFrame:
+def load(path: str | Path, strict: bool = False) -> pd.DataFrame:
     """Every result row under ``path`` (a parquet file, or a directory searched recursively), normalised.
 
+    A file that is not a result table (corrupt, foreign, empty, unreadable) is skipped with one
+    ``warning: skipped <file>: <why>`` line on stderr, or, with ``strict``, is a UsageError naming it (exit 2).
     Reads with ``runners.results.load``.
     """
     path = Path(path)
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         raise UsageError(f"results path {str(path)!r} does not exist")
-    df = _runner_load(path)
+    try:
+        df = _runner_load(path, strict=strict)
+    except _TableError as err:  # one line naming the file
+        raise UsageError(str(err)) from None
     if df is None or len(df) == 0:
         raise UsageError(f"no result rows under {str(path)!r}")
     return normalize(df)
-
-
-def read_parquet_tree(path: str | Path) -> pd.DataFrame:
-    """One parquet file, or all ``*.parquet`` under a directory (recursively), concatenated."""
-    path = Path(path)
-    files = [path] if path.is_file() else sorted(path.rglob("*.parquet"))
-    frames = [pd.read_parquet(f) for f in files]
-    frames = [f for f in frames if len(f)]
-    if not frames:
-        return pd.DataFrame()
-    return pd.concat(frames, ignore_index=True)
 
 
 def normalize(df: pd.DataFrame) -> pd.DataFrame:
@@ -469,7 +464,7 @@ __all__ = [
     "join_keys", "fill_block_defaults", "BASELINE_VARIANTS", "VARIANT_ORDER", "VARIANT_LABELS", "BLOCK_FIELDS",
     "SHAPE_COLUMNS", "ENV_COLUMNS", "MEASURE_COLUMNS",
     "EXPLAIN_COLUMNS", "EXPLAIN_TEXT_COLUMNS", "GPU", "PEAK", "UsageError", "cli", "parse_args", "require", "load",
-    "read_parquet_tree", "normalize", "text", "row_keys", "is_result", "is_wrong", "is_failed", "latest", "timed", "best_config",
+    "normalize", "text", "row_keys", "is_result", "is_wrong", "is_failed", "latest", "timed", "best_config",
     "pct_peak", "select_gpus", "select_dtype", "select_shape", "variant_order", "variant_label", "slug", "shape_text",
     "blocks_text", "geomean", "markdown_table",
 ]

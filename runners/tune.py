@@ -142,7 +142,7 @@ def found_row(cfg: DictConfig, trial_cfg: DictConfig, before: int, environment: 
     point = schema.check(trial_cfg, sweep._device_kind())
     config_key = point.config_key(measure.timer_name(cfg.bench, env.interpreting()))
     base = Path(cfg.results_dir) / environment["gpu"]
-    df = results.load(base) if base.is_dir() else None
+    df = results.load(base, strict=False) if base.is_dir() else None  # a bad file: skipped, named
     if df is None or df.empty:
         return None
     df = df[(df["config_key"] == config_key) & df["status"].isin(results.RESUME_STATUSES)]
@@ -175,7 +175,7 @@ def restore(rows_dir: Path, name: str, space: dict, environment: dict, out) -> l
 
     if not rows_dir.is_dir():
         return []
-    rows = T.study_rows(results.load(rows_dir), name)
+    rows = T.study_rows(results.load(rows_dir, strict=False), name)  # a bad file: skipped, named
     if rows.empty:
         return []
     same = ((rows["gpu_name"] == environment["gpu_name"]) & (rows["commit"] == environment["commit"])
@@ -339,6 +339,9 @@ def main(cfg: DictConfig) -> None:
             run(cfg, gpu_index=held.index)
     except ConfigError as exc:
         print(f"config error: {exc}", file=sys.stderr)
+        sys.exit(sweep.EXIT_CONFIG)
+    except results.TableError as exc:  # write_defaults reading a file that is not a result table
+        print(f"error: {exc}", file=sys.stderr)
         sys.exit(sweep.EXIT_CONFIG)
 
 

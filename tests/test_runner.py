@@ -23,6 +23,7 @@ COLUMNS = ["variant", "seq", "seq_k", "head_dim", "batch", "heads", "kv_heads", 
            "max_abs_dq", "max_abs_dk", "max_abs_dv", "rel_dq", "rel_dk", "rel_dv", "timing_meaningful", "status",
            "reason", "device", "gpu_name", "compute_capability", "sm_count", "driver", "cuda", "torch", "triton",
            "python", "hostname", "commit", "dirty", "timestamp", "sweep_id"]
+ROW = {"variant": "v", "status": "ok", "correct": True}  # the columns results.load requires (with the key ones)
 pytestmark = pytest.mark.skipif(not env.interpreting(), reason="runner tests are for the CPU interpreter")
 
 
@@ -139,9 +140,9 @@ def test_resume_skips_recorded_points(tmp_path):
 def test_load_file_dir_and_dedupe(tmp_path):
     directory = tmp_path / "r" / "gpu" / "s1"
     a = results.write_row({"config_key": "k", "gpu_name": "g", "commit": "c", "timestamp": "2026-01-01T00:00:00",
-                           "tflops": 1.0}, directory, 0, "abc")
+                           "tflops": 1.0, **ROW}, directory, 0, "abc")
     b = results.write_row({"config_key": "k", "gpu_name": "g", "commit": "c", "timestamp": "2026-01-02T00:00:00",
-                           "tflops": 2.0}, directory, 0, "abc")  # same name: a new file, never an overwrite
+                           "tflops": 2.0, **ROW}, directory, 0, "abc")  # same name: a new file, never an overwrite
     assert a != b and len(results.load(a)) == 1 and len(results.load(tmp_path / "r")) == 2
     assert results.dedupe(results.load(tmp_path / "r")).tflops.tolist() == [2.0]
     assert not list(directory.glob(".*tmp"))
