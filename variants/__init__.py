@@ -15,6 +15,7 @@ from variants.registry import get, names, register_variant
 from variants import reference  # noqa: F401,E402
 from variants import two_pass  # noqa: F401,E402
 from variants import atomic  # noqa: F401,E402
+from variants import atomic_tma  # noqa: F401,E402
 from variants import fused  # noqa: F401,E402
 from variants import sdpa  # noqa: F401,E402
 from variants import flex  # noqa: F401,E402
