@@ -35,6 +35,21 @@ CONFIGS = {  # name -> atomic_tma block overrides (on top of the defaults for th
         "relaxed_atomics": dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=2, tma_reduce=False),
         "ws": dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=2, warp_specialize=True),
     },
+    "r2_128": {
+        "tma_s3": dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=3),
+        "ptr_s3": dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=3, tma_load=False),
+        "ptr_s2": dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=2, tma_load=False),
+        "m32w8_s3": dict(BLOCK_M=32, BLOCK_N=128, num_warps=8, num_stages=3),
+        "tma_s3_lf": dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=3, longest_first=True),
+    },
+    "r2_64": {
+        "m64n64w4_s2": dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2),
+        "m64n64w4_s3": dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3),
+        "m64n64w4_ptr": dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2, tma_load=False),
+        "m64n128w8_s3": dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=3),
+        "m128n128w8_s2": dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2),
+        "m64n64w4_lf": dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2, longest_first=True),
+    },
 }
 
 
@@ -130,9 +145,6 @@ def main():
                         print(f"check ERR {str(dtype)[6:]} {shape} {mode}: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
 
     rows = []
-    configs = CONFIGS[args.configs]
-    if args.only:
-        configs = {k: v for k, v in configs.items() if k in args.only.split(",")}
     dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16}
     for dname in args.dtypes.split(","):
         for n in map(int, args.cells.split(",")):
@@ -141,6 +153,11 @@ def main():
                     problem = Problem(args.tokens // n, n, n, args.hidden // d, args.hidden // d, d, causal, dtypes[dname], DEV)
                     cell = f"{dname} N{n} D{d} {'causal' if causal else 'full'}"
                     todo = [("two_pass", "two_pass", None), ("atomic", "atomic", None)]
+                    configs = CONFIGS.get(f"{args.configs}_{d}", CONFIGS.get(args.configs, {}))
+                    if args.only:
+                        configs = {k: v for k, v in configs.items() if k in args.only.split(",")}
+                    if not causal:  # longest_first only reorders causal grids
+                        configs = {k: v for k, v in configs.items() if not v.get("longest_first")}
                     todo += [(f"atomic_tma:{k}", "atomic_tma", v) for k, v in configs.items()]
                     for name, variant, blocks in todo:
                         if left(args.budget) < 0:
