@@ -45,6 +45,17 @@ CONFIGS = {  # name -> atomic_tma block overrides (on top of the defaults for th
         "m64n64w4_ptr_s3": dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3, tma_load=False),
         "m64n64w4_s3_det": dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3, deterministic=True),
     },
+    "r4_128": {
+        "ptr_s3": dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=3, tma_load=False),
+        "ptr_m32w8_s3": dict(BLOCK_M=32, BLOCK_N=128, num_warps=8, num_stages=3, tma_load=False),
+    },
+    "r4_64": {
+        "m64n64w4_s3": dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3),
+        "m64n64w4_s4": dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=4),
+        "m32n64w4_s3": dict(BLOCK_M=32, BLOCK_N=64, num_warps=4, num_stages=3),
+        "m32n64w4_s4_ptr": dict(BLOCK_M=32, BLOCK_N=64, num_warps=4, num_stages=4, tma_load=False),
+        "m32n128w4_s3": dict(BLOCK_M=32, BLOCK_N=128, num_warps=4, num_stages=3),
+    },
     "r2_128": {
         "tma_s3": dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=3),
         "ptr_s3": dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=3, tma_load=False),
