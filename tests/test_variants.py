@@ -6,13 +6,14 @@ from variants import attention, get
 from variants.accuracy import REL_TOL, error
 from variants.reference import reference_grads
 
-TRITON_VARIANTS = ["two_pass", "atomic", "fused"]
+TRITON_VARIANTS = ["two_pass", "atomic", "fused", "atomic_tma"]
 ON_GPU = torch.cuda.is_available()
 
 # Small blocks so that even N = 17 spans several blocks and partial tails in the interpreter.
 SMALL_BLOCKS = {
     "two_pass": dict(BLOCK_M1=16, BLOCK_N1=32, BLOCK_M2=32, BLOCK_N2=16, num_stages1=1, num_stages2=1),
     "atomic": dict(BLOCK_M=16, BLOCK_N=32, num_warps=4, num_stages=1),
+    "atomic_tma": dict(BLOCK_M=16, BLOCK_N=32, num_warps=4, num_stages=1),
     "fused": dict(BLOCK_M1=32, BLOCK_N1=16, BLOCK_M2=16, BLOCK_N2=32, BLK_SLICE_FACTOR=2, num_warps=4, num_stages=1),
 }
 
@@ -117,7 +118,7 @@ def test_gradients_come_back_in_input_layout(device):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("variant", ["two_pass", "atomic"])
+@pytest.mark.parametrize("variant", ["two_pass", "atomic", "atomic_tma"])
 @pytest.mark.parametrize("shape", [(1, 63, 100, 4, 2, 80), (2, 100, 63, 2, 1, 32)], ids=lambda s: shape_id(s, True))
 def test_longest_first_grid(variant, shape, device):
     """The swapped (heads, blocks) grid visits every block exactly once, in reverse for dQ."""

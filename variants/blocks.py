@@ -120,3 +120,16 @@ class FusedBlocks(Blocks):
                 raise ValueError(f"{name}={getattr(self, name)}: {name} / BLK_SLICE_FACTOR "
                                  f"({self.BLK_SLICE_FACTOR}) must be >= 16 (tl.dot minimum)")
 
+
+
+@dataclass(frozen=True)
+class AtomicTmaBlocks(Blocks):
+    BLOCK_M: int = 64  # query block walked
+    BLOCK_N: int = 128  # resident key block
+    num_warps: int = 8
+    num_stages: int = 2
+    tma_load: bool = True  # Q, dO, K, V tiles through tensor descriptors (falls back to pointer loads where impossible)
+    tma_reduce: bool = True  # dQ tile added by one TMA reduce; false (or impossible): per-element relaxed atomics
+    deterministic: bool = False  # True: dQ by a second, atomic-free pass (bitwise reproducible, 10 -> 14 N^2 d)
+    longest_first: bool = False  # causal: grid (heads, blocks) so every head's longest blocks start first
+    warp_specialize: bool = False  # tl.range(warp_specialize=True) on the unmasked inner loop

@@ -1,0 +1,243 @@
+"""atomic_tma (FA3 style on Hopper): one kernel over K/V blocks; the K/V block stays resident, dK/dV
+accumulate on chip, and each query block's dQ contribution dS K is added into an fp32 accumulator
+with one TMA reduce per tile (`desc.atomic_add` -> `cp.reduce.async.bulk` on sm90) instead of
+BLOCK_M x D per-element atomics. ~10 N^2 d FLOPs, like `atomic`.
+
+Paths, chosen per call by `tma_paths` (never a crash where TMA cannot run):
+  TMA_LOAD  Q, dO, K, V tiles through tensor descriptors (zero padding beyond the sequence and head
+            dim, so no load masks); else pointer loads with masks.
+  DQ_MODE   DQ_TMA: TMA reduce-add of the fp32 tile; DQ_ATOMIC: per-element relaxed fp32 atomics
+            (the fallback, and what the CPU interpreter runs: it has no descriptor reduce);
+            DQ_NONE: no dQ here (deterministic mode, dQ by the atomic-free pass of two_pass).
+The fp32 accumulator is [B, H, Nq, BLOCK_D] (padded head dim, 16-byte aligned rows whatever D is);
+a finishing kernel scales it by sm_scale and writes dq in q's dtype and layout.
+"""
+import torch
+import triton
+import triton.language as tl
+
+from kernels.common import LOG2E, even_blocks, head_block, load_tile, score_mask
+from kernels.forward import dot_precision, strides
+from kernels.two_pass import launch_dq
+
+DQ_NONE, DQ_ATOMIC, DQ_TMA = 0, 1, 2
+
+
+@triton.jit
+def _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE, DELTA,
+                  stride_qn, stride_qd, stride_don, stride_dod,
+                  o_n, start_m, seq_q, seq_k, qk_scale,
+                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
+                  MASK_CAUSAL: tl.constexpr, TMA_LOAD: tl.constexpr, DQ_MODE: tl.constexpr,
+                  EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    """One query block [start_m, start_m + BLOCK_M) against the resident key block o_n: adds to dK
+    (unscaled dS^T Q), dV (P^T dO), and adds the unscaled dS K into the fp32 dQ accumulator."""
+    o_m = start_m + tl.arange(0, BLOCK_M)
+    o_d = tl.arange(0, BLOCK_D)
+    m_m = o_m < seq_q
+    if TMA_LOAD:
+        b_q = d_q.load([start_m, 0])  # [BM, BD], zeros past Nq and D
+        b_do = d_do.load([start_m, 0])  # [BM, BD]
+    else:
+        b_q = load_tile(Q + o_m[:, None] * stride_qn + o_d[None, :] * stride_qd,
+                        m_m[:, None], o_d[None, :] < HEAD_DIM, not EVEN_M, not EVEN_D)  # [BM, BD]
+        b_do = load_tile(DO + o_m[:, None] * stride_don + o_d[None, :] * stride_dod,
+                         m_m[:, None], o_d[None, :] < HEAD_DIM, not EVEN_M, not EVEN_D)  # [BM, BD]
+    if EVEN_M:
+        b_lse = tl.load(LSE + o_m)  # [BM]
+        b_delta = tl.load(DELTA + o_m)  # [BM]
+    else:
+        b_lse = tl.load(LSE + o_m, mask=m_m, other=float("inf"))  # padded rows: P = 0
+        b_delta = tl.load(DELTA + o_m, mask=m_m, other=0.)
+
+    b_sT = tl.dot(b_k, tl.trans(b_q), input_precision=DOT_PRECISION) * qk_scale  # [BN, BD] @ [BD, BM] -> [BN, BM]
+    if MASK_CAUSAL or not EVEN_M or not EVEN_N:
+        b_sT = tl.where(score_mask(o_m[None, :], o_n[:, None], seq_q, seq_k, MASK_CAUSAL, not EVEN_M, not EVEN_N),
+                        b_sT, float("-inf"))
+    b_pT = tl.math.exp2(b_sT - b_lse[None, :])  # [BN, BM]
+    b_dv += tl.dot(b_pT.to(b_do.dtype), b_do, input_precision=DOT_PRECISION)  # [BN, BM] @ [BM, BD] -> [BN, BD]
+    b_dpT = tl.dot(b_v, tl.trans(b_do), input_precision=DOT_PRECISION)  # [BN, BD] @ [BD, BM] -> [BN, BM]
+    b_dsT = (b_pT * (b_dpT - b_delta[None, :])).to(b_q.dtype)  # [BN, BM]
+    b_dk += tl.dot(b_dsT, b_q, input_precision=DOT_PRECISION)  # [BN, BM] @ [BM, BD] -> [BN, BD]
+    if DQ_MODE != 0:
+        b_dq = tl.dot(tl.trans(b_dsT), b_k, input_precision=DOT_PRECISION)  # [BM, BN] @ [BN, BD] -> [BM, BD]
+        if DQ_MODE == 2:
+            d_dq.atomic_add([start_m, 0], b_dq)  # one TMA reduce; rows past Nq are clipped
+        else:
+            tl.atomic_add(DQ_ACC + o_m[:, None] * BLOCK_D + o_d[None, :], b_dq, mask=m_m[:, None], sem="relaxed")
+    return b_dk, b_dv
+
+
+@triton.jit
+def _atomic_tma_kernel(Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA,
+                       stride_qb, stride_qn, stride_qh, stride_qd, stride_kb, stride_kn, stride_kh, stride_kd,
+                       stride_vb, stride_vn, stride_vh, stride_vd, stride_dob, stride_don, stride_doh, stride_dod,
+                       stride_dkb, stride_dkn, stride_dkh, stride_dkd, stride_dvb, stride_dvn, stride_dvh, stride_dvd,
+                       seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale,
+                       HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                       CAUSAL: tl.constexpr, LONGEST_FIRST: tl.constexpr, TMA_LOAD: tl.constexpr,
+                       DQ_MODE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+                       EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    """Grid (cdiv(Nk, BLOCK_N), B * Hkv), or (B * Hkv, cdiv(Nk, BLOCK_N)) with LONGEST_FIRST.
+    dK, dV of key block i_n of kv-head i_hk, summed over the group of query heads sharing it (GQA);
+    DQ_ACC [B, H, Nq, BLOCK_D] fp32 receives the unscaled dS K of every (query, key) block pair."""
+    if LONGEST_FIRST:
+        i_n = tl.program_id(1)
+        i_bhk = tl.program_id(0)
+    else:
+        i_n = tl.program_id(0)
+        i_bhk = tl.program_id(1)
+    i_b = i_bhk // kv_heads
+    i_hk = i_bhk % kv_heads
+    group = heads // kv_heads
+    start_n = i_n * BLOCK_N
+    o_n = start_n + tl.arange(0, BLOCK_N)
+    o_d = tl.arange(0, BLOCK_D)
+    m_nd = (o_n[:, None] < seq_k) & (o_d[None, :] < HEAD_DIM)
+    K += i_b * stride_kb + i_hk * stride_kh
+    V += i_b * stride_vb + i_hk * stride_vh
+    if TMA_LOAD:
+        d_k = tl.make_tensor_descriptor(K, shape=[seq_k, HEAD_DIM], strides=[stride_kn, 1], block_shape=[BLOCK_N, BLOCK_D])
+        d_v = tl.make_tensor_descriptor(V, shape=[seq_k, HEAD_DIM], strides=[stride_vn, 1], block_shape=[BLOCK_N, BLOCK_D])
+        b_k = d_k.load([start_n, 0])  # [BN, BD]
+        b_v = d_v.load([start_n, 0])  # [BN, BD]
+    else:
+        b_k = tl.load(K + o_n[:, None] * stride_kn + o_d[None, :] * stride_kd, mask=m_nd, other=0.)  # [BN, BD]
+        b_v = tl.load(V + o_n[:, None] * stride_vn + o_d[None, :] * stride_vd, mask=m_nd, other=0.)  # [BN, BD]
+    b_dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
+    b_dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
+
+    # Query blocks that see this key block: [m_lo, m_mid) cross the causal diagonal, [m_mid, Nq) see all of it.
+    if CAUSAL:
+        shift = seq_k - seq_q  # query i sees key j iff j <= i + shift
+        m_lo = tl.maximum(start_n - shift, 0) // BLOCK_M * BLOCK_M
+        m_full = tl.maximum(start_n + BLOCK_N - 1 - shift, m_lo)
+        m_mid = tl.minimum(m_lo + tl.cdiv(m_full - m_lo, BLOCK_M) * BLOCK_M, seq_q)
+    else:
+        m_lo = 0
+        m_mid = 0
+    for i_g in range(group):
+        i_h = i_hk * group + i_g
+        i_bh = i_b * heads + i_h
+        q_base = Q + i_b * stride_qb + i_h * stride_qh
+        do_base = DO + i_b * stride_dob + i_h * stride_doh
+        dq_base = DQ_ACC + i_bh.to(tl.int64) * seq_q * BLOCK_D
+        if TMA_LOAD:
+            d_q = tl.make_tensor_descriptor(q_base, shape=[seq_q, HEAD_DIM], strides=[stride_qn, 1],
+                                            block_shape=[BLOCK_M, BLOCK_D])
+            d_do = tl.make_tensor_descriptor(do_base, shape=[seq_q, HEAD_DIM], strides=[stride_don, 1],
+                                             block_shape=[BLOCK_M, BLOCK_D])
+        else:
+            d_q = q_base
+            d_do = do_base
+        if DQ_MODE == 2:
+            d_dq = tl.make_tensor_descriptor(dq_base, shape=[seq_q, BLOCK_D], strides=[BLOCK_D, 1],
+                                             block_shape=[BLOCK_M, BLOCK_D])
+        else:
+            d_dq = dq_base
+        for start_m in range(m_lo, m_mid, BLOCK_M):
+            b_dk, b_dv = _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, q_base, do_base, dq_base,
+                                       LSE + i_bh * seq_q, DELTA + i_bh * seq_q,
+                                       stride_qn, stride_qd, stride_don, stride_dod,
+                                       o_n, start_m, seq_q, seq_k, qk_scale,
+                                       HEAD_DIM, BLOCK_M, BLOCK_D, True, TMA_LOAD, DQ_MODE,
+                                       EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION)
+        for start_m in tl.range(m_mid, seq_q, BLOCK_M, warp_specialize=WARP_SPECIALIZE):
+            b_dk, b_dv = _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, q_base, do_base, dq_base,
+                                       LSE + i_bh * seq_q, DELTA + i_bh * seq_q,
+                                       stride_qn, stride_qd, stride_don, stride_dod,
+                                       o_n, start_m, seq_q, seq_k, qk_scale,
+                                       HEAD_DIM, BLOCK_M, BLOCK_D, False, TMA_LOAD, DQ_MODE,
+                                       EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION)
+    tl.store(DK + i_b * stride_dkb + i_hk * stride_dkh + o_n[:, None] * stride_dkn + o_d[None, :] * stride_dkd,
+             (b_dk * sm_scale).to(DK.dtype.element_ty), mask=m_nd)
+    tl.store(DV + i_b * stride_dvb + i_hk * stride_dvh + o_n[:, None] * stride_dvn + o_d[None, :] * stride_dvd,
+             b_dv.to(DV.dtype.element_ty), mask=m_nd)
+
+
+@triton.jit
+def _dq_finish_kernel(DQ_ACC, DQ, stride_dqb, stride_dqn, stride_dqh, stride_dqd, seq_q, heads, sm_scale,
+                      HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
+    """Grid (cdiv(Nq, BLOCK_M), B * H): dq = sm_scale * DQ_ACC[..., :D] in dq's dtype and strides."""
+    i_m = tl.program_id(0)
+    i_bh = tl.program_id(1)
+    o_m = i_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    o_d = tl.arange(0, BLOCK_D)
+    m_md = (o_m[:, None] < seq_q) & (o_d[None, :] < HEAD_DIM)
+    b_acc = tl.load(DQ_ACC + i_bh.to(tl.int64) * seq_q * BLOCK_D + o_m[:, None] * BLOCK_D + o_d[None, :],
+                    mask=m_md, other=0.)  # [BM, BD]
+    tl.store(DQ + (i_bh // heads) * stride_dqb + (i_bh % heads) * stride_dqh + o_m[:, None] * stride_dqn
+             + o_d[None, :] * stride_dqd, (b_acc * sm_scale).to(DQ.dtype.element_ty), mask=m_md)
+
+
+def _interpreting() -> bool:
+    import os
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def _descriptor_ok(t: torch.Tensor) -> bool:
+    """A [B, N, H, D] tensor can be read through 2-D [N, D] tensor descriptors per (batch, head):
+    unit head-dim stride, 16-byte aligned base and 16-byte multiples for every other stride."""
+    size = t.element_size()
+    return (t.stride(3) == 1 or t.shape[3] == 1) and t.data_ptr() % 16 == 0 and all(
+        (s * size) % 16 == 0 for s in (t.stride(0), t.stride(1), t.stride(2)))
+
+
+def tma_paths(q, k, v, do) -> tuple[bool, bool, str]:
+    """(descriptor loads possible, descriptor reduce possible, why not) for these tensors here."""
+    if not hasattr(tl, "make_tensor_descriptor"):
+        return False, False, f"Triton {triton.__version__} has no tl.make_tensor_descriptor"
+    if _interpreting():
+        layout_ok = all(_descriptor_ok(t) for t in (q, k, v, do))
+        return layout_ok, False, "the Triton interpreter has no descriptor reduce (desc.atomic_add)"
+    if not q.is_cuda or torch.cuda.get_device_capability(q.device)[0] < 9:
+        return False, False, "tensor descriptors need an sm90+ GPU"
+    if not all(_descriptor_ok(t) for t in (q, k, v, do)):
+        return False, True, "q/k/v/do strides are not 16-byte aligned with a unit head-dim stride"
+    return True, True, ""
+
+
+def _set_allocator(device) -> None:
+    """On-device tensor descriptors need scratch memory for the descriptor itself."""
+    def alloc(size: int, alignment: int, stream):
+        return torch.empty(size, device=device, dtype=torch.int8)
+    triton.set_allocator(alloc)
+
+
+def atomic_tma_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
+                        num_warps: int, num_stages: int, tma_load: bool = True, tma_reduce: bool = True,
+                        deterministic: bool = False, longest_first: bool = False, warp_specialize: bool = False):
+    """-> dq like q, dk/dv like k/v. tma_load / tma_reduce are requests: a path that cannot run here
+    (`tma_paths`) falls back to pointer loads / per-element atomics."""
+    batch, seq_q, heads, head_dim = q.shape
+    seq_k, kv_heads = k.shape[1], k.shape[2]
+    block_d = head_block(head_dim)
+    can_load, can_reduce, _ = tma_paths(q, k, v, do)
+    use_load = tma_load and can_load
+    dq_mode = DQ_NONE if deterministic else (DQ_TMA if tma_reduce and can_reduce else DQ_ATOMIC)
+    if (use_load or dq_mode == DQ_TMA) and not _interpreting():
+        _set_allocator(q.device)
+    even_m, even_n, even_d = even_blocks(seq_q, seq_k, head_dim, block_d, walked=BLOCK_M, resident=BLOCK_N,
+                                         walks_queries=True, causal=causal)
+    dk, dv = torch.empty_like(k), torch.empty_like(v)
+    dq = torch.empty_like(q)
+    dq_acc = dq if deterministic else torch.zeros(batch, heads, seq_q, block_d, device=q.device, dtype=torch.float32)
+    longest_first = longest_first and causal
+    grid = (triton.cdiv(seq_k, BLOCK_N), batch * kv_heads)
+    _atomic_tma_kernel[grid[::-1] if longest_first else grid](
+        q, k, v, do, dk, dv, dq_acc, lse, delta,
+        *strides(q), *strides(k), *strides(v), *strides(do), *strides(dk), *strides(dv),
+        seq_q, seq_k, heads, kv_heads, scale * LOG2E, scale,
+        HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=block_d,
+        CAUSAL=causal, LONGEST_FIRST=longest_first, TMA_LOAD=use_load, DQ_MODE=dq_mode,
+        WARP_SPECIALIZE=warp_specialize, EVEN_M=even_m, EVEN_N=even_n, EVEN_D=even_d,
+        DOT_PRECISION=dot_precision(q.dtype), num_warps=num_warps, num_stages=num_stages)
+    if deterministic:  # dQ by the atomic-free pass (query block resident, walks keys)
+        launch_dq(q, k, v, do, dq, lse, delta, causal=causal, scale=scale, BLOCK_M=BLOCK_N, BLOCK_N=BLOCK_M,
+                  num_warps=num_warps, num_stages=num_stages, longest_first=longest_first)
+        return dq, dk, dv
+    finish_m = 64
+    _dq_finish_kernel[(triton.cdiv(seq_q, finish_m), batch * heads)](
+        dq_acc, dq, *strides(dq), seq_q, heads, scale, HEAD_DIM=head_dim, BLOCK_M=finish_m, BLOCK_D=block_d,
+        num_warps=4)
+    return dq, dk, dv

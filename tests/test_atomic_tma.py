@@ -1,0 +1,63 @@
+"""atomic_tma's switches against the fp32 reference, and where its TMA paths fall back.
+
+On the CPU interpreter (Triton 3.9) descriptor loads run, but descriptor reduce (desc.atomic_add) does
+not exist there: dQ goes through the per-element fallback, which these tests then cover. The TMA
+reduce path itself is covered by the GPU-only test at the end (skips without CUDA).
+"""
+import pytest
+import torch
+
+from kernels.atomic_tma import tma_paths
+from tests.test_variants import ON_GPU, SMALL_BLOCKS, make_inputs, run_and_check, shape_id
+
+BLOCKS = SMALL_BLOCKS["atomic_tma"]
+SHAPES = [(1, 63, 100, 4, 2, 80), (2, 100, 63, 2, 1, 40), (1, 96, 64, 2, 2, 32)]
+MODES = {
+    "tma": {},
+    "pointer-loads": {"tma_load": False},
+    "atomics": {"tma_reduce": False},
+    "pointer-loads-atomics": {"tma_load": False, "tma_reduce": False},
+    "deterministic": {"deterministic": True},
+    "warp-specialize": {"warp_specialize": True},
+    "longest-first": {"longest_first": True},
+}
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: shape_id(s, True))
+def test_modes_match_reference(mode, shape, device):
+    torch.manual_seed(hash((mode, shape)) % 2**31)
+    run_and_check("atomic_tma", *make_inputs(shape, torch.float32, device), True, blocks={**BLOCKS, **MODES[mode]})
+
+
+@pytest.mark.parametrize("layout", ["bnhd", "bhnd"])
+def test_fp16_layouts(layout, device):
+    run_and_check("atomic_tma", *make_inputs((1, 70, 90, 4, 2, 48), torch.float16, device, layout=layout),
+                  False, blocks=BLOCKS, layout=layout)
+
+
+def test_unaligned_strides_fall_back_to_pointer_loads(device):
+    """D = 6 fp16: 12-byte rows cannot be a TMA tile; the variant runs anyway, through pointer loads."""
+    q, k, v, do = make_inputs((1, 40, 40, 1, 1, 6), torch.float16, device)
+    can_load, _, reason = tma_paths(q, k, v, do)
+    assert not can_load and reason
+    run_and_check("atomic_tma", q, k, v, do, True, blocks=BLOCKS)
+
+
+def test_head_dim_slice_is_not_descriptor_loadable(device):
+    """A view with a non-unit head-dim stride is read through pointers, never through a descriptor."""
+    q, k, v, do = make_inputs((1, 32, 32, 2, 2, 16), torch.float32, device)
+    wide = torch.randn(1, 32, 2, 32, device=device)[..., ::2]  # head-dim stride 2
+    assert not tma_paths(wide, k, v, do)[0]
+    run_and_check("atomic_tma", wide, k, v, do, False, blocks=BLOCKS)
+
+
+@pytest.mark.skipif(not ON_GPU, reason="TMA reduce needs an sm90 GPU")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+def test_tma_reduce_on_gpu(dtype, device):
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("TMA needs sm90+")
+    q, k, v, do = make_inputs((2, 257, 193, 8, 2, 96), dtype, device)
+    assert tma_paths(q, k, v, do)[:2] == (True, True)
+    for mode in ({}, {"tma_load": False}, {"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}):
+        run_and_check("atomic_tma", q, k, v, do, True, blocks=mode or None)
