@@ -78,6 +78,7 @@ def _overrides(row) -> list[str]:
 
 
 @pytest.mark.skipif(not H200_GRID.exists(), reason="results/h200/fa_grid.parquet not in this checkout")
+@pytest.mark.slow  # reads the committed 186-row grid and resolves every row's blocks (~15 s)
 def test_committed_h200_grid_joins_rows_written_by_todays_code(fresh_defaults):
     """The H200 two_pass rows predate the prescale / longest_first fields: their config_key differs from
     today's, and every row of the grid (two_pass, fused, atomic and its deterministic mode, the baselines)
