@@ -8,17 +8,19 @@ and whether it is within the dtype's tolerance; exits 1 if any Triton variant is
 import argparse
 import sys
 
-import torch
-
-from runners.measure import check_accuracy  # first: it decides TRITON_INTERPRET before `import variants`
-from variants import get, names
-from variants.accuracy import error
-from variants.base import TritonVariant, default_scale
-from variants.problem import DTYPES, Problem
-from variants.reference import reference_forward
+from spec import DTYPE_NAMES
 
 
 def check_point(variant_name, batch, seq, heads, kv_heads, head_dim, causal, dtype, device="cuda") -> dict:
+    import torch
+
+    from runners.measure import check_accuracy  # first: it decides TRITON_INTERPRET before `import variants`
+    from variants import get
+    from variants.accuracy import error
+    from variants.base import default_scale
+    from variants.problem import Problem
+    from variants.reference import reference_forward
+
     variant = get(variant_name)
     q, do = (torch.randn(batch, seq, heads, head_dim, device=device, dtype=dtype) for _ in range(2))
     k, v = (torch.randn(batch, seq, kv_heads, head_dim, device=device, dtype=dtype) for _ in range(2))
@@ -41,6 +43,7 @@ def check_point(variant_name, batch, seq, heads, kv_heads, head_dim, causal, dty
     return {**row, "rel_o": o_error.rel, **{f"rel_{n}": grad_cols[f"rel_{n}"] for n in ("dq", "dk", "dv")},
             "accuracy_scope": grad_cols["accuracy_scope"], "status": "ok" if ok else "WRONG"}
 
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=2)
@@ -48,11 +51,19 @@ def main(argv=None) -> int:
     parser.add_argument("--gqa", type=int, default=4, help="also run heads:kv_heads = GQA:1 (0: skip)")
     parser.add_argument("--seq", type=int, default=4096)
     parser.add_argument("--head-dims", type=int, nargs="+", default=[64, 128])
-    parser.add_argument("--dtypes", nargs="+", default=["fp16", "bf16"], choices=sorted(DTYPES))
-    parser.add_argument("--variants", nargs="+", default=names())
+    parser.add_argument("--dtypes", nargs="+", default=["fp16", "bf16"], choices=sorted(DTYPE_NAMES))
+    parser.add_argument("--variants", nargs="+", help="default: every registered variant")
     parser.add_argument("--out", help="write the table as CSV here")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # before the heavy imports: --help answers at once
     import pandas as pd
+    import torch
+
+    from runners.measure import check_accuracy  # noqa: F401 - first: it decides TRITON_INTERPRET before `variants`
+    from variants import get, names
+    from variants.base import TritonVariant
+    from variants.problem import DTYPES
+
+    args.variants = args.variants or names()
     rows = []
     kv_options = [args.heads] + ([args.heads // args.gqa] if args.gqa else [])
     for head_dim in args.head_dims:

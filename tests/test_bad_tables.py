@@ -146,6 +146,7 @@ def test_regress_never_exits_1_on_a_reader_failure(tmp_path, capsys, monkeypatch
     assert "cannot compare these tables: KeyError" in one_line(capsys.readouterr().err)
 
 
+@pytest.mark.slow  # a subprocess (~9 s on the GPU machine); CI runs it, the fast GPU tier does not
 def test_regress_command_line_on_a_corrupt_table(tmp_path):
     """The real entry point: exit status 2, one line on stderr naming the file, no traceback."""
     S.write(good_table(), tmp_path / "base")

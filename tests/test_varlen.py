@@ -151,3 +151,17 @@ def test_a_design_without_varlen_says_unsupported(device):
         assert get(name).varlen_reason(problem) is None
     for name in set(TRITON_VARIANTS) - set(VARLEN_VARIANTS):  # not yet: refused with the reason, never run
         assert "packed variable-length" in get(name).supports(problem)
+
+
+@pytest.mark.parametrize("version, broken", [((2, 10), True), ((2, 11), True), ((2, 12), False), ((3, 0), False)])
+def test_cudnn_varlen_refused_on_torch_with_the_dq_accumulator_bug(monkeypatch, version, broken):
+    """torch <= 2.11 sizes the ragged cuDNN backward's dQ accumulator from the head dim (measured wrong on an H100):
+    sdpa_cudnn refuses packed batches there with the reason; on newer torch the accuracy gate decides."""
+    import variants.sdpa as sdpa
+    monkeypatch.setattr(sdpa, "torch_version", lambda: version)
+    reason = get("sdpa_cudnn").varlen_op_reason()
+    if broken:
+        assert reason is not None and "186142" in reason and "dQ" in reason
+    else:
+        assert reason is None
+    assert get("sdpa_flash").varlen_op_reason() is None  # FA2 varlen is not affected

@@ -13,6 +13,11 @@ from variants.base import Baseline
 from variants.registry import register_variant
 
 
+def torch_version() -> tuple[int, int]:
+    major, minor = torch.__version__.split(".")[:2]
+    return int(major), int(minor)
+
+
 class _VarlenOps(torch.autograd.Function):
     """o = the backend's varlen forward; backward = the backend's varlen backward (both aten ops).
     q [total_q, H, D], k/v [total_k, Hkv, D] contiguous, cu_seqlens int32."""
@@ -71,6 +76,10 @@ class _Sdpa(Baseline):
                    if not hasattr(torch.ops.aten, n)]
         if missing:
             return f"this torch ({torch.__version__}) has no torch.ops.aten.{' / '.join(missing)}"
+        return self.known_varlen_bug()
+
+    def known_varlen_bug(self) -> str | None:
+        """A reason when this torch's varlen op pair is known to give wrong gradients, else None."""
         return None
 
     @property
@@ -115,6 +124,14 @@ class SdpaCudnn(_Sdpa):
     backend = SDPBackend.CUDNN_ATTENTION
     native_gqa = False
     varlen_op = "cudnn"  # cuDNN's ragged (nested-tensor) path
+    last_torch_with_varlen_bug = (2, 11)  # measured wrong on an H100 with 2.11; newer ones: the accuracy gate decides
+
+    def known_varlen_bug(self) -> str | None:
+        if torch_version() > self.last_torch_with_varlen_bug:
+            return None
+        return (f"torch {torch.__version__}: aten._cudnn_attention_backward on packed inputs sizes its dQ accumulator "
+                "from query.size(2), the head dim, not max_seqlen_q (pytorch/pytorch#186142): dQ is wrong "
+                "(measured rel_dq 2.3-2.8, or NaN, on an H100 with torch 2.11)")
 
 
 @register_variant("sdpa_efficient")
