@@ -165,3 +165,39 @@ def test_cudnn_varlen_refused_on_torch_with_the_dq_accumulator_bug(monkeypatch, 
     else:
         assert reason is None
     assert get("sdpa_flash").varlen_op_reason() is None  # FA2 varlen is not affected
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("name", list(PACKINGS))
+def test_flex_document_block_tables_match_torchs_dense_block_mask(name, causal):
+    """The flex baseline's block tables, computed from document ranges, equal the partial / full blocks that torch's
+    create_block_mask derives from the dense [total_q, total_k] document mask (small blocks: many boundaries)."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    from variants.flex import document_block_tables
+    lens_q, lens_k, *_ = PACKINGS[name]
+    lens_k = lens_q if lens_k is None else lens_k
+    cu_q, cu_k = tuple(cu(lens_q).tolist()), tuple(cu(lens_k).tolist())
+    doc_q = torch.repeat_interleave(torch.arange(len(lens_q)), torch.tensor(lens_q))
+    doc_k = torch.repeat_interleave(torch.arange(len(lens_k)), torch.tensor(lens_k))
+    shift = torch.tensor([bk - bq for bq, bk in zip(cu_q[1:], cu_k[1:])])
+
+    def document_mask(b, h, q, k):
+        same = doc_q[q] == doc_k[k]
+        return same & (k <= q + shift[doc_q[q]]) if causal else same
+
+    block = 8
+    dense = create_block_mask(document_mask, None, None, cu_q[-1], cu_k[-1], device="cpu", BLOCK_SIZE=block)
+    partial, full = document_block_tables(cu_q, cu_k, causal, block)
+
+    def table(counts, indices):  # [1, 1, n_qb], [1, 1, n_qb, n_kb] -> [n_qb, n_kb] bool
+        marked = torch.zeros_like(partial)
+        for row, (n, idx) in enumerate(zip(counts[0, 0].tolist(), indices[0, 0])):
+            marked[row, idx[:n].long()] = True
+        return marked
+
+    assert torch.equal(partial, table(dense.kv_num_blocks, dense.kv_indices))
+    assert torch.equal(full, table(dense.full_kv_num_blocks, dense.full_kv_indices))
+    assert partial.any()
+    if name == "one-doc":  # 45 tokens in blocks of 8: whole blocks inside the document
+        assert full.any()

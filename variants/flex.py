@@ -8,6 +8,9 @@ from variants.base import Baseline
 from variants.registry import register_variant
 
 
+BLOCK = 128  # FlexAttention's default sparse block size (both sides)
+
+
 @functools.cache
 def _compiled_flex():
     from torch.nn.attention.flex_attention import flex_attention
@@ -30,11 +33,54 @@ def _causal_block_mask(seq_q: int, seq_k: int, device: str):
     return create_block_mask(bottom_right_causal, B=None, H=None, Q_LEN=seq_q, KV_LEN=seq_k, device=device)
 
 
+def document_block_tables(cu_q: tuple, cu_k: tuple, causal: bool, block: int) -> tuple:
+    """(partial, full) [n_q_blocks, n_k_blocks] bool tables of a packed batch, computed per document from its
+    ranges (never the [total_q, total_k] mask): `partial` marks block pairs with some but not only visible pairs,
+    `full` those whose every pair is visible. Query q of document d sees key k of d when k <= q + shift_d,
+    shift_d = end of d's keys - end of d's queries (bottom-right causal per document)."""
+    total_q, total_k = cu_q[-1], cu_k[-1]
+    n_qb, n_kb = -(-total_q // block), -(-total_k // block)
+    q_start = torch.arange(n_qb) * block                       # [n_qb]: first query of each block
+    q_end = (q_start + block).clamp(max=total_q)                # [n_qb]: one past its last query
+    k_start = torch.arange(n_kb) * block
+    k_end = (k_start + block).clamp(max=total_k)
+    any_visible = torch.zeros(n_qb, n_kb, dtype=torch.bool)
+    full = torch.zeros(n_qb, n_kb, dtype=torch.bool)
+    for qa, qb, ka, kb in zip(cu_q, cu_q[1:], cu_k, cu_k[1:]):
+        if qa == qb or ka == kb:
+            continue  # an empty side: the document has no visible pair
+        shift = kb - qb
+        rows = slice(qa // block, (qb - 1) // block + 1)        # the blocks this document's queries touch
+        cols = slice(ka // block, (kb - 1) // block + 1)
+        first_q = q_start[rows].clamp(min=qa)                   # this document's part of each query block
+        last_q = q_end[rows].clamp(max=qb) - 1
+        first_k = k_start[cols].clamp(min=ka)
+        last_k = k_end[cols].clamp(max=kb) - 1
+        visible = torch.ones(len(first_q), len(first_k), dtype=torch.bool)
+        whole = ((q_start[rows] >= qa) & (q_end[rows] - q_start[rows] == block) & (q_end[rows] <= qb))[:, None] \
+            & ((k_start[cols] >= ka) & (k_end[cols] - k_start[cols] == block) & (k_end[cols] <= kb))[None, :]
+        if causal:
+            visible = first_k[None, :] <= last_q[:, None] + shift   # the lowest key vs the highest query
+            whole = whole & (last_k[None, :] <= first_q[:, None] + shift)
+        any_visible[rows, cols] |= visible
+        full[rows, cols] |= whole
+    return any_visible & ~full, full
+
+
+def _block_lists(table: torch.Tensor, device: str) -> tuple:
+    """([1, 1, n_qb] counts, [1, 1, n_qb, n_kb] indices, marked blocks first): BlockMask's kv-block layout."""
+    counts = table.sum(-1, dtype=torch.int32)
+    indices = torch.argsort((~table).to(torch.int8), dim=-1, stable=True).to(torch.int32)
+    return counts[None, None].to(device), indices[None, None].to(device)
+
+
 @functools.cache
 def _document_block_mask(cu_q: tuple, cu_k: tuple, causal: bool, device: str):
     """Block mask of a packed batch: query i of document d sees key j of the same document (and, causal,
-    j <= i + (end of d's keys) - (end of d's queries): bottom-right aligned per document)."""
-    from torch.nn.attention.flex_attention import create_block_mask
+    j <= i + (end of d's keys) - (end of d's queries): bottom-right aligned per document). The block tables come
+    from the document ranges (document_block_tables); torch.compile'd create_block_mask spent minutes in ptxas
+    on 16k tokens (H100, torch 2.11) and an eager one builds the [total_q, total_k] mask."""
+    from torch.nn.attention.flex_attention import BlockMask
     lens_q = torch.tensor([b - a for a, b in zip(cu_q, cu_q[1:])], device=device)
     lens_k = torch.tensor([b - a for a, b in zip(cu_k, cu_k[1:])], device=device)
     docs = torch.arange(len(lens_q), device=device)
@@ -48,10 +94,9 @@ def _document_block_mask(cu_q: tuple, cu_k: tuple, causal: bool, device: str):
             return same & (kv_idx <= q_idx + end_shift[doc_q[q_idx]])
         return same
 
-    import inspect
-    compile_kw = {"_compile": True} if "_compile" in inspect.signature(create_block_mask).parameters else {}
-    return create_block_mask(document_mask, B=None, H=None, Q_LEN=cu_q[-1], KV_LEN=cu_k[-1], device=device,
-                             **compile_kw)  # _compile: never materializes the [total_q, total_k] mask
+    partial, full = document_block_tables(cu_q, cu_k, causal, BLOCK)
+    return BlockMask.from_kv_blocks(*_block_lists(partial, device), *_block_lists(full, device), BLOCK_SIZE=BLOCK,
+                                    mask_mod=document_mask, seq_lengths=(cu_q[-1], cu_k[-1]))
 
 
 @register_variant("flex")
