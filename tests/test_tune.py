@@ -76,6 +76,8 @@ def test_four_trial_study_rows_pruned_trials_and_written_defaults(tmp_path, monk
     assert result.best["ms"] == ok["ms"].min() and result.study.best_value == ok["ms"].min()
     progress = [ln for ln in lines if ln.startswith("[")]
     assert len(progress) == 4 and all("best" in ln for ln in progress)  # one line per measured trial
+    # BLOCK_M1 and BLOCK_N2 belong to two kernels: decomposed, told the total ms (no kernel_ms on the CPU)
+    assert result.decomposed and sum("without per-kernel times" in ln for ln in lines) == 1
 
     # write_defaults: the winner becomes a rule of `any` (the CPU interpreter's table) in a copy of the table
     table_path = tmp_path / "block_defaults.yaml"
@@ -110,10 +112,10 @@ def test_a_resumed_study_measures_only_new_configs(tmp_path, monkeypatch):
         return real_measure(point, *args, **kwargs)
 
     monkeypatch.setattr(measure, "measure", counting)
-    first = tune.tune(cfg_for(tmp_path, "trials=2"), out=lambda _: None)
-    assert first.measured == 2 and len(measured) == 2
+    first = tune.tune(cfg_for(tmp_path, "trials=2", "decompose=false"), out=lambda _: None)
+    assert first.measured == 2 and len(measured) == 2 and not first.decomposed
     lines = []
-    second = tune.tune(cfg_for(tmp_path, "trials=4"), out=lines.append)
+    second = tune.tune(cfg_for(tmp_path, "trials=4", "decompose=false"), out=lines.append)
     assert second.restored == 2 and second.measured == 4
     assert len(measured) == 4 and len(set(measured)) == 4  # the first two were not measured again
     df = study_table(second)
@@ -284,6 +286,20 @@ def test_the_last_trial_joins_every_groups_best_also_after_a_resume(tmp_path, mo
         last = df.iloc[-1]
         assert result.combined is not None and {k: last[k] for k in result.space} == result.combined
         assert result.best["ms"] == last["ms"] == df["ms"].min() and len(df) == 5
+
+
+def test_warm_start_enqueues_the_default_in_every_group(tmp_path, monkeypatch):
+    from runners import schema, sweep
+
+    measured = synthetic(monkeypatch, separable_tables())
+    cfg = cfg_for(tmp_path, *GRID_STUDY, "trials=3", "warm_start=true", base=[])
+    result = tune.tune(cfg, out=lambda _: None)
+    default = {k: v for k, v in schema.check(cfg, sweep._device_kind()).blocks_dict.items() if k in result.space}
+    assert len(default) == len(result.space)  # the shape's default lies in the grid
+    assert {k: measured[0][k] for k in result.space} == default
+    for group in result.groups.values():
+        first = group.get_trials()[0].params
+        assert first == {k: default[k] for k in first}
 
 
 def test_a_resumed_decomposed_study_measures_no_config_twice(tmp_path, monkeypatch):
