@@ -49,7 +49,7 @@ SHARED = "shared"  # a decomposed study's group of the untagged fields (they cha
 @dataclasses.dataclass
 class StudyResult:
     name: str
-    study: object  # optuna.Study
+    study: object  # optuna.Study of the measured configs, every field (joint: the sampler's own study)
     space: dict
     measured: int  # distinct configs with a row (restored ones included)
     restored: int
@@ -224,7 +224,7 @@ def field_groups(cfg: DictConfig, blocks_cls, space: dict) -> list[tuple[str, st
     tag among the searched fields plus a SHARED group of the untagged ones when decomposed, else one JOINT group.
     `decompose`: auto = decomposed when the fields span >= 2 kernels; true = decomposed (>= 2 groups needed)."""
     setting = cfg.get("decompose", "auto")
-    if isinstance(setting, str) and setting.lower() in ("true", "false"):  # a str schema field turns true into 'True'
+    if isinstance(setting, str) and setting.lower() in ("true", "false"):  # quoted on the command line
         setting = setting.lower() == "true"
     if setting not in DECOMPOSE_CHOICES or (setting != "auto" and not isinstance(setting, bool)):
         raise ConfigError("decompose", f"must be auto, true or false, got {setting!r}")
