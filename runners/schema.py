@@ -89,6 +89,7 @@ class TuneConfig(SweepConfig):
     sampler_seed: int = 0  # TPESampler seed
     startup_trials: Optional[int] = None  # TPE's random start; null = min(10, max(3, trials // 3))
     warm_start: bool = True  # trial 0 is the current default blocks of the shape (when inside the space)
+    decompose: Any = "auto"  # one TPE study per kernel of the searched fields: auto (>= 2 kernels), true, false
     write_defaults: bool = False  # after the study: study winners -> defaults_file rules, diff printed
     defaults_rows: Optional[str] = None  # rows write_defaults reads; null = <results_dir>/<this gpu>
     defaults_file: Optional[str] = None  # null = conf/block_defaults.yaml

@@ -67,6 +67,27 @@ def outcome(row: dict) -> tuple[TrialState, float | None]:
     return TrialState.PRUNED, None
 
 
+def kernel_times(row: dict) -> dict | None:
+    """{kernel: ms per backward} of a row's `kernel_ms` JSON; None when absent or unreadable (CPU interpreter:
+    None from the runner, '' from a table; a profiler failure)."""
+    text = row.get("kernel_ms")
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        times = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(times, dict) or not all(isinstance(v, (int, float)) for v in times.values()):
+        return None
+    return times
+
+
+def kernel_value(row: dict, kernel: str) -> float | None:
+    """The ms per backward of one kernel in a row's kernel_ms; None when the row has no such time."""
+    ms = (kernel_times(row) or {}).get(kernel)
+    return float(ms) if ms is not None and ms == ms and ms > 0 else None
+
+
 def user_attrs(row: dict) -> dict:
     attrs = {"status": str(row.get("status")), "reason": str(row.get("reason") or ""),
              "config_key": str(row.get("config_key") or "")}
@@ -76,8 +97,10 @@ def user_attrs(row: dict) -> dict:
     return attrs
 
 
-def frozen_trial(row: dict, params: dict, dists: dict) -> optuna.trial.FrozenTrial:
-    state, value = outcome(row)
+def frozen_trial(row: dict, params: dict, dists: dict, value: float | None = None) -> optuna.trial.FrozenTrial:
+    """The trial of a row; `value` replaces a COMPLETE row's ms (a per-kernel study's objective)."""
+    state, ms = outcome(row)
+    value = value if state == TrialState.COMPLETE and value is not None else ms
     return optuna.trial.create_trial(state=state, value=value, params=params,
                                      distributions={k: dists[k] for k in params}, user_attrs=user_attrs(row))
 

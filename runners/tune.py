@@ -10,7 +10,12 @@ fixed seed; each searched field is one categorical parameter whose candidates co
 declarations (variants/blocks.py `tunable`), or from the sweep=blocks grid (space=grid). A trial that is
 not ok (wrong, resources, oom, compile_error, error, or an invalid block combination, recorded as an
 `unsupported` row with the reason) is PRUNED with its status and reason. The study lives in its rows:
-a restarted study re-adds them as trials (runners/trials.py) and measures only new configs. Config keys:
+a restarted study re-adds them as trials (runners/trials.py) and measures only new configs.
+
+Per-kernel decomposition (`decompose`): when the searched fields belong to independent kernels (Blocks fields
+tagged `tunable(..., kernel=...)`, two_pass's dK/dV and dQ kernels), one TPE study per kernel is asked for its
+fields, the union is measured once, and each study is told its own kernel's time from the row's kernel_ms
+(untagged fields: one more study told the total ms); the last trial joins every group's best. Config keys:
 conf/tune.yaml; docs/tuning.md.
 """
 import copy
@@ -36,17 +41,26 @@ CONFIG_NAME = "tune"
 SPACES = ("declared", "grid", "search")
 MAX_DUPLICATES = 8  # consecutive re-proposals of measured configs before a random unmeasured config is tried
 UNSUPPORTED = "unsupported"  # the runner's status for a ValueError from the variant: an invalid block combination
+DECOMPOSE_CHOICES = ("auto", True, False)
+JOINT = "joint"  # the one group of a study that is not decomposed: every field, told the total ms
+SHARED = "shared"  # a decomposed study's group of the untagged fields (they change several kernels): total ms
 
 
 @dataclasses.dataclass
 class StudyResult:
     name: str
-    study: object  # optuna.Study
+    study: object  # optuna.Study of the measured configs, every field (joint: the sampler's own study)
     space: dict
     measured: int  # distinct configs with a row (restored ones included)
     restored: int
     best: dict | None  # the fastest ok row
     rows_dir: Path
+    groups: dict = dataclasses.field(default_factory=dict)  # {group name: optuna.Study}; {JOINT: study} if joint
+    combined: dict | None = None  # the joined best of the groups, when the last trial measured it
+
+    @property
+    def decomposed(self) -> bool:
+        return len(self.groups) > 1
 
 
 # ---- the search space ---------------------------------------------------------------------------------
@@ -203,11 +217,161 @@ def _best_text(best: dict | None) -> str:
     return f"best {best['ms']:.4g} ms{unit} (trial {int(best['point_index']) + 1})"
 
 
+# ---- the field groups: one study, or one per kernel ------------------------------------------------------
+
+def field_groups(cfg: DictConfig, blocks_cls, space: dict) -> list[tuple[str, str | None, list[str]]]:
+    """[(group name, kernel whose time is its objective or None for the total ms, fields)]: one group per kernel
+    tag among the searched fields plus a SHARED group of the untagged ones when decomposed, else one JOINT group.
+    `decompose`: auto = decomposed when the fields span >= 2 kernels; true = decomposed (>= 2 groups needed)."""
+    setting = cfg.get("decompose", "auto")
+    if isinstance(setting, str) and setting.lower() in ("true", "false"):  # quoted on the command line
+        setting = setting.lower() == "true"
+    if setting not in DECOMPOSE_CHOICES or (setting != "auto" and not isinstance(setting, bool)):
+        raise ConfigError("decompose", f"must be auto, true or false, got {setting!r}")
+    tags = blocks_cls.field_kernels()
+    by_kernel: dict = {}
+    for name in space:
+        by_kernel.setdefault(tags.get(name), []).append(name)
+    kernels = [k for k in by_kernel if k is not None]
+    if setting is True and len(by_kernel) < 2:
+        raise ConfigError("decompose", f"true needs searched fields of >= 2 groups (kernels, shared); "
+                                       f"{cfg.variant.name} searches {list(space)}: {kernels or 'no kernel'} tagged")
+    if setting is False or (setting == "auto" and len(kernels) < 2):
+        return [(JOINT, None, list(space))]
+    groups = [(kernel, kernel, by_kernel[kernel]) for kernel in kernels]
+    return groups + ([(SHARED, None, by_kernel[None])] if None in by_kernel else [])
+
+
+@dataclasses.dataclass
+class Group:
+    """One Optuna study over some of the searched fields, told one objective per measured config."""
+    name: str
+    kernel: str | None  # its objective is this kernel's time in kernel_ms; None: the total ms
+    space: dict
+    study: object  # optuna.Study
+
+    def params(self, config: dict) -> dict:
+        return {k: config[k] for k in self.space}
+
+    @property
+    def dists(self) -> dict:
+        from runners import trials as T
+        return T.distributions(self.space)
+
+    @property
+    def short(self) -> str:
+        return self.name.strip("_").removesuffix("_kernel")
+
+
+class Search:
+    """The samplers of a study: its groups' studies, asked together (the union of their params is the config)
+    and told together (each its own objective), and `record`, the study of the measured configs (the joint
+    group's own study when not decomposed)."""
+
+    def __init__(self, cfg: DictConfig, name: str, space: dict, layout: list, out):
+        import optuna
+
+        from runners import trials as T
+
+        self.space, self.dists, self.out, self.fell_back = space, T.distributions(space), out, False
+        self.groups = []
+        for index, (group, kernel, fields) in enumerate(layout):  # each group its own seeded sampler
+            sampler = optuna.samplers.TPESampler(seed=int(cfg.sampler_seed) + index,
+                                                 n_startup_trials=startup_trials(cfg))
+            study = optuna.create_study(study_name=name if group == JOINT else f"{name}/{group}",
+                                        direction="minimize", sampler=sampler)
+            self.groups.append(Group(group, kernel, {k: space[k] for k in fields}, study))
+        self.decomposed = len(self.groups) > 1
+        self.record = (optuna.create_study(study_name=name, direction="minimize") if self.decomposed
+                       else self.groups[0].study)
+
+    def values(self, row: dict) -> tuple:
+        """(state, {group name: objective}) of a row: its kernel's time, or the total ms for an untagged group and
+        for every group when the row has no per-kernel time (said once)."""
+        from optuna.trial import TrialState
+        from runners import trials as T
+
+        state, ms = T.outcome(row)
+        if state != TrialState.COMPLETE:
+            return state, {g.name: None for g in self.groups}
+        values = {g.name: ms if g.kernel is None else T.kernel_value(row, g.kernel) for g in self.groups}
+        if any(v is None for v in values.values()):
+            if not self.fell_back:
+                self.out(f"study {self.record.study_name}: a row without per-kernel times (kernel_ms; CPU interpreter "
+                         f"or a profiler failure): its groups are told the total ms")
+                self.fell_back = True
+            values = {g.name: ms for g in self.groups}
+        return state, values
+
+    def add(self, params: dict, row: dict) -> None:
+        """A restored row: one finished trial in every group (and in the record)."""
+        from runners import trials as T
+
+        _, values = self.values(row)
+        for g in self.groups:
+            g.study.add_trial(T.frozen_trial(row, g.params(params), g.dists, values[g.name]))
+        if self.decomposed:
+            self.record.add_trial(T.frozen_trial(row, params, self.dists))
+
+    def enqueue(self, params: dict) -> None:
+        for g in self.groups:
+            g.study.enqueue_trial(g.params(params))
+
+    def ask(self) -> tuple[list, dict]:
+        """(one trial per group, the config: their params joined)."""
+        trials = [g.study.ask(g.dists) for g in self.groups]
+        return trials, _joined([t.params for t in trials], self.space)
+
+    def tell(self, trials: list, row: dict | None, params: dict, new: bool) -> None:
+        """Tells every group its objective of `row` (None: the row could not be read back, a FAIL); a new row
+        also gives the trials its status / reason attributes and goes into the record."""
+        from optuna.trial import TrialState
+        from runners import trials as T
+
+        if row is None:
+            for g, trial in zip(self.groups, trials):
+                g.study.tell(trial, state=TrialState.FAIL)
+            return
+        state, values = self.values(row)
+        for g, trial in zip(self.groups, trials):
+            if new:
+                for k, v in T.user_attrs(row).items():
+                    trial.set_user_attr(k, v)
+            g.study.tell(trial, values[g.name], state=state)
+        if new and self.decomposed:
+            self.record.add_trial(T.frozen_trial(row, params, self.dists))
+
+    def _best_trials(self) -> list:
+        from optuna.trial import TrialState
+
+        best = []
+        for g in self.groups:
+            done = g.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            best.append(min(done, key=lambda t: t.value) if done else None)
+        return best
+
+    def combined(self) -> dict | None:
+        """Every group's best params (by its own objective) joined; None while a group has no complete trial."""
+        best = self._best_trials()
+        return None if any(t is None for t in best) else _joined([t.params for t in best], self.space)
+
+    def progress(self) -> str:
+        """' | dkdv 1.26, dq 0.84, shared 2.2': every group's best objective (ms), when decomposed."""
+        if not self.decomposed:
+            return ""
+        parts = [f"{g.short} {t.value:.4g}" if t else f"{g.short} -" for g, t in zip(self.groups, self._best_trials())]
+        return " | " + ", ".join(parts)
+
+    def describe(self) -> str:
+        if not self.decomposed:
+            return "one joint study"
+        return "decomposed: " + "; ".join(f"{g.short} ({', '.join(g.space)})" for g in self.groups)
+
+
 def tune(cfg: DictConfig, out=print, gpu_index: int | None = None) -> StudyResult:
     """Runs (or resumes) the study of cfg's shape and variant until `trials` distinct configs have rows."""
     import optuna
     import variants
-    from optuna.trial import TrialState
 
     from runners import trials as T
 
@@ -215,7 +379,9 @@ def tune(cfg: DictConfig, out=print, gpu_index: int | None = None) -> StudyResul
     if not isinstance(cfg.trials, int) or cfg.trials < 0:
         raise ConfigError("trials", f"must be an integer >= 0, got {cfg.trials!r}")
     base = schema.check(cfg, sweep._device_kind())  # the shape, the user's fixed blocks, their defaults
-    space = search_space(cfg, variants.get(base.variant).Blocks, base.block_overrides)
+    blocks_cls = variants.get(base.variant).Blocks
+    space = search_space(cfg, blocks_cls, base.block_overrides)
+    layout = field_groups(cfg, blocks_cls, space)
     name = cfg.study or study_name(base, cfg.space)
     cfg = copy.deepcopy(cfg)
     with open_dict(cfg):
@@ -227,71 +393,84 @@ def tune(cfg: DictConfig, out=print, gpu_index: int | None = None) -> StudyResul
 
     size = space_size(space)
     budget = min(int(cfg.trials), size)
-    dists = T.distributions(space)
-    sampler = optuna.samplers.TPESampler(seed=int(cfg.sampler_seed), n_startup_trials=startup_trials(cfg))
-    study = optuna.create_study(study_name=name, direction="minimize", sampler=sampler)
-    seen: dict[str, tuple] = {}  # params key -> (state, value, row)
+    search = Search(cfg, name, space, layout, out)
+    seen: dict[str, dict | None] = {}  # params key -> its row (None: recorded but not readable)
     best = None
     next_index = 0
     restored = restore(rows_dir, name, space, environment, out)
-    for params, row in restored:
-        study.add_trial(T.frozen_trial(row, params, dists))
-        state, value = T.outcome(row)
-        seen[T.params_key(params)] = (state, value, row)
-        if value is not None and (best is None or value < best["ms"]):
-            best = row
-        next_index = max(next_index, int(row["point_index"]) + 1)
     out(f"study {name}: {len(space)} fields, {size} configs; {budget} trials "
         f"({len(restored)} restored from {rows_dir}); TPE seed {cfg.sampler_seed}, "
-        f"{startup_trials(cfg)} random start")
+        f"{startup_trials(cfg)} random start; {search.describe()}")
+    for params, row in restored:
+        search.add(params, row)
+        seen[T.params_key(params)] = row
+        best = _faster(best, row)
+        next_index = max(next_index, int(row["point_index"]) + 1)
     if cfg.warm_start and not restored:
         default = {k: v for k, v in base.blocks_dict.items() if k in space}
         if all(T._candidate(v, space[k]) is not None for k, v in default.items()):
-            study.enqueue_trial({k: T._candidate(v, space[k]) for k, v in default.items()})
+            search.enqueue({k: T._candidate(v, space[k]) for k, v in default.items()})
 
     rng = random.Random(int(cfg.sampler_seed))
     duplicates = streak = 0
+    combined, combined_due = None, search.decomposed
     while len(seen) < budget:
-        trial = study.ask(dists)
-        params = dict(trial.params)
+        if combined_due and len(seen) == budget - 1:  # the last trial: every group's best joined
+            combined_due = False
+            combined = search.combined()
+            if combined is not None and T.params_key(combined) not in seen:
+                out(f"study {name}: last trial = every group's best joined")
+                search.enqueue(combined)
+            else:
+                combined = None  # already measured: the trial is spent as any other
+        elif streak >= MAX_DUPLICATES:
+            search.enqueue(_unmeasured(space, seen, rng))
+            streak = 0
+        trials, params = search.ask()
         key = T.params_key(params)
-        if key in seen:  # TPE re-proposed a measured config: tell it the recorded outcome, measure nothing
-            state, value, _ = seen[key]
-            study.tell(trial, value, state=state)
+        if key in seen:  # a measured config re-proposed: every group is told the recorded outcome, nothing measured
+            search.tell(trials, seen[key], params, new=False)
             duplicates += 1
             streak += 1
-            if streak >= MAX_DUPLICATES:
-                study.enqueue_trial(_unmeasured(space, seen, rng))
-                streak = 0
             continue
         streak = 0
         index = next_index
         row, line = run_trial(cfg, base, params, index, budget, environment, rows_dir, gpu_index)
         next_index += 1
+        seen[key] = row
+        search.tell(trials, row, params, new=True)
         if row is None:  # resume said recorded but the row could not be read back: measure nothing more
-            study.tell(trial, state=TrialState.FAIL)
-            seen[key] = (TrialState.FAIL, None, None)
             out(f"{line} (row not found)")
             continue
-        state, value = T.outcome(row)
-        for k, v in T.user_attrs(row).items():
-            trial.set_user_attr(k, v)
-        study.tell(trial, value, state=state)
-        seen[key] = (state, value, row)
-        if value is not None and (best is None or value < best["ms"]):
-            best = {**row, "point_index": index}
-        out(f"{line} | {_best_text(best)}")
+        best = _faster(best, {**row, "point_index": index})
+        out(f"{line} | {_best_text(best)}{search.progress()}")
 
     counts: dict[str, int] = {}
-    for _, _, row in seen.values():
+    for row in seen.values():
         if row is not None:
             counts[row["status"]] = counts.get(row["status"], 0) + 1
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-    out(f"study {name}: {len(seen)} configs measured ({summary}); {duplicates} re-proposals not re-measured")
+    out(f"study {name}: {len(seen)} configs measured ({summary}); {duplicates} re-proposals not re-measured"
+        + (f"; group bests{search.progress().replace(' |', ':', 1)}" if search.decomposed else ""))
     if best is not None:
         out(f"study {name}: {_best_text(best)}: {best['blocks_json']}")
     out(f"rows: {rows_dir}")
-    return StudyResult(name, study, space, len(seen), len(restored), best, rows_dir)
+    groups = {g.name: g.study for g in search.groups}
+    return StudyResult(name, search.record, space, len(seen), len(restored), best, rows_dir, groups, combined)
+
+
+def _joined(parts: list[dict], space: dict) -> dict:
+    """The groups' params as one config, in the space's field order."""
+    params = {k: v for part in parts for k, v in part.items()}
+    return {k: params[k] for k in space}
+
+
+def _faster(best: dict | None, row: dict) -> dict | None:
+    """The faster of the best ok row so far and `row` (by total ms)."""
+    from runners import trials as T
+
+    _, value = T.outcome(row)
+    return row if value is not None and (best is None or value < best["ms"]) else best
 
 
 def _unmeasured(space: dict, seen: dict, rng: random.Random) -> dict:

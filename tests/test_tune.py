@@ -1,7 +1,10 @@
 """The Optuna tuner on the CPU interpreter: trials are runner rows, pruned trials keep their reason, resume
-measures only new configs, write_defaults turns the winner into a block_defaults rule; plots.study draws it."""
+measures only new configs, write_defaults turns the winner into a block_defaults rule; plots.study draws it.
+Per-kernel decomposition: synthetic measurements (measure.measure replaced, the rest of the runner real)."""
 import dataclasses
+import itertools
 import json
+import random
 import shutil
 import subprocess
 import sys
@@ -12,7 +15,7 @@ import yaml
 from hydra import compose, initialize_config_dir
 from optuna.trial import TrialState
 
-from runners import block_rules, env, measure, results, tune  # runners.* set TRITON_INTERPRET first
+from runners import block_rules, env, measure, profile, results, trials, tune  # runners.* set TRITON_INTERPRET first
 import variants
 from runners.schema import ConfigError
 from variants.block_defaults import default_block_fields
@@ -73,6 +76,8 @@ def test_four_trial_study_rows_pruned_trials_and_written_defaults(tmp_path, monk
     assert result.best["ms"] == ok["ms"].min() and result.study.best_value == ok["ms"].min()
     progress = [ln for ln in lines if ln.startswith("[")]
     assert len(progress) == 4 and all("best" in ln for ln in progress)  # one line per measured trial
+    # BLOCK_M1 and BLOCK_N2 belong to two kernels: decomposed, told the total ms (no kernel_ms on the CPU)
+    assert result.decomposed and sum("without per-kernel times" in ln for ln in lines) == 1
 
     # write_defaults: the winner becomes a rule of `any` (the CPU interpreter's table) in a copy of the table
     table_path = tmp_path / "block_defaults.yaml"
@@ -107,10 +112,10 @@ def test_a_resumed_study_measures_only_new_configs(tmp_path, monkeypatch):
         return real_measure(point, *args, **kwargs)
 
     monkeypatch.setattr(measure, "measure", counting)
-    first = tune.tune(cfg_for(tmp_path, "trials=2"), out=lambda _: None)
-    assert first.measured == 2 and len(measured) == 2
+    first = tune.tune(cfg_for(tmp_path, "trials=2", "decompose=false"), out=lambda _: None)
+    assert first.measured == 2 and len(measured) == 2 and not first.decomposed
     lines = []
-    second = tune.tune(cfg_for(tmp_path, "trials=4"), out=lines.append)
+    second = tune.tune(cfg_for(tmp_path, "trials=4", "decompose=false"), out=lines.append)
     assert second.restored == 2 and second.measured == 4
     assert len(measured) == 4 and len(set(measured)) == 4  # the first two were not measured again
     df = study_table(second)
@@ -174,7 +179,180 @@ def test_rules_replace_the_exact_rule_or_go_before_the_serving_one(tmp_path):
 
 
 def test_bad_tuner_config_is_one_line_and_exit_2(tmp_path):
-    for args, expect in ((["trialz=3"], "trialz"), (["space=everything"], "space: must be one of")):
+    for args, expect in ((["trialz=3"], "trialz"), (["space=everything"], "space: must be one of"),
+                         (["variant=fused", "decompose=true"], "decompose: true needs")):
         proc = subprocess.run([sys.executable, "-m", "runners.tune", *args, f"results_dir={tmp_path}"],
                               cwd=env.REPO, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 2 and expect in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+# ---- per-kernel decomposition: synthetic, separable measurements over the two_pass grid (64 configs) ----------
+SHAPE = TINY[:-2]  # the tiny two_pass shape, no space=search
+GRID_STUDY = [*SHAPE, "space=grid", "trials=16", "warm_start=false"]  # 25% of the 64-config grid
+
+
+def separable_tables(seed=1) -> dict:  # seed 1: the joint TPE misses its optimum in 16
+    """{kernel: (its grid fields, {their values: ms})}: distinct times per kernel config, so the sum has one
+    optimum; the fields and values come from the grid file and the Blocks kernel tags."""
+    space, kernels = tune.grid_space("two_pass"), TwoPassBlocks.field_kernels()
+    rng, tables = random.Random(seed), {}
+    for kernel in dict.fromkeys(kernels[f] for f in space):
+        fields = [f for f in space if kernels[f] == kernel]
+        combos = list(itertools.product(*(space[f] for f in fields)))
+        times = [0.5 + 0.07 * i for i in range(len(combos))]
+        rng.shuffle(times)
+        tables[kernel] = (fields, dict(zip(combos, times)))
+    return tables
+
+
+def optimum(tables) -> dict:
+    return {f: v for fields, table in tables.values() for f, v in zip(fields, min(table, key=table.get))}
+
+
+def synthetic(monkeypatch, tables, kernel_ms=True, wrong=lambda blocks: False) -> list[dict]:
+    """Replaces measure.measure by the tables' times (ms = the kernels + 0.05 ms delta + 0.02 ms gaps);
+    returns the list of measured block dicts."""
+    measured = []
+
+    def fake(point, bench, *, timer, **_):
+        blocks = point.blocks_dict
+        measured.append(blocks)
+        times = {k: table[tuple(blocks[f] for f in fields)] for k, (fields, table) in tables.items()}
+        times["_delta_kernel"] = 0.05
+        bad = wrong(blocks)
+        return {**measure.EMPTY, **profile.EMPTY, "ms": sum(times.values()) + 0.02, "tflops": 1.0,
+                "status": "wrong" if bad else "ok", "correct": not bad, "reason": "dq: test" if bad else "",
+                "timing_meaningful": True, "timer": timer, "kernel_ms": json.dumps(times) if kernel_ms else None}
+
+    monkeypatch.setattr(measure, "measure", fake)
+    return measured
+
+
+def test_decomposed_study_finds_the_separable_optimum_in_a_quarter_of_the_grid(tmp_path, monkeypatch):
+    tables = separable_tables()
+    measured = synthetic(monkeypatch, tables)
+    lines = []
+    result = tune.tune(cfg_for(tmp_path, *GRID_STUDY, base=[]), out=lines.append)
+    assert result.decomposed and set(result.groups) == {"_dkdv_kernel", "_dq_kernel"}
+    for kernel, (fields, _) in tables.items():  # each group's study searched its kernel's fields only
+        assert all(set(t.params) == set(fields) for t in result.groups[kernel].get_trials())
+    assert len(measured) == result.measured == 16
+    assert len({json.dumps(b, sort_keys=True) for b in measured}) == 16  # no config measured twice
+    best = json.loads(result.best["blocks_json"])
+    assert {k: best[k] for k in result.space} == optimum(tables)
+    df = study_table(result)
+    assert len(df) == 16 and set(df["study"]) == {result.name}
+    last = df.sort_values("point_index").iloc[-1]
+    if result.combined is not None:  # the last trial measured the groups' bests joined
+        assert {k: last[k] for k in result.space} == result.combined
+    assert any("last trial = every group's best joined" in ln for ln in lines) == (result.combined is not None)
+    progress = [ln for ln in lines if ln.startswith("[")]
+    assert len(progress) == 16 and all(" | dkdv " in ln and ", dq " in ln for ln in progress)
+    assert not any("without per-kernel times" in ln for ln in lines)
+    # every group's objective is its kernel's time, not the total
+    dkdv_fields, dkdv_table = tables["_dkdv_kernel"]
+    done = result.groups["_dkdv_kernel"].get_trials(states=(TrialState.COMPLETE,))
+    assert {t.value for t in done} <= set(dkdv_table.values())
+
+
+@pytest.mark.parametrize("decompose, groups", [("false", {"joint"}), ("auto", {"_dkdv_kernel", "_dq_kernel"}),
+                                               ("true", {"_dkdv_kernel", "_dq_kernel", "shared"})])
+def test_decompose_setting_picks_the_groups(tmp_path, monkeypatch, decompose, groups):
+    """false: today's joint study (it may miss the optimum); auto: one study per kernel; true with an untagged
+    field searched: the kernels plus a shared group."""
+    synthetic(monkeypatch, separable_tables())
+    extra = ["+search.prescale=[false,true]"] if decompose == "true" else []
+    result = tune.tune(cfg_for(tmp_path, *GRID_STUDY, "trials=6", f"decompose={decompose}", *extra, base=[]),
+                       out=lambda _: None)
+    assert set(result.groups) == groups and result.measured == 6
+    assert result.decomposed == (decompose != "false")
+    if decompose == "false":
+        assert result.study is result.groups["joint"] and result.combined is None
+    else:
+        assert len(result.study.get_trials()) == 6  # the record: one trial per measured config
+    if decompose == "true":
+        assert set(result.groups["shared"].get_trials()[0].params) == {"prescale"}
+
+
+def test_the_last_trial_joins_every_groups_best_also_after_a_resume(tmp_path, monkeypatch):
+    """Separable times: the groups' bests joined beat every config measured before it."""
+    synthetic(monkeypatch, separable_tables())
+    fresh = tune.tune(cfg_for(tmp_path / "fresh", *GRID_STUDY, "trials=5", base=[]), out=lambda _: None)
+    tune.tune(cfg_for(tmp_path / "resumed", *GRID_STUDY, "trials=3", base=[]), out=lambda _: None)
+    resumed = tune.tune(cfg_for(tmp_path / "resumed", *GRID_STUDY, "trials=5", base=[]), out=lambda _: None)
+    assert resumed.restored == 3
+    for result in (fresh, resumed):
+        df = study_table(result).sort_values("point_index")
+        last = df.iloc[-1]
+        assert result.combined is not None and {k: last[k] for k in result.space} == result.combined
+        assert result.best["ms"] == last["ms"] == df["ms"].min() and len(df) == 5
+
+
+def test_warm_start_enqueues_the_default_in_every_group(tmp_path, monkeypatch):
+    from runners import schema, sweep
+
+    measured = synthetic(monkeypatch, separable_tables())
+    cfg = cfg_for(tmp_path, *GRID_STUDY, "trials=3", "warm_start=true", base=[])
+    result = tune.tune(cfg, out=lambda _: None)
+    default = {k: v for k, v in schema.check(cfg, sweep._device_kind()).blocks_dict.items() if k in result.space}
+    assert len(default) == len(result.space)  # the shape's default lies in the grid
+    assert {k: measured[0][k] for k in result.space} == default
+    for group in result.groups.values():
+        first = group.get_trials()[0].params
+        assert first == {k: default[k] for k in first}
+
+
+def test_a_resumed_decomposed_study_measures_no_config_twice(tmp_path, monkeypatch):
+    tables = separable_tables()
+    measured = synthetic(monkeypatch, tables)
+    full = tune.tune(cfg_for(tmp_path / "full", *GRID_STUDY, base=[]), out=lambda _: None)
+    measured.clear()
+    first = tune.tune(cfg_for(tmp_path / "resumed", *GRID_STUDY, "trials=6", base=[]), out=lambda _: None)
+    lines = []
+    second = tune.tune(cfg_for(tmp_path / "resumed", *GRID_STUDY, base=[]), out=lines.append)
+    assert first.measured == 6 and second.restored == 6 and second.measured == 16
+    assert len(measured) == 16 and len({json.dumps(b, sort_keys=True) for b in measured}) == 16
+    for group in second.groups.values():  # every group rebuilt from the rows, then asked for the new trials
+        assert len(group.get_trials()) >= 16
+    assert second.best["blocks_json"] == full.best["blocks_json"]
+    assert second.combined is None or any("last trial" in ln for ln in lines)
+
+
+def test_rows_without_kernel_times_tell_every_group_the_total_ms(tmp_path, monkeypatch):
+    synthetic(monkeypatch, separable_tables(), kernel_ms=False)
+    lines = []
+    result = tune.tune(cfg_for(tmp_path, *GRID_STUDY, "trials=5", base=[]), out=lines.append)
+    assert sum("without per-kernel times" in ln for ln in lines) == 1  # said once
+    totals = set(study_table(result)["ms"])
+    for group in result.groups.values():
+        assert {t.value for t in group.get_trials(states=(TrialState.COMPLETE,))} <= totals
+    for unreadable in (None, "", float("nan"), "not json", '{"_dq_kernel": "x"}', '{"_dkdv_kernel": 1.0}'):
+        assert trials.kernel_value({"kernel_ms": unreadable}, "_dq_kernel") is None
+
+
+def test_wrong_rows_are_pruned_in_every_group(tmp_path, monkeypatch):
+    synthetic(monkeypatch, separable_tables(), wrong=lambda blocks: blocks["num_warps1"] == 8)
+    result = tune.tune(cfg_for(tmp_path, *GRID_STUDY, "trials=8", base=[]), out=lambda _: None)
+    df = study_table(result)
+    wrong = int((df["status"] == "wrong").sum())
+    assert 0 < wrong < 8
+    for study in (*result.groups.values(), result.study):
+        attrs = [t for t in study.get_trials() if t.user_attrs.get("status") == "wrong"]
+        assert len(attrs) == wrong and all(t.state == TrialState.PRUNED for t in attrs)
+    assert all(t.value is None for g in result.groups.values() for t in g.get_trials(states=(TrialState.PRUNED,)))
+
+
+def test_kernel_tags_name_the_two_pass_kernels_and_single_kernel_variants_have_none(tmp_path):
+    import kernels.two_pass as two_pass
+
+    tags = TwoPassBlocks.field_kernels()
+    assert {k for k in tags.values() if k} == {"_dkdv_kernel", "_dq_kernel"}
+    assert all(hasattr(two_pass, kernel) for kernel in set(tags.values()) - {None})
+    assert tags["prescale"] is None and tags["longest_first"] is None
+    for blocks_cls in (FusedBlocks, AtomicBlocks):
+        assert not any(blocks_cls.field_kernels().values())
+    fused = cfg_for(tmp_path, "variant=fused", "decompose=true", base=SHAPE)
+    with pytest.raises(ConfigError, match="decompose: true needs"):
+        tune.field_groups(fused, FusedBlocks, FusedBlocks.search_space())
+    with pytest.raises(ConfigError, match="decompose: must be auto, true or false"):
+        tune.field_groups(cfg_for(tmp_path, "decompose=maybe", base=SHAPE), TwoPassBlocks, {"BLOCK_M1": (16,)})

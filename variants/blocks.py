@@ -8,7 +8,11 @@ its dataclass field metadata, through `tunable`:
     deterministic: bool = False                  # plain field: never searched (a mode, not a speed knob)
 
 `Blocks.search_space()` returns {field: candidates} of every declared field, in field order; the tuner
-turns each into one categorical Optuna parameter. Candidates must each pass `validate()` alone; combination
+turns each into one categorical Optuna parameter. `tunable(..., kernel="_dq_kernel")` also names the kernel
+(as the row's `kernel_ms` names it) whose time the field alone determines; `Blocks.field_kernels()` returns
+them. A variant that launches independent kernels (two_pass) tags each kernel's fields, and the tuner then
+runs one study per kernel (docs/tuning.md, "Per-kernel decomposition"); a field that changes several
+kernels, or a single-kernel variant's fields, stay untagged. Candidates must each pass `validate()` alone; combination
 rules (`check_rules`) may still reject a mix, which the tuner records as an invalid (unsupported) trial.
 A new field (e.g. `tma`, `warp_specialize`) is searched by declaring it with `tunable(default, values)`;
 nothing else needs to change. `conf/sweep_grid/blocks_<variant>.yaml` is a separate, smaller hand-picked
@@ -18,15 +22,24 @@ from dataclasses import asdict, dataclass, field, fields
 
 NUM_WARPS = (1, 2, 4, 8, 16)
 SEARCH = "search"  # dataclass field metadata key: the candidate values of a tunable field
+KERNEL = "kernel"  # dataclass field metadata key: the kernel (a kernel_ms key) whose time the field determines
 BLOCKS = (16, 32, 64, 128)  # tile candidates (256 rarely fits shared memory in the backward)
 WARPS = (4, 8)
 STAGES = (1, 2, 3, 4)
 BOOLS = (False, True)
 
 
-def tunable(default, values):
-    """A block field with the candidate values runners.tune searches (`SEARCH` metadata)."""
-    return field(default=default, metadata={SEARCH: tuple(values)})
+DKDV_KERNEL = "_dkdv_kernel"  # kernels/two_pass.py's kernels, as kernel_ms names them
+DQ_KERNEL = "_dq_kernel"
+
+
+def tunable(default, values, kernel: str | None = None):
+    """A block field with the candidate values runners.tune searches (`SEARCH` metadata) and, optionally,
+    the one kernel whose time it determines (`KERNEL` metadata)."""
+    metadata = {SEARCH: tuple(values)}
+    if kernel is not None:
+        metadata[KERNEL] = kernel
+    return field(default=default, metadata=metadata)
 
 
 def _is_pow2(x: int) -> bool:
@@ -57,6 +70,11 @@ class Blocks:
         """{field: candidate values} of every field declared with `tunable`, in field order."""
         return {f.name: f.metadata[SEARCH] for f in fields(cls) if f.metadata.get(SEARCH)}
 
+    @classmethod
+    def field_kernels(cls) -> dict:
+        """{field: the kernel whose time the field alone determines, or None}, every field in field order."""
+        return {f.name: f.metadata.get(KERNEL) for f in fields(cls)}
+
     def validate(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
@@ -77,14 +95,14 @@ class Blocks:
 @dataclass(frozen=True)
 class TwoPassBlocks(Blocks):
     """Each of the two kernels has its own tile, warps and pipeline depth (their best differ)."""
-    BLOCK_M1: int = tunable(64, BLOCKS)  # dK/dV kernel: query block walked
-    BLOCK_N1: int = tunable(64, BLOCKS)  # dK/dV kernel: resident key block
-    num_warps1: int = tunable(4, WARPS)
-    num_stages1: int = tunable(2, STAGES)
-    BLOCK_M2: int = tunable(64, BLOCKS)  # dQ kernel: resident query block
-    BLOCK_N2: int = tunable(64, BLOCKS)  # dQ kernel: key block walked
-    num_warps2: int = tunable(4, WARPS)
-    num_stages2: int = tunable(2, STAGES)
+    BLOCK_M1: int = tunable(64, BLOCKS, DKDV_KERNEL)  # dK/dV kernel: query block walked
+    BLOCK_N1: int = tunable(64, BLOCKS, DKDV_KERNEL)  # dK/dV kernel: resident key block
+    num_warps1: int = tunable(4, WARPS, DKDV_KERNEL)
+    num_stages1: int = tunable(2, STAGES, DKDV_KERNEL)
+    BLOCK_M2: int = tunable(64, BLOCKS, DQ_KERNEL)  # dQ kernel: resident query block
+    BLOCK_N2: int = tunable(64, BLOCKS, DQ_KERNEL)  # dQ kernel: key block walked
+    num_warps2: int = tunable(4, WARPS, DQ_KERNEL)
+    num_stages2: int = tunable(2, STAGES, DQ_KERNEL)
     longest_first: bool = tunable(False, BOOLS)  # causal: grid (heads, blocks) so every head's longest blocks start first
     prescale: bool = tunable(False, BOOLS)  # resident K (dK/dV kernel) and Q (dQ kernel) pre-multiplied by scale * log2(e)
 
