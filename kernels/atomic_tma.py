@@ -11,14 +11,21 @@ Paths, chosen per call by `tma_paths` (never a crash where TMA cannot run):
             DQ_NONE: no dQ here (deterministic mode, dQ by the atomic-free pass of two_pass).
 The fp32 accumulator is [B, H, Nq, BLOCK_D] (padded head dim, 16-byte aligned rows whatever D is);
 a finishing kernel scales it by sm_scale and writes dq in q's dtype and layout.
+
+Packed varlen batches (IS_VARLEN, kernels/varlen.py): B = 1, the blocks axis runs over the (document, key
+block) pairs of Packing.block_indices, pointers move to the document (backward_steps.document_pointers) and
+every bound, causal shift and descriptor shape is the document's, so the accumulator is [1, H, total_q,
+BLOCK_D] and the finishing kernel sees one sequence of total_q rows. Every mode runs packed.
 """
 import torch
 import triton
 import triton.language as tl
 
-from kernels.common import LOG2E, even_blocks, head_block, load_tile, score_mask
+from kernels.backward_steps import document_pointers
+from kernels.common import LOG2E, document_block, even_blocks, head_block, load_tile, score_mask
 from kernels.forward import dot_precision, strides
 from kernels.two_pass import launch_dq
+from kernels.varlen import UNIFORM_ARGS
 
 DQ_NONE, DQ_ATOMIC, DQ_TMA = 0, 1, 2
 
@@ -73,14 +80,16 @@ def _atomic_tma_kernel(Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA,
                        stride_qb, stride_qn, stride_qh, stride_qd, stride_kb, stride_kn, stride_kh, stride_kd,
                        stride_vb, stride_vn, stride_vh, stride_vd, stride_dob, stride_don, stride_doh, stride_dod,
                        stride_dkb, stride_dkn, stride_dkh, stride_dkd, stride_dvb, stride_dvn, stride_dvh, stride_dvd,
-                       seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale,
+                       seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale, CU_SEQLENS_Q, CU_SEQLENS_K, BLOCK_INDICES,
                        HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                        CAUSAL: tl.constexpr, LONGEST_FIRST: tl.constexpr, TMA_LOAD: tl.constexpr,
-                       DQ_MODE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+                       DQ_MODE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, IS_VARLEN: tl.constexpr,
                        EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
     """Grid (cdiv(Nk, BLOCK_N), B * Hkv), or (B * Hkv, cdiv(Nk, BLOCK_N)) with LONGEST_FIRST.
     dK, dV of key block i_n of kv-head i_hk, summed over the group of query heads sharing it (GQA);
-    DQ_ACC [B, H, Nq, BLOCK_D] fp32 receives the unscaled dS K of every (query, key) block pair."""
+    DQ_ACC [B, H, Nq, BLOCK_D] fp32 receives the unscaled dS K of every (query, key) block pair.
+    IS_VARLEN: B = 1 and the blocks axis runs over the (document, key block) pairs of BLOCK_INDICES;
+    DQ_ACC is [1, H, total_q, BLOCK_D]."""
     if LONGEST_FIRST:
         i_n = tl.program_id(1)
         i_bhk = tl.program_id(0)
@@ -90,6 +99,17 @@ def _atomic_tma_kernel(Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA,
     i_b = i_bhk // kv_heads
     i_hk = i_bhk % kv_heads
     group = heads // kv_heads
+    stride_lse = seq_q  # LSE, DELTA [B, H, Nq], DQ_ACC [B, H, Nq, BLOCK_D] (varlen: total_q rows per head)
+    heads_walked = group
+    if IS_VARLEN:
+        i_n, bos_q, seq_q, bos_k, seq_k = document_block(BLOCK_INDICES, CU_SEQLENS_Q, CU_SEQLENS_K, i_n)
+        Q, K, V, DO, DQ_ACC, DK, DV, LSE, DELTA = document_pointers(
+            Q, K, V, DO, DQ_ACC, DK, DV, LSE, DELTA,
+            stride_qn, stride_kn, stride_vn, stride_don, BLOCK_D, stride_dkn, stride_dvn, bos_q, bos_k)
+        # From here on seq_q / seq_k are the document's: loads, masks, the causal shift (bottom-right per
+        # document) and descriptor shapes stop at its end. A document without queries walks no head (and
+        # builds no 0-row descriptor); its dK, dV are stored as zeros.
+        heads_walked = tl.where(seq_q > 0, group, 0)
     start_n = i_n * BLOCK_N
     o_n = start_n + tl.arange(0, BLOCK_N)
     o_d = tl.arange(0, BLOCK_D)
@@ -116,12 +136,16 @@ def _atomic_tma_kernel(Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA,
     else:
         m_lo = 0
         m_mid = 0
-    for i_g in range(group):
+    # Packed: a query tile that straddles the document's end has its out-of-document rows zero (descriptor
+    # shape = document length, or load masks), LSE +inf and the score mask drops them, so P = 0 and dS = 0
+    # there: their dQ rows are exactly 0. The reduce-add clips rows past the descriptor's (document's) end
+    # and the atomics mask them; even an unclipped add into the neighbour document's rows would add 0.
+    for i_g in range(heads_walked):
         i_h = i_hk * group + i_g
         i_bh = i_b * heads + i_h
         q_base = Q + i_b * stride_qb + i_h * stride_qh
         do_base = DO + i_b * stride_dob + i_h * stride_doh
-        dq_base = DQ_ACC + i_bh.to(tl.int64) * seq_q * BLOCK_D
+        dq_base = DQ_ACC + i_bh.to(tl.int64) * stride_lse * BLOCK_D
         if TMA_LOAD:
             d_q = tl.make_tensor_descriptor(q_base, shape=[seq_q, HEAD_DIM], strides=[stride_qn, 1],
                                             block_shape=[BLOCK_M, BLOCK_D])
@@ -137,14 +161,14 @@ def _atomic_tma_kernel(Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA,
             d_dq = dq_base
         for start_m in range(m_lo, m_mid, BLOCK_M):
             b_dk, b_dv = _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, q_base, do_base, dq_base,
-                                       LSE + i_bh * seq_q, DELTA + i_bh * seq_q,
+                                       LSE + i_bh * stride_lse, DELTA + i_bh * stride_lse,
                                        stride_qn, stride_qd, stride_don, stride_dod,
                                        o_n, start_m, seq_q, seq_k, qk_scale,
                                        HEAD_DIM, BLOCK_M, BLOCK_D, True, TMA_LOAD, DQ_MODE,
                                        EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION)
         for start_m in tl.range(m_mid, seq_q, BLOCK_M, warp_specialize=WARP_SPECIALIZE):
             b_dk, b_dv = _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, q_base, do_base, dq_base,
-                                       LSE + i_bh * seq_q, DELTA + i_bh * seq_q,
+                                       LSE + i_bh * stride_lse, DELTA + i_bh * stride_lse,
                                        stride_qn, stride_qd, stride_don, stride_dod,
                                        o_n, start_m, seq_q, seq_k, qk_scale,
                                        HEAD_DIM, BLOCK_M, BLOCK_D, False, TMA_LOAD, DQ_MODE,
@@ -158,7 +182,9 @@ def _atomic_tma_kernel(Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA,
 @triton.jit
 def _dq_finish_kernel(DQ_ACC, DQ, stride_dqb, stride_dqn, stride_dqh, stride_dqd, seq_q, heads, sm_scale,
                       HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
-    """Grid (cdiv(Nq, BLOCK_M), B * H): dq = sm_scale * DQ_ACC[..., :D] in dq's dtype and strides."""
+    """Grid (cdiv(Nq, BLOCK_M), B * H): dq = sm_scale * DQ_ACC[..., :D] in dq's dtype and strides. Row-wise, so
+    a packed batch is one sequence of total_q rows (B = 1); rows no program reached (queries of a document
+    without keys) stay 0."""
     i_m = tl.program_id(0)
     i_bh = tl.program_id(1)
     o_m = i_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -206,9 +232,11 @@ def _set_allocator(device) -> None:
 
 def atomic_tma_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
                         num_warps: int, num_stages: int, tma_load: bool = True, tma_reduce: bool = True,
-                        deterministic: bool = False, longest_first: bool = False, warp_specialize: bool = False):
+                        deterministic: bool = False, longest_first: bool = False, warp_specialize: bool = False,
+                        varlen=None):
     """-> dq like q, dk/dv like k/v. tma_load / tma_reduce are requests: a path that cannot run here
-    (`tma_paths`) falls back to pointer loads / per-element atomics."""
+    (`tma_paths`) falls back to pointer loads / per-element atomics.
+    varlen: a kernels.varlen.Packing (q [1, total_q, H, D], k/v [1, total_k, Hkv, D])."""
     batch, seq_q, heads, head_dim = q.shape
     seq_k, kv_heads = k.shape[1], k.shape[2]
     block_d = head_block(head_dim)
@@ -218,26 +246,30 @@ def atomic_tma_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, 
     if (use_load or dq_mode == DQ_TMA) and not _interpreting():
         _set_allocator(q.device)
     even_m, even_n, even_d = even_blocks(seq_q, seq_k, head_dim, block_d, walked=BLOCK_M, resident=BLOCK_N,
-                                         walks_queries=True, causal=causal)
+                                         walks_queries=True, causal=causal, varlen=varlen is not None)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     dq = torch.empty_like(q)
+    # [B, H, Nq, BD] fp32 (varlen: [1, H, total_q, BD])
     dq_acc = dq if deterministic else torch.zeros(batch, heads, seq_q, block_d, device=q.device, dtype=torch.float32)
     longest_first = longest_first and causal
-    grid = (triton.cdiv(seq_k, BLOCK_N), batch * kv_heads)
-    _atomic_tma_kernel[grid[::-1] if longest_first else grid](
-        q, k, v, do, dk, dv, dq_acc, lse, delta,
-        *strides(q), *strides(k), *strides(v), *strides(do), *strides(dk), *strides(dv),
-        seq_q, seq_k, heads, kv_heads, scale * LOG2E, scale,
-        HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=block_d,
-        CAUSAL=causal, LONGEST_FIRST=longest_first, TMA_LOAD=use_load, DQ_MODE=dq_mode,
-        WARP_SPECIALIZE=warp_specialize, EVEN_M=even_m, EVEN_N=even_n, EVEN_D=even_d,
-        DOT_PRECISION=dot_precision(q.dtype), num_warps=num_warps, num_stages=num_stages)
+    doc_args, blocks = (UNIFORM_ARGS, triton.cdiv(seq_k, BLOCK_N)) if varlen is None else varlen.kernel_args(block_k=BLOCK_N)
+    grid = (blocks, batch * kv_heads)
+    if blocks > 0:  # packed: 0 when no document has a key
+        _atomic_tma_kernel[grid[::-1] if longest_first else grid](
+            q, k, v, do, dk, dv, dq_acc, lse, delta,
+            *strides(q), *strides(k), *strides(v), *strides(do), *strides(dk), *strides(dv),
+            seq_q, seq_k, heads, kv_heads, scale * LOG2E, scale, **doc_args,
+            HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=block_d,
+            CAUSAL=causal, LONGEST_FIRST=longest_first, TMA_LOAD=use_load, DQ_MODE=dq_mode,
+            WARP_SPECIALIZE=warp_specialize, EVEN_M=even_m, EVEN_N=even_n, EVEN_D=even_d,
+            DOT_PRECISION=dot_precision(q.dtype), num_warps=num_warps, num_stages=num_stages)
     if deterministic:  # dQ by the atomic-free pass (query block resident, walks keys)
         launch_dq(q, k, v, do, dq, lse, delta, causal=causal, scale=scale, BLOCK_M=BLOCK_N, BLOCK_N=BLOCK_M,
-                  num_warps=num_warps, num_stages=num_stages, longest_first=longest_first)
+                  num_warps=num_warps, num_stages=num_stages, longest_first=longest_first, varlen=varlen)
         return dq, dk, dv
     finish_m = 64
-    _dq_finish_kernel[(triton.cdiv(seq_q, finish_m), batch * heads)](
-        dq_acc, dq, *strides(dq), seq_q, heads, scale, HEAD_DIM=head_dim, BLOCK_M=finish_m, BLOCK_D=block_d,
-        num_warps=4)
+    if seq_q > 0:
+        _dq_finish_kernel[(triton.cdiv(seq_q, finish_m), batch * heads)](
+            dq_acc, dq, *strides(dq), seq_q, heads, scale, HEAD_DIM=head_dim, BLOCK_M=finish_m, BLOCK_D=block_d,
+            num_warps=4)
     return dq, dk, dv

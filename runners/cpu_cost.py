@@ -57,7 +57,7 @@ def passes(blocks: dict, head_dim: int) -> list[tuple[int, int]]:
     """(BLOCK_M, BLOCK_N) of every tile sweep one backward makes, from the resolved block fields."""
     if "BLOCK_M1" in blocks and "BLOCK_N1" in blocks:  # two_pass, fused: dK/dV sweep, then dQ sweep
         return [(blocks["BLOCK_M1"], blocks["BLOCK_N1"]), (blocks["BLOCK_M2"], blocks["BLOCK_N2"])]
-    if "BLOCK_M" in blocks and "BLOCK_N" in blocks:  # atomic: one sweep, a second dQ sweep when deterministic
+    if "BLOCK_M" in blocks and "BLOCK_N" in blocks:  # atomic, atomic_tma: one sweep (+ a dQ sweep when deterministic)
         sweeps = [(blocks["BLOCK_M"], blocks["BLOCK_N"])]
         return sweeps + ([(blocks["BLOCK_N"], blocks["BLOCK_M"])] if blocks.get("deterministic") else [])
     return []

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Issue 11: packed variable-length batches on one GPU (about 6-8 minutes on an H100).
+# Issue 11: packed variable-length batches on one GPU (about 7-9 minutes on an H100).
 #   A) varlen=lognormal (mean doc length 2048), tokens 16k / 64k, D 64 / 128, causal, bf16:
-#      two_pass, atomic, fused, flex, sdpa_flash (FA2 varlen); sdpa_cudnn in its own process (ragged cuDNN path)
+#      two_pass, atomic, fused, atomic_tma, flex, sdpa_flash (FA2 varlen); sdpa_cudnn in its own process (ragged cuDNN path)
 #   B) the matching uniform batches: varlen=none seq=2048 at the same tokens (B = tokens / 2048)
 #   C) TFLOPS vs mean document length: tokens 64k, D 128, mean 512 / 4096, lognormal and uniform batches
 #   D) bf16 correctness: GQA 16/4, odd lengths (varlen=uniform mean 300, 5000 tokens), causal and not, every Triton
-#      design incl. deterministic atomic, and FA2 varlen, through the runner's accuracy gate
+#      design incl. deterministic atomic / atomic_tma, and FA2 varlen, through the runner's accuracy gate
 # Everything goes to $OUT: varlen.parquet (one flat table, every row) and varlen.log.
 # Every point's gradients are checked against the fp32 reference (per document) before timing.
 set -uo pipefail
@@ -30,21 +30,23 @@ python -c "import torch, triton; print('torch', torch.__version__, 'triton', tri
 
 # A: the headline table; flex in its own isolated run (it compiles one graph per shape; a point that overruns
 # point_timeout_s becomes a `timeout` row and the others go on)
-run 150 $COMMON sweep_id=issue11-A varlen=lognormal seq=2048 tokens=16384,65536 head_dim=64,128 \
-    variant=two_pass,atomic,fused,sdpa_flash
+run 190 $COMMON sweep_id=issue11-A varlen=lognormal seq=2048 tokens=16384,65536 head_dim=64,128 \
+    variant=two_pass,atomic,fused,atomic_tma,sdpa_flash
 run 240 $COMMON sweep_id=issue11-A-flex varlen=lognormal seq=2048 tokens=16384,65536 head_dim=64,128 \
     variant=flex isolate=true point_timeout_s=100
 # B: uniform batches at the same tokens (flex uniform numbers: results/h200/fa_grid.parquet)
-run 90 $COMMON sweep_id=issue11-B varlen=none seq=2048 tokens=16384,65536 head_dim=64,128 \
-    variant=two_pass,atomic,fused,sdpa_flash
+run 110 $COMMON sweep_id=issue11-B varlen=none seq=2048 tokens=16384,65536 head_dim=64,128 \
+    variant=two_pass,atomic,fused,atomic_tma,sdpa_flash
 # C: mean document length scan (TFLOPS vs mean doc length; 2048 comes from A and B)
-run 90 $COMMON sweep_id=issue11-C varlen=lognormal,none seq=512,4096 tokens=65536 head_dim=128 \
-    variant=two_pass,atomic,fused,sdpa_flash
+run 110 $COMMON sweep_id=issue11-C varlen=lognormal,none seq=512,4096 tokens=65536 head_dim=128 \
+    variant=two_pass,atomic,fused,atomic_tma,sdpa_flash
 # D: bf16 correctness on GQA and odd document lengths (the accuracy gate decides ok / wrong)
-run 60 results_dir=$ROWS dtype=bf16 $BENCH sweep_id=issue11-D varlen=uniform seq=300 tokens=5000 heads=16 kv_heads=4 \
-    head_dim=64 causal=true,false variant=two_pass,atomic,fused,sdpa_flash
+run 75 results_dir=$ROWS dtype=bf16 $BENCH sweep_id=issue11-D varlen=uniform seq=300 tokens=5000 heads=16 kv_heads=4 \
+    head_dim=64 causal=true,false variant=two_pass,atomic,fused,atomic_tma,sdpa_flash
 run 30 results_dir=$ROWS dtype=bf16 $BENCH sweep_id=issue11-D2 varlen=uniform seq=300 tokens=5000 heads=16 kv_heads=4 \
     head_dim=64 causal=true variant=atomic blocks.deterministic=true
+run 30 results_dir=$ROWS dtype=bf16 $BENCH sweep_id=issue11-D3 varlen=uniform seq=300 tokens=5000 heads=16 kv_heads=4 \
+    head_dim=64 causal=true variant=atomic_tma blocks.deterministic=true
 # cuDNN's ragged path last, in its own processes: a failure there cannot disturb the rows above
 run 60 $COMMON sweep_id=issue11-cudnn varlen=lognormal seq=2048 tokens=16384,65536 head_dim=64,128 variant=sdpa_cudnn
 

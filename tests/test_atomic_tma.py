@@ -68,3 +68,17 @@ def test_tma_reduce_on_gpu(dtype, device):
     big_tiles = {"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}  # > smem for fp32 operands
     for mode in ({}, {"tma_load": False}, big_tiles if dtype != torch.float32 else {}):
         run_and_check("atomic_tma", q, k, v, do, True, blocks=mode or None)
+
+
+@pytest.mark.skipif(not ON_GPU, reason="TMA reduce needs an sm90 GPU")
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_tma_reduce_packed_on_gpu(causal, device):
+    """Packed documents through descriptor loads and the reduce-add: per-document descriptor shapes, tiles
+    that straddle a document's end, an empty document and one without keys, Nq != Nk, GQA."""
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("TMA needs sm90+")
+    from tests.test_varlen import packed_inputs, run_and_check_packed
+    inputs = packed_inputs([257, 1, 0, 130, 500], [193, 1, 5, 0, 511], 8, 2, 96, torch.bfloat16, device)
+    assert tma_paths(*(t.unsqueeze(0) for t in inputs[:4]))[:2] == (True, True)
+    for mode in ({}, {"tma_load": False}):
+        run_and_check_packed("atomic_tma", *inputs, causal, blocks=mode or None)

@@ -9,8 +9,8 @@ from variants import Problem, TritonVariant, attention, get
 from variants.accuracy import REL_TOL, error
 from variants.reference import reference_grads
 
-# The Triton designs that serve packed batches (atomic_tma does not yet: its supports() says so, tested below).
-VARLEN_VARIANTS = ["two_pass", "atomic", "fused"]
+# The Triton designs that serve packed batches: all of them (a new one without varlen is refused, tested below).
+VARLEN_VARIANTS = ["two_pass", "atomic", "fused", "atomic_tma"]
 
 # (lens_q, lens_k or None (= lens_q), H, Hkv, D): one document; many tiny ones incl. length 1; lengths that
 # are not multiples of any block; Nq != Nk per document (incl. Nq > Nk: rows that see no key); GQA / MQA;
@@ -70,7 +70,11 @@ def test_packed_matches_reference_fp16(variant, packing, device):
 @pytest.mark.parametrize("variant,blocks", [
     ("atomic", {"deterministic": True}), ("atomic", {"longest_first": True}),
     ("two_pass", {"longest_first": True, "prescale": True}), ("fused", {"prescale": False}),
-], ids=["atomic-deterministic", "atomic-longest-first", "two_pass-longest-first-prescale", "fused-no-prescale"])
+    ("atomic_tma", {"deterministic": True}), ("atomic_tma", {"longest_first": True}),
+    ("atomic_tma", {"tma_load": False}), ("atomic_tma", {"tma_load": False, "warp_specialize": True}),
+], ids=["atomic-deterministic", "atomic-longest-first", "two_pass-longest-first-prescale", "fused-no-prescale",
+        "atomic_tma-deterministic", "atomic_tma-longest-first", "atomic_tma-pointer-loads",
+        "atomic_tma-pointer-loads-warp-specialize"])
 def test_packed_design_switches(variant, blocks, device):
     inputs = packed_inputs(*PACKINGS["nq-ne-nk"], torch.float32, device)
     run_and_check_packed(variant, *inputs, True, blocks={**SMALL_BLOCKS[variant], **blocks})
@@ -149,8 +153,17 @@ def test_a_design_without_varlen_says_unsupported(device):
     assert "packed variable-length" in NoVarlen().supports(problem)
     for name in VARLEN_VARIANTS + ["reference"]:
         assert get(name).varlen_reason(problem) is None
-    for name in set(TRITON_VARIANTS) - set(VARLEN_VARIANTS):  # not yet: refused with the reason, never run
-        assert "packed variable-length" in get(name).supports(problem)
+    assert set(TRITON_VARIANTS) <= set(VARLEN_VARIANTS)  # every Triton design runs the packed matrix above
+
+
+def test_atomic_tma_refuses_no_packed_mode(device):
+    """Every atomic_tma mode is accepted for a packed batch (each runs in the matrix / switches above)."""
+    variant = get("atomic_tma")
+    problem = Problem.packed([0, 7, 20], [4, 7, 0], 2, 1, 32, True, torch.float16, device)
+    assert variant.supports(problem) is None
+    for mode in ({"deterministic": True}, {"longest_first": True}, {"tma_load": False}, {"tma_reduce": False},
+                 {"warp_specialize": True}):
+        assert variant.make_blocks(problem, mode).as_dict().items() >= mode.items()
 
 
 @pytest.mark.parametrize("version, broken", [((2, 10), True), ((2, 11), True), ((2, 12), False), ((3, 0), False)])

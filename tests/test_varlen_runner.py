@@ -30,6 +30,16 @@ def test_packed_point_writes_a_correct_row(tmp_path):
     assert r.flops == Problem.packed(lens, lens, 2, 1, 16, True, torch.float32, "cpu").backward_flops()
 
 
+def test_packed_atomic_tma_point_is_measured(tmp_path):
+    """atomic_tma serves packed points (no `unsupported` row); its fp32 dQ accumulator is [1, H, total_q, BLOCK_D]."""
+    sweep.run_point(cfg_for(tmp_path, "variant=atomic_tma", "varlen=uniform", "tokens=40", "seq=12", "causal=true",
+                            "heads=2", "kv_heads=1", "blocks.BLOCK_M=16", "blocks.BLOCK_N=32", "blocks.num_warps=4"),
+                    out=lambda _: None)
+    r = results.load(tmp_path / "results").iloc[0]
+    assert (r.status, bool(r.correct), r.varlen_dist, r.tokens_total) == ("ok", True, "uniform", 40)
+    assert r.workspace_bytes == 4 * 40 * 2 * 16  # fp32 x total_q x H x head_block(16)
+
+
 def test_uniform_rows_record_the_batch_as_documents(tmp_path):
     sweep.run_point(cfg_for(tmp_path, "variant=atomic", "blocks.BLOCK_M=16"), out=lambda _: None)
     r = results.load(tmp_path / "results").iloc[0]

@@ -8,6 +8,7 @@ from variants.registry import register_variant
 
 @register_variant("atomic_tma")
 class AtomicTma(TritonVariant):
+    supports_varlen = True  # kernels take varlen= (a kernels.varlen.Packing); every mode runs packed
     Blocks = AtomicTmaBlocks
 
     def executed_flops(self, problem, blocks):
@@ -17,8 +18,9 @@ class AtomicTma(TritonVariant):
     def workspace_bytes(self, problem, blocks):
         if blocks.deterministic:
             return 0
-        # fp32 dQ accumulator [B, H, Nq, head_block(D)]
-        return 4 * problem.batch * problem.seq_q * problem.heads * head_block(problem.head_dim)
+        # fp32 dQ accumulator [B, H, Nq, head_block(D)] (packed: [1, H, total_q, head_block(D)])
+        return 4 * problem.tokens_q * problem.heads * head_block(problem.head_dim)
 
-    def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks):
-        return atomic_tma_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, **blocks.as_dict())
+    def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks, varlen=None):
+        return atomic_tma_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, varlen=varlen,
+                                   **blocks.as_dict())
