@@ -251,8 +251,9 @@ def atomic_tma_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, 
     dq = torch.empty_like(q)
     # [B, H, Nq, BD] fp32 (varlen: [1, H, total_q, BD])
     dq_acc = dq if deterministic else torch.zeros(batch, heads, seq_q, block_d, device=q.device, dtype=torch.float32)
-    longest_first = longest_first and causal
-    doc_args, blocks = (UNIFORM_ARGS, triton.cdiv(seq_k, BLOCK_N)) if varlen is None else varlen.kernel_args(block_k=BLOCK_N)
+    longest_first = longest_first and (causal or varlen is not None)  # else every program has the same work
+    doc_args, blocks = (UNIFORM_ARGS, triton.cdiv(seq_k, BLOCK_N)) if varlen is None else \
+        varlen.kernel_args(block_k=BLOCK_N, heaviest_first=longest_first, causal=causal)
     grid = (blocks, batch * kv_heads)
     if blocks > 0:  # packed: 0 when no document has a key
         _atomic_tma_kernel[grid[::-1] if longest_first else grid](

@@ -25,7 +25,8 @@ def _dkdv_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
     """Grid (cdiv(Nk, BLOCK_N), B * Hkv), or (B * Hkv, cdiv(Nk, BLOCK_N)) with LONGEST_FIRST: programs are
     dispatched x-fastest, so every head's key block 0 (the most queries when causal) starts first and the
     last wave holds the shortest programs. With ACCUM_DQ (the atomic design) it also adds dS K into fp32 DQ.
-    IS_VARLEN: B = 1 and the blocks axis runs over the (document, key block) pairs of BLOCK_INDICES."""
+    IS_VARLEN: B = 1 and the blocks axis runs over the (document, key block) pairs of BLOCK_INDICES (with
+    LONGEST_FIRST sorted heaviest first across documents)."""
     if LONGEST_FIRST:
         i_n = tl.program_id(1)
         i_bhk = tl.program_id(0)
@@ -60,9 +61,9 @@ def _dq_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
                EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
     """Grid (cdiv(Nq, BLOCK_M), B * H), or (B * H, cdiv(Nq, BLOCK_M)) with LONGEST_FIRST: every head's last
     query block (the most keys when causal) is dispatched first. IS_VARLEN: B = 1 and the blocks axis runs
-    over the (document, query block) pairs of BLOCK_INDICES."""
+    over the (document, query block) pairs of BLOCK_INDICES (with LONGEST_FIRST already heaviest first)."""
     if LONGEST_FIRST:
-        i_m = tl.num_programs(1) - 1 - tl.program_id(1)
+        i_m = tl.program_id(1) if IS_VARLEN else tl.num_programs(1) - 1 - tl.program_id(1)
         i_bh = tl.program_id(0)
     else:
         i_m = tl.program_id(0)
@@ -93,8 +94,9 @@ def launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, *, causal: bool, scale: flo
     seq_k, kv_heads = k.shape[1], k.shape[2]
     even_m, even_n, even_d = even_blocks(seq_q, seq_k, head_dim, head_block(head_dim), walked=BLOCK_M,
                                          resident=BLOCK_N, walks_queries=True, causal=causal, varlen=varlen is not None)
-    longest_first = longest_first and causal  # without a mask every program has the same work
-    doc_args, blocks = (UNIFORM_ARGS, triton.cdiv(seq_k, BLOCK_N)) if varlen is None else varlen.kernel_args(block_k=BLOCK_N)
+    longest_first = longest_first and (causal or varlen is not None)  # else every program has the same work
+    doc_args, blocks = (UNIFORM_ARGS, triton.cdiv(seq_k, BLOCK_N)) if varlen is None else \
+        varlen.kernel_args(block_k=BLOCK_N, heaviest_first=longest_first, causal=causal)
     grid = (blocks, batch * kv_heads)
     if blocks == 0:
         return
@@ -116,8 +118,9 @@ def launch_dq(q, k, v, do, dq, lse, delta, *, causal: bool, scale: float,
     even_m, even_n, even_d = even_blocks(seq_q, k.shape[1], head_dim, head_block(head_dim), walked=BLOCK_N,
                                          resident=BLOCK_M, walks_queries=False, causal=causal,
                                          varlen=varlen is not None)
-    longest_first = longest_first and causal
-    doc_args, blocks = (UNIFORM_ARGS, triton.cdiv(seq_q, BLOCK_M)) if varlen is None else varlen.kernel_args(block_q=BLOCK_M)
+    longest_first = longest_first and (causal or varlen is not None)
+    doc_args, blocks = (UNIFORM_ARGS, triton.cdiv(seq_q, BLOCK_M)) if varlen is None else \
+        varlen.kernel_args(block_q=BLOCK_M, heaviest_first=longest_first, causal=causal)
     grid = (blocks, batch * heads)
     if blocks == 0:
         return

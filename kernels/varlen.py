@@ -56,21 +56,40 @@ class Packing:
     def max_k(self) -> int:
         return max(self.lens_k)
 
-    def block_indices(self, block_q: int | None = None, block_k: int | None = None) -> torch.Tensor:
+    def block_indices(self, block_q: int | None = None, block_k: int | None = None,
+                      heaviest_first: bool = False, causal: bool = False) -> torch.Tensor:
         """int32 [programs, 2] on the device: (document, block) of each program. Document d gets
         max(cdiv(lens_q[d], block_q), cdiv(lens_k[d], block_k)) blocks (a side given as None counts 0).
-        Built once per (block_q, block_k) and cached, so a timed backward does no host work for it."""
-        key = (block_q, block_k)
+        heaviest_first (one side given): the pairs sorted by the work of their block, most first (ties in
+        document order), so the longest programs of a packed batch start in the first wave.
+        Built once per arguments and cached, so a timed backward does no host work for it."""
+        key = (block_q, block_k, heaviest_first, causal)
         if key not in self._tables:
             table = [(d, j)
                      for d, (nq, nk) in enumerate(zip(self.lens_q, self.lens_k))
                      for j in range(max(_cdiv(nq, block_q) if block_q else 0, _cdiv(nk, block_k) if block_k else 0))]
+            if heaviest_first:
+                table.sort(key=lambda pair: -self.block_work(*pair, block_q, block_k, causal))  # stable
             self._tables[key] = torch.tensor(table, dtype=torch.int32, device=self.cu_seqlens_q.device).reshape(-1, 2)
         return self._tables[key]
 
-    def kernel_args(self, block_q: int | None = None, block_k: int | None = None) -> dict:
+    def block_work(self, doc: int, block: int, block_q: int | None, block_k: int | None, causal: bool) -> int:
+        """Rows the program of (doc, block) walks: for a resident key block (block_k), the queries that see it;
+        for a resident query block (block_q), the keys it sees. Causal is bottom-right aligned per document:
+        query i sees key j when j <= i + lens_k - lens_q."""
+        if (block_q is None) == (block_k is None):
+            raise ValueError("block_work orders tables of one side: give block_q or block_k")
+        len_q, len_k = self.lens_q[doc], self.lens_k[doc]
+        shift = len_k - len_q
+        if block_k is not None:  # key block: queries i >= its first key - shift
+            return len_q - min(len_q, max(0, block * block_k - shift)) if causal else len_q
+        # query block: keys j <= its last query + shift
+        return min(len_k, max(0, (block + 1) * block_q + shift)) if causal else len_k
+
+    def kernel_args(self, block_q: int | None = None, block_k: int | None = None,
+                    heaviest_first: bool = False, causal: bool = False) -> dict:
         """The keyword arguments every varlen-aware kernel takes, and its program count along the blocks axis."""
-        table = self.block_indices(block_q, block_k)
+        table = self.block_indices(block_q, block_k, heaviest_first, causal)
         return dict(CU_SEQLENS_Q=self.cu_seqlens_q, CU_SEQLENS_K=self.cu_seqlens_k, BLOCK_INDICES=table,
                     IS_VARLEN=True), table.shape[0]
 

@@ -214,3 +214,41 @@ def test_flex_document_block_tables_match_torchs_dense_block_mask(name, causal):
     assert partial.any()
     if name == "one-doc":  # 45 tokens in blocks of 8: whole blocks inside the document
         assert full.any()
+
+
+def brute_force_work(lens_q, lens_k, doc, block, block_q, block_k, causal):
+    """Rows a (document, block) program walks, counted pair by pair from the mask (independent of block_work)."""
+    nq, nk = lens_q[doc], lens_k[doc]
+    visible = [[not causal or j <= i + nk - nq for j in range(nk)] for i in range(nq)]
+    if block_k is not None:  # resident key block: the queries that see one of its keys
+        keys = range(block * block_k, min((block + 1) * block_k, nk))
+        return sum(any(visible[i][j] for j in keys) for i in range(nq))
+    queries = range(block * block_q, min((block + 1) * block_q, nq))
+    return sum(any(visible[i][j] for i in queries) for j in range(nk))
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("side", ["keys", "queries"])
+@pytest.mark.parametrize("name", ["tiny-docs", "odd-lengths-gqa", "nq-ne-nk", "empty-docs"])
+def test_heaviest_first_table_is_the_same_programs_by_work(name, side, causal):
+    """longest_first on a packed batch: the (document, block) table holds the same pairs, sorted by the rows each
+    program walks (most first, ties in document order), the work counted here pair by pair from the mask."""
+    lens_q, lens_k, *_ = PACKINGS[name]
+    lens_k = lens_q if lens_k is None else lens_k
+    packing = Packing(cu(lens_q), cu(lens_k))
+    block_q, block_k = (None, 8) if side == "keys" else (8, None)
+    plain = [tuple(p) for p in packing.block_indices(block_q, block_k).tolist()]
+    ordered = [tuple(p) for p in packing.block_indices(block_q, block_k, heaviest_first=True, causal=causal).tolist()]
+    assert sorted(ordered) == sorted(plain)
+    work = [brute_force_work(lens_q, lens_k, d, j, block_q, block_k, causal) for d, j in ordered]
+    assert work == [packing.block_work(d, j, block_q, block_k, causal) for d, j in ordered]
+    assert work == sorted(work, reverse=True)
+    assert ordered == sorted(plain, key=lambda p: -work[ordered.index(p)])  # stable: ties keep document order
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("variant", ["two_pass", "atomic_tma"])
+def test_packed_longest_first_matches_reference(variant, causal, device):
+    """The heaviest-first program tables (dK/dV: key blocks; dQ: query blocks, read from the front)."""
+    inputs = packed_inputs(*PACKINGS["odd-lengths-gqa"], torch.float16, device)
+    run_and_check_packed(variant, *inputs, causal, blocks={**SMALL_BLOCKS[variant], "longest_first": True})

@@ -103,7 +103,8 @@ class TwoPassBlocks(Blocks):
     BLOCK_N2: int = tunable(64, BLOCKS, DQ_KERNEL)  # dQ kernel: key block walked
     num_warps2: int = tunable(4, WARPS, DQ_KERNEL)
     num_stages2: int = tunable(2, STAGES, DQ_KERNEL)
-    longest_first: bool = tunable(False, BOOLS)  # causal: grid (heads, blocks) so every head's longest blocks start first
+    # causal: grid (heads, blocks), every head's longest blocks first; packed: heaviest (document, block) first
+    longest_first: bool = tunable(False, BOOLS)
     prescale: bool = tunable(False, BOOLS)  # resident K (dK/dV kernel) and Q (dQ kernel) pre-multiplied by scale * log2(e)
 
 
@@ -116,7 +117,8 @@ class AtomicBlocks(Blocks):
     # A mode the user chooses (bitwise reproducibility), not a speed knob: never searched (fix it with
     # blocks.deterministic=true to tune the deterministic mode).
     deterministic: bool = False  # True: dQ by a second, atomic-free pass (bitwise reproducible, 10 -> 14 N^2 d)
-    longest_first: bool = tunable(False, BOOLS)  # causal: grid (heads, blocks) so every head's longest blocks start first
+    # causal: grid (heads, blocks), every head's longest blocks first; packed: heaviest (document, block) first
+    longest_first: bool = tunable(False, BOOLS)
 
 
 @dataclass(frozen=True)
@@ -149,5 +151,6 @@ class AtomicTmaBlocks(Blocks):
     tma_load: bool = True  # Q, dO, K, V tiles through tensor descriptors (falls back to pointer loads where impossible)
     tma_reduce: bool = True  # dQ tile added by one TMA reduce; false (or impossible): per-element relaxed atomics
     deterministic: bool = False  # True: dQ by a second, atomic-free pass (bitwise reproducible, 10 -> 14 N^2 d)
-    longest_first: bool = False  # causal: grid (heads, blocks) so every head's longest blocks start first
+    # causal: grid (heads, blocks), every head's longest blocks first; packed: heaviest (document, block) first
+    longest_first: bool = False
     warp_specialize: bool = False  # tl.range(warp_specialize=True) on the unmasked inner loop
