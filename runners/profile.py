@@ -76,7 +76,8 @@ def kernel_breakdown(fn, calls: int, device: str = "cuda") -> tuple[dict, int]:
     from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.synchronize(device)
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    # acc_events: one cycle either way; without it torch 2.11 warns on every point that events are cleared per cycle
+    with profile(activities=[ProfilerActivity.CUDA], acc_events=True) as prof:
         for _ in range(calls):
             fn()
         torch.cuda.synchronize(device)
