@@ -54,8 +54,14 @@ def seq_label(n: float) -> str:
 
 
 def log2_seq_axis(ax, seqs) -> None:
+    """Log2 x axis with a tick at each value, except values within 25 % of the previous tick (their labels would
+    overlap, e.g. mean document lengths 512 and 516)."""
     ax.set_xscale("log", base=2)
-    seqs = sorted({int(s) for s in seqs if pd.notna(s)})
+    ticks: list[int] = []
+    for seq in sorted({int(s) for s in seqs if pd.notna(s)}):
+        if not ticks or seq > 1.25 * ticks[-1]:
+            ticks.append(seq)
+    seqs = ticks
     if seqs:
         ax.set_xticks(seqs)
         ax.set_xticklabels([seq_label(s) for s in seqs])
