@@ -1,0 +1,73 @@
+"""runners.compile_check: compiled sm90 resources of two_pass's kernels, on a CPU (Triton's bundled ptxas).
+
+Each compile takes seconds, so the whole file compiles four kernels: the three of a small two_pass config and
+one dQ kernel whose shared memory cannot fit. The CLI runs in a subprocess: it needs @triton.jit without the
+interpreter, which this test process (conftest: TRITON_INTERPRET=1 on CPU) already decided.
+"""
+import csv
+import os
+import subprocess
+import sys
+
+import pytest
+
+from runners import env
+from runners.compile_check import MAX_SMEM_PER_BLOCK, parse_blocks, parse_ptxas_log
+
+
+def _ptxas_present() -> bool:
+    try:
+        from triton.backends.nvidia.compiler import get_ptxas
+        return os.path.exists(get_ptxas(90).path)
+    except Exception:  # noqa: BLE001
+        return False
+
+
+needs_ptxas = pytest.mark.skipif(not _ptxas_present(), reason="Triton's bundled ptxas is not present")
+
+
+def cli(*args, tmp_path=None):
+    out = tmp_path / "rows.csv" if tmp_path is not None else None
+    run = subprocess.run([sys.executable, "-m", "runners.compile_check", *args, *(["--out", str(out)] if out else [])],
+                         cwd=env.REPO, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "TRITON_INTERPRET": "0", "TRITON_DEFAULT_FP_FUSION": "1"})
+    rows = list(csv.DictReader(open(out))) if out is not None and out.exists() else []
+    return run, rows
+
+
+def test_parse_blocks_and_ptxas_log():
+    assert parse_blocks("BLOCK_M1=64, num_warps1=8,prescale=true") == {"BLOCK_M1": 64, "num_warps1": 8, "prescale": True}
+    assert parse_blocks('{"BLOCK_N2": 32}') == {"BLOCK_N2": 32}
+    log = ("ptxas info    : Used 168 registers, used 1 barriers, 400 bytes cmem[0]\n"
+           "ptxas info    : Function properties for k\n    16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads")
+    assert parse_ptxas_log(log) == {"n_regs": 168, "spill_store_bytes": 8, "spill_load_bytes": 4}
+
+
+@needs_ptxas
+def test_two_pass_small_config_compiles_for_sm90(tmp_path):
+    run, rows = cli("--variant", "two_pass", "--head-dim", "64", "--causal",
+                    "--blocks", "BLOCK_M1=32,BLOCK_N1=64,BLOCK_M2=64,BLOCK_N2=32", tmp_path=tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert [r["kernel"] for r in rows] == ["_delta_kernel", "_dkdv_kernel", "_dq_kernel"], run.stdout
+    for row in rows:
+        assert row["status"] == "ok", row
+        assert int(row["n_regs"]) > 0 and int(row["smem_bytes"]) >= 0 and int(row["programs_per_sm"]) >= 1, row
+    assert all(int(r["smem_bytes"]) > 0 for r in rows if r["kernel"] != "_delta_kernel")  # dot operands staged
+    assert "programs/SM" in run.stdout
+
+
+@needs_ptxas
+def test_shared_memory_that_cannot_fit_is_a_reason_not_a_crash(tmp_path):
+    run, rows = cli("--variant", "two_pass", "--head-dim", "256", "--kernels", "_dq_kernel",
+                    "--blocks", "BLOCK_M2=16,BLOCK_N2=256,num_stages2=4,num_warps2=8", tmp_path=tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    (row,) = rows
+    assert int(row["smem_bytes"]) > MAX_SMEM_PER_BLOCK
+    assert row["status"].startswith("OutOfResources: shared memory"), row
+    assert "OutOfResources: shared memory" in run.stdout
+
+
+def test_bad_variant_exits_2_with_one_line():
+    run, _ = cli("--variant", "no_such_design")
+    assert run.returncode == 2
+    assert len(run.stderr.strip().splitlines()) == 1 and "no_such_design" in run.stderr, run.stderr
