@@ -225,16 +225,20 @@ def main(argv=None) -> int:
             for row in config_rows:
                 print("  " + format_row(row), flush=True)
             rows += config_rows
+            if args.out:  # after every config: a sweep cut short keeps what it compiled
+                write_csv(args.out, rows)
     except (CompileCheckError, json.JSONDecodeError, ValueError) as exc:
         print(f"compile_check: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
-    if args.out:
-        import csv
-        with open(args.out, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=COLUMNS)
-            writer.writeheader()
-            writer.writerows(rows)
     return 0
+
+
+def write_csv(path: str, rows: list[dict]) -> None:
+    import csv
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 if __name__ == "__main__":
