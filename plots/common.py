@@ -53,6 +53,15 @@ def seq_label(n: float) -> str:
     return str(n)
 
 
+def print_paths(paths: list, empty: str) -> int:
+    """A figure command's end: UsageError(empty) when it drew nothing, else each written path on its own line."""
+    if not paths:
+        raise UsageError(empty)  # noqa: F405 - runners.tables, re-exported above
+    for p in paths:
+        print(p)
+    return 0
+
+
 def log2_seq_axis(ax, seqs) -> None:
     """Log2 x axis with a tick at each value, except values within 25 % of the previous tick (their labels would
     overlap, e.g. mean document lengths 512 and 516)."""

@@ -31,11 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     causal = None if args["causal"] is None else C._coerce(PROG, "causal", args["causal"], True)
     paths = draw(df, args["out"], gpu=args["gpu"], dtype=args["dtype"], causal=causal,
                  head_dim=args["head_dim"], svg=args["svg"])
-    if not paths:
-        raise C.UsageError(f"{PROG}: no variant has a correct timed result on every GPU")
-    for p in paths:
-        print(p)
-    return 0
+    return C.print_paths(paths, f"{PROG}: no variant has a correct timed result on every GPU")
 
 
 def summary(df: pd.DataFrame) -> pd.DataFrame:

@@ -36,11 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     df = C.load(C.require(args, "results", PROG))
     paths = draw(df, args["out"], gpu=args["gpu"], dtype=args["dtype"], variant=args["variant"],
                  sweep=args["sweep"], svg=args["svg"])
-    if not paths:
-        raise C.UsageError(f"{PROG}: no block sweep found (no shape with two or more tried cells of the block-size pair)")
-    for p in paths:
-        print(p)
-    return 0
+    return C.print_paths(paths, f"{PROG}: no block sweep found (no shape with two or more tried cells of the block-size pair)")
 
 
 def axis_pair(rows: pd.DataFrame) -> tuple[str, str] | None:

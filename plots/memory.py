@@ -31,11 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     df = C.load(C.require(args, "results", PROG))
     paths = draw(df, args["out"], gpu=args["gpu"], dtype=args["dtype"], svg=args["svg"], batch=args["batch"],
                  heads=args["heads"])
-    if not paths:
-        raise C.UsageError(f"{PROG}: no correct row with peak_mem_bytes in the tables")
-    for p in paths:
-        print(p)
-    return 0
+    return C.print_paths(paths, f"{PROG}: no correct row with peak_mem_bytes in the tables")
 
 
 def draw(df: pd.DataFrame, out: str | Path, *, gpu: str | None = None, dtype: str | None = "bf16",

@@ -29,11 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     args = C.parse_args(argv, DEFAULTS, PROG, __doc__)
     df = C.load(C.require(args, "results", PROG))
     paths = draw(df, args["out"], gpu=args["gpu"], dtype=args["dtype"], variant=args["variant"], svg=args["svg"])
-    if not paths:
-        raise C.UsageError(f"{PROG}: no block search with compiled resources (resources_json) in the tables")
-    for p in paths:
-        print(p)
-    return 0
+    return C.print_paths(paths, f"{PROG}: no block search with compiled resources (resources_json) in the tables")
 
 
 # ------------------------------------------------------------------------------------------------ parsing

@@ -26,11 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     args = C.parse_args(argv, DEFAULTS, PROG, __doc__)
     df = C.load(C.require(args, "results", PROG))
     paths = draw(df, args["out"], gpu=args["gpu"], dtype=args["dtype"], dist=args["dist"], svg=args["svg"])
-    if not paths:
-        raise C.UsageError(f"{PROG}: no correct varlen row (varlen_dist={args['dist']}) in the tables")
-    for p in paths:
-        print(p)
-    return 0
+    return C.print_paths(paths, f"{PROG}: no correct varlen row (varlen_dist={args['dist']}) in the tables")
 
 
 def draw(df: pd.DataFrame, out: str | Path, *, gpu: str | None = None, dtype: str | None = "bf16",
