@@ -63,7 +63,7 @@ class Packing:
         heaviest_first (one side given): the pairs sorted by the work of their block, most first (ties in
         document order), so the longest programs of a packed batch start in the first wave.
         Built once per arguments and cached, so a timed backward does no host work for it."""
-        key = (block_q, block_k, heaviest_first, causal)
+        key = (block_q, block_k, heaviest_first, causal and heaviest_first)  # document order ignores causal
         if key not in self._tables:
             table = [(d, j)
                      for d, (nq, nk) in enumerate(zip(self.lens_q, self.lens_k))
