@@ -5,8 +5,10 @@
     python -m plots.varlen results=<dir or file> [gpu=<substring>] [dtype=bf16] [dist=lognormal] [out=plots/out]
                            [svg=true]
 
-Only correct rows are drawn (status ok and gradients checked against the reference); TFLOPS count the visible
-pairs per document (FlashAttention's convention), so packed and uniform points compare on equal work.
+Only correct rows are drawn (status ok and gradients checked against the reference), in the default program order:
+`longest_first=true` rows (the heaviest-first schedule, compared in tables) would stack on their variant's line.
+TFLOPS count the visible pairs per document (FlashAttention's convention), so packed and uniform points compare on
+equal work.
 """
 from __future__ import annotations
 
@@ -38,6 +40,8 @@ def draw(df: pd.DataFrame, out: str | Path, *, gpu: str | None = None, dtype: st
     for label in C.select_gpus(df, gpu, PROG) if len(df) else []:
         rows = C.latest(df[df[C.GPU] == label])
         rows = rows[C.is_result(rows) & rows["tflops"].notna() & rows["varlen_dist"].isin([dist, "none"])]
+        if "longest_first" in rows.columns:  # the default order only: one point per (variant, batch)
+            rows = rows[rows["longest_first"].astype("boolean").fillna(False).eq(False)]
         if not (rows["varlen_dist"] == dist).any():
             continue
         paths += _figure(rows, label, dtype, dist, out, svg)

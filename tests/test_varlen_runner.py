@@ -1,4 +1,6 @@
 """The varlen config group on the CPU interpreter: document lengths, a packed point's row, config errors, the plot."""
+import json
+
 import pytest
 
 from runners import env, results, sweep, varlen_inputs
@@ -68,6 +70,8 @@ def test_varlen_plot_draws_only_results(tmp_path, monkeypatch):
                             "blocks.BLOCK_N1=32", "blocks.BLOCK_M2=32"), out=lambda _: None)
     df = results.load(tmp_path / "results")
     bad = df.assign(status="wrong", correct=False, tflops=1e9, variant="two_pass", config_key="x")
+    heaviest_first = df.assign(longest_first=True, tflops=2e9, config_key="y",  # a schedule variant: not on the lines
+                               blocks_json=[json.dumps({**json.loads(b), "longest_first": True}) for b in df["blocks_json"]])
     drawn = []
     real_save = C.save
 
@@ -75,7 +79,8 @@ def test_varlen_plot_draws_only_results(tmp_path, monkeypatch):
         drawn.extend(y for ax in fig.axes for line in ax.get_lines() for y in line.get_ydata())
         return real_save(fig, *args, **kwargs)
     monkeypatch.setattr(C, "save", save)
-    paths = plot.draw(C.normalize(pd.concat([df, bad])), tmp_path / "plots", dtype="fp32", dist="uniform")
+    paths = plot.draw(C.normalize(pd.concat([df, bad, heaviest_first])), tmp_path / "plots", dtype="fp32",
+                      dist="uniform")
     assert len(paths) == 1 and paths[0].stat().st_size > 0
-    assert drawn and max(drawn) < 1e9  # the wrong row's TFLOPS never drawn
+    assert drawn and max(drawn) < 1e9  # neither the wrong row's TFLOPS nor the heaviest-first row drawn
     assert plot.draw(C.normalize(df), tmp_path / "plots", dtype="fp32", dist="lognormal") == []
