@@ -44,9 +44,10 @@ end=$(date +%s.%N)
 wall=$(python -c "print(f'{$end - $start:.0f}')")
 summary="$(grep -E '^(=+ )?[0-9]+ (passed|failed)|passed|failed|error' "$OUT/$MODE.log" | tail -1 | sed 's/=//g; s/^ *//')"
 [ "$rc" = 124 ] && summary="TIMED OUT after ${LIMIT_S} s; $summary"
-[ "${PATHS[*]}" = tests ] || MODE="$MODE (${#PATHS[@]} paths)"
-[ ${#WORKERS[@]} -eq 0 ] || MODE="$MODE -n $ISSUE13_WORKERS"
-printf '%-5s %-38s wall %5s s  rc %-3s %s | %s | commit %s\n' "$MODE" "(cache: $STATE)" "$wall" "$rc" \
+LABEL="$MODE"
+[ "${PATHS[*]}" = tests ] || LABEL="$LABEL (${#PATHS[@]} paths)"
+[ ${#WORKERS[@]} -eq 0 ] || LABEL="$LABEL -n $ISSUE13_WORKERS"
+printf '%-5s %-38s wall %5s s  rc %-3s %s | %s | commit %s\n' "$LABEL" "(cache: $STATE)" "$wall" "$rc" \
   "$summary" "$ENV_LINE" "${FLASH_BWD_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}" \
   >> "$OUT/tiers.log"
 
