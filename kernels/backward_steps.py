@@ -18,9 +18,11 @@ def dkdv_step(b_dk, b_dv, b_k, b_v, Q, DO, LSE, DELTA, DQ_ACC,
               o_n, start_m, seq_q, seq_k, qk_scale,
               HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
               MASK_CAUSAL: tl.constexpr, PRESCALED: tl.constexpr, ACCUM_DQ: tl.constexpr,
-              EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
+              EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
+              GRADS: tl.constexpr = 3):
     """Adds one query block's contribution to a resident K/V block's dK, dV (and, with ACCUM_DQ,
-    atomically adds the unscaled dS K to the fp32 DQ_ACC). b_k is pre-multiplied by qk_scale when PRESCALED."""
+    atomically adds the unscaled dS K to the fp32 DQ_ACC). b_k is pre-multiplied by qk_scale when PRESCALED.
+    GRADS: which accumulators this program updates: 1 dV only (no dP, dS), 2 dK only (no P^T dO), 3 both."""
     o_m = start_m + tl.arange(0, BLOCK_M)
     o_d = tl.arange(0, BLOCK_D)
     m_m = o_m < seq_q
@@ -43,11 +45,13 @@ def dkdv_step(b_dk, b_dv, b_k, b_v, Q, DO, LSE, DELTA, DQ_ACC,
         b_sT = tl.where(score_mask(o_m[None, :], o_n[:, None], seq_q, seq_k, MASK_CAUSAL, not EVEN_M, not EVEN_N),
                         b_sT, float("-inf"))
     b_pT = tl.math.exp2(b_sT - b_lse[None, :])  # [BN, BM]
-    b_dv += tl.dot(b_pT.to(b_do.dtype), b_do, input_precision=DOT_PRECISION)  # [BN, BM] @ [BM, BD] -> [BN, BD]
-    b_dpT = tl.dot(b_v, tl.trans(b_do), input_precision=DOT_PRECISION)  # [BN, BD] @ [BD, BM] -> [BN, BM]
-    b_dsT = b_pT * (b_dpT - b_delta[None, :])  # [BN, BM]
-    b_dk += tl.dot(b_dsT.to(b_qT.dtype), tl.trans(b_qT), input_precision=DOT_PRECISION)  # [BN, BM] @ [BM, BD]
-    if ACCUM_DQ:
+    if GRADS != 2:  # not dK only
+        b_dv += tl.dot(b_pT.to(b_do.dtype), b_do, input_precision=DOT_PRECISION)  # [BN, BM] @ [BM, BD] -> [BN, BD]
+    if GRADS != 1:  # not dV only
+        b_dpT = tl.dot(b_v, tl.trans(b_do), input_precision=DOT_PRECISION)  # [BN, BD] @ [BD, BM] -> [BN, BM]
+        b_dsT = b_pT * (b_dpT - b_delta[None, :])  # [BN, BM]
+        b_dk += tl.dot(b_dsT.to(b_qT.dtype), tl.trans(b_qT), input_precision=DOT_PRECISION)  # [BN, BM] @ [BM, BD]
+    if ACCUM_DQ:  # only with GRADS = 3 (launch_dkdv refuses the mix)
         b_dq = tl.dot(tl.trans(b_dsT.to(b_v.dtype)), b_k, input_precision=DOT_PRECISION)  # [BM, BN] @ [BN, BD]
         tl.atomic_add(DQ_ACC + o_m[:, None] * stride_dqn + o_d[None, :] * stride_dqd, b_dq,
                       mask=m_m[:, None] & m_d[None, :])
@@ -61,7 +65,8 @@ def dkdv_over_queries(b_dk, b_dv, b_k, b_v, Q, DO, LSE, DELTA, DQ_ACC,
                       HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                       BLOCK_D: tl.constexpr, SLICE: tl.constexpr, CAUSAL: tl.constexpr,
                       PRESCALED: tl.constexpr, ACCUM_DQ: tl.constexpr,
-                      EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
+                      EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
+                      GRADS: tl.constexpr = 3):
     """Walks every query block that sees the key block [start_n, start_n + BLOCK_N) for one head."""
     if CAUSAL:
         SLICE_M: tl.constexpr = BLOCK_M // SLICE
@@ -74,7 +79,7 @@ def dkdv_over_queries(b_dk, b_dv, b_k, b_v, Q, DO, LSE, DELTA, DQ_ACC,
                                    stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd,
                                    o_n, start_m, seq_q, seq_k, qk_scale,
                                    HEAD_DIM, SLICE_M, BLOCK_D, True, PRESCALED, ACCUM_DQ,
-                                   EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION)
+                                   EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION, GRADS)
         m_start = m_mid
     else:
         m_start = 0
@@ -83,7 +88,7 @@ def dkdv_over_queries(b_dk, b_dv, b_k, b_v, Q, DO, LSE, DELTA, DQ_ACC,
                                stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd,
                                o_n, start_m, seq_q, seq_k, qk_scale,
                                HEAD_DIM, BLOCK_M, BLOCK_D, False, PRESCALED, ACCUM_DQ,
-                               EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION)
+                               EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION, GRADS)
     return b_dk, b_dv
 
 
@@ -152,9 +157,12 @@ def dkdv_program(Q, K, V, DO, DK, DV, LSE, DELTA, DQ_ACC,
                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                  BLOCK_D: tl.constexpr, SLICE: tl.constexpr, CAUSAL: tl.constexpr,
                  PRESCALED: tl.constexpr, ACCUM_DQ: tl.constexpr,
-                 EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
+                 EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
+                 GRADS: tl.constexpr = 3):
     """dK, dV of key block i_n of kv-head i_hk, summed over the `group` query heads that share it (GQA).
-    LSE, DELTA [B, H, stride_lse] fp32; seq_q, seq_k: this sequence's lengths (a varlen document's)."""
+    LSE, DELTA [B, H, stride_lse] fp32; seq_q, seq_k: this sequence's lengths (a varlen document's).
+    GRADS = 1 (dV) or 2 (dK): only that gradient is computed and stored (a split dK/dV pass, half the
+    accumulator registers)."""
     start_n = i_n * BLOCK_N
     o_n = start_n + tl.arange(0, BLOCK_N)
     o_d = tl.arange(0, BLOCK_D)
@@ -178,11 +186,13 @@ def dkdv_program(Q, K, V, DO, DK, DV, LSE, DELTA, DQ_ACC,
             stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd,
             o_n, start_n, seq_q, seq_k, qk_scale,
             HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, SLICE, CAUSAL, PRESCALED, ACCUM_DQ,
-            EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION)
-    tl.store(DK + i_b * stride_dkb + i_hk * stride_dkh + o_n[:, None] * stride_dkn + o_d[None, :] * stride_dkd,
-             (b_dk * sm_scale).to(DK.dtype.element_ty), mask=m_nd)
-    tl.store(DV + i_b * stride_dvb + i_hk * stride_dvh + o_n[:, None] * stride_dvn + o_d[None, :] * stride_dvd,
-             b_dv.to(DV.dtype.element_ty), mask=m_nd)
+            EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION, GRADS)
+    if GRADS != 1:  # not dV only
+        tl.store(DK + i_b * stride_dkb + i_hk * stride_dkh + o_n[:, None] * stride_dkn + o_d[None, :] * stride_dkd,
+                 (b_dk * sm_scale).to(DK.dtype.element_ty), mask=m_nd)
+    if GRADS != 2:  # not dK only
+        tl.store(DV + i_b * stride_dvb + i_hk * stride_dvh + o_n[:, None] * stride_dvn + o_d[None, :] * stride_dvd,
+                 b_dv.to(DV.dtype.element_ty), mask=m_nd)
 
 
 @triton.jit

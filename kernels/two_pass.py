@@ -20,13 +20,13 @@ def _dkdv_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
                  seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale, CU_SEQLENS_Q, CU_SEQLENS_K, BLOCK_INDICES,
                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                  CAUSAL: tl.constexpr, ACCUM_DQ: tl.constexpr, LONGEST_FIRST: tl.constexpr, PRESCALED: tl.constexpr,
-                 IS_VARLEN: tl.constexpr,
+                 IS_VARLEN: tl.constexpr, GRADS: tl.constexpr,
                  EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
     """Grid (cdiv(Nk, BLOCK_N), B * Hkv), or (B * Hkv, cdiv(Nk, BLOCK_N)) with LONGEST_FIRST: programs are
     dispatched x-fastest, so every head's key block 0 (the most queries when causal) starts first and the
     last wave holds the shortest programs. With ACCUM_DQ (the atomic design) it also adds dS K into fp32 DQ.
     IS_VARLEN: B = 1 and the blocks axis runs over the (document, key block) pairs of BLOCK_INDICES (with
-    LONGEST_FIRST sorted heaviest first across documents)."""
+    LONGEST_FIRST sorted heaviest first across documents). GRADS: 3 = dK and dV; 1 / 2 = dV / dK only (split)."""
     if LONGEST_FIRST:
         i_n = tl.program_id(1)
         i_bhk = tl.program_id(0)
@@ -46,7 +46,8 @@ def _dkdv_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
                  stride_dqb, stride_dqn, stride_dqh, stride_dqd,
                  seq_q, seq_k, stride_lse, heads, heads // kv_heads, qk_scale, sm_scale,
                  i_n, i_bhk // kv_heads, i_bhk % kv_heads,
-                 HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, 1, CAUSAL, PRESCALED, ACCUM_DQ, EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION)
+                 HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, 1, CAUSAL, PRESCALED, ACCUM_DQ, EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
+                 GRADS)
 
 
 @triton.jit
@@ -84,12 +85,16 @@ def _dq_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
 
 def launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, *, causal: bool, scale: float, accumulate_dq: bool,
                 BLOCK_M: int, BLOCK_N: int, num_warps: int, num_stages: int, longest_first: bool = False,
-                prescale: bool = False, varlen=None) -> None:
+                prescale: bool = False, split: bool = False, varlen=None) -> None:
     """Writes dk, dv [B, Nk, Hkv, D]; with accumulate_dq also adds unscaled dS K into fp32 dq.
     prescale: the resident K block is multiplied by scale * log2(e) once instead of every score tile.
+    split: two launches, dV then dK, each with one [BLOCK_N, D] fp32 accumulator instead of two (S and P are
+    computed in both: 5 matmuls instead of 4); for large head dims, where two accumulators spill.
     varlen: a kernels.varlen.Packing; then B = 1 and N is the packed length."""
     if prescale and accumulate_dq:
         raise ValueError("prescale cannot be combined with accumulate_dq (dQ would use the scaled K)")
+    if split and accumulate_dq:
+        raise ValueError("split cannot be combined with accumulate_dq (one pass must see dS and dV)")
     batch, seq_q, _, head_dim = q.shape
     seq_k, kv_heads = k.shape[1], k.shape[2]
     even_m, even_n, even_d = even_blocks(seq_q, seq_k, head_dim, head_block(head_dim), walked=BLOCK_M,
@@ -100,13 +105,14 @@ def launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, *, causal: bool, scale: flo
     grid = (blocks, batch * kv_heads)
     if blocks == 0:
         return
-    _dkdv_kernel[grid[::-1] if longest_first else grid](
-                       *backward_args(q, k, v, do, dq, dk, dv, lse, delta, scale), **doc_args,
-                       HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=head_block(head_dim),
-                       CAUSAL=causal, ACCUM_DQ=accumulate_dq, LONGEST_FIRST=longest_first, PRESCALED=prescale,
-                       EVEN_M=even_m, EVEN_N=even_n, EVEN_D=even_d,
-                       DOT_PRECISION=dot_precision(q.dtype),
-                       num_warps=num_warps, num_stages=num_stages)
+    for grads in ((1, 2) if split else (3,)):  # GRADS: 1 dV only, 2 dK only, 3 both (kernels/backward_steps.py)
+        _dkdv_kernel[grid[::-1] if longest_first else grid](
+                           *backward_args(q, k, v, do, dq, dk, dv, lse, delta, scale), **doc_args,
+                           HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=head_block(head_dim),
+                           CAUSAL=causal, ACCUM_DQ=accumulate_dq, LONGEST_FIRST=longest_first, PRESCALED=prescale,
+                           GRADS=grads, EVEN_M=even_m, EVEN_N=even_n, EVEN_D=even_d,
+                           DOT_PRECISION=dot_precision(q.dtype),
+                           num_warps=num_warps, num_stages=num_stages)
 
 
 def launch_dq(q, k, v, do, dq, lse, delta, *, causal: bool, scale: float,
@@ -134,13 +140,14 @@ def launch_dq(q, k, v, do, dq, lse, delta, *, causal: bool, scale: float,
 def two_pass_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float,
                       BLOCK_M1: int, BLOCK_N1: int, num_warps1: int, num_stages1: int,
                       BLOCK_M2: int, BLOCK_N2: int, num_warps2: int, num_stages2: int, longest_first: bool,
-                      prescale: bool, varlen=None):
+                      prescale: bool, split_dkdv: bool = False, varlen=None):
     """-> dq like q, dk/dv like k/v. Suffix 1: the dK/dV kernel; suffix 2: the dQ kernel.
+    split_dkdv: the dK/dV kernel runs as a dV pass and a dK pass (launch_dkdv's split).
     varlen: a kernels.varlen.Packing (q [1, total_q, H, D], k/v [1, total_k, Hkv, D])."""
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, causal=causal, scale=scale, accumulate_dq=False,
                 BLOCK_M=BLOCK_M1, BLOCK_N=BLOCK_N1, num_warps=num_warps1, num_stages=num_stages1,
-                longest_first=longest_first, prescale=prescale, varlen=varlen)
+                longest_first=longest_first, prescale=prescale, split=split_dkdv, varlen=varlen)
     launch_dq(q, k, v, do, dq, lse, delta, causal=causal, scale=scale,
               BLOCK_M=BLOCK_M2, BLOCK_N=BLOCK_N2, num_warps=num_warps2, num_stages=num_stages2,
               longest_first=longest_first, prescale=prescale, varlen=varlen)

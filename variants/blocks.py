@@ -106,6 +106,9 @@ class TwoPassBlocks(Blocks):
     # causal: grid (heads, blocks), every head's longest blocks first; packed: heaviest (document, block) first
     longest_first: bool = tunable(False, BOOLS)
     prescale: bool = tunable(False, BOOLS)  # resident K (dK/dV kernel) and Q (dQ kernel) pre-multiplied by scale * log2(e)
+    # the dK/dV kernel as two launches, a dV pass and a dK pass: one fp32 [BLOCK_N1, D] accumulator each instead of
+    # two (large head dims, where two spill), for one more matmul (S recomputed: 14 -> 16 N^2 d)
+    split_dkdv: bool = tunable(False, BOOLS, DKDV_KERNEL)
 
 
 @dataclass(frozen=True)
