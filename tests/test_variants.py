@@ -133,6 +133,34 @@ def test_two_pass_prescale(causal, device):
                   blocks={**SMALL_BLOCKS["two_pass"], "prescale": True})
 
 
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape,dtype", [
+    pytest.param((1, 63, 100, 4, 2, 80), torch.float16, id="gqa-nq<nk-D80-fp16"),
+    pytest.param((2, 100, 63, 2, 1, 40), torch.float32, id="mqa-nq>nk-D40-fp32", marks=pytest.mark.slow),
+])
+def test_two_pass_split_dkdv(shape, dtype, causal, device):
+    """The dK/dV kernel as a dV pass and a dK pass: each stores only its own gradient (outputs NaN-poisoned)."""
+    run_and_check("two_pass", *make_inputs(shape, dtype, device), causal,
+                  blocks={**SMALL_BLOCKS["two_pass"], "split_dkdv": True})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("head_dim", [192, 256])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_two_pass_large_head_dim_defaults(head_dim, causal, device):
+    """The default blocks users get above D=128 (split_dkdv, BLOCK_N1=128), on lengths off every block."""
+    dtype = torch.bfloat16 if ON_GPU else torch.float16
+    run_and_check("two_pass", *make_inputs((1, 150, 133, 2, 1, head_dim), dtype, device), causal)
+
+
+def test_split_dkdv_refuses_the_atomic_dq():
+    from kernels.two_pass import launch_dkdv
+    t = torch.zeros(1, 16, 1, 16)
+    with pytest.raises(ValueError, match="split cannot be combined with accumulate_dq"):
+        launch_dkdv(t, t, t, t, t, t, t, t, t, causal=False, scale=1.0, accumulate_dq=True,
+                    BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=1, split=True)
+
+
 @pytest.mark.slow
 def test_atomic_deterministic_mode_is_correct(device):
     blocks = {**SMALL_BLOCKS["atomic"], "deterministic": True}

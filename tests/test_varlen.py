@@ -69,10 +69,12 @@ def test_packed_matches_reference_fp16(variant, packing, device):
 @pytest.mark.slow  # the fast GPU tier keeps the fp16 packed cases (docs/testing.md)
 @pytest.mark.parametrize("variant,blocks", [
     ("atomic", {"deterministic": True}), ("atomic", {"longest_first": True}),
-    ("two_pass", {"longest_first": True, "prescale": True}), ("fused", {"prescale": False}),
+    ("two_pass", {"longest_first": True, "prescale": True}), ("two_pass", {"split_dkdv": True}),
+    ("fused", {"prescale": False}),
     ("atomic_tma", {"deterministic": True}), ("atomic_tma", {"longest_first": True}),
     ("atomic_tma", {"tma_load": False}), ("atomic_tma", {"tma_load": False, "warp_specialize": True}),
-], ids=["atomic-deterministic", "atomic-longest-first", "two_pass-longest-first-prescale", "fused-no-prescale",
+], ids=["atomic-deterministic", "atomic-longest-first", "two_pass-longest-first-prescale", "two_pass-split-dkdv",
+        "fused-no-prescale",
         "atomic_tma-deterministic", "atomic_tma-longest-first", "atomic_tma-pointer-loads",
         "atomic_tma-pointer-loads-warp-specialize"])
 def test_packed_design_switches(variant, blocks, device):
