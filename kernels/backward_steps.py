@@ -13,16 +13,18 @@ from kernels.common import load_tile, score_mask
 
 
 @triton.jit
-def dkdv_step(b_dk, b_dv, b_k, b_v, Q, DO, LSE, DELTA, DQ_ACC,
+def dkdv_step(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA, DQ_ACC,
               stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd,
               o_n, start_m, seq_q, seq_k, qk_scale,
               HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
               MASK_CAUSAL: tl.constexpr, PRESCALED: tl.constexpr, ACCUM_DQ: tl.constexpr,
               EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
-              GRADS: tl.constexpr = 3):
+              GRADS: tl.constexpr, BLOCK_D2: tl.constexpr, EVEN_D2: tl.constexpr):
     """Adds one query block's contribution to a resident K/V block's dK, dV (and, with ACCUM_DQ,
     atomically adds the unscaled dS K to the fp32 DQ_ACC). b_k is pre-multiplied by qk_scale when PRESCALED.
-    GRADS: which accumulators this program updates: 1 dV only (no dP, dS), 2 dK only (no P^T dO), 3 both."""
+    GRADS: which accumulators this program updates: 1 dV only (no dP, dS), 2 dK only (no P^T dO), 3 both.
+    BLOCK_D2 > 0: the head dim is two chunks, [0, BLOCK_D) and [BLOCK_D, BLOCK_D + BLOCK_D2) (b_k2, b_v2, b_dk2,
+    b_dv2 hold the second; EVEN_D2: it ends at HEAD_DIM); else the *2 arguments are unused placeholders."""
     o_m = start_m + tl.arange(0, BLOCK_M)
     o_d = tl.arange(0, BLOCK_D)
     m_m = o_m < seq_q
@@ -39,6 +41,14 @@ def dkdv_step(b_dk, b_dv, b_k, b_v, Q, DO, LSE, DELTA, DQ_ACC,
         b_delta = tl.load(DELTA + o_m, mask=m_m, other=0.)
 
     b_sT = tl.dot(b_k, b_qT, input_precision=DOT_PRECISION)  # [BN, BD] @ [BD, BM] -> [BN, BM]
+    if BLOCK_D2 > 0:  # the head dim's second chunk
+        o_d2 = BLOCK_D + tl.arange(0, BLOCK_D2)
+        m_d2 = o_d2 < HEAD_DIM
+        b_qT2 = load_tile(Q + o_m[None, :] * stride_qn + o_d2[:, None] * stride_qd,
+                          m_m[None, :], m_d2[:, None], not EVEN_M, not EVEN_D2)  # [BD2, BM]
+        b_do2 = load_tile(DO + o_m[:, None] * stride_don + o_d2[None, :] * stride_dod,
+                          m_m[:, None], m_d2[None, :], not EVEN_M, not EVEN_D2)  # [BM, BD2]
+        b_sT += tl.dot(b_k2, b_qT2, input_precision=DOT_PRECISION)  # [BN, BD2] @ [BD2, BM]
     if not PRESCALED:
         b_sT = b_sT * qk_scale
     if MASK_CAUSAL or not EVEN_M or not EVEN_N:
@@ -47,26 +57,32 @@ def dkdv_step(b_dk, b_dv, b_k, b_v, Q, DO, LSE, DELTA, DQ_ACC,
     b_pT = tl.math.exp2(b_sT - b_lse[None, :])  # [BN, BM]
     if GRADS != 2:  # not dK only
         b_dv += tl.dot(b_pT.to(b_do.dtype), b_do, input_precision=DOT_PRECISION)  # [BN, BM] @ [BM, BD] -> [BN, BD]
+        if BLOCK_D2 > 0:
+            b_dv2 += tl.dot(b_pT.to(b_do.dtype), b_do2, input_precision=DOT_PRECISION)  # [BN, BM] @ [BM, BD2]
     if GRADS != 1:  # not dV only
         b_dpT = tl.dot(b_v, tl.trans(b_do), input_precision=DOT_PRECISION)  # [BN, BD] @ [BD, BM] -> [BN, BM]
+        if BLOCK_D2 > 0:
+            b_dpT += tl.dot(b_v2, tl.trans(b_do2), input_precision=DOT_PRECISION)  # [BN, BD2] @ [BD2, BM]
         b_dsT = b_pT * (b_dpT - b_delta[None, :])  # [BN, BM]
         b_dk += tl.dot(b_dsT.to(b_qT.dtype), tl.trans(b_qT), input_precision=DOT_PRECISION)  # [BN, BM] @ [BM, BD]
-    if ACCUM_DQ:  # only with GRADS = 3 (launch_dkdv refuses the mix)
+        if BLOCK_D2 > 0:
+            b_dk2 += tl.dot(b_dsT.to(b_qT.dtype), tl.trans(b_qT2), input_precision=DOT_PRECISION)  # -> [BN, BD2]
+    if ACCUM_DQ:  # only with GRADS = 3 and one head-dim chunk (launch_dkdv refuses the mixes)
         b_dq = tl.dot(tl.trans(b_dsT.to(b_v.dtype)), b_k, input_precision=DOT_PRECISION)  # [BM, BN] @ [BN, BD]
         tl.atomic_add(DQ_ACC + o_m[:, None] * stride_dqn + o_d[None, :] * stride_dqd, b_dq,
                       mask=m_m[:, None] & m_d[None, :])
-    return b_dk, b_dv
+    return b_dk, b_dv, b_dk2, b_dv2
 
 
 @triton.jit
-def dkdv_over_queries(b_dk, b_dv, b_k, b_v, Q, DO, LSE, DELTA, DQ_ACC,
+def dkdv_over_queries(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA, DQ_ACC,
                       stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd,
                       o_n, start_n, seq_q, seq_k, qk_scale,
                       HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                       BLOCK_D: tl.constexpr, SLICE: tl.constexpr, CAUSAL: tl.constexpr,
                       PRESCALED: tl.constexpr, ACCUM_DQ: tl.constexpr,
                       EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
-                      GRADS: tl.constexpr = 3):
+                      GRADS: tl.constexpr, BLOCK_D2: tl.constexpr, EVEN_D2: tl.constexpr):
     """Walks every query block that sees the key block [start_n, start_n + BLOCK_N) for one head."""
     if CAUSAL:
         SLICE_M: tl.constexpr = BLOCK_M // SLICE
@@ -75,31 +91,33 @@ def dkdv_over_queries(b_dk, b_dv, b_k, b_v, Q, DO, LSE, DELTA, DQ_ACC,
         m_full = tl.maximum(start_n + BLOCK_N - 1 - shift, m_lo)  # first query that sees all of it
         m_mid = tl.minimum(m_lo + tl.cdiv(m_full - m_lo, SLICE_M) * SLICE_M, seq_q)
         for start_m in range(m_lo, m_mid, SLICE_M):
-            b_dk, b_dv = dkdv_step(b_dk, b_dv, b_k, b_v, Q, DO, LSE, DELTA, DQ_ACC,
+            b_dk, b_dv, b_dk2, b_dv2 = dkdv_step(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA, DQ_ACC,
                                    stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd,
                                    o_n, start_m, seq_q, seq_k, qk_scale,
                                    HEAD_DIM, SLICE_M, BLOCK_D, True, PRESCALED, ACCUM_DQ,
-                                   EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION, GRADS)
+                                   EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2)
         m_start = m_mid
     else:
         m_start = 0
     for start_m in range(m_start, seq_q, BLOCK_M):
-        b_dk, b_dv = dkdv_step(b_dk, b_dv, b_k, b_v, Q, DO, LSE, DELTA, DQ_ACC,
+        b_dk, b_dv, b_dk2, b_dv2 = dkdv_step(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA, DQ_ACC,
                                stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd,
                                o_n, start_m, seq_q, seq_k, qk_scale,
                                HEAD_DIM, BLOCK_M, BLOCK_D, False, PRESCALED, ACCUM_DQ,
-                               EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION, GRADS)
-    return b_dk, b_dv
+                               EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2)
+    return b_dk, b_dv, b_dk2, b_dv2
 
 
 @triton.jit
-def dq_step(b_dq, b_q, b_do, b_lse, b_delta, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
+def dq_step(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
             o_m, start_n, seq_q, seq_k, qk_scale,
             HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
             MASK_CAUSAL: tl.constexpr, PRESCALED: tl.constexpr,
-            EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
+            EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
+            BLOCK_D2: tl.constexpr, EVEN_D2: tl.constexpr):
     """Adds one key block's contribution to a resident query block's unscaled dQ (dS K).
-    b_q is pre-multiplied by qk_scale when PRESCALED."""
+    b_q is pre-multiplied by qk_scale when PRESCALED. BLOCK_D2 > 0: b_q2, b_do2, b_dq2 hold the head dim's
+    second chunk [BLOCK_D, BLOCK_D + BLOCK_D2) (else unused placeholders)."""
     o_n = start_n + tl.arange(0, BLOCK_N)
     o_d = tl.arange(0, BLOCK_D)
     m_n = o_n[None, :] < seq_k
@@ -107,6 +125,12 @@ def dq_step(b_dq, b_q, b_do, b_lse, b_delta, K, V, stride_kn, stride_kd, stride_
     b_kT = load_tile(K + o_n[None, :] * stride_kn + o_d[:, None] * stride_kd, m_n, m_d, not EVEN_N, not EVEN_D)  # [BD, BN]
     b_vT = load_tile(V + o_n[None, :] * stride_vn + o_d[:, None] * stride_vd, m_n, m_d, not EVEN_N, not EVEN_D)  # [BD, BN]
     b_s = tl.dot(b_q, b_kT, input_precision=DOT_PRECISION)  # [BM, BD] @ [BD, BN] -> [BM, BN]
+    if BLOCK_D2 > 0:
+        o_d2 = BLOCK_D + tl.arange(0, BLOCK_D2)
+        m_d2 = o_d2[:, None] < HEAD_DIM
+        b_kT2 = load_tile(K + o_n[None, :] * stride_kn + o_d2[:, None] * stride_kd, m_n, m_d2, not EVEN_N, not EVEN_D2)  # [BD2, BN]
+        b_vT2 = load_tile(V + o_n[None, :] * stride_vn + o_d2[:, None] * stride_vd, m_n, m_d2, not EVEN_N, not EVEN_D2)  # [BD2, BN]
+        b_s += tl.dot(b_q2, b_kT2, input_precision=DOT_PRECISION)  # [BM, BD2] @ [BD2, BN]
     if not PRESCALED:
         b_s = b_s * qk_scale
     if MASK_CAUSAL or not EVEN_M or not EVEN_N:
@@ -114,17 +138,22 @@ def dq_step(b_dq, b_q, b_do, b_lse, b_delta, K, V, stride_kn, stride_kd, stride_
                        b_s, float("-inf"))
     b_p = tl.math.exp2(b_s - b_lse[:, None])  # [BM, BN]
     b_dp = tl.dot(b_do, b_vT, input_precision=DOT_PRECISION)  # [BM, BD] @ [BD, BN] -> [BM, BN]
+    if BLOCK_D2 > 0:
+        b_dp += tl.dot(b_do2, b_vT2, input_precision=DOT_PRECISION)  # [BM, BD2] @ [BD2, BN]
     b_ds = b_p * (b_dp - b_delta[:, None])  # [BM, BN]
     b_dq += tl.dot(b_ds.to(b_kT.dtype), tl.trans(b_kT), input_precision=DOT_PRECISION)  # [BM, BN] @ [BN, BD]
-    return b_dq
+    if BLOCK_D2 > 0:
+        b_dq2 += tl.dot(b_ds.to(b_kT.dtype), tl.trans(b_kT2), input_precision=DOT_PRECISION)  # -> [BM, BD2]
+    return b_dq, b_dq2
 
 
 @triton.jit
-def dq_over_keys(b_dq, b_q, b_do, b_lse, b_delta, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
+def dq_over_keys(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
                  o_m, start_m, seq_q, seq_k, qk_scale,
                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                  BLOCK_D: tl.constexpr, SLICE: tl.constexpr, CAUSAL: tl.constexpr, PRESCALED: tl.constexpr,
-                 EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
+                 EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
+                 BLOCK_D2: tl.constexpr, EVEN_D2: tl.constexpr):
     """Walks every key block that the query block [start_m, start_m + BLOCK_M) sees, for one head."""
     if CAUSAL:
         SLICE_N: tl.constexpr = BLOCK_N // SLICE
@@ -132,16 +161,18 @@ def dq_over_keys(b_dq, b_q, b_do, b_lse, b_delta, K, V, stride_kn, stride_kd, st
         n_end = tl.minimum(tl.maximum(start_m + BLOCK_M + shift, 0), seq_k)  # past the last key any row sees
         n_mid = tl.minimum(tl.maximum(start_m + shift + 1, 0) // BLOCK_N * BLOCK_N, n_end)  # all rows see [0, n_mid)
         for start_n in range(n_mid, n_end, SLICE_N):
-            b_dq = dq_step(b_dq, b_q, b_do, b_lse, b_delta, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
-                           o_m, start_n, seq_q, seq_k, qk_scale,
-                           HEAD_DIM, SLICE_N, BLOCK_D, True, PRESCALED, EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION)
+            b_dq, b_dq2 = dq_step(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V,
+                                  stride_kn, stride_kd, stride_vn, stride_vd, o_m, start_n, seq_q, seq_k, qk_scale,
+                                  HEAD_DIM, SLICE_N, BLOCK_D, True, PRESCALED, EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
+                                  BLOCK_D2, EVEN_D2)
     else:
         n_mid = seq_k
     for start_n in range(0, n_mid, BLOCK_N):
-        b_dq = dq_step(b_dq, b_q, b_do, b_lse, b_delta, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
-                       o_m, start_n, seq_q, seq_k, qk_scale,
-                       HEAD_DIM, BLOCK_N, BLOCK_D, False, PRESCALED, EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION)
-    return b_dq
+        b_dq, b_dq2 = dq_step(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V,
+                              stride_kn, stride_kd, stride_vn, stride_vd, o_m, start_n, seq_q, seq_k, qk_scale,
+                              HEAD_DIM, BLOCK_N, BLOCK_D, False, PRESCALED, EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
+                              BLOCK_D2, EVEN_D2)
+    return b_dq, b_dq2
 
 
 @triton.jit
@@ -158,11 +189,12 @@ def dkdv_program(Q, K, V, DO, DK, DV, LSE, DELTA, DQ_ACC,
                  BLOCK_D: tl.constexpr, SLICE: tl.constexpr, CAUSAL: tl.constexpr,
                  PRESCALED: tl.constexpr, ACCUM_DQ: tl.constexpr,
                  EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
-                 GRADS: tl.constexpr = 3):
+                 GRADS: tl.constexpr = 3, BLOCK_D2: tl.constexpr = 0, EVEN_D2: tl.constexpr = True):
     """dK, dV of key block i_n of kv-head i_hk, summed over the `group` query heads that share it (GQA).
     LSE, DELTA [B, H, stride_lse] fp32; seq_q, seq_k: this sequence's lengths (a varlen document's).
     GRADS = 1 (dV) or 2 (dK): only that gradient is computed and stored (a split dK/dV pass, half the
-    accumulator registers)."""
+    accumulator registers). BLOCK_D2 > 0: the head dim in two chunks (BLOCK_D, then BLOCK_D2; no padding to
+    the next power of two when HEAD_DIM = BLOCK_D + BLOCK_D2, e.g. 192 = 128 + 64)."""
     start_n = i_n * BLOCK_N
     o_n = start_n + tl.arange(0, BLOCK_N)
     o_d = tl.arange(0, BLOCK_D)
@@ -176,23 +208,46 @@ def dkdv_program(Q, K, V, DO, DK, DV, LSE, DELTA, DQ_ACC,
         b_ks = (b_k * qk_scale).to(b_k.dtype)
     b_dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
     b_dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
+    if BLOCK_D2 > 0:  # the head dim's second chunk
+        o_d2 = BLOCK_D + tl.arange(0, BLOCK_D2)
+        m_nd2 = (o_n[:, None] < seq_k) & (o_d2[None, :] < HEAD_DIM)
+        b_k2 = tl.load(K + i_b * stride_kb + i_hk * stride_kh + o_n[:, None] * stride_kn + o_d2[None, :] * stride_kd,
+                       mask=m_nd2, other=0.)  # [BN, BD2]
+        b_v2 = tl.load(V + i_b * stride_vb + i_hk * stride_vh + o_n[:, None] * stride_vn + o_d2[None, :] * stride_vd,
+                       mask=m_nd2, other=0.)  # [BN, BD2]
+        if PRESCALED:
+            b_k2 = (b_k2 * qk_scale).to(b_k.dtype)
+        b_dk2 = tl.zeros([BLOCK_N, BLOCK_D2], dtype=tl.float32)
+        b_dv2 = tl.zeros([BLOCK_N, BLOCK_D2], dtype=tl.float32)
+    else:  # placeholders, never read
+        b_k2 = b_ks
+        b_v2 = b_v
+        b_dk2 = tl.zeros([16, 16], dtype=tl.float32)
+        b_dv2 = tl.zeros([16, 16], dtype=tl.float32)
     for i_g in range(group):
         i_h = i_hk * group + i_g
         i_bh = i_b * heads + i_h
-        b_dk, b_dv = dkdv_over_queries(
-            b_dk, b_dv, b_ks, b_v,
+        b_dk, b_dv, b_dk2, b_dv2 = dkdv_over_queries(
+            b_dk, b_dv, b_ks, b_v, b_dk2, b_dv2, b_k2, b_v2,
             Q + i_b * stride_qb + i_h * stride_qh, DO + i_b * stride_dob + i_h * stride_doh,
             LSE + i_bh * stride_lse, DELTA + i_bh * stride_lse, DQ_ACC + i_b * stride_dqb + i_h * stride_dqh,
             stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd,
             o_n, start_n, seq_q, seq_k, qk_scale,
             HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, SLICE, CAUSAL, PRESCALED, ACCUM_DQ,
-            EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION, GRADS)
+            EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2)
     if GRADS != 1:  # not dV only
         tl.store(DK + i_b * stride_dkb + i_hk * stride_dkh + o_n[:, None] * stride_dkn + o_d[None, :] * stride_dkd,
                  (b_dk * sm_scale).to(DK.dtype.element_ty), mask=m_nd)
     if GRADS != 2:  # not dK only
         tl.store(DV + i_b * stride_dvb + i_hk * stride_dvh + o_n[:, None] * stride_dvn + o_d[None, :] * stride_dvd,
                  b_dv.to(DV.dtype.element_ty), mask=m_nd)
+    if BLOCK_D2 > 0:
+        if GRADS != 1:
+            tl.store(DK + i_b * stride_dkb + i_hk * stride_dkh + o_n[:, None] * stride_dkn + o_d2[None, :] * stride_dkd,
+                     (b_dk2 * sm_scale).to(DK.dtype.element_ty), mask=m_nd2)
+        if GRADS != 2:
+            tl.store(DV + i_b * stride_dvb + i_hk * stride_dvh + o_n[:, None] * stride_dvn + o_d2[None, :] * stride_dvd,
+                     b_dv2.to(DV.dtype.element_ty), mask=m_nd2)
 
 
 @triton.jit
@@ -205,8 +260,10 @@ def dq_program(Q, K, V, DO, DQ, LSE, DELTA,
                seq_q, seq_k, stride_lse, heads, group, qk_scale, sm_scale, i_m, i_b, i_h,
                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                BLOCK_D: tl.constexpr, SLICE: tl.constexpr, CAUSAL: tl.constexpr, PRESCALED: tl.constexpr,
-               EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
-    """dQ of query block i_m of head i_h (its kv-head is i_h // group). LSE, DELTA [B, H, stride_lse] fp32."""
+               EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
+               BLOCK_D2: tl.constexpr = 0, EVEN_D2: tl.constexpr = True):
+    """dQ of query block i_m of head i_h (its kv-head is i_h // group). LSE, DELTA [B, H, stride_lse] fp32.
+    BLOCK_D2 > 0: the head dim in two chunks (see dkdv_program)."""
     start_m = i_m * BLOCK_M
     o_m = start_m + tl.arange(0, BLOCK_M)
     o_d = tl.arange(0, BLOCK_D)
@@ -224,13 +281,30 @@ def dq_program(Q, K, V, DO, DQ, LSE, DELTA,
     if PRESCALED:
         b_qs = (b_q * qk_scale).to(b_q.dtype)
     b_dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-    b_dq = dq_over_keys(b_dq, b_qs, b_do, b_lse, b_delta,
+    if BLOCK_D2 > 0:  # the head dim's second chunk
+        o_d2 = BLOCK_D + tl.arange(0, BLOCK_D2)
+        m_md2 = m_m[:, None] & (o_d2[None, :] < HEAD_DIM)
+        b_q2 = tl.load(Q + i_b * stride_qb + i_h * stride_qh + o_m[:, None] * stride_qn + o_d2[None, :] * stride_qd,
+                       mask=m_md2, other=0.)  # [BM, BD2]
+        b_do2 = tl.load(DO + i_b * stride_dob + i_h * stride_doh + o_m[:, None] * stride_don + o_d2[None, :] * stride_dod,
+                        mask=m_md2, other=0.)  # [BM, BD2]
+        if PRESCALED:
+            b_q2 = (b_q2 * qk_scale).to(b_q.dtype)
+        b_dq2 = tl.zeros([BLOCK_M, BLOCK_D2], dtype=tl.float32)
+    else:  # placeholders, never read
+        b_q2 = b_qs
+        b_do2 = b_do
+        b_dq2 = tl.zeros([16, 16], dtype=tl.float32)
+    b_dq, b_dq2 = dq_over_keys(b_dq, b_qs, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta,
                         K + i_b * stride_kb + i_hk * stride_kh, V + i_b * stride_vb + i_hk * stride_vh,
                         stride_kn, stride_kd, stride_vn, stride_vd, o_m, start_m, seq_q, seq_k, qk_scale,
                         HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, SLICE, CAUSAL, PRESCALED,
-                        EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION)
+                        EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION, BLOCK_D2, EVEN_D2)
     tl.store(DQ + i_b * stride_dqb + i_h * stride_dqh + o_m[:, None] * stride_dqn + o_d[None, :] * stride_dqd,
              (b_dq * sm_scale).to(DQ.dtype.element_ty), mask=m_md)
+    if BLOCK_D2 > 0:
+        tl.store(DQ + i_b * stride_dqb + i_h * stride_dqh + o_m[:, None] * stride_dqn + o_d2[None, :] * stride_dqd,
+                 (b_dq2 * sm_scale).to(DQ.dtype.element_ty), mask=m_md2)
 
 
 @triton.jit

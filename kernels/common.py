@@ -15,6 +15,18 @@ def head_block(head_dim: int) -> int:
     return max(16, triton.next_power_of_2(head_dim))
 
 
+def head_chunks(head_dim: int, split: bool) -> tuple[int, int]:
+    """(BLOCK_D, BLOCK_D2): the head dim as one power-of-two register block (BLOCK_D2 = 0), or with split, as two
+    (the largest power of two below it, then the rest rounded up) when that pads less: 192 -> (128, 64),
+    96 -> (64, 32), 80 -> (64, 16); a power of two, or a head dim the split would not shrink, stays one block."""
+    whole = head_block(head_dim)
+    if not split or head_dim == whole:
+        return whole, 0
+    first = whole // 2
+    second = max(16, triton.next_power_of_2(head_dim - first))
+    return (first, second) if first + second < whole else (whole, 0)
+
+
 @triton.jit
 def score_mask(i_q, i_k, seq_q, seq_k, CAUSAL: tl.constexpr, CHECK_Q: tl.constexpr, CHECK_K: tl.constexpr):
     """True where query i_q may attend key i_k; i_q, i_k are broadcastable index blocks

@@ -6,7 +6,7 @@ import triton.language as tl
 
 from kernels.backward_args import backward_args
 from kernels.backward_steps import dkdv_program, document_pointers, dq_program
-from kernels.common import document_block, even_blocks, head_block
+from kernels.common import document_block, even_blocks, head_chunks
 from kernels.forward import dot_precision
 from kernels.varlen import UNIFORM_ARGS
 
@@ -20,13 +20,15 @@ def _dkdv_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
                  seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale, CU_SEQLENS_Q, CU_SEQLENS_K, BLOCK_INDICES,
                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                  CAUSAL: tl.constexpr, ACCUM_DQ: tl.constexpr, LONGEST_FIRST: tl.constexpr, PRESCALED: tl.constexpr,
-                 IS_VARLEN: tl.constexpr, GRADS: tl.constexpr,
-                 EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
+                 IS_VARLEN: tl.constexpr, GRADS: tl.constexpr, BLOCK_D2: tl.constexpr,
+                 EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, EVEN_D2: tl.constexpr,
+                 DOT_PRECISION: tl.constexpr):
     """Grid (cdiv(Nk, BLOCK_N), B * Hkv), or (B * Hkv, cdiv(Nk, BLOCK_N)) with LONGEST_FIRST: programs are
     dispatched x-fastest, so every head's key block 0 (the most queries when causal) starts first and the
     last wave holds the shortest programs. With ACCUM_DQ (the atomic design) it also adds dS K into fp32 DQ.
     IS_VARLEN: B = 1 and the blocks axis runs over the (document, key block) pairs of BLOCK_INDICES (with
-    LONGEST_FIRST sorted heaviest first across documents). GRADS: 3 = dK and dV; 1 / 2 = dV / dK only (split)."""
+    LONGEST_FIRST sorted heaviest first across documents). GRADS: 3 = dK and dV; 1 / 2 = dV / dK only (split).
+    BLOCK_D2 > 0: the head dim as two register blocks, BLOCK_D then BLOCK_D2 (kernels.common.head_chunks)."""
     if LONGEST_FIRST:
         i_n = tl.program_id(1)
         i_bhk = tl.program_id(0)
@@ -47,7 +49,7 @@ def _dkdv_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
                  seq_q, seq_k, stride_lse, heads, heads // kv_heads, qk_scale, sm_scale,
                  i_n, i_bhk // kv_heads, i_bhk % kv_heads,
                  HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, 1, CAUSAL, PRESCALED, ACCUM_DQ, EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
-                 GRADS)
+                 GRADS, BLOCK_D2, EVEN_D2)
 
 
 @triton.jit
@@ -59,7 +61,8 @@ def _dq_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
                seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale, CU_SEQLENS_Q, CU_SEQLENS_K, BLOCK_INDICES,
                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                CAUSAL: tl.constexpr, LONGEST_FIRST: tl.constexpr, PRESCALED: tl.constexpr, IS_VARLEN: tl.constexpr,
-               EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
+               BLOCK_D2: tl.constexpr, EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr,
+               EVEN_D2: tl.constexpr, DOT_PRECISION: tl.constexpr):
     """Grid (cdiv(Nq, BLOCK_M), B * H), or (B * H, cdiv(Nq, BLOCK_M)) with LONGEST_FIRST: every head's last
     query block (the most keys when causal) is dispatched first. IS_VARLEN: B = 1 and the blocks axis runs
     over the (document, query block) pairs of BLOCK_INDICES (with LONGEST_FIRST already heaviest first)."""
@@ -80,16 +83,18 @@ def _dq_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
                stride_vb, stride_vn, stride_vh, stride_vd, stride_dob, stride_don, stride_doh, stride_dod,
                stride_dqb, stride_dqn, stride_dqh, stride_dqd,
                seq_q, seq_k, stride_lse, heads, heads // kv_heads, qk_scale, sm_scale, i_m, i_bh // heads, i_bh % heads,
-               HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, 1, CAUSAL, PRESCALED, EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION)
+               HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, 1, CAUSAL, PRESCALED, EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
+               BLOCK_D2, EVEN_D2)
 
 
 def launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, *, causal: bool, scale: float, accumulate_dq: bool,
                 BLOCK_M: int, BLOCK_N: int, num_warps: int, num_stages: int, longest_first: bool = False,
-                prescale: bool = False, split: bool = False, varlen=None) -> None:
+                prescale: bool = False, split: bool = False, split_d: bool = False, varlen=None) -> None:
     """Writes dk, dv [B, Nk, Hkv, D]; with accumulate_dq also adds unscaled dS K into fp32 dq.
     prescale: the resident K block is multiplied by scale * log2(e) once instead of every score tile.
     split: two launches, dV then dK, each with one [BLOCK_N, D] fp32 accumulator instead of two (S and P are
     computed in both: 5 matmuls instead of 4); for large head dims, where two accumulators spill.
+    split_d: a head dim that is not a power of two in two register blocks (kernels.common.head_chunks).
     varlen: a kernels.varlen.Packing; then B = 1 and N is the packed length."""
     if prescale and accumulate_dq:
         raise ValueError("prescale cannot be combined with accumulate_dq (dQ would use the scaled K)")
@@ -97,7 +102,10 @@ def launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, *, causal: bool, scale: flo
         raise ValueError("split cannot be combined with accumulate_dq (one pass must see dS and dV)")
     batch, seq_q, _, head_dim = q.shape
     seq_k, kv_heads = k.shape[1], k.shape[2]
-    even_m, even_n, even_d = even_blocks(seq_q, seq_k, head_dim, head_block(head_dim), walked=BLOCK_M,
+    block_d, block_d2 = head_chunks(head_dim, split_d)
+    if block_d2 and accumulate_dq:
+        raise ValueError("split_d cannot be combined with accumulate_dq (the dQ atomics take one head-dim block)")
+    even_m, even_n, even_d = even_blocks(seq_q, seq_k, head_dim, block_d + block_d2, walked=BLOCK_M,
                                          resident=BLOCK_N, walks_queries=True, causal=causal, varlen=varlen is not None)
     longest_first = longest_first and (causal or varlen is not None)  # else every program has the same work
     doc_args, blocks = (UNIFORM_ARGS, triton.cdiv(seq_k, BLOCK_N)) if varlen is None else \
@@ -108,20 +116,22 @@ def launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, *, causal: bool, scale: flo
     for grads in ((1, 2) if split else (3,)):  # GRADS: 1 dV only, 2 dK only, 3 both (kernels/backward_steps.py)
         _dkdv_kernel[grid[::-1] if longest_first else grid](
                            *backward_args(q, k, v, do, dq, dk, dv, lse, delta, scale), **doc_args,
-                           HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=head_block(head_dim),
+                           HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=block_d, BLOCK_D2=block_d2,
                            CAUSAL=causal, ACCUM_DQ=accumulate_dq, LONGEST_FIRST=longest_first, PRESCALED=prescale,
-                           GRADS=grads, EVEN_M=even_m, EVEN_N=even_n, EVEN_D=even_d,
+                           GRADS=grads, EVEN_M=even_m, EVEN_N=even_n, EVEN_D=even_d or block_d2 > 0, EVEN_D2=even_d if block_d2 else True,
                            DOT_PRECISION=dot_precision(q.dtype),
                            num_warps=num_warps, num_stages=num_stages)
 
 
 def launch_dq(q, k, v, do, dq, lse, delta, *, causal: bool, scale: float,
               BLOCK_M: int, BLOCK_N: int, num_warps: int, num_stages: int, longest_first: bool = False,
-              prescale: bool = False, varlen=None) -> None:
+              prescale: bool = False, split_d: bool = False, varlen=None) -> None:
     """Writes dq [B, Nq, H, D]. prescale: the resident Q block is multiplied by scale * log2(e) once.
+    split_d: a head dim that is not a power of two in two register blocks (kernels.common.head_chunks).
     varlen: a kernels.varlen.Packing; then B = 1 and N is the packed length."""
     batch, seq_q, heads, head_dim = q.shape
-    even_m, even_n, even_d = even_blocks(seq_q, k.shape[1], head_dim, head_block(head_dim), walked=BLOCK_N,
+    block_d, block_d2 = head_chunks(head_dim, split_d)
+    even_m, even_n, even_d = even_blocks(seq_q, k.shape[1], head_dim, block_d + block_d2, walked=BLOCK_N,
                                          resident=BLOCK_M, walks_queries=False, causal=causal,
                                          varlen=varlen is not None)
     longest_first = longest_first and (causal or varlen is not None)
@@ -132,23 +142,25 @@ def launch_dq(q, k, v, do, dq, lse, delta, *, causal: bool, scale: float,
         return
     _dq_kernel[grid[::-1] if longest_first else grid](
                      *backward_args(q, k, v, do, dq, dq, dq, lse, delta, scale), **doc_args,
-                     HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=head_block(head_dim),
-                     CAUSAL=causal, LONGEST_FIRST=longest_first, PRESCALED=prescale, EVEN_M=even_m, EVEN_N=even_n, EVEN_D=even_d, DOT_PRECISION=dot_precision(q.dtype),
+                     HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=block_d, BLOCK_D2=block_d2,
+                     CAUSAL=causal, LONGEST_FIRST=longest_first, PRESCALED=prescale, EVEN_M=even_m, EVEN_N=even_n,
+                     EVEN_D=even_d or block_d2 > 0, EVEN_D2=even_d if block_d2 else True, DOT_PRECISION=dot_precision(q.dtype),
                      num_warps=num_warps, num_stages=num_stages)
 
 
 def two_pass_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float,
                       BLOCK_M1: int, BLOCK_N1: int, num_warps1: int, num_stages1: int,
                       BLOCK_M2: int, BLOCK_N2: int, num_warps2: int, num_stages2: int, longest_first: bool,
-                      prescale: bool, split_dkdv: bool = False, varlen=None):
+                      prescale: bool, split_dkdv: bool = False, split_d: bool = False, varlen=None):
     """-> dq like q, dk/dv like k/v. Suffix 1: the dK/dV kernel; suffix 2: the dQ kernel.
     split_dkdv: the dK/dV kernel runs as a dV pass and a dK pass (launch_dkdv's split).
+    split_d: both kernels hold a non-power-of-two head dim as two register blocks (192 = 128 + 64).
     varlen: a kernels.varlen.Packing (q [1, total_q, H, D], k/v [1, total_k, Hkv, D])."""
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, causal=causal, scale=scale, accumulate_dq=False,
                 BLOCK_M=BLOCK_M1, BLOCK_N=BLOCK_N1, num_warps=num_warps1, num_stages=num_stages1,
-                longest_first=longest_first, prescale=prescale, split=split_dkdv, varlen=varlen)
+                longest_first=longest_first, prescale=prescale, split=split_dkdv, split_d=split_d, varlen=varlen)
     launch_dq(q, k, v, do, dq, lse, delta, causal=causal, scale=scale,
               BLOCK_M=BLOCK_M2, BLOCK_N=BLOCK_N2, num_warps=num_warps2, num_stages=num_stages2,
-              longest_first=longest_first, prescale=prescale, varlen=varlen)
+              longest_first=longest_first, prescale=prescale, split_d=split_d, varlen=varlen)
     return dq, dk, dv

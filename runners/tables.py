@@ -32,8 +32,8 @@ VARIANT_LABELS = {
 }
 BLOCK_FIELDS = ("BLOCK_M", "BLOCK_N", "BLOCK_M1", "BLOCK_N1", "BLOCK_M2", "BLOCK_N2", "BLK_SLICE_FACTOR",
                 "num_warps", "num_stages", "num_warps1", "num_stages1", "num_warps2", "num_stages2",
-                "prescale", "longest_first", "deterministic", "split_dkdv")
-SWITCH_FIELDS = ("prescale", "longest_first", "deterministic", "split_dkdv")  # booleans: shown by name when true
+                "prescale", "longest_first", "deterministic", "split_dkdv", "split_d")
+SWITCH_FIELDS = ("prescale", "longest_first", "deterministic", "split_dkdv", "split_d")  # booleans: shown by name when true
 SHAPE_COLUMNS = ("batch", "heads", "kv_heads", "seq", "seq_k", "head_dim", "causal", "layout")
 ENV_COLUMNS = ("device", "gpu_name", "compute_capability", "sm_count", "driver", "cuda", "torch", "triton",
                "python", "hostname", "commit", "dirty", "timestamp", "sweep_id", "peak_tflops")

@@ -2,7 +2,7 @@
 each checked against the fp32 reference on one (batch, head) slice. A guide for conf/block_defaults.yaml, not a
 result table (those come from runners.sweep: scripts/gpu_issue9.sh headdims).
 
-    python scripts/headdim_bench.py [--dims 192,256] [--causal 0,1] [--budget 420] [--out DIR]
+    python scripts/headdim_bench.py [--dims 192,256] [--causal 0,1] [--configs padded|split_d] [--budget 420] [--out DIR]
 
 The two kernels' times add (results/h100/NOTES.md, issue 12: nearly separable), so the best pair is the best
 dK/dV config plus the best dQ config. Prints one line per config and a table per shape last; writes
@@ -41,6 +41,12 @@ DKDV = [(32, 32, 4, 1, False), (32, 128, 8, 2, True), (64, 64, 8, 2, False), (64
 # (BLOCK_M2, BLOCK_N2, num_warps2, num_stages2)
 DQ = [(32, 32, 4, 1), (64, 64, 8, 2), (128, 32, 8, 2), (32, 64, 8, 2), (64, 32, 8, 2), (32, 32, 4, 2),
       (32, 64, 4, 2), (64, 64, 4, 2), (128, 64, 8, 1), (128, 32, 8, 1)]
+# --configs split_d: the head dim in two register blocks (192 = 128 + 64), both kernels; the padded winners first
+DKDV_SPLIT_D = [(64, 128, 8, 1, True, False), (32, 128, 8, 2, True, False), (64, 128, 8, 1, True, True),
+                (32, 128, 8, 2, True, True), (64, 128, 8, 2, True, True), (64, 64, 8, 2, False, True),
+                (32, 128, 8, 3, True, True), (128, 128, 8, 1, True, True)]
+DQ_SPLIT_D = [(64, 64, 4, 2, False), (64, 64, 4, 2, True), (128, 32, 8, 2, True), (128, 64, 8, 2, True),
+              (64, 64, 4, 3, True), (128, 64, 8, 1, True), (64, 64, 8, 2, True), (64, 128, 8, 1, True)]
 
 
 def shape_inputs(d, causal, batch, seq, heads):
@@ -57,13 +63,13 @@ def shape_inputs(d, causal, batch, seq, heads):
 
 
 def time_dkdv(s, cfg):
-    m, n, w, st, split = cfg
+    m, n, w, st, split, split_d = (*cfg, False)[:6]
     dq, dk, dv = torch.empty_like(s["q"]), torch.full_like(s["k"], float("nan")), torch.full_like(s["v"], float("nan"))
 
     def run():
         launch_dkdv(s["q"], s["k"], s["v"], s["do"], dq, dk, dv, s["lse"], s["delta"], causal=s["causal"],
                     scale=s["scale"], accumulate_dq=False, BLOCK_M=m, BLOCK_N=n, num_warps=w, num_stages=st,
-                    split=split)
+                    split=split, split_d=split_d)
     run()
     one = s["one"]
     err = max(error(dk[one], s["ref"][1]).rel, error(dv[one], s["ref"][2]).rel)
@@ -71,12 +77,12 @@ def time_dkdv(s, cfg):
 
 
 def time_dq(s, cfg):
-    m, n, w, st = cfg
+    m, n, w, st, split_d = (*cfg, False)[:5]
     dq = torch.full_like(s["q"], float("nan"))
 
     def run():
         launch_dq(s["q"], s["k"], s["v"], s["do"], dq, s["lse"], s["delta"], causal=s["causal"], scale=s["scale"],
-                  BLOCK_M=m, BLOCK_N=n, num_warps=w, num_stages=st)
+                  BLOCK_M=m, BLOCK_N=n, num_warps=w, num_stages=st, split_d=split_d)
     run()
     err = error(dq[s["one"]], s["ref"][0]).rel
     return bench(run), err
@@ -99,6 +105,7 @@ def main():
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--seq", type=int, default=4096)
     ap.add_argument("--budget", type=float, default=420)
+    ap.add_argument("--configs", default="padded", choices=["padded", "split_d"])
     ap.add_argument("--out", default=os.environ.get("OUT", ""))
     args = ap.parse_args()
     print(f"torch {torch.__version__} triton {triton.__version__} {torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu'}", flush=True)
@@ -116,7 +123,8 @@ def main():
             rows.append(dict(head_dim=d, causal=causal, kernel="backward", name=name, ms=ms, err=0.0,
                              tflops=problem.backward_flops() / (ms * 1e-3) / 1e12))
             print(f"D{d} causal={causal} {name:12s} {ms:8.3f} ms {rows[-1]['tflops']:6.1f} TFLOPS", flush=True)
-    todo = [job for pair in zip_longest([("dkdv", c) for c in DKDV], [("dq", c) for c in DQ]) for job in pair if job]
+    dkdv, dq = (DKDV, DQ) if args.configs == "padded" else (DKDV_SPLIT_D, DQ_SPLIT_D)
+    todo = [job for pair in zip_longest([("dkdv", c) for c in dkdv], [("dq", c) for c in dq]) for job in pair if job]
     for kernel, cfg in todo:
         for (d, causal), s in shapes.items():
             if time.time() - T0 > args.budget:

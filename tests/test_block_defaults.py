@@ -45,4 +45,4 @@ def test_no_rule_is_a_one_line_error():
 def test_variants_take_their_defaults_from_the_table():
     p = problem(128, True)
     assert get("two_pass").default_blocks(p).as_dict() == {**default_block_fields("two_pass", p), "longest_first": False,
-                                                    "prescale": False, "split_dkdv": False}
+                                                    "prescale": False, "split_dkdv": False, "split_d": False}

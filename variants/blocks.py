@@ -109,6 +109,9 @@ class TwoPassBlocks(Blocks):
     # the dK/dV kernel as two launches, a dV pass and a dK pass: one fp32 [BLOCK_N1, D] accumulator each instead of
     # two (large head dims, where two spill), for one more matmul (S recomputed: 14 -> 16 N^2 d)
     split_dkdv: bool = tunable(False, BOOLS, DKDV_KERNEL)
+    # a head dim that is not a power of two held as two power-of-two register blocks in both kernels (192 = 128 + 64,
+    # 96 = 64 + 32) instead of one padded to the next power of two (kernels.common.head_chunks)
+    split_d: bool = tunable(False, BOOLS)
 
 
 @dataclass(frozen=True)
