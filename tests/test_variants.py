@@ -144,21 +144,45 @@ def test_two_pass_split_dkdv(shape, dtype, causal, device):
                   blocks={**SMALL_BLOCKS["two_pass"], "split_dkdv": True})
 
 
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape,dtype,blocks", [
+    pytest.param((1, 63, 100, 4, 2, 80), torch.float16, {}, id="gqa-nq<nk-D80=64+16-fp16"),
+    pytest.param((2, 100, 63, 2, 1, 40), torch.float32, {"prescale": True}, id="mqa-nq>nk-D40=32+16-prescale-fp32",
+                 marks=pytest.mark.slow),
+    pytest.param((1, 130, 130, 4, 1, 96), torch.float32, {"split_dkdv": True}, id="D96=64+32-split-dkdv-fp32",
+                 marks=pytest.mark.slow),
+])
+def test_two_pass_split_head_dim(shape, dtype, blocks, causal, device):
+    """A head dim that is not a power of two as two register blocks (the second one masked where it overhangs)."""
+    run_and_check("two_pass", *make_inputs(shape, dtype, device), causal,
+                  blocks={**SMALL_BLOCKS["two_pass"], "split_d": True, **blocks})
+
+
+def test_head_chunks():
+    from kernels.common import head_chunks
+    assert [head_chunks(d, True) for d in (192, 96, 80, 40, 72, 128, 200, 16, 8)] == [
+        (128, 64), (64, 32), (64, 16), (32, 16), (64, 16), (128, 0), (256, 0), (16, 0), (16, 0)]
+    assert head_chunks(192, False) == (256, 0)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("head_dim", [192, 256])
+@pytest.mark.parametrize("head_dim", [160, 192, 256])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_two_pass_large_head_dim_defaults(head_dim, causal, device):
-    """The default blocks users get above D=128 (split_dkdv, BLOCK_N1=128), on lengths off every block."""
+    """The default blocks users get above D=128 (split_dkdv, BLOCK_N1=128, split_d), on lengths off every block."""
     dtype = torch.bfloat16 if ON_GPU else torch.float16
     run_and_check("two_pass", *make_inputs((1, 150, 133, 2, 1, head_dim), dtype, device), causal)
 
 
-def test_split_dkdv_refuses_the_atomic_dq():
+def test_splits_refuse_the_atomic_dq():
     from kernels.two_pass import launch_dkdv
-    t = torch.zeros(1, 16, 1, 16)
+    t = torch.zeros(1, 16, 1, 48)
     with pytest.raises(ValueError, match="split cannot be combined with accumulate_dq"):
         launch_dkdv(t, t, t, t, t, t, t, t, t, causal=False, scale=1.0, accumulate_dq=True,
                     BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=1, split=True)
+    with pytest.raises(ValueError, match="split_d cannot be combined with accumulate_dq"):
+        launch_dkdv(t, t, t, t, t, t, t, t, t, causal=False, scale=1.0, accumulate_dq=True,
+                    BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=1, split_d=True)
 
 
 @pytest.mark.slow

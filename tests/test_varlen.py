@@ -254,3 +254,12 @@ def test_packed_longest_first_matches_reference(variant, causal, device):
     """The heaviest-first program tables (dK/dV: key blocks; dQ: query blocks, read from the front)."""
     inputs = packed_inputs(*PACKINGS["odd-lengths-gqa"], torch.float16, device)
     run_and_check_packed(variant, *inputs, causal, blocks={**SMALL_BLOCKS[variant], "longest_first": True})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_packed_split_head_dim(causal, device):
+    """two_pass with the head dim as two register blocks (40 = 32 + 16, split dK/dV) on odd documents with GQA."""
+    inputs = packed_inputs(*PACKINGS["odd-lengths-gqa"], torch.float32, device)
+    run_and_check_packed("two_pass", *inputs, causal,
+                         blocks={**SMALL_BLOCKS["two_pass"], "split_d": True, "split_dkdv": True})
