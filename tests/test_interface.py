@@ -90,3 +90,6 @@ def test_flop_convention():
     cross = Problem(1, 2, 5, 1, 1, 1, True, torch.bfloat16, "cuda")  # query i sees i + 4 keys: 4 + 5
     assert cross.visible_pairs == 9
     assert get("atomic").executed_flops(full, get("atomic").default_blocks(full)) == 2 * 5 * 2 * 16 * 1024 * 1024 * 64
+    two_pass = get("two_pass")
+    assert two_pass.executed_flops(full, two_pass.make_blocks(full, {"split_dkdv": False})) == 2 * 7 * 2 * 16 * 1024 * 1024 * 64
+    assert two_pass.executed_flops(full, two_pass.make_blocks(full, {"split_dkdv": True})) == 2 * 8 * 2 * 16 * 1024 * 1024 * 64

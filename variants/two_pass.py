@@ -11,6 +11,10 @@ class TwoPass(TritonVariant):
     Blocks = TwoPassBlocks
     backward_matmuls = 7  # dK/dV kernel: S, dP, dV, dK; dQ kernel: S, dP, dQ (14 N^2 d)
 
+    def executed_flops(self, problem, blocks):
+        # split_dkdv recomputes S in the dK pass: 8 matmuls (16 N^2 d); split_d changes no FLOP
+        return problem.matmul_flops(self.backward_matmuls + (1 if blocks.split_dkdv else 0))
+
     def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks, varlen=None):
         return two_pass_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, varlen=varlen,
                                  **blocks.as_dict())
