@@ -2,7 +2,7 @@
 each checked against the fp32 reference on one (batch, head) slice. A guide for conf/block_defaults.yaml, not a
 result table (those come from runners.sweep: scripts/gpu_issue9.sh headdims).
 
-    python scripts/headdim_bench.py [--dims 192,256] [--causal 0,1] [--configs padded|split_d] [--budget 420] [--out DIR]
+    python scripts/headdim_bench.py [--dims 192,256] [--causal 0,1] [--configs padded|split_d|d128] [--budget 420] [--out DIR]
 
 The two kernels' times add (results/h100/NOTES.md, issue 12: nearly separable), so the best pair is the best
 dK/dV config plus the best dQ config. Prints one line per config and a table per shape last; writes
@@ -45,6 +45,11 @@ DQ = [(32, 32, 4, 1), (64, 64, 8, 2), (128, 32, 8, 2), (32, 64, 8, 2), (64, 32, 
 DKDV_SPLIT_D = [(64, 128, 8, 1, True, False), (32, 128, 8, 2, True, False), (64, 128, 8, 1, True, True),
                 (32, 128, 8, 2, True, True), (64, 128, 8, 2, True, True), (64, 64, 8, 2, False, True),
                 (32, 128, 8, 3, True, True), (128, 128, 8, 1, True, True)]
+# --configs d128: does the split dK/dV pass let D=128 take 128-row key blocks (compile_check: 236 B of spills
+# unsplit at 64x128 w8 s3, 0-32 B split)? The current defaults first
+DKDV_D128 = [(32, 64, 4, 3, False), (64, 64, 4, 2, False), (64, 128, 8, 3, True), (64, 128, 8, 2, True),
+             (64, 128, 8, 3, False), (32, 128, 8, 3, True)]
+DQ_D128 = [(64, 64, 4, 2), (128, 64, 8, 3)]
 DQ_SPLIT_D = [(64, 64, 4, 2, False), (64, 64, 4, 2, True), (128, 32, 8, 2, True), (128, 64, 8, 2, True),
               (64, 64, 4, 3, True), (128, 64, 8, 1, True), (64, 64, 8, 2, True), (64, 128, 8, 1, True)]
 
@@ -105,7 +110,7 @@ def main():
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--seq", type=int, default=4096)
     ap.add_argument("--budget", type=float, default=420)
-    ap.add_argument("--configs", default="padded", choices=["padded", "split_d"])
+    ap.add_argument("--configs", default="padded", choices=["padded", "split_d", "d128"])
     ap.add_argument("--out", default=os.environ.get("OUT", ""))
     args = ap.parse_args()
     print(f"torch {torch.__version__} triton {triton.__version__} {torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu'}", flush=True)
@@ -123,7 +128,7 @@ def main():
             rows.append(dict(head_dim=d, causal=causal, kernel="backward", name=name, ms=ms, err=0.0,
                              tflops=problem.backward_flops() / (ms * 1e-3) / 1e12))
             print(f"D{d} causal={causal} {name:12s} {ms:8.3f} ms {rows[-1]['tflops']:6.1f} TFLOPS", flush=True)
-    dkdv, dq = (DKDV, DQ) if args.configs == "padded" else (DKDV_SPLIT_D, DQ_SPLIT_D)
+    dkdv, dq = {"padded": (DKDV, DQ), "split_d": (DKDV_SPLIT_D, DQ_SPLIT_D), "d128": (DKDV_D128, DQ_D128)}[args.configs]
     todo = [job for pair in zip_longest([("dkdv", c) for c in dkdv], [("dq", c) for c in dq]) for job in pair if job]
     for kernel, cfg in todo:
         for (d, causal), s in shapes.items():
