@@ -197,8 +197,10 @@ def compare(base: pd.DataFrame, cand: pd.DataFrame, threshold: float = 0.05,
     b = base[keep].add_suffix("_b").rename(columns={f"{k}_b": k for k in on})
     c = cand[keep].add_suffix("_c").rename(columns={f"{k}_c": k for k in on})
     j = b.merge(c, on=on, how="outer", indicator=True)
-    for col in ("variant", *T.SHAPE_COLUMNS, "dtype", *T.BLOCK_FIELDS):
-        j[col] = j[f"{col}_c"].where(j["_merge"] != "left_only", j[f"{col}_b"])
+    merged = {col: j[f"{col}_c"].where(j["_merge"] != "left_only", j[f"{col}_b"])
+              for col in ("variant", *T.SHAPE_COLUMNS, "dtype", *T.BLOCK_FIELDS)}
+    j = pd.concat([j.drop(columns=[c for c in merged if c in j.columns]), pd.DataFrame(merged, index=j.index)],
+                  axis=1)  # one insert, not one per column (a fragmented frame warns)
     if not cross_gpu:
         j["gpu"] = j[T.GPU]
     else:
