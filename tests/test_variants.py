@@ -133,10 +133,11 @@ def test_two_pass_prescale(causal, device):
                   blocks={**SMALL_BLOCKS["two_pass"], "prescale": True})
 
 
+@pytest.mark.slow  # the fast GPU tier stays under 3 minutes cold (docs/testing.md); the switches are slow-tier
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("shape,dtype", [
     pytest.param((1, 63, 100, 4, 2, 80), torch.float16, id="gqa-nq<nk-D80-fp16"),
-    pytest.param((2, 100, 63, 2, 1, 40), torch.float32, id="mqa-nq>nk-D40-fp32", marks=pytest.mark.slow),
+    pytest.param((2, 100, 63, 2, 1, 40), torch.float32, id="mqa-nq>nk-D40-fp32"),
 ])
 def test_two_pass_split_dkdv(shape, dtype, causal, device):
     """The dK/dV kernel as a dV pass and a dK pass: each stores only its own gradient (outputs NaN-poisoned)."""
@@ -144,13 +145,12 @@ def test_two_pass_split_dkdv(shape, dtype, causal, device):
                   blocks={**SMALL_BLOCKS["two_pass"], "split_dkdv": True})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("shape,dtype,blocks", [
     pytest.param((1, 63, 100, 4, 2, 80), torch.float16, {}, id="gqa-nq<nk-D80=64+16-fp16"),
-    pytest.param((2, 100, 63, 2, 1, 40), torch.float32, {"prescale": True}, id="mqa-nq>nk-D40=32+16-prescale-fp32",
-                 marks=pytest.mark.slow),
-    pytest.param((1, 130, 130, 4, 1, 96), torch.float32, {"split_dkdv": True}, id="D96=64+32-split-dkdv-fp32",
-                 marks=pytest.mark.slow),
+    pytest.param((2, 100, 63, 2, 1, 40), torch.float32, {"prescale": True}, id="mqa-nq>nk-D40=32+16-prescale-fp32"),
+    pytest.param((1, 130, 130, 4, 1, 96), torch.float32, {"split_dkdv": True}, id="D96=64+32-split-dkdv-fp32"),
 ])
 def test_two_pass_split_head_dim(shape, dtype, blocks, causal, device):
     """A head dim that is not a power of two as two register blocks (the second one masked where it overhangs)."""
