@@ -2,7 +2,7 @@
 each checked against the fp32 reference on one (batch, head) slice. A guide for conf/block_defaults.yaml, not a
 result table (those come from runners.sweep: scripts/gpu_issue9.sh headdims).
 
-    python scripts/headdim_bench.py [--dims 192,256] [--causal 0,1] [--configs padded|split_d|d128] [--budget 420] [--out DIR]
+    python scripts/headdim_bench.py [--dims 192,256] [--causal 0,1] [--configs padded|split_d|d128|causal128] [--budget 420] [--out DIR]
 
 The two kernels' times add (results/h100/NOTES.md, issue 12: nearly separable), so the best pair is the best
 dK/dV config plus the best dQ config. Prints one line per config and a table per shape last; writes
@@ -50,6 +50,11 @@ DKDV_SPLIT_D = [(64, 128, 8, 1, True, False), (32, 128, 8, 2, True, False), (64,
 DKDV_D128 = [(32, 64, 4, 3, False), (64, 64, 4, 2, False), (64, 128, 8, 3, True), (64, 128, 8, 2, True),
              (64, 128, 8, 3, False), (32, 128, 8, 3, True)]
 DQ_D128 = [(64, 64, 4, 2), (128, 64, 8, 3)]
+# --configs causal128: does the causal D=128 winner depend on N? (at N=16384 the non-causal tiles won: 64x64 w4 s2
+# dK/dV + 128x64 w8 s3 dQ; the causal rule was tuned at N=4096 without 2-stage dK/dV). Run at N 1024/4096/16384.
+DKDV_CAUSAL128 = [(32, 64, 4, 3, False), (64, 64, 4, 2, False), (32, 64, 4, 2, False), (64, 64, 4, 3, False),
+                  (64, 128, 8, 3, False), (64, 128, 8, 2, False), (32, 128, 8, 3, False)]
+DQ_CAUSAL128 = [(64, 64, 4, 2), (128, 64, 8, 3), (128, 64, 8, 2), (64, 64, 4, 3), (128, 32, 4, 3)]
 DQ_SPLIT_D = [(64, 64, 4, 2, False), (64, 64, 4, 2, True), (128, 32, 8, 2, True), (128, 64, 8, 2, True),
               (64, 64, 4, 3, True), (128, 64, 8, 1, True), (64, 64, 8, 2, True), (64, 128, 8, 1, True)]
 
@@ -110,7 +115,7 @@ def main():
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--seq", type=int, default=4096)
     ap.add_argument("--budget", type=float, default=420)
-    ap.add_argument("--configs", default="padded", choices=["padded", "split_d", "d128"])
+    ap.add_argument("--configs", default="padded", choices=["padded", "split_d", "d128", "causal128"])
     ap.add_argument("--out", default=os.environ.get("OUT", ""))
     args = ap.parse_args()
     print(f"torch {torch.__version__} triton {triton.__version__} {torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu'}", flush=True)
@@ -128,7 +133,8 @@ def main():
             rows.append(dict(head_dim=d, causal=causal, kernel="backward", name=name, ms=ms, err=0.0,
                              tflops=problem.backward_flops() / (ms * 1e-3) / 1e12))
             print(f"D{d} causal={causal} {name:12s} {ms:8.3f} ms {rows[-1]['tflops']:6.1f} TFLOPS", flush=True)
-    dkdv, dq = {"padded": (DKDV, DQ), "split_d": (DKDV_SPLIT_D, DQ_SPLIT_D), "d128": (DKDV_D128, DQ_D128)}[args.configs]
+    dkdv, dq = {"padded": (DKDV, DQ), "split_d": (DKDV_SPLIT_D, DQ_SPLIT_D), "d128": (DKDV_D128, DQ_D128),
+                "causal128": (DKDV_CAUSAL128, DQ_CAUSAL128)}[args.configs]
     todo = [job for pair in zip_longest([("dkdv", c) for c in dkdv], [("dq", c) for c in dq]) for job in pair if job]
     for kernel, cfg in todo:
         for (d, causal), s in shapes.items():
