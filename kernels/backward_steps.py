@@ -176,6 +176,28 @@ def dq_over_keys(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V, stri
 
 
 @triton.jit
+def second_chunk(A, B, stride_an, stride_ad, stride_bn, stride_bd, o_r, m_r, qk_scale, b_a, b_b,
+                 HEAD_DIM: tl.constexpr, ROWS: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_D2: tl.constexpr,
+                 PRESCALED: tl.constexpr):
+    """A program's resident tiles of A and B (rows o_r, valid where m_r) over the head dim's second chunk
+    [BLOCK_D, BLOCK_D + BLOCK_D2), A pre-multiplied by qk_scale when PRESCALED, and a zero fp32 accumulator of
+    that shape. With one chunk (BLOCK_D2 = 0): placeholders that are never read (b_a, b_b and a [16, 16] zero)."""
+    if BLOCK_D2 > 0:
+        o_d2 = BLOCK_D + tl.arange(0, BLOCK_D2)
+        m_rd2 = m_r[:, None] & (o_d2[None, :] < HEAD_DIM)
+        b_a2 = tl.load(A + o_r[:, None] * stride_an + o_d2[None, :] * stride_ad, mask=m_rd2, other=0.)  # [R, BD2]
+        b_b2 = tl.load(B + o_r[:, None] * stride_bn + o_d2[None, :] * stride_bd, mask=m_rd2, other=0.)  # [R, BD2]
+        if PRESCALED:
+            b_a2 = (b_a2 * qk_scale).to(b_a2.dtype)
+        b_acc2 = tl.zeros([ROWS, BLOCK_D2], dtype=tl.float32)
+    else:
+        b_a2 = b_a
+        b_b2 = b_b
+        b_acc2 = tl.zeros([16, 16], dtype=tl.float32)
+    return b_a2, b_b2, b_acc2
+
+
+@triton.jit
 def dkdv_program(Q, K, V, DO, DK, DV, LSE, DELTA, DQ_ACC,
                  stride_qb, stride_qn, stride_qh, stride_qd,
                  stride_kb, stride_kn, stride_kh, stride_kd,
@@ -208,22 +230,10 @@ def dkdv_program(Q, K, V, DO, DK, DV, LSE, DELTA, DQ_ACC,
         b_ks = (b_k * qk_scale).to(b_k.dtype)
     b_dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
     b_dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
-    if BLOCK_D2 > 0:  # the head dim's second chunk
-        o_d2 = BLOCK_D + tl.arange(0, BLOCK_D2)
-        m_nd2 = (o_n[:, None] < seq_k) & (o_d2[None, :] < HEAD_DIM)
-        b_k2 = tl.load(K + i_b * stride_kb + i_hk * stride_kh + o_n[:, None] * stride_kn + o_d2[None, :] * stride_kd,
-                       mask=m_nd2, other=0.)  # [BN, BD2]
-        b_v2 = tl.load(V + i_b * stride_vb + i_hk * stride_vh + o_n[:, None] * stride_vn + o_d2[None, :] * stride_vd,
-                       mask=m_nd2, other=0.)  # [BN, BD2]
-        if PRESCALED:
-            b_k2 = (b_k2 * qk_scale).to(b_k.dtype)
-        b_dk2 = tl.zeros([BLOCK_N, BLOCK_D2], dtype=tl.float32)
-        b_dv2 = tl.zeros([BLOCK_N, BLOCK_D2], dtype=tl.float32)
-    else:  # placeholders, never read
-        b_k2 = b_ks
-        b_v2 = b_v
-        b_dk2 = tl.zeros([16, 16], dtype=tl.float32)
-        b_dv2 = tl.zeros([16, 16], dtype=tl.float32)
+    b_k2, b_v2, b_dk2 = second_chunk(K + i_b * stride_kb + i_hk * stride_kh, V + i_b * stride_vb + i_hk * stride_vh,
+                                     stride_kn, stride_kd, stride_vn, stride_vd, o_n, o_n < seq_k, qk_scale, b_ks, b_v,
+                                     HEAD_DIM, BLOCK_N, BLOCK_D, BLOCK_D2, PRESCALED)  # [BN, BD2] x 3
+    b_dv2 = tl.zeros_like(b_dk2)
     for i_g in range(group):
         i_h = i_hk * group + i_g
         i_bh = i_b * heads + i_h
@@ -242,6 +252,8 @@ def dkdv_program(Q, K, V, DO, DK, DV, LSE, DELTA, DQ_ACC,
         tl.store(DV + i_b * stride_dvb + i_hk * stride_dvh + o_n[:, None] * stride_dvn + o_d[None, :] * stride_dvd,
                  b_dv.to(DV.dtype.element_ty), mask=m_nd)
     if BLOCK_D2 > 0:
+        o_d2 = BLOCK_D + tl.arange(0, BLOCK_D2)
+        m_nd2 = (o_n[:, None] < seq_k) & (o_d2[None, :] < HEAD_DIM)
         if GRADS != 1:
             tl.store(DK + i_b * stride_dkb + i_hk * stride_dkh + o_n[:, None] * stride_dkn + o_d2[None, :] * stride_dkd,
                      (b_dk2 * sm_scale).to(DK.dtype.element_ty), mask=m_nd2)
@@ -281,20 +293,9 @@ def dq_program(Q, K, V, DO, DQ, LSE, DELTA,
     if PRESCALED:
         b_qs = (b_q * qk_scale).to(b_q.dtype)
     b_dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-    if BLOCK_D2 > 0:  # the head dim's second chunk
-        o_d2 = BLOCK_D + tl.arange(0, BLOCK_D2)
-        m_md2 = m_m[:, None] & (o_d2[None, :] < HEAD_DIM)
-        b_q2 = tl.load(Q + i_b * stride_qb + i_h * stride_qh + o_m[:, None] * stride_qn + o_d2[None, :] * stride_qd,
-                       mask=m_md2, other=0.)  # [BM, BD2]
-        b_do2 = tl.load(DO + i_b * stride_dob + i_h * stride_doh + o_m[:, None] * stride_don + o_d2[None, :] * stride_dod,
-                        mask=m_md2, other=0.)  # [BM, BD2]
-        if PRESCALED:
-            b_q2 = (b_q2 * qk_scale).to(b_q.dtype)
-        b_dq2 = tl.zeros([BLOCK_M, BLOCK_D2], dtype=tl.float32)
-    else:  # placeholders, never read
-        b_q2 = b_qs
-        b_do2 = b_do
-        b_dq2 = tl.zeros([16, 16], dtype=tl.float32)
+    b_q2, b_do2, b_dq2 = second_chunk(Q + i_b * stride_qb + i_h * stride_qh, DO + i_b * stride_dob + i_h * stride_doh,
+                                      stride_qn, stride_qd, stride_don, stride_dod, o_m, m_m, qk_scale, b_qs, b_do,
+                                      HEAD_DIM, BLOCK_M, BLOCK_D, BLOCK_D2, PRESCALED)  # [BM, BD2] x 3
     b_dq, b_dq2 = dq_over_keys(b_dq, b_qs, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta,
                         K + i_b * stride_kb + i_hk * stride_kh, V + i_b * stride_vb + i_hk * stride_vh,
                         stride_kn, stride_kd, stride_vn, stride_vd, o_m, start_m, seq_q, seq_k, qk_scale,
@@ -303,6 +304,8 @@ def dq_program(Q, K, V, DO, DQ, LSE, DELTA,
     tl.store(DQ + i_b * stride_dqb + i_h * stride_dqh + o_m[:, None] * stride_dqn + o_d[None, :] * stride_dqd,
              (b_dq * sm_scale).to(DQ.dtype.element_ty), mask=m_md)
     if BLOCK_D2 > 0:
+        o_d2 = BLOCK_D + tl.arange(0, BLOCK_D2)
+        m_md2 = m_m[:, None] & (o_d2[None, :] < HEAD_DIM)
         tl.store(DQ + i_b * stride_dqb + i_h * stride_dqh + o_m[:, None] * stride_dqn + o_d2[None, :] * stride_dqd,
                  (b_dq2 * sm_scale).to(DQ.dtype.element_ty), mask=m_md2)
 

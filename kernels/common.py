@@ -27,6 +27,15 @@ def head_chunks(head_dim: int, split: bool) -> tuple[int, int]:
     return (first, second) if first + second < whole else (whole, 0)
 
 
+def head_dim_args(head_dim: int, split: bool) -> dict:
+    """The head-dim constexprs of a kernel built on kernels.backward_steps: HEAD_DIM, its register blocks
+    (head_chunks) and whether each block ends exactly at HEAD_DIM (EVEN_D: the first, EVEN_D2: the second; a
+    block that does not end there masks its loads and stores along D)."""
+    block_d, block_d2 = head_chunks(head_dim, split)
+    return dict(HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_D2=block_d2,
+                EVEN_D=block_d2 > 0 or head_dim == block_d, EVEN_D2=block_d2 == 0 or head_dim == block_d + block_d2)
+
+
 @triton.jit
 def score_mask(i_q, i_k, seq_q, seq_k, CAUSAL: tl.constexpr, CHECK_Q: tl.constexpr, CHECK_K: tl.constexpr):
     """True where query i_q may attend key i_k; i_q, i_k are broadcastable index blocks

@@ -6,7 +6,7 @@ import triton.language as tl
 
 from kernels.backward_args import backward_args
 from kernels.backward_steps import dkdv_program, document_pointers, dq_program
-from kernels.common import document_block, even_blocks, head_chunks
+from kernels.common import document_block, even_blocks, head_dim_args
 from kernels.forward import dot_precision
 from kernels.varlen import UNIFORM_ARGS
 
@@ -102,10 +102,10 @@ def launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, *, causal: bool, scale: flo
         raise ValueError("split cannot be combined with accumulate_dq (one pass must see dS and dV)")
     batch, seq_q, _, head_dim = q.shape
     seq_k, kv_heads = k.shape[1], k.shape[2]
-    block_d, block_d2 = head_chunks(head_dim, split_d)
-    if block_d2 and accumulate_dq:
+    head_args = head_dim_args(head_dim, split_d)
+    if head_args["BLOCK_D2"] and accumulate_dq:
         raise ValueError("split_d cannot be combined with accumulate_dq (the dQ atomics take one head-dim block)")
-    even_m, even_n, even_d = even_blocks(seq_q, seq_k, head_dim, block_d + block_d2, walked=BLOCK_M,
+    even_m, even_n, _ = even_blocks(seq_q, seq_k, head_dim, head_args["BLOCK_D"], walked=BLOCK_M,
                                          resident=BLOCK_N, walks_queries=True, causal=causal, varlen=varlen is not None)
     longest_first = longest_first and (causal or varlen is not None)  # else every program has the same work
     doc_args, blocks = (UNIFORM_ARGS, triton.cdiv(seq_k, BLOCK_N)) if varlen is None else \
@@ -116,9 +116,9 @@ def launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, *, causal: bool, scale: flo
     for grads in ((1, 2) if split else (3,)):  # GRADS: 1 dV only, 2 dK only, 3 both (kernels/backward_steps.py)
         _dkdv_kernel[grid[::-1] if longest_first else grid](
                            *backward_args(q, k, v, do, dq, dk, dv, lse, delta, scale), **doc_args,
-                           HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=block_d, BLOCK_D2=block_d2,
+                           **head_args, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
                            CAUSAL=causal, ACCUM_DQ=accumulate_dq, LONGEST_FIRST=longest_first, PRESCALED=prescale,
-                           GRADS=grads, EVEN_M=even_m, EVEN_N=even_n, EVEN_D=even_d or block_d2 > 0, EVEN_D2=even_d if block_d2 else True,
+                           GRADS=grads, EVEN_M=even_m, EVEN_N=even_n,
                            DOT_PRECISION=dot_precision(q.dtype),
                            num_warps=num_warps, num_stages=num_stages)
 
@@ -130,8 +130,8 @@ def launch_dq(q, k, v, do, dq, lse, delta, *, causal: bool, scale: float,
     split_d: a head dim that is not a power of two in two register blocks (kernels.common.head_chunks).
     varlen: a kernels.varlen.Packing; then B = 1 and N is the packed length."""
     batch, seq_q, heads, head_dim = q.shape
-    block_d, block_d2 = head_chunks(head_dim, split_d)
-    even_m, even_n, even_d = even_blocks(seq_q, k.shape[1], head_dim, block_d + block_d2, walked=BLOCK_N,
+    head_args = head_dim_args(head_dim, split_d)
+    even_m, even_n, _ = even_blocks(seq_q, k.shape[1], head_dim, head_args["BLOCK_D"], walked=BLOCK_N,
                                          resident=BLOCK_M, walks_queries=False, causal=causal,
                                          varlen=varlen is not None)
     longest_first = longest_first and (causal or varlen is not None)
@@ -142,9 +142,9 @@ def launch_dq(q, k, v, do, dq, lse, delta, *, causal: bool, scale: float,
         return
     _dq_kernel[grid[::-1] if longest_first else grid](
                      *backward_args(q, k, v, do, dq, dq, dq, lse, delta, scale), **doc_args,
-                     HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=block_d, BLOCK_D2=block_d2,
+                     **head_args, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
                      CAUSAL=causal, LONGEST_FIRST=longest_first, PRESCALED=prescale, EVEN_M=even_m, EVEN_N=even_n,
-                     EVEN_D=even_d or block_d2 > 0, EVEN_D2=even_d if block_d2 else True, DOT_PRECISION=dot_precision(q.dtype),
+                     DOT_PRECISION=dot_precision(q.dtype),
                      num_warps=num_warps, num_stages=num_stages)
 
 
