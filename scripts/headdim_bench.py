@@ -2,11 +2,11 @@
 each checked against the fp32 reference on one (batch, head) slice. A guide for conf/block_defaults.yaml, not a
 result table (those come from runners.sweep: scripts/gpu_issue9.sh headdims).
 
-    python scripts/headdim_bench.py [--dims 192,256] [--causal 0,1] [--configs padded|split_d|d128|causal128] [--budget 420] [--out DIR]
+    python scripts/headdim_bench.py [--dims 192,256] [--causal 0,1] [--configs padded|split_d|d128|causal128|causal] [--budget 420] [--out DIR]
 
 The two kernels' times add (results/h100/NOTES.md, issue 12: nearly separable), so the best pair is the best
 dK/dV config plus the best dQ config. Prints one line per config and a table per shape last; writes
-headdim_bench.parquet to --out (default $OUT).
+headdim_bench_<configs>_n<seq>.parquet to --out (default $OUT).
 """
 import argparse
 from itertools import zip_longest
@@ -55,6 +55,12 @@ DQ_D128 = [(64, 64, 4, 2), (128, 64, 8, 3)]
 DKDV_CAUSAL128 = [(32, 64, 4, 3, False), (64, 64, 4, 2, False), (32, 64, 4, 2, False), (64, 64, 4, 3, False),
                   (64, 128, 8, 3, False), (64, 128, 8, 2, False), (32, 128, 8, 3, False)]
 DQ_CAUSAL128 = [(64, 64, 4, 2), (128, 64, 8, 3), (128, 64, 8, 2), (64, 64, 4, 3), (128, 32, 4, 3)]
+# --configs causal: the causal D=64 and D=128 cells of the FA grid at N 1024/4096/16384 (both head dims take the
+# same candidates; the current causal defaults first)
+DKDV_CAUSAL = [(32, 64, 4, 3, False), (64, 64, 4, 2, False), (64, 64, 4, 3, False), (32, 64, 4, 2, False),
+               (64, 128, 8, 2, False), (64, 128, 8, 3, False), (32, 128, 8, 3, False), (32, 128, 4, 3, False)]
+DQ_CAUSAL = [(64, 64, 4, 2), (64, 32, 4, 3), (128, 64, 8, 3), (128, 64, 8, 2), (64, 64, 4, 3), (128, 32, 4, 3),
+             (128, 32, 8, 3)]
 DQ_SPLIT_D = [(64, 64, 4, 2, False), (64, 64, 4, 2, True), (128, 32, 8, 2, True), (128, 64, 8, 2, True),
               (64, 64, 4, 3, True), (128, 64, 8, 1, True), (64, 64, 8, 2, True), (64, 128, 8, 1, True)]
 
@@ -115,7 +121,7 @@ def main():
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--seq", type=int, default=4096)
     ap.add_argument("--budget", type=float, default=420)
-    ap.add_argument("--configs", default="padded", choices=["padded", "split_d", "d128", "causal128"])
+    ap.add_argument("--configs", default="padded", choices=["padded", "split_d", "d128", "causal128", "causal"])
     ap.add_argument("--out", default=os.environ.get("OUT", ""))
     args = ap.parse_args()
     print(f"torch {torch.__version__} triton {triton.__version__} {torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu'}", flush=True)
@@ -134,7 +140,7 @@ def main():
                              tflops=problem.backward_flops() / (ms * 1e-3) / 1e12))
             print(f"D{d} causal={causal} {name:12s} {ms:8.3f} ms {rows[-1]['tflops']:6.1f} TFLOPS", flush=True)
     dkdv, dq = {"padded": (DKDV, DQ), "split_d": (DKDV_SPLIT_D, DQ_SPLIT_D), "d128": (DKDV_D128, DQ_D128),
-                "causal128": (DKDV_CAUSAL128, DQ_CAUSAL128)}[args.configs]
+                "causal128": (DKDV_CAUSAL128, DQ_CAUSAL128), "causal": (DKDV_CAUSAL, DQ_CAUSAL)}[args.configs]
     todo = [job for pair in zip_longest([("dkdv", c) for c in dkdv], [("dq", c) for c in dq]) for job in pair if job]
     for kernel, cfg in todo:
         for (d, causal), s in shapes.items():
@@ -153,8 +159,9 @@ def main():
             torch.cuda.empty_cache()
     df = pd.DataFrame(rows)
     df["gpu_name"] = torch.cuda.get_device_name() if DEV == "cuda" else "cpu"
-    if args.out:
-        df.to_parquet(os.path.join(args.out, "headdim_bench.parquet"))
+    df["batch"], df["heads"], df["seq"], df["configs"] = args.batch, args.heads, args.seq, args.configs
+    if args.out:  # one file per call: several calls (e.g. one per N) can share one --out
+        df.to_parquet(os.path.join(args.out, f"headdim_bench_{args.configs}_n{args.seq}.parquet"))
     print("\n| D | causal | FA2 | cuDNN | two_pass now | best dK/dV | ms | best dQ | ms | pair TFLOPS (+delta ~0) |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for (d, causal), s in shapes.items():
