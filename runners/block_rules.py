@@ -4,9 +4,11 @@ For one variant, every study's rows (the `study` column) are grouped by (compute
 dtype); a group's winner is the fastest correct row at its longest sequence. Each winner becomes the rule
 `when: {head_dim_max: D, causal: c}` (plus `dtype` when studies of several dtypes share D and causal) of its
 compute capability ("any" for CPU-interpreter rows):
-- a rule with exactly that `when` gets the winner's blocks;
+- a rule with exactly that `when` gets the winner's blocks (so does a rule with that `when` plus a `seq_min`
+  when it serves the winner's `seq`: the hand-written length split stays, the measured length gets the winner);
 - otherwise the new rule goes right before the rule that serves the shape today (first match wins), so it
-  takes over the shapes with head_dim <= D that the later rules served and nothing else.
+  takes over the shapes with head_dim <= D that the later rules served and nothing else (the serving rule is
+  looked up at the winner's `seq`).
 A rule lists the fields the serving rule lists plus every field whose winner value differs from the Blocks
 dataclass default. Only that variant's rule list of that architecture is rewritten in the file's text
 (comments elsewhere are kept); an `any: *alias` or a missing architecture gets its own full section.
@@ -50,9 +52,13 @@ def winners(df: pd.DataFrame, variant: str) -> list[dict]:
     return found
 
 
-def _holds(when: dict, head_dim: int, causal: bool, dtype: str) -> bool:
+def _holds(when: dict, head_dim: int, causal: bool, dtype: str, seq: int) -> bool:
     return (head_dim <= when.get("head_dim_max", head_dim) and when.get("causal", causal) == causal
-            and when.get("dtype", dtype) == dtype)
+            and when.get("dtype", dtype) == dtype and seq >= when.get("seq_min", 0))
+
+
+def _without_seq(when: dict) -> dict:
+    return {key: value for key, value in when.items() if key != "seq_min"}
 
 
 def _rule_blocks(blocks_cls, row: dict, serving: dict | None) -> dict:
@@ -80,10 +86,14 @@ def merged_rules(rules: list, found: list[dict], blocks_cls) -> list:
         if len(shared[(w["head_dim"], w["causal"])]) > 1:
             when["dtype"] = w["dtype"]
         serving = next((i for i, r in enumerate(rules)
-                        if _holds(r.get("when") or {}, w["head_dim"], w["causal"], w["dtype"])), None)
-        exact = next((i for i, r in enumerate(rules) if (r.get("when") or {}) == when), None)
+                        if _holds(r.get("when") or {}, w["head_dim"], w["causal"], w["dtype"], int(w["row"]["seq"]))), None)
+        if serving is not None and _without_seq(rules[serving].get("when") or {}) == when:
+            exact = serving  # a `seq_min` rule of this shape serves the winner's length: it takes the winner
+        else:
+            exact = next((i for i, r in enumerate(rules) if (r.get("when") or {}) == when), None)
         base = rules[exact if exact is not None else serving] if (exact, serving) != (None, None) else None
-        rule = {"when": when, "blocks": _rule_blocks(blocks_cls, w["row"], base)}
+        rule = {"when": rules[exact]["when"] if exact is not None else when,
+                "blocks": _rule_blocks(blocks_cls, w["row"], base)}
         if exact is not None:
             rules[exact] = rule
         elif serving is not None:
@@ -157,7 +167,8 @@ def _check(new_table: dict, variant: str, found: list[dict], blocks_cls) -> None
     from variants.problem import DTYPES, Problem
 
     for w in found:
-        problem = Problem(1, 16, 16, 1, 1, w["head_dim"], w["causal"], DTYPES[w["dtype"]], "cpu")
+        seq = int(w["row"]["seq"])
+        problem = Problem(1, seq, seq, 1, 1, w["head_dim"], w["causal"], DTYPES[w["dtype"]], "cpu")
         got = default_block_fields(variant, problem, {ANY: new_table[w["arch"]]})
         resolved = blocks_cls(**got).as_dict()
         want = {f.name: T._plain(w["row"][f.name]) for f in fields(blocks_cls)}

@@ -9,8 +9,8 @@ from variants.problem import DTYPES, Problem
 TRITON_VARIANTS = ["two_pass", "atomic", "fused"]
 
 
-def problem(head_dim=64, causal=False, dtype=torch.bfloat16, device="cpu"):
-    return Problem(1, 128, 128, 2, 2, head_dim, causal, dtype, device)
+def problem(head_dim=64, causal=False, dtype=torch.bfloat16, device="cpu", seq=128):
+    return Problem(1, seq, seq, 2, 2, head_dim, causal, dtype, device)
 
 
 @pytest.mark.parametrize("arch", ["9.0", "any"])
@@ -22,8 +22,9 @@ def test_every_problem_gets_valid_blocks(arch, variant):
     for head_dim in range(1, 257):
         for causal in (False, True):
             for dtype in DTYPES.values():
-                fields = default_block_fields(variant, problem(head_dim, causal, dtype), table)
-                impl.Blocks(**fields).validate()
+                for seq in (128, 16384):  # below and above every `seq_min`
+                    fields = default_block_fields(variant, problem(head_dim, causal, dtype, seq=seq), table)
+                    impl.Blocks(**fields).validate()
 
 
 def test_first_matching_rule_wins_and_conditions_filter():
@@ -35,6 +36,28 @@ def test_first_matching_rule_wins_and_conditions_filter():
     assert default_block_fields("atomic", problem(64, False, torch.float16), table) == {"BLOCK_M": 16}
     assert default_block_fields("atomic", problem(64, True, torch.bfloat16), table) == {"BLOCK_M": 32}
     assert default_block_fields("atomic", problem(96, False, torch.float16), table) == {"BLOCK_M": 64}
+
+
+def test_seq_min_compares_the_longer_of_nq_and_nk_and_a_packed_batchs_longest_document():
+    table = {"any": {"atomic": [{"when": {"seq_min": 8192}, "blocks": {"BLOCK_M": 64}},
+                                {"when": {}, "blocks": {"BLOCK_M": 32}}]}}
+    def fields(p):
+        return default_block_fields("atomic", p, table)["BLOCK_M"]
+    assert fields(problem(seq=8191)) == 32 and fields(problem(seq=8192)) == 64
+    assert fields(Problem(1, 128, 8192, 2, 2, 64, False, torch.bfloat16, "cpu")) == 64  # Nk decides here
+    assert fields(Problem(1, 9000, 128, 2, 2, 64, True, torch.bfloat16, "cpu")) == 64
+    assert fields(Problem.packed((100, 8192), (100, 8192), 2, 2, 64, True, torch.bfloat16, "cpu")) == 64
+    assert fields(Problem.packed((4000, 4000, 4000), (4000,) * 3, 2, 2, 64, True, torch.bfloat16, "cpu")) == 32
+
+
+def test_hopper_causal_rules_split_at_8192():
+    table = {"any": load_table()["9.0"]}
+    for head_dim in (64, 128):
+        short = default_block_fields("two_pass", problem(head_dim, True, seq=4096), table)
+        long = default_block_fields("two_pass", problem(head_dim, True, seq=16384), table)
+        assert short != long and long == default_block_fields("two_pass", problem(head_dim, True, seq=8192), table)
+        full = default_block_fields("two_pass", problem(head_dim, False, seq=16384), table)
+        assert full == default_block_fields("two_pass", problem(head_dim, False, seq=128), table)
 
 
 def test_no_rule_is_a_one_line_error():

@@ -177,6 +177,15 @@ def test_rules_replace_the_exact_rule_or_go_before_the_serving_one(tmp_path):
     assert text.splitlines()[:10] == before_text.splitlines()[:10]  # the header comments are kept
     assert "any: *hopper" in text  # `any` still follows the Hopper table
 
+    # a winner at a length a `seq_min` rule serves goes into that rule; the shorter lengths keep theirs
+    long_seq = dict(row(128, True, 1.0, BLOCK_M1=16, BLOCK_N1=32), seq=16384)
+    block_rules.write_defaults(pd.DataFrame([long_seq]), "two_pass", table_path, out=lambda _: None)
+    rules = yaml.safe_load(table_path.read_text())["9.0"]["two_pass"]
+    by_when = {json.dumps(r["when"], sort_keys=True): r["blocks"] for r in rules}
+    assert by_when[json.dumps({"causal": True, "head_dim_max": 128, "seq_min": 8192}, sort_keys=True)]["BLOCK_N1"] == 32
+    assert by_when[json.dumps({"causal": True, "head_dim_max": 128}, sort_keys=True)]["BLOCK_N1"] == 128
+    assert len(rules) == len(yaml.safe_load(before_text)["9.0"]["two_pass"]) + 1
+
 
 def test_bad_tuner_config_is_one_line_and_exit_2(tmp_path):
     for args, expect in ((["trialz=3"], "trialz"), (["space=everything"], "space: must be one of"),

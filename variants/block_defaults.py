@@ -24,8 +24,14 @@ def architecture(problem: Problem) -> str:
     return "any"
 
 
+def rule_seq(problem: Problem) -> int:
+    """The length a rule's `seq_min` compares with: the longer of Nq and Nk (of a packed batch: its longest document)."""
+    return max(problem.seq_q, problem.seq_k)
+
+
 def _holds(when: dict, problem: Problem) -> bool:
     return (problem.head_dim <= when.get("head_dim_max", problem.head_dim)
+            and rule_seq(problem) >= when.get("seq_min", 0)
             and when.get("causal", problem.causal) == problem.causal
             and when.get("dtype", DTYPE_NAMES.get(problem.dtype)) == DTYPE_NAMES.get(problem.dtype))
 
