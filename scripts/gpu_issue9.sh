@@ -35,7 +35,7 @@ from runners import tables as T
 
 df = pd.concat([T.load(path) for path in sys.argv[1:]], ignore_index=True)
 ok = df[(df["status"] == "ok") & df["timing_meaningful"].astype(bool)].copy()
-ok["design"] = ok["variant"] + ok["deterministic"].map(lambda d: "+det" if d is True else "")
+ok["design"] = ok["variant"]  # T.load names the deterministic mode: "<variant>+deterministic"
 shape = ["gpu_name", "dtype", "batch", "heads", "kv_heads", "seq", "head_dim", "causal"]
 best = ok.groupby(shape + ["design"])["tflops"].max().unstack("design")  # fastest correct config per design
 flash = [c for c in best if c.split("+")[0] in ("two_pass", "fused", "atomic", "atomic_tma")]
