@@ -39,7 +39,7 @@ def variant_color(variant: str) -> str:
 
 def variant_style(variant: str) -> dict:
     """Triton designs solid and thick; baselines dashed."""
-    if variant in TRITON_VARIANTS:
+    if is_triton(variant):  # noqa: F405 - runners.tables, re-exported above
         return {"color": variant_color(variant), "linestyle": "-", "linewidth": 2.0, "marker": "o", "markersize": 4}
     return {"color": variant_color(variant), "linestyle": "--", "linewidth": 1.4, "marker": "s", "markersize": 3.5}
 

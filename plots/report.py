@@ -113,7 +113,7 @@ def best_table(df: pd.DataFrame) -> pd.DataFrame:
     for key, g in best.groupby(keys, sort=True, dropna=False):
         g = g.set_index("variant")
         top = g["tflops"].idxmax()
-        triton = g[g.index.isin(C.TRITON_VARIANTS)]
+        triton = g[g.index.map(C.is_triton).astype(bool)]
         fa2 = g["tflops"].get(FA2)
         cudnn = g["tflops"].get(CUDNN)
         row = {"GPU": key[0], "dtype": key[1], "shape": C.shape_text(g.iloc[0]),

@@ -20,7 +20,7 @@ from runners.results import TableError as _TableError
 from runners.results import load as _runner_load  # the one way to read tables
 
 FLOP_CONVENTION = "FA convention: bwd = 2.5×fwd, causal halved"
-TRITON_VARIANTS = ("two_pass", "atomic", "fused")
+TRITON_VARIANTS = ("two_pass", "atomic", "atomic_tma", "fused")  # tests: every registered TritonVariant is here
 BASELINE_VARIANTS = ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "flex", "reference")
 VARIANT_ORDER = TRITON_VARIANTS + BASELINE_VARIANTS
 VARIANT_LABELS = {
@@ -199,6 +199,11 @@ def declared_defaults(variant: str) -> tuple:
 
 def _base_variant(name: str) -> str:
     return name[: -len("+deterministic")] if name.endswith("+deterministic") else name
+
+
+def is_triton(variant: str) -> bool:
+    """A flash-bwd design (either mode), not a baseline."""
+    return _base_variant(variant) in TRITON_VARIANTS
 
 
 def _plain(value):
@@ -460,7 +465,7 @@ def markdown_table(df: pd.DataFrame) -> str:
 
 
 __all__ = [
-    "FLOP_CONVENTION", "TRITON_VARIANTS", "SWITCH_FIELDS", "declared_defaults", "row_blocks", "join_key",
+    "FLOP_CONVENTION", "TRITON_VARIANTS", "is_triton", "SWITCH_FIELDS", "declared_defaults", "row_blocks", "join_key",
     "join_keys", "fill_block_defaults", "BASELINE_VARIANTS", "VARIANT_ORDER", "VARIANT_LABELS", "BLOCK_FIELDS",
     "SHAPE_COLUMNS", "ENV_COLUMNS", "MEASURE_COLUMNS",
     "EXPLAIN_COLUMNS", "EXPLAIN_TEXT_COLUMNS", "GPU", "PEAK", "UsageError", "cli", "parse_args", "require", "load",

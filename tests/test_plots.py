@@ -227,6 +227,22 @@ def test_report_best_table_ranks_only_correct_rows_and_ratios_to_fa2_cudnn():
     assert table["Triton ×cuDNN"] == f"{tf['fused'] / tf['sdpa_cudnn']:.2f}"
 
 
+@pytest.mark.parametrize("design", ["atomic_tma", "atomic_tma+deterministic", "atomic+deterministic"])
+def test_report_best_triton_counts_every_design_and_mode(design):
+    rows = S.table(seqs=(1024,), head_dims=(64,), causals=(False,), failures=False)
+    fastest = rows[rows["variant"] == "two_pass"].assign(variant=design, tflops=rows["tflops"].max() + 1.0)
+    table = report.best_table(C.normalize(pd.concat([rows, fastest], ignore_index=True))).iloc[0]
+    assert table["best Triton"] == f"{design} {rows['tflops'].max() + 1.0:.1f}"
+
+
+def test_every_registered_triton_design_is_a_triton_variant_of_the_tables():
+    import variants
+    from variants.base import TritonVariant
+    designs = {name for name in variants.names() if isinstance(variants.get(name), TritonVariant)}
+    assert designs and designs <= set(C.TRITON_VARIANTS)
+    assert not any(C.is_triton(name) for name in C.BASELINE_VARIANTS)
+
+
 def test_report_with_baseline_lists_regressions(tmp_path, tables):
     a = tables[0][tables[0]["status"] == "ok"]
     slow = a.copy()
