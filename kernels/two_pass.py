@@ -113,9 +113,10 @@ def launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, *, causal: bool, scale: flo
     grid = (blocks, batch * kv_heads)
     if blocks == 0:
         return
+    args = backward_args(q, k, v, do, dq, dk, dv, lse, delta, scale)
     for grads in ((1, 2) if split else (3,)):  # GRADS: 1 dV only, 2 dK only, 3 both (kernels/backward_steps.py)
         _dkdv_kernel[grid[::-1] if longest_first else grid](
-                           *backward_args(q, k, v, do, dq, dk, dv, lse, delta, scale), **doc_args,
+                           *args, **doc_args,
                            **head_args, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
                            CAUSAL=causal, ACCUM_DQ=accumulate_dq, LONGEST_FIRST=longest_first, PRESCALED=prescale,
                            GRADS=grads, EVEN_M=even_m, EVEN_N=even_n,

@@ -52,9 +52,12 @@ def winners(df: pd.DataFrame, variant: str) -> list[dict]:
     return found
 
 
-def _holds(when: dict, head_dim: int, causal: bool, dtype: str, seq: int) -> bool:
-    return (head_dim <= when.get("head_dim_max", head_dim) and when.get("causal", causal) == causal
-            and when.get("dtype", dtype) == dtype and seq >= when.get("seq_min", 0))
+def _winner_problem(w: dict):
+    """The problem a winner was measured on, as the table's rules see it (head dim, length, causal, dtype)."""
+    from variants.problem import DTYPES, Problem
+
+    seq = int(w["row"]["seq"])
+    return Problem(1, seq, seq, 1, 1, w["head_dim"], w["causal"], DTYPES[w["dtype"]], "cpu")
 
 
 def _without_seq(when: dict) -> dict:
@@ -77,6 +80,8 @@ def _rule_blocks(blocks_cls, row: dict, serving: dict | None) -> dict:
 
 def merged_rules(rules: list, found: list[dict], blocks_cls) -> list:
     """The variant's rules of one architecture with the winners written in."""
+    from variants.block_defaults import rule_holds
+
     rules = copy.deepcopy(list(rules or []))
     shared = {}
     for w in found:
@@ -85,8 +90,8 @@ def merged_rules(rules: list, found: list[dict], blocks_cls) -> list:
         when = {"head_dim_max": w["head_dim"], "causal": w["causal"]}
         if len(shared[(w["head_dim"], w["causal"])]) > 1:
             when["dtype"] = w["dtype"]
-        serving = next((i for i, r in enumerate(rules)
-                        if _holds(r.get("when") or {}, w["head_dim"], w["causal"], w["dtype"], int(w["row"]["seq"]))), None)
+        problem = _winner_problem(w)
+        serving = next((i for i, r in enumerate(rules) if rule_holds(r.get("when") or {}, problem)), None)
         if serving is not None and _without_seq(rules[serving].get("when") or {}) == when:
             exact = serving  # a `seq_min` rule of this shape serves the winner's length: it takes the winner
         else:
@@ -164,12 +169,9 @@ def edit_text(text: str, table: dict, arch: str, variant: str, rules: list) -> s
 
 def _check(new_table: dict, variant: str, found: list[dict], blocks_cls) -> None:
     from variants.block_defaults import default_block_fields
-    from variants.problem import DTYPES, Problem
 
     for w in found:
-        seq = int(w["row"]["seq"])
-        problem = Problem(1, seq, seq, 1, 1, w["head_dim"], w["causal"], DTYPES[w["dtype"]], "cpu")
-        got = default_block_fields(variant, problem, {ANY: new_table[w["arch"]]})
+        got = default_block_fields(variant, _winner_problem(w), {ANY: new_table[w["arch"]]})
         resolved = blocks_cls(**got).as_dict()
         want = {f.name: T._plain(w["row"][f.name]) for f in fields(blocks_cls)}
         if any(resolved[k] != want[k] for k in want):

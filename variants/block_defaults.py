@@ -29,7 +29,8 @@ def rule_seq(problem: Problem) -> int:
     return max(problem.seq_q, problem.seq_k)
 
 
-def _holds(when: dict, problem: Problem) -> bool:
+def rule_holds(when: dict, problem: Problem) -> bool:
+    """Whether a rule's `when` (head_dim_max, seq_min, causal, dtype; a missing key matches) covers the problem."""
     return (problem.head_dim <= when.get("head_dim_max", problem.head_dim)
             and rule_seq(problem) >= when.get("seq_min", 0)
             and when.get("causal", problem.causal) == problem.causal
@@ -42,7 +43,7 @@ def default_block_fields(variant: str, problem: Problem, table: dict | None = No
     arch = architecture(problem)
     rules = (table.get(arch) or table["any"]).get(variant, [])
     for rule in rules:
-        if _holds(rule.get("when") or {}, problem):
+        if rule_holds(rule.get("when") or {}, problem):
             return dict(rule["blocks"])
     raise ValueError(f"{TABLE_PATH.name}: no rule for variant {variant!r} on {arch} "
                      f"(head_dim={problem.head_dim}, causal={problem.causal}, dtype={DTYPE_NAMES.get(problem.dtype)})")
