@@ -69,3 +69,21 @@ def test_variants_take_their_defaults_from_the_table():
     p = problem(128, True)
     assert get("two_pass").default_blocks(p).as_dict() == {**default_block_fields("two_pass", p), "longest_first": False,
                                                     "prescale": False, "split_dkdv": False, "split_d": False}
+
+
+def test_a_design_without_rules_runs_on_its_dataclass_defaults():
+    """No rules for a variant on the architecture: {} from the table, the Blocks dataclass defaults from the variant;
+    rules of which none holds stay an error (test_no_rule_is_a_one_line_error)."""
+    from variants import TritonVariant
+    from variants.blocks import AtomicBlocks
+
+    assert default_block_fields("new_design", problem(), {"any": {"atomic": []}}) == {}
+    assert default_block_fields("atomic", problem(), {"any": {"atomic": []}}) == {}
+    assert default_block_fields("atomic", problem(), {"9.0": {}, "any": {}}) == {}
+
+    class NewDesign(TritonVariant):
+        name = "no_rules_design"  # not registered, not in conf/block_defaults.yaml
+        Blocks = AtomicBlocks
+    for p in (problem(), problem(256, True, torch.float16, seq=16384)):
+        assert NewDesign().default_blocks(p) == AtomicBlocks()
+        assert NewDesign().make_blocks(p, {"BLOCK_M": 32}) == AtomicBlocks(BLOCK_M=32)

@@ -87,7 +87,8 @@ class TritonVariant(Variant):
         return self.varlen_reason(problem)
 
     def default_blocks(self, problem: Problem) -> Blocks:
-        """The per-architecture table's blocks for the problem (conf/block_defaults.yaml)."""
+        """The per-architecture table's blocks for the problem (conf/block_defaults.yaml); a design with no rules
+        there runs on its Blocks dataclass defaults."""
         from variants.block_defaults import default_block_fields
         try:
             return self.Blocks(**default_block_fields(self.name, problem))

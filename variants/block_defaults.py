@@ -38,10 +38,15 @@ def rule_holds(when: dict, problem: Problem) -> bool:
 
 
 def default_block_fields(variant: str, problem: Problem, table: dict | None = None) -> dict:
-    """The block fields of the first rule of `variant` that holds for the problem, on its architecture."""
+    """The block fields of the first rule of `variant` that holds for the problem, on its architecture.
+
+    A variant with no rules on that architecture (a new design not yet tuned) gets {}: it runs on its Blocks
+    dataclass defaults. A variant that has rules there but none that holds is a ValueError (a gap in its rules)."""
     table = load_table() if table is None else table
     arch = architecture(problem)
-    rules = (table.get(arch) or table["any"]).get(variant, [])
+    rules = (table.get(arch) or table["any"]).get(variant) or []
+    if not rules:
+        return {}
     for rule in rules:
         if rule_holds(rule.get("when") or {}, problem):
             return dict(rule["blocks"])
