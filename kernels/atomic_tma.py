@@ -23,6 +23,7 @@ import triton.language as tl
 
 from kernels.backward_steps import document_pointers
 from kernels.common import LOG2E, document_block, even_blocks, head_block, load_tile, score_mask
+from kernels.dq_finish import dq_finish
 from kernels.forward import dot_precision, strides
 from kernels.two_pass import launch_dq
 from kernels.varlen import UNIFORM_ARGS
@@ -179,23 +180,6 @@ def _atomic_tma_kernel(Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA,
              b_dv.to(DV.dtype.element_ty), mask=m_nd)
 
 
-@triton.jit
-def _dq_finish_kernel(DQ_ACC, DQ, stride_dqb, stride_dqn, stride_dqh, stride_dqd, seq_q, heads, sm_scale,
-                      HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
-    """Grid (cdiv(Nq, BLOCK_M), B * H): dq = sm_scale * DQ_ACC[..., :D] in dq's dtype and strides. Row-wise, so
-    a packed batch is one sequence of total_q rows (B = 1); rows no program reached (queries of a document
-    without keys) stay 0."""
-    i_m = tl.program_id(0)
-    i_bh = tl.program_id(1)
-    o_m = i_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    o_d = tl.arange(0, BLOCK_D)
-    m_md = (o_m[:, None] < seq_q) & (o_d[None, :] < HEAD_DIM)
-    b_acc = tl.load(DQ_ACC + i_bh.to(tl.int64) * seq_q * BLOCK_D + o_m[:, None] * BLOCK_D + o_d[None, :],
-                    mask=m_md, other=0.)  # [BM, BD]
-    tl.store(DQ + (i_bh // heads) * stride_dqb + (i_bh % heads) * stride_dqh + o_m[:, None] * stride_dqn
-             + o_d[None, :] * stride_dqd, (b_acc * sm_scale).to(DQ.dtype.element_ty), mask=m_md)
-
-
 def _interpreting() -> bool:
     import os
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
@@ -268,9 +252,5 @@ def atomic_tma_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, 
         launch_dq(q, k, v, do, dq, lse, delta, causal=causal, scale=scale, BLOCK_M=BLOCK_N, BLOCK_N=BLOCK_M,
                   num_warps=num_warps, num_stages=num_stages, longest_first=longest_first, varlen=varlen)
         return dq, dk, dv
-    finish_m = 64
-    if seq_q > 0:
-        _dq_finish_kernel[(triton.cdiv(seq_q, finish_m), batch * heads)](
-            dq_acc, dq, *strides(dq), seq_q, heads, scale, HEAD_DIM=head_dim, BLOCK_M=finish_m, BLOCK_D=block_d,
-            num_warps=4)
+    dq_finish(dq_acc, dq, scale)
     return dq, dk, dv

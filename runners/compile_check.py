@@ -116,7 +116,10 @@ def compile_sm90(fn, args, kwargs):
     binder = create_function_from_signature(fn.signature, fn.params, backend)
     bound_args, specialization, options = binder(*args, **kwargs)
     options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound_args, specialization, options)
-    return triton.compile(ASTSource(fn, signature, constexprs, attrs), target=target, options=options.__dict__)
+    source = ASTSource
+    if getattr(fn, "is_gluon", lambda: False)():  # a @gluon.jit kernel: Gluon's own front end
+        from triton.experimental.gluon._runtime import GluonASTSource as source
+    return triton.compile(source(fn, signature, constexprs, attrs), target=target, options=options.__dict__)
 
 
 def ptxas_usage(ptx: str, arch: str = "sm_90a") -> dict:

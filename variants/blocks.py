@@ -160,3 +160,24 @@ class AtomicTmaBlocks(Blocks):
     # causal: grid (heads, blocks), every head's longest blocks first; packed: heaviest (document, block) first
     longest_first: bool = False
     warp_specialize: bool = False  # tl.range(warp_specialize=True) on the unmasked inner loop
+
+
+@dataclass(frozen=True)
+class WsBlocks(Blocks):
+    """ws (Gluon, sm90): S^T / dP^T [BLOCK_N, BLOCK_M] and dK / dV [BLOCK_N, D] are split by rows over the
+    warpgroups (num_warps / 4), dQ [BLOCK_M, D] by rows, then by columns."""
+    BLOCK_M: int = tunable(64, (64, 128))  # query block walked (Q, dO through the TMA ring)
+    BLOCK_N: int = tunable(128, (64, 128))  # resident key block
+    num_warps: int = tunable(8, WARPS)  # 4: one warpgroup, 8: two
+    num_stages: int = tunable(2, (2, 3))  # depth of the Q / dO TMA ring
+
+    def check_rules(self) -> None:
+        if self.num_warps not in WARPS:
+            raise ValueError(f"num_warps={self.num_warps}: must be 4 or 8 (whole warpgroups)")
+        if self.BLOCK_M < 64:
+            raise ValueError(f"BLOCK_M={self.BLOCK_M}: must be >= 64 (dQ's wgmma needs a 64-row warpgroup tile)")
+        if self.BLOCK_N % (16 * self.num_warps):
+            raise ValueError(f"BLOCK_N={self.BLOCK_N}: must be a multiple of 16 x num_warps ({16 * self.num_warps}): "
+                             f"S^T rows are split over the warps")
+        if self.num_stages < 2:
+            raise ValueError(f"num_stages={self.num_stages}: must be >= 2 (a TMA ring)")

@@ -1,0 +1,208 @@
+"""ws: the FA3-structure backward on Hopper, in Gluon. One program per (key block, batch, kv head): K and V stay
+in shared memory, dK and dV accumulate in registers, and the program walks every query block that sees its keys
+(the query heads of its GQA group in turn). Per query block, all matmuls by async wgmma:
+
+    S^T  = K Q^T        [BN, D] @ [D, BM] -> [BN, BM]    (swap AB: P^T, dS^T come out as the A operand below)
+    dP^T = V dO^T       [BN, D] @ [D, BM] -> [BN, BM]
+    P^T  = exp2(S^T * scale * log2 e - lse),  dS^T = P^T * (dP^T - delta)
+    dV  += P^T dO       [BN, BM] (registers) @ [BM, D] -> [BN, D]
+    dK  += dS^T Q       [BN, BM] (registers) @ [BM, D] -> [BN, D]
+    dQ_i = dS K         [BM, BN] (shared, dS^T read transposed) @ [BN, D] -> [BM, D]
+
+dQ_i goes to shared memory and is added into an fp32 accumulator [B * H * Nq, D] by one TMA reduce-add;
+`dq_finish` scales it into dq. Q and dO arrive through a STAGES-deep TMA ring (mbarriers `ready`), the next
+block's loads in flight while this one computes. This is step (a) of issue 28: one partition, no warp
+specialization yet.
+
+Tensors are read as 2-D TMA views of dense [B, N, H, D] storage: rows b * N + n, columns h * D + d. A block
+that runs past its sequence reads the next batch's first rows (or TMA zeros after the last): those rows are
+masked out of S^T, so they add exactly 0 to dK, dV and dQ (and dQ's reduce-add of those zero rows into the next
+head's accumulator rows changes nothing).
+"""
+import torch
+import triton
+
+from kernels.common import LOG2E
+from kernels.gluon.compat import (TensorDescriptor, cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma_load,
+                                  tma_reduce_add, tma, warpgroup_mma, warpgroup_mma_wait)
+
+GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
+HEAD_DIMS = (64, 128)
+
+
+@gluon.jit
+def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK, DV,
+                        seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale,
+                        S_LAYOUT: gl.constexpr, KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr,
+                        DS_SMEM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr):
+    """Grid (cdiv(Nk, BLOCK_N), B * Hkv). q/do_desc: [B * Nq, H * D] blocks [BM, D]; k/v_desc: [B * Nk, Hkv * D]
+    blocks [BN, D]; dq_desc: the fp32 accumulator [B * H * Nq, D] blocks [BM, D]. LSE (base 2), DELTA: [B, H, Nq]
+    fp32. DK, DV: dense [B, Nk, Hkv, D]. MASKED: causal, or a sequence not a multiple of its block."""
+    BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
+    HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    dtype: gl.constexpr = q_desc.dtype
+    P_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=KV_LAYOUT, k_width=2)
+
+    i_n = gl.program_id(0)
+    i_bhk = gl.program_id(1)
+    i_b = i_bhk // kv_heads
+    i_hk = i_bhk % kv_heads
+    group = heads // kv_heads
+    start_n = i_n * BLOCK_N
+
+    k_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD_DIM], k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD_DIM], v_desc.layout)
+    q_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], q_desc.layout)
+    do_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], do_desc.layout)
+    ds_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, BLOCK_M], DS_SMEM)  # dS^T
+    dq_smem = gl.allocate_shared_memory(gl.float32, [BLOCK_M, HEAD_DIM], dq_desc.layout)
+    kv_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(kv_ready, count=1)
+    for s in gl.static_range(STAGES):
+        mbarrier.init(ready.index(s), count=1)
+
+    mbarrier.expect(kv_ready, 2 * k_desc.block_type.nbytes)
+    tma_load(k_desc, [i_b * seq_k + start_n, i_hk * HEAD_DIM], kv_ready, k_smem)
+    tma_load(v_desc, [i_b * seq_k + start_n, i_hk * HEAD_DIM], kv_ready, v_smem)
+
+    # Query blocks that see this key block: from the first one reaching the causal diagonal to the end.
+    shift = seq_k - seq_q  # bottom-right causal: query i sees key j iff j <= i + shift
+    if CAUSAL:
+        m_lo = gl.maximum(start_n - shift, 0) // BLOCK_M * BLOCK_M
+    else:
+        m_lo = 0
+    m_blocks = gl.cdiv(gl.maximum(seq_q - m_lo, 0), BLOCK_M)
+    steps = m_blocks * group
+    qdo_bytes: gl.constexpr = 2 * q_desc.block_type.nbytes
+
+    for s in gl.static_range(STAGES - 1):  # prologue: the first STAGES - 1 blocks' loads in flight
+        if s < steps:
+            row, col = _query_block(s, m_blocks, m_lo, i_b, i_hk, group, seq_q, BLOCK_M, HEAD_DIM)
+            mbarrier.expect(ready.index(s), qdo_bytes)
+            tma_load(q_desc, [row, col], ready.index(s), q_smem.index(s))
+            tma_load(do_desc, [row, col], ready.index(s), do_smem.index(s))
+
+    o_kn = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, S_LAYOUT))  # key index of each S^T row
+    dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, KV_LAYOUT)
+    dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, KV_LAYOUT)
+    s_zero = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, S_LAYOUT)
+    dq_zero = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, DQ_LAYOUT)
+    mbarrier.wait(kv_ready, 0)
+    for step in range(steps):
+        ahead = step + STAGES - 1  # refill the stage that the previous step finished with
+        if ahead < steps:
+            row, col = _query_block(ahead, m_blocks, m_lo, i_b, i_hk, group, seq_q, BLOCK_M, HEAD_DIM)
+            mbarrier.expect(ready.index(ahead % STAGES), qdo_bytes)
+            tma_load(q_desc, [row, col], ready.index(ahead % STAGES), q_smem.index(ahead % STAGES))
+            tma_load(do_desc, [row, col], ready.index(ahead % STAGES), do_smem.index(ahead % STAGES))
+        stage = step % STAGES
+        i_h = i_hk * group + step // m_blocks
+        start_m = m_lo + (step % m_blocks) * BLOCK_M
+        o_m = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, S_LAYOUT))  # query index of each S^T column
+        row_stats = (i_b * heads + i_h) * seq_q + o_m
+        lse = gl.load(LSE + row_stats, mask=o_m < seq_q, other=float("inf"))  # [BM]; rows past Nq: P = 0
+        delta = gl.load(DELTA + row_stats, mask=o_m < seq_q, other=0.)  # [BM]
+        mbarrier.wait(ready.index(stage), (step // STAGES) & 1)
+        q_tile = q_smem.index(stage)
+        do_tile = do_smem.index(stage)
+
+        s_t = warpgroup_mma(k_smem, q_tile.permute((1, 0)), s_zero, use_acc=False, is_async=True)  # [BN, BM]
+        dp_t = warpgroup_mma(v_smem, do_tile.permute((1, 0)), s_zero, use_acc=False, is_async=True)  # [BN, BM]
+        s_t = warpgroup_mma_wait(num_outstanding=1, deps=(s_t,))
+        p_t = gl.exp2(s_t * qk_scale - gl.expand_dims(lse, 0))  # [BN, BM]
+        if MASKED:
+            visible = (gl.expand_dims(o_kn, 1) < seq_k) & (gl.expand_dims(o_m, 0) < seq_q)
+            if CAUSAL:
+                visible = visible & (gl.expand_dims(o_kn, 1) <= gl.expand_dims(o_m, 0) + shift)
+            p_t = gl.where(visible, p_t, 0.)
+        p_op = gl.convert_layout(p_t.to(dtype), P_OPERAND)
+        dv = warpgroup_mma(p_op, do_tile, dv, is_async=True)  # [BN, BM] @ [BM, D] -> [BN, D]
+        dp_t = warpgroup_mma_wait(num_outstanding=1, deps=(dp_t,))
+        ds_t = (p_t * (dp_t - gl.expand_dims(delta, 0))).to(dtype)  # [BN, BM]
+        ds_smem.store(ds_t)
+        dk = warpgroup_mma(gl.convert_layout(ds_t, P_OPERAND), q_tile, dk, is_async=True)  # [BN, BM] @ [BM, D]
+        fence_async_shared()
+        cta_barrier()  # every warpgroup's rows of dS^T are in shared memory before dQ reads all of them
+        dq = warpgroup_mma(ds_smem.permute((1, 0)), k_smem, dq_zero, use_acc=False, is_async=True)  # [BM, BN] @ [BN, D]
+        dq, dv, dk = warpgroup_mma_wait(num_outstanding=0, deps=(dq, dv, dk))
+        tma.store_wait(pendings=0)  # the previous block's reduce-add has read dq_smem
+        dq_smem.store(dq)
+        fence_async_shared()
+        cta_barrier()
+        tma_reduce_add(dq_desc, [(i_b * heads + i_h) * seq_q + start_m, 0], dq_smem)
+    tma.store_wait(pendings=0)
+    mbarrier.invalidate(kv_ready)
+    for s in gl.static_range(STAGES):
+        mbarrier.invalidate(ready.index(s))
+
+    o_n = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, KV_LAYOUT))
+    o_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, KV_LAYOUT))
+    offsets = ((i_b * seq_k + gl.expand_dims(o_n, 1)).to(gl.int64) * kv_heads + i_hk) * HEAD_DIM + gl.expand_dims(o_d, 0)
+    in_seq = gl.expand_dims(o_n, 1) < seq_k
+    gl.store(DK + offsets, (dk * sm_scale).to(dtype), mask=in_seq)
+    gl.store(DV + offsets, dv.to(dtype), mask=in_seq)
+
+
+@gluon.jit
+def _query_block(step, m_blocks, m_lo, i_b, i_hk, group, seq_q, BLOCK_M: gl.constexpr, HEAD_DIM: gl.constexpr):
+    """(row, column) of step's Q / dO tile in the [B * Nq, H * D] view: steps walk the query blocks of each
+    query head of the kv head's group in turn."""
+    i_h = i_hk * group + step // m_blocks
+    return i_b * seq_q + m_lo + (step % m_blocks) * BLOCK_M, i_h * HEAD_DIM
+
+
+def layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype) -> dict:
+    """The kernel's register and shared layouts (constexprs): S^T / dP^T [BN, BM] and dK / dV [BN, D] split by rows
+    over all warps; dQ [BM, D] by rows over as many warps as BM has 16-row slices, the rest split D."""
+    warps_m = min(num_warps, block_m // 16)
+    return dict(
+        S_LAYOUT=gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, block_m, 16]),
+        KV_LAYOUT=gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                            instr_shape=[16, head_dim, 16]),
+        DQ_LAYOUT=gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[warps_m, num_warps // warps_m],
+                                            instr_shape=[16, head_dim // (num_warps // warps_m), 16]),
+        DS_SMEM=gl.NVMMASharedLayout.get_default_for([block_n, block_m], GL_DTYPES[dtype]))
+
+
+def dense_bnhd(t: torch.Tensor) -> bool:
+    """Whether t [B, N, H, D] is dense in that order (what the 2-D TMA views need)."""
+    return t.is_contiguous()
+
+
+def _descriptor(t2d: torch.Tensor, block: list[int]):
+    dtype = gl.float32 if t2d.dtype == torch.float32 else GL_DTYPES[t2d.dtype]
+    return TensorDescriptor(t2d, list(t2d.shape), list(t2d.stride()), block,
+                            gl.NVMMASharedLayout.get_default_for(block, dtype))
+
+
+def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
+                num_warps: int, num_stages: int):
+    """q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D] dense, fp16 / bf16, D in HEAD_DIMS; lse (base 2), delta
+    [B, H, Nq] fp32 -> dq like q, dk / dv like k / v."""
+    from kernels.dq_finish import dq_finish
+
+    batch, seq_q, heads, head_dim = q.shape
+    seq_k, kv_heads = k.shape[1], k.shape[2]
+    q, k, v, do = (t if dense_bnhd(t) else t.contiguous() for t in (q, k, v, do))
+    dk, dv = torch.empty_like(k), torch.empty_like(v)
+    dq_acc = torch.zeros(batch * heads * seq_q, head_dim, device=q.device, dtype=torch.float32)  # [B * H * Nq, D]
+    rows_q, rows_k = q.reshape(batch * seq_q, heads * head_dim), k.reshape(batch * seq_k, kv_heads * head_dim)
+    masked = causal or seq_q % BLOCK_M != 0 or seq_k % BLOCK_N != 0
+    if seq_k > 0:
+        _ws_backward_kernel[(triton.cdiv(seq_k, BLOCK_N), batch * kv_heads)](
+            q_desc=_descriptor(rows_q, [BLOCK_M, head_dim]),
+            k_desc=_descriptor(rows_k, [BLOCK_N, head_dim]),
+            v_desc=_descriptor(v.reshape(batch * seq_k, kv_heads * head_dim), [BLOCK_N, head_dim]),
+            do_desc=_descriptor(do.reshape(batch * seq_q, heads * head_dim), [BLOCK_M, head_dim]),
+            dq_desc=_descriptor(dq_acc, [BLOCK_M, head_dim]),
+            LSE=lse, DELTA=delta, DK=dk, DV=dv, seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads,
+            qk_scale=scale * LOG2E, sm_scale=scale, STAGES=num_stages, CAUSAL=causal, MASKED=masked,
+            num_warps=num_warps, **layouts(BLOCK_M, BLOCK_N, head_dim, num_warps, q.dtype))
+    else:
+        dk.zero_()
+        dv.zero_()
+    dq = torch.empty(q.shape, device=q.device, dtype=q.dtype)
+    dq_finish(dq_acc.view(batch, heads, seq_q, head_dim), dq, scale)
+    return dq, dk, dv

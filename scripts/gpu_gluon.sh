@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The Gluon designs on one sm90 GPU (H100 / H200): their GPU tests, then accuracy-gated runner rows on the FA grid
+# next to two_pass, FA2 and cuDNN, and a per-cell table of the best flash-bwd design against cuDNN and FA2.
+#
+#   bash scripts/gpu_gluon.sh tests              # tests/test_ws.py, every case (slow ones too)
+#   bash scripts/gpu_gluon.sh grid bf16|fp16     # FA grid (N 1k/4k/16k x D 64/128 x causal/not)
+#   bash scripts/gpu_gluon.sh table [TABLE ...]  # no GPU needed: the per-cell table (default: $OUT's grid tables)
+#
+# Tables: $OUT/<gpu>_gluon_<part>.parquet (+ .log); copy them to results/<gpu>/ and commit.
+set -uo pipefail
+OUT=${OUT:?set OUT to the output folder}
+PART=${1:?usage: gpu_gluon.sh tests | grid bf16|fp16 | table [TABLE ...]}
+DESIGNS=${DESIGNS:-ws,two_pass}
+BASELINES=${BASELINES:-sdpa_flash,sdpa_cudnn}
+GRID=(tokens=16384 hidden=2048 seq=${SEQS:-1024,4096,16384} head_dim=64,128 causal=true,false)
+GPU=$(python -c "import torch; n = torch.cuda.get_device_name(0) if torch.cuda.is_available() else ''; \
+print('h200' if 'H200' in n else 'h100' if 'H100' in n else 'gpu')" 2>/dev/null || echo gpu)
+PREFIX=${GPU}_gluon SWEEP_ID=gluon
+SCRATCH=${TMPDIR:-/tmp}/flash_bwd_gluon/$PART${2:+-$2}
+mkdir -p "$OUT" "$SCRATCH"
+# shellcheck source=scripts/sweep_parts.sh
+source "$(dirname "$0")/sweep_parts.sh"
+
+table() {  # $@: merged tables -> per cell: best flash-bwd design, ws, cuDNN, FA2 and the ratios
+  python - "$@" <<'PY'
+import sys
+
+import pandas as pd
+
+from runners import tables as T
+
+df = pd.concat([T.load(path) for path in sys.argv[1:]], ignore_index=True)
+ok = df[(df["status"] == "ok") & df["timing_meaningful"].astype(bool)].copy()
+shape = ["gpu_name", "dtype", "seq", "head_dim", "causal"]
+best = ok.groupby(shape + ["variant"])["tflops"].max().unstack("variant")
+flash = [c for c in best if T.is_triton(c)]
+best["best_design"] = best[flash].idxmax(axis=1)
+best["best"] = best[flash].max(axis=1)
+for name in ("sdpa_cudnn", "sdpa_flash"):
+    best[f"x_{name}"] = best["best"] / best[name] if name in best else float("nan")
+pd.set_option("display.width", 250)
+print(best.reset_index().drop(columns="gpu_name").round(3).to_string(index=False))
+PY
+}
+
+case "$PART" in
+  tests)
+    python -m pytest -q tests/test_ws.py -x 2>&1 | tee "$OUT/${PREFIX}_tests.log" | tail -30 ;;
+  grid)
+    DTYPE=${2:?usage: gpu_gluon.sh grid bf16|fp16}
+    run_part "grid_$DTYPE" "${GRID[@]}" dtype="$DTYPE" variant=$DESIGNS,$BASELINES > /dev/null
+    grep -E "wrong|crashed|timeout|error|KERNEL-SUM" "$OUT/${PREFIX}_grid_$DTYPE.log" | head -20
+    table "$OUT/${PREFIX}_grid_$DTYPE.parquet" ;;
+  table)
+    shift
+    if [ $# -eq 0 ]; then set -- "$OUT"/*_gluon_grid_*.parquet; fi
+    table "$@" ;;
+  *)
+    echo "unknown part $PART: tests | grid bf16|fp16 | table [TABLE ...]"; exit 2 ;;
+esac

@@ -1,0 +1,42 @@
+"""ws: the FA3-structure backward on Hopper, written in Gluon (kernels/gluon/ws.py): K/V resident in shared
+memory, Q/dO through a TMA ring, swap-AB wgmma so P^T and dS^T feed dV and dK from registers, dQ by TMA
+reduce-add into an fp32 accumulator. sm90 only; it cannot run in the Triton interpreter."""
+from kernels.gluon.compat import GLUON_MISSING
+from variants.base import TritonVariant, interpreter_on
+from variants.blocks import WsBlocks
+from variants.registry import register_variant
+
+import torch
+
+WS_DTYPES = (torch.float16, torch.bfloat16)
+WS_HEAD_DIMS = (64, 128)
+
+
+@register_variant("ws")
+class Ws(TritonVariant):
+    Blocks = WsBlocks
+    runs_in_interpreter = False  # Gluon: compiled for sm90 only (runners.compile_check checks it on a CPU)
+
+    def supports(self, problem):
+        if GLUON_MISSING is not None:
+            return GLUON_MISSING
+        if interpreter_on() or problem.device != "cuda":
+            return "ws is a Gluon design for sm90 GPUs: the Triton interpreter and CPUs cannot run it"
+        if torch.cuda.get_device_capability()[0] != 9:
+            major, minor = torch.cuda.get_device_capability()
+            return f"ws needs an sm90 (Hopper) GPU; this one is sm{major}{minor}"
+        if problem.dtype not in WS_DTYPES:
+            return f"ws runs fp16 and bf16 (wgmma), not {problem.dtype}"
+        if problem.head_dim not in WS_HEAD_DIMS:
+            return f"ws covers head dims {WS_HEAD_DIMS} so far, not {problem.head_dim}"
+        return self.varlen_reason(problem)
+
+    def executed_flops(self, problem, blocks):
+        return problem.matmul_flops(5)  # S, dP, dV, dK, dQ: 10 N^2 d
+
+    def workspace_bytes(self, problem, blocks):
+        return 4 * problem.tokens_q * problem.heads * problem.head_dim  # fp32 dQ accumulator [B * H * Nq, D]
+
+    def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks):
+        from kernels.gluon.ws import ws_backward
+        return ws_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, **blocks.as_dict())
