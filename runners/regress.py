@@ -58,8 +58,15 @@ from runners import tables as T
 PROG = "runners.regress"
 DEFAULTS = {"baseline": None, "candidate": None, "results": None, "threshold": 0.05, "cross_gpu": "auto",
             "out": None}
-KEEP = ("config_key", "join_key", T.GPU, "variant", *T.SHAPE_COLUMNS, "dtype", *T.BLOCK_FIELDS, "status", "correct",
-        "timing_meaningful", "tflops", "tflops_p20", "tflops_p80", "pct_peak", T.PEAK, "commit", "reason", "timer")
+
+
+def keep_columns() -> tuple:
+    """The columns a comparison carries per side (the block fields come from the registry, read on first use)."""
+    return ("config_key", "join_key", T.GPU, "variant", *T.SHAPE_COLUMNS, "dtype", *T.BLOCK_FIELDS, "status",
+            "correct", "timing_meaningful", "tflops", "tflops_p20", "tflops_p80", "pct_peak", T.PEAK, "commit",
+            "reason", "timer")
+
+
 SHAPE_KEY = ("variant", *T.SHAPE_COLUMNS, "dtype", "timer")  # cross-GPU: one comparison per shape and variant
 COUNTED = ("SLOWER", "WRONG", "BROKE")
 
@@ -193,7 +200,7 @@ def compare(base: pd.DataFrame, cand: pd.DataFrame, threshold: float = 0.05,
         base = base.assign(n_wrong=T.is_wrong(base).astype(int))
         cand = cand.assign(n_wrong=T.is_wrong(cand).astype(int))
         on = ["join_key", T.GPU]
-    keep = [*KEEP, "n_wrong", *(["shape_key", "n_configs"] if cross_gpu else [])]
+    keep = [*keep_columns(), "n_wrong", *(["shape_key", "n_configs"] if cross_gpu else [])]
     b = base[keep].add_suffix("_b").rename(columns={f"{k}_b": k for k in on})
     c = cand[keep].add_suffix("_c").rename(columns={f"{k}_c": k for k in on})
     j = b.merge(c, on=on, how="outer", indicator=True)

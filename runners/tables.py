@@ -11,6 +11,7 @@ import json
 import math
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -20,9 +21,114 @@ from runners.results import TableError as _TableError
 from runners.results import load as _runner_load  # the one way to read tables
 
 FLOP_CONVENTION = "FA convention: bwd = 2.5×fwd, causal halved"
-TRITON_VARIANTS = ("two_pass", "atomic", "atomic_tma", "fused")  # tests: every registered TritonVariant is here
-BASELINE_VARIANTS = ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "flex", "reference")
-VARIANT_ORDER = TRITON_VARIANTS + BASELINE_VARIANTS
+# Designs and block fields come from the variant registry and the Blocks dataclasses (issue 23), read on first use:
+# importing runners.tables loads no variant (tests/test_layers.py). They read as tuples and follow new registrations.
+REFERENCE = "reference"  # the fp32 reference: listed last among the baselines
+# The block columns' order before they were derived: these stay first (and stay known for old tables) so that
+# column order and rendered blocks do not move. Not a list to extend: a new field is found in its dataclass.
+_COLUMN_ORDER = ("BLOCK_M", "BLOCK_N", "BLOCK_M1", "BLOCK_N1", "BLOCK_M2", "BLOCK_N2", "BLK_SLICE_FACTOR",
+                 "num_warps", "num_stages", "num_warps1", "num_stages1", "num_warps2", "num_stages2",
+                 "prescale", "longest_first", "deterministic", "split_dkdv", "split_d")
+_VARIANTS_MODULE = None
+
+
+def _variants():
+    """The ``variants`` package, imported on first use with the interpreter switch set first as the runner does."""
+    global _VARIANTS_MODULE
+    if _VARIANTS_MODULE is None:
+        from runners import env
+        env.use_interpreter_without_gpu()
+        import variants
+        _VARIANTS_MODULE = variants
+    return _VARIANTS_MODULE
+
+
+def registered_variants() -> list:
+    """[(name, variant instance)] of every registered variant, in registration order."""
+    v = _variants()
+    return [(name, v.get(name)) for name in v.registry.registered()]
+
+
+def triton_variants() -> tuple:
+    """Every registered flash-bwd design (a ``TritonVariant``), in registration order."""
+    base = _variants().TritonVariant
+    return tuple(name for name, impl in registered_variants() if isinstance(impl, base))
+
+
+def baseline_variants() -> tuple:
+    """Every other registered variant (the baselines), in registration order, the reference last."""
+    designs = set(triton_variants())
+    others = [name for name, _ in registered_variants() if name not in designs]
+    return tuple(sorted(others, key=lambda name: name == REFERENCE))
+
+
+def _declared_fields() -> dict:
+    """{block field: its declared default} over every registered variant's Blocks dataclass (first declaration
+    wins), in registration and field order."""
+    from dataclasses import MISSING, fields
+    found = {}
+    for _, impl in registered_variants():
+        for f in fields(impl.Blocks):
+            found.setdefault(f.name, f.default if f.default is not MISSING else None)
+    return found
+
+
+def block_fields() -> tuple:
+    """The union of every registered variant's block fields: the columns known before (``_COLUMN_ORDER``) first,
+    then new fields in registration and field order."""
+    declared = _declared_fields()
+    return _COLUMN_ORDER + tuple(name for name in declared if name not in _COLUMN_ORDER)
+
+
+def switch_fields() -> tuple:
+    """The boolean block fields (shown by name when true), in ``block_fields`` order."""
+    declared = _declared_fields()
+    return tuple(name for name in block_fields() if isinstance(declared.get(name), bool))
+
+
+class _FromRegistry(Sequence):
+    """A tuple computed from the registry on first use, and again after a variant registers (a plugin)."""
+
+    def __init__(self, compute):
+        self._compute, self._size, self._value = compute, -1, ()
+
+    def _get(self) -> tuple:
+        size = len(_variants().registry.registered())
+        if size != self._size:
+            self._value, self._size = tuple(self._compute()), size
+        return self._value
+
+    def __getitem__(self, index):
+        return self._get()[index]
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+    def __iter__(self):
+        return iter(self._get())
+
+    def __contains__(self, item) -> bool:
+        return item in self._get()
+
+    def __eq__(self, other) -> bool:
+        return self._get() == (tuple(other) if isinstance(other, (Sequence, _FromRegistry)) else other)
+
+    def __hash__(self) -> int:
+        return hash(self._get())
+
+    def __add__(self, other) -> tuple:
+        return self._get() + tuple(other)
+
+    def __radd__(self, other) -> tuple:
+        return tuple(other) + self._get()
+
+    def __repr__(self) -> str:
+        return repr(self._get())
+
+
+TRITON_VARIANTS = _FromRegistry(triton_variants)  # every registered TritonVariant
+BASELINE_VARIANTS = _FromRegistry(baseline_variants)
+VARIANT_ORDER = _FromRegistry(lambda: triton_variants() + baseline_variants())
 VARIANT_LABELS = {
     "sdpa_flash": "sdpa_flash (FA2)",
     "sdpa_cudnn": "sdpa_cudnn (cuDNN)",
@@ -30,10 +136,8 @@ VARIANT_LABELS = {
     "flex": "flex (FlexAttention)",
     "reference": "reference (PyTorch math)",
 }
-BLOCK_FIELDS = ("BLOCK_M", "BLOCK_N", "BLOCK_M1", "BLOCK_N1", "BLOCK_M2", "BLOCK_N2", "BLK_SLICE_FACTOR",
-                "num_warps", "num_stages", "num_warps1", "num_stages1", "num_warps2", "num_stages2",
-                "prescale", "longest_first", "deterministic", "split_dkdv", "split_d")
-SWITCH_FIELDS = ("prescale", "longest_first", "deterministic", "split_dkdv", "split_d")  # booleans: shown by name when true
+BLOCK_FIELDS = _FromRegistry(block_fields)  # every registered variant's block fields
+SWITCH_FIELDS = _FromRegistry(switch_fields)  # booleans: shown by name when true
 SHAPE_COLUMNS = ("batch", "heads", "kv_heads", "seq", "seq_k", "head_dim", "causal", "layout")
 ENV_COLUMNS = ("device", "gpu_name", "compute_capability", "sm_count", "driver", "cuda", "torch", "triton",
                "python", "hostname", "commit", "dirty", "timestamp", "sweep_id", "peak_tflops")
@@ -135,8 +239,9 @@ def normalize(df: pd.DataFrame) -> pd.DataFrame:
     """Missing columns added as NaN, flags as real booleans, text columns as str ('' when missing), plus the
     derived columns ``gpu_label`` (GPU), ``dtype_peak_tflops`` (PEAK) and ``_ts`` (parsed timestamp)."""
     df = df.reset_index(drop=True)  # tables concatenated from many files may repeat index labels
+    block_cols = tuple(BLOCK_FIELDS)
     for col in ("variant", "dtype", "layout", "status", "reason", "config_key", "blocks_json", "timer",
-                *SHAPE_COLUMNS, *BLOCK_FIELDS, *ENV_COLUMNS, *MEASURE_COLUMNS, *EXPLAIN_COLUMNS,
+                *SHAPE_COLUMNS, *block_cols, *ENV_COLUMNS, *MEASURE_COLUMNS, *EXPLAIN_COLUMNS,
                 *EXPLAIN_TEXT_COLUMNS, "correct", "timing_meaningful"):
         if col not in df.columns:
             df[col] = np.nan
@@ -171,7 +276,7 @@ def normalize(df: pd.DataFrame) -> pd.DataFrame:
     df[GPU] = name.where(name != "", df["device"].where(df["device"] != "", "unknown device"))
     df["_ts"] = pd.to_datetime(df["timestamp"], utc=True, errors="coerce", format="mixed")
     if df["config_key"].eq("").any():  # no key: the config columns are the key
-        cols = ["variant", *SHAPE_COLUMNS, "dtype", *BLOCK_FIELDS]
+        cols = ["variant", *SHAPE_COLUMNS, "dtype", *block_cols]
         fallback = row_keys(df, cols)
         df["config_key"] = df["config_key"].where(df["config_key"] != "", fallback)
     df = fill_block_defaults(df)
@@ -187,11 +292,8 @@ def declared_defaults(variant: str) -> tuple:
     dataclasses live with the variants), with the interpreter switch set first as the runner does."""
     from dataclasses import MISSING, fields
 
-    from runners import env
-    env.use_interpreter_without_gpu()
-    import variants
     try:
-        blocks = variants.get(variant).Blocks
+        blocks = _variants().get(variant).Blocks
     except (KeyError, ValueError):
         return ()
     return tuple((f.name, f.default) for f in fields(blocks) if f.default is not MISSING)
@@ -465,7 +567,8 @@ def markdown_table(df: pd.DataFrame) -> str:
 
 
 __all__ = [
-    "FLOP_CONVENTION", "TRITON_VARIANTS", "is_triton", "SWITCH_FIELDS", "declared_defaults", "row_blocks", "join_key",
+    "FLOP_CONVENTION", "TRITON_VARIANTS", "triton_variants", "baseline_variants", "block_fields", "switch_fields",
+    "registered_variants", "is_triton", "SWITCH_FIELDS", "declared_defaults", "row_blocks", "join_key",
     "join_keys", "fill_block_defaults", "BASELINE_VARIANTS", "VARIANT_ORDER", "VARIANT_LABELS", "BLOCK_FIELDS",
     "SHAPE_COLUMNS", "ENV_COLUMNS", "MEASURE_COLUMNS",
     "EXPLAIN_COLUMNS", "EXPLAIN_TEXT_COLUMNS", "GPU", "PEAK", "UsageError", "cli", "parse_args", "require", "load",

@@ -22,3 +22,9 @@ def get(name: str):
 
 def names() -> list[str]:
     return sorted(_VARIANTS)
+
+
+def registered() -> list[str]:
+    """The names in registration order (variants/__init__.py's import order, then plugins): the order tables and
+    plots list designs in (runners.tables.VARIANT_ORDER)."""
+    return list(_VARIANTS)
