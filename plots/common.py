@@ -62,6 +62,31 @@ def print_paths(paths: list, empty: str) -> int:
     return 0
 
 
+def drawable(rows: pd.DataFrame) -> pd.Series:
+    """Rows a figure can show: correct results, or failures drawn as markers (never skipped / unsupported)."""
+    return is_result(rows) | is_failed(rows)  # noqa: F405 - runners.tables, re-exported above
+
+
+def status_text(rows: pd.DataFrame) -> str:
+    """'3 skipped, 1 unsupported': the rows' statuses (checked-and-wrong rows counted as wrong)."""
+    status = rows["status"].where(~is_wrong(rows), "wrong")  # noqa: F405
+    return ", ".join(f"{n} {s}" for s, n in status.value_counts().sort_index().items())
+
+
+def nothing_to_draw(prog: str, rows: pd.DataFrame, *, dtype: str | None = None, everything: pd.DataFrame | None = None,
+                    need: str = "a correct result with TFLOPS or a failure") -> UsageError:  # noqa: F405
+    """The one-line UsageError (exit 2) of a figure command with nothing to draw, naming the rows' statuses and
+    the other dtypes that have correct results."""
+    where = f" for dtype={dtype}" if dtype else ""
+    counts = status_text(rows) if len(rows) else "no rows"
+    text = f"{prog}: nothing to draw{where}: {len(rows)} row(s) ({counts}), none is {need}"
+    if dtype and everything is not None and len(everything):
+        others = sorted(set(everything.loc[is_result(everything), "dtype"]) - {dtype, ""})  # noqa: F405
+        if others:
+            text += "; correct results exist for " + ", ".join(f"dtype={d}" for d in others)
+    return UsageError(text)  # noqa: F405
+
+
 def log2_seq_axis(ax, seqs) -> None:
     """Log2 x axis with a tick at each value, except values within 25 % of the previous tick (their labels would
     overlap, e.g. mean document lengths 512 and 516)."""

@@ -39,14 +39,19 @@ def main(argv: list[str] | None = None) -> int:
 
 def draw(df: pd.DataFrame, out: str | Path, *, gpu: str | None = None, dtype: str | None = "bf16",
          svg: bool = False, batch=None, heads=None) -> list[Path]:
-    """One figure per selected GPU; returns the written paths."""
+    """One figure per selected GPU; returns the written paths. A GPU with nothing drawable (only skipped or
+    unsupported rows, or correct rows without TFLOPS) gets no figure; none at all is a UsageError."""
+    everything = df
     df = C.select_shape(C.select_dtype(df, dtype, PROG), batch, heads)
     if df.empty:
         raise C.UsageError(f"{PROG}: no rows left after the batch=/heads= filters")
-    paths = []
+    paths, seen = [], []
     for label in C.select_gpus(df, gpu, PROG):
         rows = C.latest(df[df[C.GPU] == label])
+        seen.append(rows)
         paths += _figure(rows, label, dtype, out, svg)
+    if not paths:
+        raise C.nothing_to_draw(PROG, pd.concat(seen), dtype=dtype, everything=everything)
     return paths
 
 
@@ -83,6 +88,8 @@ def _figure(rows: pd.DataFrame, gpu: str, dtype: str | None, out, svg: bool) -> 
     rows, notes = pick_family(rows)
     results = C.best_config(rows[C.is_result(rows)])
     failed = C.uncovered_failures(rows[C.is_failed(rows)], results)  # marked only where no config gave a result
+    if results.empty and failed.empty:
+        return []  # nothing but skipped / unsupported rows (or results without TFLOPS): no empty figure
     variants = C.variant_order(rows["variant"])
     fig, ncols, cells = C.seq_panels(rows, extra_height=1.6)
     peak = rows[C.PEAK].median()

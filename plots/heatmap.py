@@ -65,7 +65,7 @@ def draw(df: pd.DataFrame, out: str | Path, *, gpu: str | None = None, dtype: st
                 continue
             # a block search at a shape: at least two cells of the heatmap's axis pair were tried
             shapes = [(key, g) for key, g in mine.groupby(list(C.SHAPE_COLUMNS), sort=True, dropna=False)
-                      if len(g[list(pair)].drop_duplicates()) >= 2]
+                      if len(g[list(pair)].drop_duplicates()) >= 2 and C.drawable(g).any()]
             if not shapes:
                 continue
             paths += _figure(shapes, v, pair, label, dtype, meaningful, out, svg)

@@ -12,12 +12,17 @@ cross-GPU view when they hold more than one GPU. With ``baseline=`` it adds the 
 from __future__ import annotations
 
 import datetime
+import os
+import shutil
+import sys
+import tempfile
 from pathlib import Path
 
 import pandas as pd
 
 from plots import common as C
 from plots import compare, cross_gpu, heatmap, memory, resources
+from runners import results as runner_results
 
 PROG = "plots.report"
 DEFAULTS = {"results": None, "out": "plots/out", "gpu": None, "baseline": None, "threshold": 0.05, "svg": False}
@@ -28,19 +33,62 @@ FA2, CUDNN = "sdpa_flash", "sdpa_cudnn"
 def main(argv: list[str] | None = None) -> int:
     args = C.parse_args(argv, DEFAULTS, PROG, __doc__)
     results = C.require(args, "results", PROG)
-    df = C.load(results)
+    df, unreadable = load(results)
     if args["gpu"]:
         df = df[df[C.GPU].isin(C.select_gpus(df, args["gpu"], PROG))]
     path = write(df, args["out"], source=results, baseline=args["baseline"], threshold=args["threshold"],
-                 svg=args["svg"])
+                 svg=args["svg"], unreadable=unreadable)
+    if not any(C.drawable(df)):
+        print(f"warning: {PROG}: no figures: {len(df)} row(s) ({C.status_text(df)}), none a correct result or a "
+              f"failure; {path} says what was left out", file=sys.stderr)
     print(path)
     return 0
 
 
+def load(path: str | Path) -> tuple[pd.DataFrame, list[str]]:
+    """``C.load`` (not strict), also returning the files it skipped ('<file>: <why>'), each still warned about in
+    one line on stderr, so that the report can name them."""
+    unreadable: list[str] = []
+
+    def warn(line: str) -> None:
+        print(line, file=sys.stderr)
+        unreadable.append(line.removeprefix("warning: skipped "))
+
+    path = Path(path)
+    if not path.exists() and not path.is_symlink():
+        raise C.UsageError(f"results path {str(path)!r} does not exist")
+    try:
+        df = runner_results.load(path, strict=False, warn=warn)
+    except runner_results.TableError as err:
+        raise C.UsageError(str(err)) from None
+    if df is None or len(df) == 0:
+        raise C.UsageError(f"no result rows under {str(path)!r}" + (f" ({len(unreadable)} unreadable file(s))"
+                                                                    if unreadable else ""))
+    return C.normalize(df), unreadable
+
+
 def write(df: pd.DataFrame, out: str | Path, *, source: str = "", baseline: str | None = None,
-          threshold: float = 0.05, svg: bool = False) -> Path:
+          threshold: float = 0.05, svg: bool = False, unreadable: list[str] | tuple = ()) -> Path:
+    """Write ``<out>/report.md`` and its figures. Everything is written into a temporary folder next to ``out``
+    first and moved into ``out`` only when the whole report is there: a failure leaves no half-written report
+    (and no empty ``out``) behind."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise C.UsageError(f"{PROG}: out={str(out)!r} is a file, not a folder")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    try:
+        _write(df, tmp, source=source, baseline=baseline, threshold=threshold, svg=svg, unreadable=unreadable)
+        out.mkdir(exist_ok=True)
+        for item in sorted(tmp.iterdir()):
+            os.replace(item, out / item.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out / "report.md"
+
+
+def _write(df: pd.DataFrame, out: Path, *, source: str, baseline: str | None, threshold: float, svg: bool,
+           unreadable) -> Path:
     figures, notes = _figures(df, out, svg)
     parts = [
         "# FlashAttention backward — results report\n",
@@ -58,6 +106,8 @@ def write(df: pd.DataFrame, out: str | Path, *, source: str = "", baseline: str 
         best_tables(df),
         "## Failures and wrong points\n",
         failures(df),
+        "## Left out\n",
+        left_out(df, unreadable),
         "## Resources\n",
         resources.section(df),
     ]
@@ -173,6 +223,35 @@ def failures(df: pd.DataFrame) -> str:
             "reason": wrong["reason"].fillna("").astype(str)})
         parts += ["\n**Wrong gradients** (never plotted as results):\n", C.markdown_table(listing)]
     return "\n".join(parts)
+
+
+MAX_LISTED = 40  # rows of the left-out listing; the rest are counted
+
+
+def left_out(df: pd.DataFrame, unreadable) -> str:
+    """What the report did not use, by name: files that could not be read, points that never ran (skipped over
+    the CPU budget, unsupported) with their reasons, rows whose timings are not meaningful. (Figures not drawn are
+    noted under Plots.)"""
+    parts = []
+    if unreadable:
+        parts.append(f"**{len(unreadable)} file(s) not read** (not result tables):\n")
+        parts.append("\n".join(f"- `{u}`" for u in unreadable) + "\n")
+    rows = C.latest(df)
+    never = rows[rows["status"].isin(("skipped", "unsupported"))]
+    if len(never):
+        parts.append(f"**{len(never)} point(s) not run** ({C.status_text(never)}), never drawn or ranked:\n")
+        never = never.sort_values([C.GPU, "dtype", "variant", "seq", "head_dim"], kind="stable")
+        listing = pd.DataFrame({
+            "GPU": never[C.GPU], "variant": never["variant"], "shape": [C.shape_text(r) for _, r in never.iterrows()],
+            "dtype": never["dtype"], "status": never["status"], "reason": never["reason"].astype(str)})
+        parts.append(C.markdown_table(listing.head(MAX_LISTED)))
+        if len(listing) > MAX_LISTED:
+            parts.append(f"_… and {len(listing) - MAX_LISTED} more._\n")
+    untimed = rows[C.is_result(rows) & ~rows["timing_meaningful"]]
+    if len(untimed):
+        parts.append(f"- {len(untimed)} correct result(s) with timings that are not meaningful (CPU interpreter): "
+                     "left out of the best-variant tables.\n")
+    return "\n".join(parts) if parts else "Nothing: every file was read and every point ran.\n"
 
 
 def _regressions(baseline: str, source: str, threshold: float) -> str:

@@ -139,6 +139,8 @@ def draw(df: pd.DataFrame, out: str | Path, *, study: str | None = None, grid: p
     if study:
         rows_all = rows_all[rows_all["study"].str.contains(study, case=False, regex=False)]
     paths, compared = [], []
+    if rows_all.empty:  # no study column, or no row of the named study
+        return paths, None
     for name, rows in rows_all.groupby("study", sort=True):
         rows = rows.reset_index(drop=True)
         space = T.space_from_rows(rows)
