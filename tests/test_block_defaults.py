@@ -2,11 +2,11 @@
 import pytest
 import torch
 
-from variants import get
+from variants import TritonVariant, get, names
 from variants.block_defaults import default_block_fields, load_table
 from variants.problem import DTYPES, Problem
 
-TRITON_VARIANTS = ["two_pass", "atomic", "fused"]
+TRITON_VARIANTS = [name for name in names() if isinstance(get(name), TritonVariant)]  # the registry's designs
 
 
 def problem(head_dim=64, causal=False, dtype=torch.bfloat16, device="cpu", seq=128):
@@ -63,6 +63,10 @@ def test_hopper_causal_rules_split_at_8192():
 def test_no_rule_is_a_one_line_error():
     with pytest.raises(ValueError, match="no rule for variant 'atomic' on any"):
         default_block_fields("atomic", problem(), {"any": {"atomic": [{"when": {"causal": True}, "blocks": {}}]}})
+
+
+def test_every_design_is_covered():
+    assert {"two_pass", "atomic", "fused", "atomic_tma"} <= set(TRITON_VARIANTS)
 
 
 def test_variants_take_their_defaults_from_the_table():

@@ -106,3 +106,40 @@ def test_a_design_registered_later_is_in_every_list():
         _VARIANTS.pop("throwaway_design", None)
         T.declared_defaults.cache_clear()
     assert "throwaway_design" not in T.TRITON_VARIANTS and "throwaway_knob" not in T.BLOCK_FIELDS
+
+
+def test_test_matrices_come_from_the_registry():
+    """The correctness matrices parametrize over every registered design; the packed one over those that serve
+    packed batches; a design the interpreter cannot run is skipped there, with its reason."""
+    import pytest
+
+    from tests import test_block_defaults, test_variants, test_varlen
+    assert test_variants.TRITON_VARIANTS == registered_triton() == test_block_defaults.TRITON_VARIANTS
+    assert test_varlen.VARLEN_VARIANTS == [n for n in registered_triton() if variants.get(n).supports_varlen]
+    assert {case.values[0] for case in test_variants.CASES} == set(registered_triton())
+    for case in test_variants.CASES:
+        skips = [m for m in case.marks if m.name == "skip"]
+        assert bool(skips) == (variants.get(case.values[0]).runs_in_interpreter is False
+                               and variants.base.interpreter_on()), case.id
+    with pytest.raises(pytest.fail.Exception, match="design 'no_such_design' has no SMALL_BLOCKS entry"):
+        test_variants.small_blocks("no_such_design")
+
+
+def test_a_design_opts_out_of_the_interpreter_matrix():
+    """`runs_in_interpreter = False` (a Gluon design) is skipped in the interpreter with the reason, nowhere else."""
+    from tests.test_variants import design, skipped_here
+
+    class Gluonish(TritonVariant):
+        runs_in_interpreter = False
+    assert variants.Variant.runs_in_interpreter and TritonVariant.runs_in_interpreter
+    try:
+        register_variant("gluonish_design")(Gluonish)
+        param = design("gluonish_design")
+        if variants.base.interpreter_on():
+            assert "cannot run in the Triton interpreter" in skipped_here("gluonish_design")
+            assert [m.name for m in param.marks] == ["skip"]
+        else:
+            assert skipped_here("gluonish_design") is None and not param.marks
+        assert design("two_pass").marks == () and skipped_here("two_pass") is None
+    finally:
+        _VARIANTS.pop("gluonish_design", None)

@@ -2,12 +2,41 @@
 import pytest
 import torch
 
-from variants import attention, get
+from dataclasses import fields
+
+from variants import Problem, TritonVariant, attention, get, names
 from variants.accuracy import REL_TOL, error
+from variants.base import interpreter_on
 from variants.reference import reference_grads
 
-TRITON_VARIANTS = ["two_pass", "atomic", "fused", "atomic_tma"]
+# Every registered Triton design (the registry, as runners.tables.TRITON_VARIANTS): a new design is in the matrix
+# with no edit here but its SMALL_BLOCKS entry. One with `runs_in_interpreter = False` is skipped on the CPU.
+TRITON_VARIANTS = [name for name in names() if isinstance(get(name), TritonVariant)]
 ON_GPU = torch.cuda.is_available()
+
+
+def skipped_here(variant: str) -> str | None:
+    """Why the design cannot run in this process (the CPU interpreter and a design that opts out), or None."""
+    if interpreter_on() and not get(variant).runs_in_interpreter:
+        return f"{variant} cannot run in the Triton interpreter (runs_in_interpreter = False)"
+    return None
+
+
+def design(variant: str, *values, id: str | None = None, marks=()):
+    """pytest.param(variant, *values) of a design, skipped where it cannot run (`skipped_here`)."""
+    reason = skipped_here(variant)
+    marks = (*(marks if isinstance(marks, (tuple, list)) else (marks,)), *([pytest.mark.skip(reason=reason)] if reason else []))
+    return pytest.param(variant, *values, id=variant if id is None else id, marks=marks)
+
+
+def designs(variants=None) -> list:
+    """The designs (default: all) as pytest params; see `design`."""
+    return [design(v) for v in (TRITON_VARIANTS if variants is None else variants)]
+
+
+def with_field(field: str) -> list[str]:
+    """The designs whose Blocks dataclass has `field` (e.g. longest_first)."""
+    return [v for v in TRITON_VARIANTS if field in {f.name for f in fields(get(v).Blocks)}]
 
 # Small blocks so that even N = 17 spans several blocks and partial tails in the interpreter.
 SMALL_BLOCKS = {
@@ -15,7 +44,25 @@ SMALL_BLOCKS = {
     "atomic": dict(BLOCK_M=16, BLOCK_N=32, num_warps=4, num_stages=1),
     "atomic_tma": dict(BLOCK_M=16, BLOCK_N=32, num_warps=4, num_stages=1),
     "fused": dict(BLOCK_M1=32, BLOCK_N1=16, BLOCK_M2=16, BLOCK_N2=32, BLK_SLICE_FACTOR=2, num_warps=4, num_stages=1),
+    "ws": dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2),  # its smallest legal tiles (WsBlocks.check_rules)
 }
+
+
+def small_blocks(variant: str) -> dict:
+    """SMALL_BLOCKS[variant]; a design without an entry fails (never silently skipped)."""
+    if variant not in SMALL_BLOCKS:
+        pytest.fail(f"design {variant!r} has no SMALL_BLOCKS entry in tests/test_variants.py: add its small blocks "
+                    f"(so that short lengths span several blocks and partial tails)", pytrace=False)
+    return SMALL_BLOCKS[variant]
+
+
+def skip_unless_supported(variant: str, shape, causal: bool, dtype, device) -> None:
+    """Skips a matrix case that a hardware-specific design's own `supports()` refuses (ws: fp16/bf16, D 64/128, sm90).
+    A design that runs in the interpreter serves every case: a refusal fails (test_interpreter_designs_support...)."""
+    reason = get(variant).supports(Problem(*shape, causal, dtype, device))
+    if reason is not None:
+        assert not get(variant).runs_in_interpreter, f"{variant} refuses a case of the shared matrix: {reason}"
+        pytest.skip(f"{variant} refuses this problem: {reason}")
 
 # (B, Nq, Nk, H, Hkv, D): single tokens, tails, Nq < Nk, Nq > Nk (rows that see no key when causal),
 # GQA 2:1 and 4:1, MQA, non-power-of-two head dims.
@@ -47,8 +94,8 @@ def dtype_id(dtype) -> str:
 # full, head dims 80 and 40, fp16 and bf16 (fp32 on the CPU). The rest of the matrix is `slow`; CI runs it all.
 FAST_CASES = {((1, 63, 100, 4, 2, 80), True, torch.float16),
               ((1, 100, 63, 4, 1, 40), False, torch.bfloat16 if ON_GPU else torch.float32)}
-CASES = [pytest.param(variant, shape, causal, dtype, id=f"{variant}-{shape_id(shape, causal)}-{dtype_id(dtype)}",
-                      marks=() if (shape, causal, dtype) in FAST_CASES else pytest.mark.slow)
+CASES = [design(variant, shape, causal, dtype, id=f"{variant}-{shape_id(shape, causal)}-{dtype_id(dtype)}",
+                marks=() if (shape, causal, dtype) in FAST_CASES else pytest.mark.slow)
          for variant in TRITON_VARIANTS for shape in SHAPES for causal in (False, True) for dtype in DTYPES]
 
 
@@ -83,29 +130,56 @@ def run_and_check(variant, q, k, v, do, causal, blocks=None, scale=None, layout=
 
 @pytest.mark.parametrize("variant, shape, causal, dtype", CASES)
 def test_matches_reference(variant, shape, causal, dtype, device):
+    skip_unless_supported(variant, shape, causal, dtype, device)
     torch.manual_seed(hash((variant, shape, causal)) % 2**31)
-    run_and_check(variant, *make_inputs(shape, dtype, device), causal, blocks=SMALL_BLOCKS[variant])
+    run_and_check(variant, *make_inputs(shape, dtype, device), causal, blocks=small_blocks(variant))
 
 
-@pytest.mark.parametrize("variant", TRITON_VARIANTS)
+@pytest.mark.parametrize("variant", designs())
 def test_default_blocks(variant, device):
     """The per-problem defaults (the blocks users get) on a tail-heavy shape."""
+    skip_unless_supported(variant, (1, 77, 150, 2, 1, 64), True, torch.float16, device)
     run_and_check(variant, *make_inputs((1, 77, 150, 2, 1, 64), torch.float16, device), causal=True)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("variant", TRITON_VARIANTS)
+@pytest.mark.parametrize("variant", designs())
 def test_bhnd_layout_and_explicit_scale(variant, device):
+    skip_unless_supported(variant, (2, 33, 47, 4, 2, 48), True, torch.float32, device)
     run_and_check(variant, *make_inputs((2, 33, 47, 4, 2, 48), torch.float32, device, layout="bhnd"),
-                  causal=True, blocks=SMALL_BLOCKS[variant], scale=0.3, layout="bhnd")
+                  causal=True, blocks=small_blocks(variant), scale=0.3, layout="bhnd")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("variant", TRITON_VARIANTS)
+@pytest.mark.parametrize("variant", designs())
 def test_extreme_head_dims(variant, device):
     for head_dim in (8, 256):
+        skip_unless_supported(variant, (1, 20, 36, 2, 1, head_dim), True, torch.float32, device)
         run_and_check(variant, *make_inputs((1, 20, 36, 2, 1, head_dim), torch.float32, device), causal=True,
-                      blocks=SMALL_BLOCKS[variant])
+                      blocks=small_blocks(variant))
+
+
+@pytest.mark.parametrize("variant", TRITON_VARIANTS)
+def test_every_design_has_small_blocks(variant):
+    """Every registered design has SMALL_BLOCKS (also those the interpreter skips), and they are valid blocks."""
+    get(variant).Blocks.from_dict(small_blocks(variant))
+
+
+def test_interpreter_designs_support_the_whole_matrix(device):
+    """A design that runs in the interpreter is never skipped by `skip_unless_supported`: it serves every case."""
+    for variant in TRITON_VARIANTS:
+        if get(variant).runs_in_interpreter:
+            for case in CASES:
+                if case.values[0] == variant:
+                    _, shape, causal, dtype = case.values
+                    assert get(variant).supports(Problem(*shape, causal, dtype, device)) is None, case.id
+
+
+def test_matrix_is_every_registered_design():
+    from runners.tables import TRITON_VARIANTS as FROM_TABLES
+    assert sorted(TRITON_VARIANTS) == sorted(FROM_TABLES)
+    assert {"two_pass", "atomic", "fused", "atomic_tma"} <= set(TRITON_VARIANTS)
+    assert {case.values[0] for case in CASES} == set(TRITON_VARIANTS)
 
 
 @pytest.mark.slow
@@ -118,12 +192,13 @@ def test_gradients_come_back_in_input_layout(device):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("variant", ["two_pass", "atomic", "atomic_tma"])
+@pytest.mark.parametrize("variant", designs(with_field("longest_first")))
 @pytest.mark.parametrize("shape", [(1, 63, 100, 4, 2, 80), (2, 100, 63, 2, 1, 32)], ids=lambda s: shape_id(s, True))
 def test_longest_first_grid(variant, shape, device):
     """The swapped (heads, blocks) grid visits every block exactly once, in reverse for dQ."""
+    skip_unless_supported(variant, shape, True, torch.float32, device)
     run_and_check(variant, *make_inputs(shape, torch.float32, device), True,
-                  blocks={**SMALL_BLOCKS[variant], "longest_first": True})
+                  blocks={**small_blocks(variant), "longest_first": True})
 
 
 @pytest.mark.slow

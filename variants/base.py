@@ -25,6 +25,8 @@ class Variant:
     Blocks: ClassVar[type] = Blocks
     backward_matmuls: ClassVar[int] = 5  # [pair x D] matmuls the backward really executes per visible pair
     supports_varlen: ClassVar[bool] = False  # True: apply/prepare take varlen= (packed documents, cu_seqlens)
+    # False: the CPU Triton interpreter cannot run it (e.g. a Gluon design); the tests' interpreter matrix skips it
+    runs_in_interpreter: ClassVar[bool] = True
 
     def supports(self, problem: Problem) -> str | None:
         """None if this variant can run the problem, else the reason it cannot."""
