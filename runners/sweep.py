@@ -8,8 +8,12 @@ Before Hydra starts, `cli()` composes every point of the run (the multirun's too
 config is one line on stderr and exit code 2, before anything is written. A point that fails while
 measuring becomes a row with its status; the multirun goes on.
 """
+import difflib
 import json
+import os
 import sys
+import tempfile
+from collections import Counter
 from pathlib import Path
 
 from runners import env
@@ -31,7 +35,9 @@ EXIT_CONFIG = 2
 CPU_BANNER = ("CPU run (no GPU): Triton kernels run in the interpreter; times are CPU wall clock, NOT GPU timings. "
               "Points estimated over cpu_budget_s are recorded as skipped.")
 EXIT_FAULTS = 3  # the run finished, but some point crashed or timed out (docs/fault_isolation.md)
-_run_state = {"total": None, "faults": 0}  # jobs of the current multirun (cli()'s preflight); crashed/timeout rows
+EXIT_LOST = 4  # the run finished, but some point's row could not be written (not recorded)
+# jobs of the current run (cli()'s preflight); crashed/timeout rows; why each point not recorded was lost
+_run_state = {"total": None, "faults": 0, "lost": []}
 
 
 def _device_kind() -> str:
@@ -126,11 +132,12 @@ def main(cfg: DictConfig) -> None:
             print(f"config error: {exc}", file=sys.stderr)
             sys.exit(EXIT_CONFIG)
         print(f"[{index + 1}/{total or '?'}] config error, point skipped: {exc}", file=sys.stderr)
+        _run_state["lost"].append(f"config error: {exc}")
     except Exception as exc:  # noqa: BLE001 - a runner failure (e.g. writing the row) must not end a multirun
-        if not multirun:
-            raise
-        print(f"[{index + 1}/{total or '?'}] runner error, point not recorded: {measure.one_line(exc)}",
-              file=sys.stderr)
+        # ... nor be a traceback: one line here, counted, and cli() exits EXIT_LOST with the count
+        reason = measure.one_line(exc)
+        print(f"[{index + 1}/{total or '?'}] runner error, point not recorded: {reason}", file=sys.stderr)
+        _run_state["lost"].append(reason)
 
 
 def job_lease(cfg: DictConfig, hydra_cfg=None) -> lease.Lease:
@@ -218,6 +225,7 @@ def expand_jobs(overrides: list[str], multirun: bool) -> list[list[str]]:
     try:
         base = compose(CONFIG_NAME, fixed, return_hydra_config=True)
     except Exception as exc:  # noqa: BLE001 - Hydra's composition error, reported as one line
+        _compose_job(fixed, {})  # an unknown key among them: our own one line (ConfigError), not Hydra's hint
         raise _PreflightError(hydra_error_line(exc) + _blocks_hint(fixed, exc)) from None
     sweeper = base.hydra.sweeper
     if not str(sweeper.get("_target_", "")).endswith("BasicSweeper"):
@@ -234,17 +242,104 @@ def preflight(overrides: list[str], multirun: bool) -> int:
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3", job_name="sweep"):
         jobs = expand_jobs(overrides, multirun)
         composed: dict = {}
+        checked_dirs: set = set()
         for job in jobs:
             try:
                 cfg = _compose_job(list(job), composed)
+            except ConfigError:
+                raise
             except Exception as exc:  # noqa: BLE001 - Hydra's composition error, reported as one line
                 raise _PreflightError(hydra_error_line(exc) + _blocks_hint(list(job), exc)) from None
             try:
                 schema.check(cfg, _device_kind())
+                if cfg.results_dir not in checked_dirs:
+                    check_results_dir(cfg.results_dir)
+                    checked_dirs.add(cfg.results_dir)
             except ConfigError as exc:
                 where = f" (point {' '.join(job)})" if multirun and len(jobs) > 1 else ""
                 raise exc.with_suffix(where) from None
     return len(jobs)
+
+
+def check_results_dir(value) -> None:
+    """results_dir must be a folder that exists or can be created, and that this process can write to: a
+    ConfigError (one line) otherwise, before anything is measured. Writes nothing (a probe file is removed)."""
+    text = "" if value is None else str(value)
+    if not text.strip():
+        raise ConfigError("results_dir", "is empty; give the folder for the rows, e.g. results_dir=results")
+    path = Path(text).expanduser()
+    probe = path
+    while not probe.exists():  # the nearest folder that exists: the rows' folders are created under it
+        if probe.is_symlink():
+            raise ConfigError("results_dir", f"{text!r}: {str(probe)!r} is a broken link")
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        what = "is a file, not a folder" if probe == path else f"cannot be created: {str(probe)!r} is a file"
+        raise ConfigError("results_dir", f"{text!r} {what}")
+    try:
+        fd, name = tempfile.mkstemp(prefix=".write-check-", dir=probe)
+        os.close(fd)
+        os.unlink(name)
+    except OSError as exc:
+        where = "" if probe == path else f" (its folder {str(probe)!r} is not writable)"
+        raise ConfigError("results_dir", f"{text!r} is not writable{where}: {exc.strerror or exc}") from None
+
+
+def _config_keys(cfg) -> list[str]:
+    """Every dotted key of a composed config (intermediate nodes too), Hydra's own node left out."""
+    keys: list[str] = []
+
+    def walk(node, prefix: str) -> None:
+        for key, value in node.items():
+            if prefix == "" and key == "hydra":
+                continue
+            path = f"{prefix}{key}"
+            keys.append(path)
+            if isinstance(value, dict):
+                walk(value, path + ".")
+
+    walk(OmegaConf.to_container(cfg, resolve=False), "")
+    return keys
+
+
+def check_keys(values, cfg) -> None:
+    """Refuse a value override whose key the config does not have (a typo: Hydra's own error suggests
+    `+key=...`, which would run with the key ignored), and any `+key=...` / `++key=...` of a non-Hydra key:
+    one ConfigError naming the closest valid key (and, under `blocks.`, the variant's block fields)."""
+    keys = None
+    for o in values:
+        key = o.key_or_group
+        if key.startswith(("hydra.", "hydra/")) or key == "hydra":
+            continue
+        if keys is None:
+            keys = _config_keys(cfg)
+        add = o.is_add() or o.is_force_add()
+        if key in keys:
+            if add:
+                value = o.input_line.lstrip("+").split("=", 1)[-1]
+                raise ConfigError(key, "", f"{o.input_line!r}: {key!r} is a config key; set it without '+': "
+                                           f"{key}={value}")
+            continue
+        text = f"unknown key {key!r}"
+        if key.startswith("blocks."):
+            fields = [k[len("blocks."):] for k in keys if k.startswith("blocks.")]
+            name = OmegaConf.select(cfg, "variant.name", default="?")
+            text += f" (variant {name} has block fields: {', '.join(fields) or 'none'})"
+            candidates = [k for k in keys if k.startswith("blocks.")]
+        else:
+            candidates = [k for k in keys if not k.startswith("blocks.")]
+        scored = [(difflib.SequenceMatcher(None, key, k).ratio(), -i, k) for i, k in enumerate(candidates)]
+        close = [max(scored)[2]] if scored and max(scored)[0] >= 0.6 else []  # ties: the first in config order
+        if not close:  # e.g. 'seqlen' vs 'seq': compare the leading characters too
+            close = [k for k in candidates if k.split(".")[-1] and key.split(".")[-1].startswith(k.split(".")[-1])]
+            close = sorted(close, key=len, reverse=True)[:1]
+        if close:
+            text += f"; did you mean {close[0]!r}?"
+        elif not key.startswith("blocks."):
+            text += "; see `python -m runners.sweep --cfg job` for the keys"
+        raise ConfigError(key, "", text)
 
 
 def _compose_job(job: list[str], composed: dict) -> DictConfig:
@@ -271,6 +366,7 @@ def _compose_job(job: list[str], composed: dict) -> DictConfig:
     values = [o for o in parsed if not is_group(o) and not o.key_or_group.startswith("hydra.")]
     if choice not in composed:
         composed[choice] = compose(CONFIG_NAME, list(choice))
+    check_keys(values, composed[choice])
     cfg = copy.deepcopy(composed[choice])
     apply(values, cfg)
     return cfg
@@ -294,6 +390,15 @@ def _blocks_hint(job: list[str], exc: Exception) -> str:
     return f" (variant {name} has block fields: {', '.join(fields) or 'none'})"
 
 
+def lost_line(lost: list[str], total: int | None) -> str:
+    """'2 of 6 points not recorded: <the commonest reason> (and 1 other reason)'."""
+    counts = Counter(lost).most_common()
+    reason, _ = counts[0]
+    more = f" (and {len(counts) - 1} other reason(s))" if len(counts) > 1 else ""
+    of = max(total or 0, len(lost))
+    return f"{len(lost)} of {of} point{'s' if of != 1 else ''} not recorded: {reason}{more} (exit status {EXIT_LOST})"
+
+
 def cli(argv: list[str] | None = None) -> None:
     """`python -m runners.sweep ...`: preflight (exit 2 on a bad config), then Hydra's main."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -311,7 +416,12 @@ def cli(argv: list[str] | None = None) -> None:
             sys.exit(EXIT_CONFIG)
     sys.argv = [sys.argv[0], *argv]
     _run_state["faults"] = 0
+    _run_state["lost"] = []
     main()
+    lost = _run_state["lost"]
+    if lost:
+        print(lost_line(lost, _run_state["total"]), file=sys.stderr)
+        sys.exit(EXIT_LOST)
     if _run_state["faults"]:
         print(f"{_run_state['faults']} point(s) crashed or timed out (rows recorded; exit status {EXIT_FAULTS})",
               file=sys.stderr)
