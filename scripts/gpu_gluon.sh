@@ -10,8 +10,8 @@
 set -uo pipefail
 OUT=${OUT:?set OUT to the output folder}
 PART=${1:?usage: gpu_gluon.sh tests | grid bf16|fp16 | table [TABLE ...]}
-DESIGNS=${DESIGNS:-ws,two_pass}
-BASELINES=${BASELINES:-sdpa_flash,sdpa_cudnn}
+VARIANTS=${VARIANTS:-ws,two_pass,sdpa_flash,sdpa_cudnn}  # VARIANTS=ws BLOCKS="blocks.num_stages=2,3": a tile study
+read -r -a BLOCKS <<< "${BLOCKS:-}"
 GRID=(tokens=16384 hidden=2048 seq=${SEQS:-1024,4096,16384} head_dim=64,128 causal=true,false)
 GPU=$(python -c "import torch; n = torch.cuda.get_device_name(0) if torch.cuda.is_available() else ''; \
 print('h200' if 'H200' in n else 'h100' if 'H100' in n else 'gpu')" 2>/dev/null || echo gpu)
@@ -42,6 +42,10 @@ for name in ("sdpa_cudnn", "sdpa_flash"):
     best[f"x_{name}"] = best["best"] / best[name] if name in best else float("nan")
 pd.set_option("display.width", 250)
 print(best.reset_index().drop(columns="gpu_name").round(3).to_string(index=False))
+configs = ok[ok["variant"].map(lambda v: v.split("+")[0]).isin(flash)].copy()  # every measured config of a design
+configs["config"] = configs.apply(lambda r: T.blocks_text(T.row_blocks(r)), axis=1)
+print(configs.pivot_table(index=["variant", "config"], columns=shape[1:], values="tflops", aggfunc="max").round(1)
+      .to_string())
 PY
 }
 
@@ -50,9 +54,9 @@ case "$PART" in
     python -m pytest -q tests/test_ws.py --maxfail=4 2>&1 | tee "$OUT/${PREFIX}_tests.log" | tail -30 ;;
   grid)
     DTYPE=${2:?usage: gpu_gluon.sh grid bf16|fp16}
-    run_part "grid_$DTYPE" "${GRID[@]}" dtype="$DTYPE" variant=$DESIGNS,$BASELINES > /dev/null
-    grep -E "wrong|crashed|timeout|error|KERNEL-SUM" "$OUT/${PREFIX}_grid_$DTYPE.log" | head -20
-    table "$OUT/${PREFIX}_grid_$DTYPE.parquet" ;;
+    run_part "grid_$DTYPE${TAG:+_$TAG}" "${GRID[@]}" dtype="$DTYPE" variant="$VARIANTS" "${BLOCKS[@]}" > /dev/null
+    grep -E "wrong|crashed|timeout|error|KERNEL-SUM" "$OUT/${PREFIX}_grid_$DTYPE${TAG:+_$TAG}.log" | head -20
+    table "$OUT/${PREFIX}_grid_$DTYPE${TAG:+_$TAG}.parquet" ;;
   table)
     shift
     if [ $# -eq 0 ]; then set -- "$OUT"/*_gluon_grid_*.parquet; fi

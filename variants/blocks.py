@@ -170,6 +170,8 @@ class WsBlocks(Blocks):
     BLOCK_N: int = tunable(128, (64, 128))  # resident key block
     num_warps: int = tunable(8, WARPS)  # 4: one warpgroup, 8: two
     num_stages: int = tunable(2, (2, 3))  # depth of the Q / dO TMA ring
+    # one warp issues the TMA loads and one the dQ reduce-adds, handing over through mbarriers; num_warps compute
+    warp_specialize: bool = tunable(True, BOOLS)
 
     def check_rules(self) -> None:
         if self.num_warps not in WARPS:

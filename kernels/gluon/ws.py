@@ -34,15 +34,18 @@ HEAD_DIMS = (64, 128)
 def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK, DV,
                         seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale,
                         S_LAYOUT: gl.constexpr, KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr,
-                        DS_SMEM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr):
+                        DS_SMEM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr,
+                        WARP_SPECIALIZE: gl.constexpr):
     """Grid (cdiv(Nk, BLOCK_N), B * Hkv). q/do_desc: [B * Nq, H * D] blocks [BM, D]; k/v_desc: [B * Nk, Hkv * D]
     blocks [BN, D]; dq_desc: the fp32 accumulator [B * H * Nq, D] blocks [BM, D]. LSE (base 2), DELTA: [B, H, Nq]
-    fp32. DK, DV: dense [B, Nk, Hkv, D]. MASKED: causal, or a sequence not a multiple of its block."""
+    fp32. DK, DV: dense [B, Nk, Hkv, D]. MASKED: causal, or a sequence not a multiple of its block.
+    WARP_SPECIALIZE: the num_warps warps only compute; one more warp issues the TMA loads (`_load_partition`)
+    and one the dQ reduce-adds (`_dq_partition`), handing tiles over through mbarriers; else the compute warps
+    issue both themselves (`_single_partition`)."""
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     dtype: gl.constexpr = q_desc.dtype
-    P_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=KV_LAYOUT, k_width=2)
 
     i_n = gl.program_id(0)
     i_bhk = gl.program_id(1)
@@ -50,6 +53,15 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK
     i_hk = i_bhk % kv_heads
     group = heads // kv_heads
     start_n = i_n * BLOCK_N
+    # Query blocks that see this key block: from the first one reaching the causal diagonal to the end; the steps
+    # walk them for each query head of the kv head's group in turn.
+    shift = seq_k - seq_q  # bottom-right causal: query i sees key j iff j <= i + shift
+    if CAUSAL:
+        m_lo = gl.maximum(start_n - shift, 0) // BLOCK_M * BLOCK_M
+    else:
+        m_lo = 0
+    m_blocks = gl.cdiv(gl.maximum(seq_q - m_lo, 0), BLOCK_M)
+    steps = m_blocks * group
 
     k_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD_DIM], k_desc.layout)
     v_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD_DIM], v_desc.layout)
@@ -58,32 +70,113 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK
     ds_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, BLOCK_M], DS_SMEM)  # dS^T
     dq_smem = gl.allocate_shared_memory(gl.float32, [BLOCK_M, HEAD_DIM], dq_desc.layout)
     kv_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())  # Q, dO of a stage landed
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())  # a stage's MMAs are done
+    dq_full = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())  # dq_smem holds a tile to add
+    dq_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())  # its reduce-add has read it
     mbarrier.init(kv_ready, count=1)
+    mbarrier.init(dq_full, count=1)
+    mbarrier.init(dq_empty, count=1)
     for s in gl.static_range(STAGES):
         mbarrier.init(ready.index(s), count=1)
+        mbarrier.init(empty.index(s), count=1)
 
+    rows = (i_b, i_hk, group, seq_q, seq_k, heads, start_n, m_lo, m_blocks, steps)
+    tiles = (k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_ready, ready, empty, dq_full, dq_empty)
+    if WARP_SPECIALIZE:
+        dk, dv = gl.warp_specialize([
+            (_mma_partition, (tiles, rows, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT, DQ_LAYOUT, STAGES, CAUSAL,
+                              MASKED, True)),
+            (_load_partition, (q_desc, k_desc, v_desc, do_desc, tiles, rows, STAGES)),
+            (_dq_partition, (dq_desc, tiles, rows)),
+        ], [1, 1], [24, 24])
+    else:
+        _issue_kv(k_desc, v_desc, tiles, rows)
+        for s in gl.static_range(STAGES - 1):  # prologue: the first STAGES - 1 blocks' loads in flight
+            if s < steps:
+                _issue_qdo(q_desc, do_desc, tiles, rows, s, STAGES)
+        dk, dv = _mma_partition(tiles, rows, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT, DQ_LAYOUT, STAGES, CAUSAL,
+                                MASKED, False, q_desc, do_desc, dq_desc)
+
+    o_n = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, KV_LAYOUT))
+    o_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, KV_LAYOUT))
+    offsets = ((i_b * seq_k + gl.expand_dims(o_n, 1)).to(gl.int64) * kv_heads + i_hk) * HEAD_DIM + gl.expand_dims(o_d, 0)
+    in_seq = gl.expand_dims(o_n, 1) < seq_k
+    gl.store(DK + offsets, (dk * sm_scale).to(dtype), mask=in_seq)
+    gl.store(DV + offsets, dv.to(dtype), mask=in_seq)
+
+
+@gluon.jit
+def _query_block(step, rows, BLOCK_M: gl.constexpr):
+    """(query head, first query) of a step."""
+    i_b, i_hk, group, seq_q, seq_k, heads, start_n, m_lo, m_blocks, steps = rows
+    return i_hk * group + step // m_blocks, m_lo + (step % m_blocks) * BLOCK_M
+
+
+@gluon.jit
+def _issue_kv(k_desc, v_desc, tiles, rows):
+    k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
+    i_b, i_hk, group, seq_q, seq_k, heads, start_n, m_lo, m_blocks, steps = rows
+    HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
     mbarrier.expect(kv_ready, 2 * k_desc.block_type.nbytes)
     tma_load(k_desc, [i_b * seq_k + start_n, i_hk * HEAD_DIM], kv_ready, k_smem)
     tma_load(v_desc, [i_b * seq_k + start_n, i_hk * HEAD_DIM], kv_ready, v_smem)
 
-    # Query blocks that see this key block: from the first one reaching the causal diagonal to the end.
-    shift = seq_k - seq_q  # bottom-right causal: query i sees key j iff j <= i + shift
-    if CAUSAL:
-        m_lo = gl.maximum(start_n - shift, 0) // BLOCK_M * BLOCK_M
-    else:
-        m_lo = 0
-    m_blocks = gl.cdiv(gl.maximum(seq_q - m_lo, 0), BLOCK_M)
-    steps = m_blocks * group
-    qdo_bytes: gl.constexpr = 2 * q_desc.block_type.nbytes
 
-    for s in gl.static_range(STAGES - 1):  # prologue: the first STAGES - 1 blocks' loads in flight
-        if s < steps:
-            row, col = _query_block(s, m_blocks, m_lo, i_b, i_hk, group, seq_q, BLOCK_M, HEAD_DIM)
-            mbarrier.expect(ready.index(s), qdo_bytes)
-            tma_load(q_desc, [row, col], ready.index(s), q_smem.index(s))
-            tma_load(do_desc, [row, col], ready.index(s), do_smem.index(s))
+@gluon.jit
+def _issue_qdo(q_desc, do_desc, tiles, rows, step, STAGES: gl.constexpr):
+    """Step's Q and dO tiles ([B * Nq, H * D] view) into its stage of the ring, signalling `ready`."""
+    k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
+    i_b, i_hk, group, seq_q, seq_k, heads, start_n, m_lo, m_blocks, steps = rows
+    BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
+    HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
+    i_h, start_m = _query_block(step, rows, BLOCK_M)
+    stage = step % STAGES
+    mbarrier.expect(ready.index(stage), 2 * q_desc.block_type.nbytes)
+    tma_load(q_desc, [i_b * seq_q + start_m, i_h * HEAD_DIM], ready.index(stage), q_smem.index(stage))
+    tma_load(do_desc, [i_b * seq_q + start_m, i_h * HEAD_DIM], ready.index(stage), do_smem.index(stage))
 
+
+@gluon.jit
+def _load_partition(q_desc, k_desc, v_desc, do_desc, tiles, rows, STAGES: gl.constexpr):
+    """One warp: K, V once, then every step's Q, dO as soon as the compute warps have released its stage."""
+    k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
+    i_b, i_hk, group, seq_q, seq_k, heads, start_n, m_lo, m_blocks, steps = rows
+    _issue_kv(k_desc, v_desc, tiles, rows)
+    for step in range(steps):
+        mbarrier.wait(empty.index(step % STAGES), ((step // STAGES) & 1) ^ 1)  # passes at once on the first lap
+        _issue_qdo(q_desc, do_desc, tiles, rows, step, STAGES)
+
+
+@gluon.jit
+def _dq_partition(dq_desc, tiles, rows):
+    """One warp: adds each step's dQ tile from dq_smem into the fp32 accumulator ([B * H * Nq, D]) by TMA."""
+    k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
+    i_b, i_hk, group, seq_q, seq_k, heads, start_n, m_lo, m_blocks, steps = rows
+    BLOCK_M: gl.constexpr = dq_desc.block_type.shape[0]
+    for step in range(steps):
+        i_h, start_m = _query_block(step, rows, BLOCK_M)
+        mbarrier.wait(dq_full, step & 1)
+        tma_reduce_add(dq_desc, [(i_b * heads + i_h) * seq_q + start_m, 0], dq_smem)
+        tma.store_wait(pendings=0)
+        mbarrier.arrive(dq_empty, count=1)
+
+
+@gluon.jit
+def _mma_partition(tiles, rows, LSE, DELTA, qk_scale, S_LAYOUT: gl.constexpr, KV_LAYOUT: gl.constexpr,
+                   DQ_LAYOUT: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr,
+                   SPECIALIZED: gl.constexpr, q_desc=None, do_desc=None, dq_desc=None):
+    """The compute warps: per step, the five matmuls and the softmax gradient; returns (dK unscaled, dV) [BN, D].
+    SPECIALIZED: the loads and reduce-adds are other warps' (signalled through mbarriers); else issued here
+    (q_desc, do_desc, dq_desc given)."""
+    k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
+    i_b, i_hk, group, seq_q, seq_k, heads, start_n, m_lo, m_blocks, steps = rows
+    BLOCK_N: gl.constexpr = k_smem.shape[0]
+    HEAD_DIM: gl.constexpr = k_smem.shape[1]
+    BLOCK_M: gl.constexpr = q_smem.shape[1]
+    dtype: gl.constexpr = k_smem.dtype
+    P_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=KV_LAYOUT, k_width=2)
+    shift = seq_k - seq_q
     o_kn = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, S_LAYOUT))  # key index of each S^T row
     dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, KV_LAYOUT)
     dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, KV_LAYOUT)
@@ -91,15 +184,11 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK
     dq_zero = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, DQ_LAYOUT)
     mbarrier.wait(kv_ready, 0)
     for step in range(steps):
-        ahead = step + STAGES - 1  # refill the stage that the previous step finished with
-        if ahead < steps:
-            row, col = _query_block(ahead, m_blocks, m_lo, i_b, i_hk, group, seq_q, BLOCK_M, HEAD_DIM)
-            mbarrier.expect(ready.index(ahead % STAGES), qdo_bytes)
-            tma_load(q_desc, [row, col], ready.index(ahead % STAGES), q_smem.index(ahead % STAGES))
-            tma_load(do_desc, [row, col], ready.index(ahead % STAGES), do_smem.index(ahead % STAGES))
+        if not SPECIALIZED:  # refill the stage that the previous step finished with
+            if step + STAGES - 1 < steps:
+                _issue_qdo(q_desc, do_desc, tiles, rows, step + STAGES - 1, STAGES)
         stage = step % STAGES
-        i_h = i_hk * group + step // m_blocks
-        start_m = m_lo + (step % m_blocks) * BLOCK_M
+        i_h, start_m = _query_block(step, rows, BLOCK_M)
         o_m = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, S_LAYOUT))  # query index of each S^T column
         row_stats = (i_b * heads + i_h) * seq_q + o_m
         lse = gl.load(LSE + row_stats, mask=o_m < seq_q, other=float("inf"))  # [BM]; rows past Nq: P = 0
@@ -117,8 +206,7 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK
             if CAUSAL:
                 visible = visible & (gl.expand_dims(o_kn, 1) <= gl.expand_dims(o_m, 0) + shift)
             p_t = gl.where(visible, p_t, 0.)
-        p_op = gl.convert_layout(p_t.to(dtype), P_OPERAND)
-        dv = warpgroup_mma(p_op, do_tile, dv, is_async=True)  # [BN, BM] @ [BM, D] -> [BN, D]
+        dv = warpgroup_mma(gl.convert_layout(p_t.to(dtype), P_OPERAND), do_tile, dv, is_async=True)  # [BN, BM] @ [BM, D]
         dp_t = warpgroup_mma_wait(num_outstanding=1, deps=(dp_t,))
         ds_t = (p_t * (dp_t - gl.expand_dims(delta, 0))).to(dtype)  # [BN, BM]
         ds_smem.store(ds_t)
@@ -127,30 +215,21 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK
         cta_barrier()  # every warpgroup's rows of dS^T are in shared memory before dQ reads all of them
         dq = warpgroup_mma(ds_smem.permute((1, 0)), k_smem, dq_zero, use_acc=False, is_async=True)  # [BM, BN] @ [BN, D]
         dq, dv, dk = warpgroup_mma_wait(num_outstanding=0, deps=(dq, dv, dk))
-        tma.store_wait(pendings=0)  # the previous block's reduce-add has read dq_smem
+        if SPECIALIZED:
+            mbarrier.wait(dq_empty, (step & 1) ^ 1)  # the previous tile's reduce-add has read dq_smem
+        else:
+            tma.store_wait(pendings=0)
         dq_smem.store(dq)
         fence_async_shared()
-        cta_barrier()
-        tma_reduce_add(dq_desc, [(i_b * heads + i_h) * seq_q + start_m, 0], dq_smem)
-    tma.store_wait(pendings=0)
-    mbarrier.invalidate(kv_ready)
-    for s in gl.static_range(STAGES):
-        mbarrier.invalidate(ready.index(s))
-
-    o_n = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, KV_LAYOUT))
-    o_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, KV_LAYOUT))
-    offsets = ((i_b * seq_k + gl.expand_dims(o_n, 1)).to(gl.int64) * kv_heads + i_hk) * HEAD_DIM + gl.expand_dims(o_d, 0)
-    in_seq = gl.expand_dims(o_n, 1) < seq_k
-    gl.store(DK + offsets, (dk * sm_scale).to(dtype), mask=in_seq)
-    gl.store(DV + offsets, dv.to(dtype), mask=in_seq)
-
-
-@gluon.jit
-def _query_block(step, m_blocks, m_lo, i_b, i_hk, group, seq_q, BLOCK_M: gl.constexpr, HEAD_DIM: gl.constexpr):
-    """(row, column) of step's Q / dO tile in the [B * Nq, H * D] view: steps walk the query blocks of each
-    query head of the kv head's group in turn."""
-    i_h = i_hk * group + step // m_blocks
-    return i_b * seq_q + m_lo + (step % m_blocks) * BLOCK_M, i_h * HEAD_DIM
+        cta_barrier()  # all of dQ stored; every warp's MMAs of this stage done
+        if SPECIALIZED:
+            mbarrier.arrive(empty.index(stage), count=1)
+            mbarrier.arrive(dq_full, count=1)
+        else:
+            tma_reduce_add(dq_desc, [(i_b * heads + i_h) * seq_q + start_m, 0], dq_smem)
+    if not SPECIALIZED:
+        tma.store_wait(pendings=0)
+    return dk, dv
 
 
 def layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype) -> dict:
@@ -178,7 +257,7 @@ def _descriptor(t2d: torch.Tensor, block: list[int]):
 
 
 def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
-                num_warps: int, num_stages: int):
+                num_warps: int, num_stages: int, warp_specialize: bool = True):
     """q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D] dense, fp16 / bf16, D in HEAD_DIMS; lse (base 2), delta
     [B, H, Nq] fp32 -> dq like q, dk / dv like k / v."""
     from kernels.dq_finish import dq_finish
@@ -199,6 +278,7 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
             dq_desc=_descriptor(dq_acc, [BLOCK_M, head_dim]),
             LSE=lse, DELTA=delta, DK=dk, DV=dv, seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads,
             qk_scale=scale * LOG2E, sm_scale=scale, STAGES=num_stages, CAUSAL=causal, MASKED=masked,
+            WARP_SPECIALIZE=warp_specialize,
             num_warps=num_warps, **layouts(BLOCK_M, BLOCK_N, head_dim, num_warps, q.dtype))
     else:
         dk.zero_()
