@@ -1,0 +1,50 @@
+"""One design's backward on one shape, run under Nsight Compute: warm-up launches first, so that
+`ncu --launch-skip` can skip compilation and warm-up and profile one steady launch.
+
+    ncu --kernel-name regex:_ws_backward --launch-skip 2 --launch-count 1 --section WarpStateStats \\
+        python scripts/ncu_backward.py --variant ws --seq 4096 --head-dim 128 [--causal] [--blocks '{"num_stages": 3}']
+
+Checks nothing and times nothing: correctness and timings come from runners.sweep rows.
+"""
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import torch  # noqa: E402
+
+from variants import get  # noqa: E402
+from variants.base import default_scale  # noqa: E402
+from variants.problem import DTYPES, Problem  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--variant", default="ws")
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--heads", type=int, default=16)
+    parser.add_argument("--seq", type=int, default=4096)
+    parser.add_argument("--head-dim", type=int, default=128)
+    parser.add_argument("--causal", action="store_true")
+    parser.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
+    parser.add_argument("--blocks", default="{}", help="block overrides, a JSON object")
+    parser.add_argument("--launches", type=int, default=3, help="backward runs (ncu: skip all but the last)")
+    args = parser.parse_args()
+    dtype = DTYPES[args.dtype]
+    variant = get(args.variant)
+    q, do = (torch.randn(args.batch, args.seq, args.heads, args.head_dim, device="cuda", dtype=dtype) for _ in range(2))
+    k, v = (torch.randn(args.batch, args.seq, args.heads, args.head_dim, device="cuda", dtype=dtype) for _ in range(2))
+    problem = Problem.from_tensors(q, k, v, args.causal)
+    variant.check(problem)
+    blocks = variant.make_blocks(problem, json.loads(args.blocks))
+    backward = variant.prepare(q, k, v, do, args.causal, default_scale(args.head_dim), blocks)
+    for _ in range(args.launches):
+        backward()
+    torch.cuda.synchronize()
+    print(f"{args.variant} {blocks.as_dict()}: {args.launches} backward runs")
+
+
+if __name__ == "__main__":
+    main()
