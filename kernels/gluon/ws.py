@@ -34,8 +34,8 @@ HEAD_DIMS = (64, 128)
 def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK, DV,
                         seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale,
                         S_LAYOUT: gl.constexpr, KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr,
-                        DS_SMEM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr,
-                        WARP_SPECIALIZE: gl.constexpr):
+                        DS_SMEM: gl.constexpr, STATS_SMEM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                        MASKED: gl.constexpr, WARP_SPECIALIZE: gl.constexpr):
     """Grid (cdiv(Nk, BLOCK_N), B * Hkv). q/do_desc: [B * Nq, H * D] blocks [BM, D]; k/v_desc: [B * Nk, Hkv * D]
     blocks [BN, D]; dq_desc: the fp32 accumulator [B * H * Nq, D] blocks [BM, D]. LSE (base 2), DELTA: [B, H, Nq]
     fp32. DK, DV: dense [B, Nk, Hkv, D]. MASKED: causal, or a sequence not a multiple of its block.
@@ -69,6 +69,9 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK
     do_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], do_desc.layout)
     ds_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, BLOCK_M], DS_SMEM)  # dS^T
     dq_smem = gl.allocate_shared_memory(gl.float32, [BLOCK_M, HEAD_DIM], dq_desc.layout)
+    # LSE and delta of each stage's query block, staged by the load warp (WARP_SPECIALIZE)
+    lse_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], STATS_SMEM)
+    delta_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], STATS_SMEM)
     kv_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())  # Q, dO of a stage landed
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())  # a stage's MMAs are done
@@ -82,13 +85,14 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK
         mbarrier.init(empty.index(s), count=1)
 
     rows = (i_b, i_hk, group, seq_q, seq_k, heads, start_n, m_lo, m_blocks, steps)
-    tiles = (k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_ready, ready, empty, dq_full, dq_empty)
+    tiles = (k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, lse_smem, delta_smem, kv_ready, ready, empty, dq_full,
+             dq_empty)
     if WARP_SPECIALIZE:
         dk, dv = gl.warp_specialize([
             (_mma_partition, (tiles, rows, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT, DQ_LAYOUT, STAGES, CAUSAL,
                               MASKED, True)),
-            (_load_partition, (q_desc, k_desc, v_desc, do_desc, tiles, rows, STAGES)),
-            (_dq_partition, (dq_desc, tiles, rows)),
+            (_load_partition, (q_desc, k_desc, v_desc, do_desc, tiles, rows, LSE, DELTA, STAGES)),
+            (_dq_partition, (dq_desc, tiles, rows, STAGES)),
         ], [1, 1], [24, 24])
     else:
         _issue_kv(k_desc, v_desc, tiles, rows)
@@ -115,7 +119,7 @@ def _query_block(step, rows, BLOCK_M: gl.constexpr):
 
 @gluon.jit
 def _issue_kv(k_desc, v_desc, tiles, rows):
-    k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
+    k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, lse_smem, delta_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
     i_b, i_hk, group, seq_q, seq_k, heads, start_n, m_lo, m_blocks, steps = rows
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
     mbarrier.expect(kv_ready, 2 * k_desc.block_type.nbytes)
@@ -126,7 +130,7 @@ def _issue_kv(k_desc, v_desc, tiles, rows):
 @gluon.jit
 def _issue_qdo(q_desc, do_desc, tiles, rows, step, STAGES: gl.constexpr):
     """Step's Q and dO tiles ([B * Nq, H * D] view) into its stage of the ring, signalling `ready`."""
-    k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
+    k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, lse_smem, delta_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
     i_b, i_hk, group, seq_q, seq_k, heads, start_n, m_lo, m_blocks, steps = rows
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
@@ -138,25 +142,39 @@ def _issue_qdo(q_desc, do_desc, tiles, rows, step, STAGES: gl.constexpr):
 
 
 @gluon.jit
-def _load_partition(q_desc, k_desc, v_desc, do_desc, tiles, rows, STAGES: gl.constexpr):
+def _load_partition(q_desc, k_desc, v_desc, do_desc, tiles, rows, LSE, DELTA, STAGES: gl.constexpr):
     """One warp: K, V once, then every step's Q, dO as soon as the compute warps have released its stage."""
-    k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
+    k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, lse_smem, delta_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
     i_b, i_hk, group, seq_q, seq_k, heads, start_n, m_lo, m_blocks, steps = rows
+    BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
+    row_layout: gl.constexpr = gl.BlockedLayout([BLOCK_M // 32], [32], [1], [0])
     _issue_kv(k_desc, v_desc, tiles, rows)
     for step in range(steps):
-        mbarrier.wait(empty.index(step % STAGES), ((step // STAGES) & 1) ^ 1)  # passes at once on the first lap
-        _issue_qdo(q_desc, do_desc, tiles, rows, step, STAGES)
+        # LSE and delta through shared memory: a global load in flight in the compute warps would hold back their
+        # next wgmma (its fence waits for every pending register write)
+        i_h, start_m = _query_block(step, rows, BLOCK_M)
+        o_m = start_m + gl.arange(0, BLOCK_M, layout=row_layout)
+        row_stats = (i_b * heads + i_h) * seq_q + o_m
+        lse = gl.load(LSE + row_stats, mask=o_m < seq_q, other=float("inf"))  # [BM]; rows past Nq: P = 0
+        delta = gl.load(DELTA + row_stats, mask=o_m < seq_q, other=0.)  # [BM]
+        stage = step % STAGES
+        mbarrier.wait(empty.index(stage), ((step // STAGES) & 1) ^ 1)  # passes at once on the first lap
+        lse_smem.index(stage).store(lse)
+        delta_smem.index(stage).store(delta)
+        _issue_qdo(q_desc, do_desc, tiles, rows, step, STAGES)  # its arrive on `ready` releases the stores above
 
 
 @gluon.jit
-def _dq_partition(dq_desc, tiles, rows):
-    """One warp: adds each step's dQ tile from dq_smem into the fp32 accumulator ([B * H * Nq, D]) by TMA."""
-    k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
+def _dq_partition(dq_desc, tiles, rows, STAGES: gl.constexpr):
+    """One warp: adds each step's dQ tile from dq_smem into the fp32 accumulator ([B * H * Nq, D]) by TMA, and
+    hands the step's Q / dO stage back to the load warp (dq_full means all of the step's MMAs are done)."""
+    k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, lse_smem, delta_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
     i_b, i_hk, group, seq_q, seq_k, heads, start_n, m_lo, m_blocks, steps = rows
     BLOCK_M: gl.constexpr = dq_desc.block_type.shape[0]
     for step in range(steps):
         i_h, start_m = _query_block(step, rows, BLOCK_M)
         mbarrier.wait(dq_full, step & 1)
+        mbarrier.arrive(empty.index(step % STAGES), count=1)  # the step's MMAs are done: its Q, dO stage is free
         tma_reduce_add(dq_desc, [(i_b * heads + i_h) * seq_q + start_m, 0], dq_smem)
         tma.store_wait(pendings=0)
         mbarrier.arrive(dq_empty, count=1)
@@ -169,7 +187,7 @@ def _mma_partition(tiles, rows, LSE, DELTA, qk_scale, S_LAYOUT: gl.constexpr, KV
     """The compute warps: per step, the five matmuls and the softmax gradient; returns (dK unscaled, dV) [BN, D].
     SPECIALIZED: the loads and reduce-adds are other warps' (signalled through mbarriers); else issued here
     (q_desc, do_desc, dq_desc given)."""
-    k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
+    k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, lse_smem, delta_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
     i_b, i_hk, group, seq_q, seq_k, heads, start_n, m_lo, m_blocks, steps = rows
     BLOCK_N: gl.constexpr = k_smem.shape[0]
     HEAD_DIM: gl.constexpr = k_smem.shape[1]
@@ -180,8 +198,6 @@ def _mma_partition(tiles, rows, LSE, DELTA, qk_scale, S_LAYOUT: gl.constexpr, KV
     o_kn = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, S_LAYOUT))  # key index of each S^T row
     dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, KV_LAYOUT)
     dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, KV_LAYOUT)
-    s_zero = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, S_LAYOUT)
-    dq_zero = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, DQ_LAYOUT)
     mbarrier.wait(kv_ready, 0)
     for step in range(steps):
         if not SPECIALIZED:  # refill the stage that the previous step finished with
@@ -190,15 +206,22 @@ def _mma_partition(tiles, rows, LSE, DELTA, qk_scale, S_LAYOUT: gl.constexpr, KV
         stage = step % STAGES
         i_h, start_m = _query_block(step, rows, BLOCK_M)
         o_m = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, S_LAYOUT))  # query index of each S^T column
-        row_stats = (i_b * heads + i_h) * seq_q + o_m
-        lse = gl.load(LSE + row_stats, mask=o_m < seq_q, other=float("inf"))  # [BM]; rows past Nq: P = 0
-        delta = gl.load(DELTA + row_stats, mask=o_m < seq_q, other=0.)  # [BM]
         mbarrier.wait(ready.index(stage), (step // STAGES) & 1)
         q_tile = q_smem.index(stage)
         do_tile = do_smem.index(stage)
 
-        s_t = warpgroup_mma(k_smem, q_tile.permute((1, 0)), s_zero, use_acc=False, is_async=True)  # [BN, BM]
-        dp_t = warpgroup_mma(v_smem, do_tile.permute((1, 0)), s_zero, use_acc=False, is_async=True)  # [BN, BM]
+        # accumulators start in the loop (use_acc=False ignores them), so no zero tile stays live across steps
+        s_t = warpgroup_mma(k_smem, q_tile.permute((1, 0)), gl.zeros([BLOCK_N, BLOCK_M], gl.float32, S_LAYOUT),
+                            use_acc=False, is_async=True)  # [BN, D] @ [D, BM] -> [BN, BM]
+        dp_t = warpgroup_mma(v_smem, do_tile.permute((1, 0)), gl.zeros([BLOCK_N, BLOCK_M], gl.float32, S_LAYOUT),
+                             use_acc=False, is_async=True)  # [BN, D] @ [D, BM] -> [BN, BM]
+        if SPECIALIZED:  # staged by the load warp with this stage's Q, dO
+            lse = lse_smem.index(stage).load(gl.SliceLayout(0, S_LAYOUT))  # [BM]
+            delta = delta_smem.index(stage).load(gl.SliceLayout(0, S_LAYOUT))  # [BM]
+        else:
+            row_stats = (i_b * heads + i_h) * seq_q + o_m
+            lse = gl.load(LSE + row_stats, mask=o_m < seq_q, other=float("inf"))  # [BM]; rows past Nq: P = 0
+            delta = gl.load(DELTA + row_stats, mask=o_m < seq_q, other=0.)  # [BM]
         s_t = warpgroup_mma_wait(num_outstanding=1, deps=(s_t,))
         p_t = gl.exp2(s_t * qk_scale - gl.expand_dims(lse, 0))  # [BN, BM]
         if MASKED:
@@ -213,7 +236,8 @@ def _mma_partition(tiles, rows, LSE, DELTA, qk_scale, S_LAYOUT: gl.constexpr, KV
         dk = warpgroup_mma(gl.convert_layout(ds_t, P_OPERAND), q_tile, dk, is_async=True)  # [BN, BM] @ [BM, D]
         fence_async_shared()
         cta_barrier()  # every warpgroup's rows of dS^T are in shared memory before dQ reads all of them
-        dq = warpgroup_mma(ds_smem.permute((1, 0)), k_smem, dq_zero, use_acc=False, is_async=True)  # [BM, BN] @ [BN, D]
+        dq = warpgroup_mma(ds_smem.permute((1, 0)), k_smem, gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, DQ_LAYOUT),
+                           use_acc=False, is_async=True)  # [BM, BN] @ [BN, D] -> [BM, D]
         dq, dv, dk = warpgroup_mma_wait(num_outstanding=0, deps=(dq, dv, dk))
         if SPECIALIZED:
             mbarrier.wait(dq_empty, (step & 1) ^ 1)  # the previous tile's reduce-add has read dq_smem
@@ -221,11 +245,10 @@ def _mma_partition(tiles, rows, LSE, DELTA, qk_scale, S_LAYOUT: gl.constexpr, KV
             tma.store_wait(pendings=0)
         dq_smem.store(dq)
         fence_async_shared()
-        cta_barrier()  # all of dQ stored; every warp's MMAs of this stage done
-        if SPECIALIZED:
-            mbarrier.arrive(empty.index(stage), count=1)
-            mbarrier.arrive(dq_full, count=1)
+        if SPECIALIZED:  # the arrive waits for every compute warp (a barrier), then one thread signals
+            mbarrier.arrive(dq_full, count=1)  # also frees the stage: the dQ warp passes it on to the load warp
         else:
+            cta_barrier()
             tma_reduce_add(dq_desc, [(i_b * heads + i_h) * seq_q + start_m, 0], dq_smem)
     if not SPECIALIZED:
         tma.store_wait(pendings=0)
@@ -242,7 +265,8 @@ def layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype) ->
                                             instr_shape=[16, head_dim, 16]),
         DQ_LAYOUT=gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[warps_m, num_warps // warps_m],
                                             instr_shape=[16, head_dim // (num_warps // warps_m), 16]),
-        DS_SMEM=gl.NVMMASharedLayout.get_default_for([block_n, block_m], GL_DTYPES[dtype]))
+        DS_SMEM=gl.NVMMASharedLayout.get_default_for([block_n, block_m], GL_DTYPES[dtype]),
+        STATS_SMEM=gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[0]))
 
 
 def dense_bnhd(t: torch.Tensor) -> bool:
