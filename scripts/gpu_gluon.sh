@@ -5,6 +5,9 @@
 #   bash scripts/gpu_gluon.sh tests              # tests/test_ws.py, every case (slow ones too)
 #   bash scripts/gpu_gluon.sh grid bf16|fp16     # FA grid (N 1k/4k/16k x D 64/128 x causal/not)
 #   bash scripts/gpu_gluon.sh table [TABLE ...]  # no GPU needed: the per-cell table (default: $OUT's grid tables)
+#   bash scripts/gpu_gluon.sh ncu D [ARGS ...]   # Nsight Compute on ws's kernel, B4 H16 N4096 head dim D (ARGS: more
+#                                                #   scripts/ncu_backward.py options): per-SASS-line stall samples
+#                                                #   ($OUT/ncu_<tag>_sass.csv), the details page and a top-stalls summary
 #
 # Tables: $OUT/<gpu>_gluon_<part>.parquet (+ .log); copy them to results/<gpu>/ and commit.
 set -uo pipefail
@@ -57,6 +60,14 @@ case "$PART" in
     run_part "grid_$DTYPE${TAG:+_$TAG}" "${GRID[@]}" dtype="$DTYPE" variant="$VARIANTS" "${BLOCKS[@]}" > /dev/null
     grep -E "wrong|crashed|timeout|error|KERNEL-SUM" "$OUT/${PREFIX}_grid_$DTYPE${TAG:+_$TAG}.log" | head -20
     table "$OUT/${PREFIX}_grid_$DTYPE${TAG:+_$TAG}.parquet" ;;
+  ncu)
+    shift
+    TAG="d$1${2:+$(echo "$*" | tr -cd 'a-z0-9')}"
+    ncu --kernel-name regex:_ws_backward --launch-skip 2 --launch-count 1 --set full --import-source yes \
+      -o "$SCRATCH/$TAG" python scripts/ncu_backward.py --head-dim "$@" > "$OUT/ncu_${TAG}.log" 2>&1
+    ncu -i "$SCRATCH/$TAG.ncu-rep" --page source --csv --print-source sass > "$OUT/ncu_${TAG}_sass.csv"
+    ncu -i "$SCRATCH/$TAG.ncu-rep" --page details --print-details all > "$OUT/ncu_${TAG}_details.txt"
+    grep -E "^    (Duration|Compute \(SM\) Throughput|Issued Ipc Active|Warp Cycles Per Issued)" "$OUT/ncu_${TAG}_details.txt" ;;
   table)
     shift
     if [ $# -eq 0 ]; then set -- "$OUT"/*_gluon_grid_*.parquet; fi

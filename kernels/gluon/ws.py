@@ -195,6 +195,7 @@ def _mma_partition(tiles, rows, LSE, DELTA, qk_scale, S_LAYOUT: gl.constexpr, KV
     dtype: gl.constexpr = k_smem.dtype
     P_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=KV_LAYOUT, k_width=2)
     shift = seq_k - seq_q
+    tail_n = start_n + BLOCK_N > seq_k  # this key block runs past the keys
     o_kn = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, S_LAYOUT))  # key index of each S^T row
     dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, KV_LAYOUT)
     dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, KV_LAYOUT)
@@ -224,11 +225,12 @@ def _mma_partition(tiles, rows, LSE, DELTA, qk_scale, S_LAYOUT: gl.constexpr, KV
             delta = gl.load(DELTA + row_stats, mask=o_m < seq_q, other=0.)  # [BM]
         s_t = warpgroup_mma_wait(num_outstanding=1, deps=(s_t,))
         p_t = gl.exp2(s_t * qk_scale - gl.expand_dims(lse, 0))  # [BN, BM]
-        if MASKED:
-            visible = (gl.expand_dims(o_kn, 1) < seq_k) & (gl.expand_dims(o_m, 0) < seq_q)
-            if CAUSAL:
-                visible = visible & (gl.expand_dims(o_kn, 1) <= gl.expand_dims(o_m, 0) + shift)
-            p_t = gl.where(visible, p_t, 0.)
+        if MASKED:  # only blocks that cross the causal diagonal or a sequence end pay for the mask
+            if (CAUSAL and start_m + shift < start_n + BLOCK_N - 1) or start_m + BLOCK_M > seq_q or tail_n:
+                visible = (gl.expand_dims(o_kn, 1) < seq_k) & (gl.expand_dims(o_m, 0) < seq_q)
+                if CAUSAL:
+                    visible = visible & (gl.expand_dims(o_kn, 1) <= gl.expand_dims(o_m, 0) + shift)
+                p_t = gl.where(visible, p_t, 0.)
         dv = warpgroup_mma(gl.convert_layout(p_t.to(dtype), P_OPERAND), do_tile, dv, is_async=True)  # [BN, BM] @ [BM, D]
         dp_t = warpgroup_mma_wait(num_outstanding=1, deps=(dp_t,))
         ds_t = (p_t * (dp_t - gl.expand_dims(delta, 0))).to(dtype)  # [BN, BM]
