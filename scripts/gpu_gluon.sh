@@ -19,7 +19,7 @@ GRID=(tokens=16384 hidden=2048 seq=${SEQS:-1024,4096,16384} head_dim=64,128 caus
 GPU=$(python -c "import torch; n = torch.cuda.get_device_name(0) if torch.cuda.is_available() else ''; \
 print('h200' if 'H200' in n else 'h100' if 'H100' in n else 'gpu')" 2>/dev/null || echo gpu)
 PREFIX=${GPU}_gluon SWEEP_ID=gluon
-SCRATCH=${TMPDIR:-/tmp}/flash_bwd_gluon/$PART${2:+-$2}
+SCRATCH=${TMPDIR:-/tmp}/flash_bwd_gluon/$PART${2:+-$2}${TAG:+-$TAG}  # one folder per table: merge reads all of it
 mkdir -p "$OUT" "$SCRATCH"
 # shellcheck source=scripts/sweep_parts.sh
 source "$(dirname "$0")/sweep_parts.sh"

@@ -89,11 +89,15 @@ def test_matches_reference_on_hopper(shape, causal, dtype):
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
 @pytest.mark.parametrize("blocks", [dict(num_warps=4, BLOCK_N=64), dict(num_warps=4, BLOCK_N=128, num_stages=3),
                                     dict(BLOCK_M=128, BLOCK_N=128), dict(warp_specialize=False),
-                                    dict(warp_specialize=False, num_stages=3)],
-                         ids=["w4-n64", "w4-n128-s3", "m128-n128", "one-partition", "one-partition-s3"])
-def test_tiles_match_reference_on_hopper(blocks):
-    head_dim = 64 if blocks.get("BLOCK_M") == 128 else 128  # 128 x 128 tiles fit shared memory at D=64
-    run_and_check("ws", *make_inputs((1, 300, 300, 2, 1, head_dim), torch.bfloat16, "cuda"), True, blocks=blocks)
+                                    dict(warp_specialize=False, num_stages=3), dict(early_scores=True),
+                                    dict(early_scores=True, num_stages=3)],
+                         ids=["w4-n64", "w4-n128-s3", "m128-n128", "one-partition", "one-partition-s3", "early-scores",
+                              "early-scores-s3"])
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_tiles_match_reference_on_hopper(blocks, head_dim):
+    if blocks.get("BLOCK_M") == 128 and head_dim == 128:
+        pytest.skip("128 x 128 tiles need ~288 KB of shared memory at D=128")
+    run_and_check("ws", *make_inputs((2, 300, 300, 2, 1, head_dim), torch.bfloat16, "cuda"), True, blocks=blocks)
 
 
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")

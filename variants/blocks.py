@@ -172,6 +172,9 @@ class WsBlocks(Blocks):
     num_stages: int = tunable(2, (2, 3))  # depth of the Q / dO TMA ring
     # one warp issues the TMA loads and one the dQ reduce-adds, handing over through mbarriers; num_warps compute
     warp_specialize: bool = tunable(True, BOOLS)
+    # with warp_specialize: the next step's S^T, dP^T wgmmas issued right behind this step's dQ (overlaps the dQ
+    # hand-over; two more [BLOCK_N, BLOCK_M] fp32 tiles live in registers)
+    early_scores: bool = tunable(False, BOOLS)
 
     def check_rules(self) -> None:
         if self.num_warps not in WARPS:

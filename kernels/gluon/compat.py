@@ -14,7 +14,7 @@ try:
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language._core import builtin
     from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
-                                                                  warpgroup_mma_wait)
+                                                                  warpgroup_mma_init, warpgroup_mma_wait)
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 except ImportError as exc:  # no Gluon in this Triton
     GLUON_MISSING = f"Triton {triton.__version__} has no Gluon Hopper API ({exc})"

@@ -24,7 +24,8 @@ import triton
 
 from kernels.common import LOG2E
 from kernels.gluon.compat import (TensorDescriptor, cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma_load,
-                                  tma_reduce_add, tma, warpgroup_mma, warpgroup_mma_wait)
+                                  tma_reduce_add, tma, warpgroup_mma, warpgroup_mma_init,
+                                  warpgroup_mma_wait)
 
 GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
 HEAD_DIMS = (64, 128)
@@ -35,7 +36,8 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK
                         seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale,
                         S_LAYOUT: gl.constexpr, KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr,
                         DS_SMEM: gl.constexpr, STATS_SMEM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                        MASKED: gl.constexpr, WARP_SPECIALIZE: gl.constexpr):
+                        MASKED: gl.constexpr, WARP_SPECIALIZE: gl.constexpr,
+                        EARLY_SCORES: gl.constexpr):
     """Grid (cdiv(Nk, BLOCK_N), B * Hkv). q/do_desc: [B * Nq, H * D] blocks [BM, D]; k/v_desc: [B * Nk, Hkv * D]
     blocks [BN, D]; dq_desc: the fp32 accumulator [B * H * Nq, D] blocks [BM, D]. LSE (base 2), DELTA: [B, H, Nq]
     fp32. DK, DV: dense [B, Nk, Hkv, D]. MASKED: causal, or a sequence not a multiple of its block.
@@ -90,7 +92,7 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK
     if WARP_SPECIALIZE:
         dk, dv = gl.warp_specialize([
             (_mma_partition, (tiles, rows, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT, DQ_LAYOUT, STAGES, CAUSAL,
-                              MASKED, True)),
+                              MASKED, True, EARLY_SCORES)),
             (_load_partition, (q_desc, k_desc, v_desc, do_desc, tiles, rows, LSE, DELTA, STAGES)),
             (_dq_partition, (dq_desc, tiles, rows, STAGES)),
         ], [1, 1], [24, 24])
@@ -100,7 +102,7 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK
             if s < steps:
                 _issue_qdo(q_desc, do_desc, tiles, rows, s, STAGES)
         dk, dv = _mma_partition(tiles, rows, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT, DQ_LAYOUT, STAGES, CAUSAL,
-                                MASKED, False, q_desc, do_desc, dq_desc)
+                                MASKED, False, False, q_desc, do_desc, dq_desc)
 
     o_n = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, KV_LAYOUT))
     o_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, KV_LAYOUT))
@@ -181,25 +183,74 @@ def _dq_partition(dq_desc, tiles, rows, STAGES: gl.constexpr):
 
 
 @gluon.jit
+def _issue_scores(k_smem, v_smem, q_tile, do_tile, S_LAYOUT: gl.constexpr):
+    """S^T = K Q^T and dP^T = V dO^T as two async wgmma groups -> (s_t, dp_t) [BN, BM], in flight."""
+    BLOCK_N: gl.constexpr = k_smem.shape[0]
+    BLOCK_M: gl.constexpr = q_tile.shape[0]
+    # accumulators made here (use_acc=False ignores them), so no zero tile stays live across steps
+    s_t = warpgroup_mma(k_smem, q_tile.permute((1, 0)), gl.zeros([BLOCK_N, BLOCK_M], gl.float32, S_LAYOUT),
+                        use_acc=False, is_async=True)  # [BN, D] @ [D, BM] -> [BN, BM]
+    dp_t = warpgroup_mma(v_smem, do_tile.permute((1, 0)), gl.zeros([BLOCK_N, BLOCK_M], gl.float32, S_LAYOUT),
+                         use_acc=False, is_async=True)  # [BN, D] @ [D, BM] -> [BN, BM]
+    return s_t, dp_t
+
+
+@gluon.jit
+def _gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, ds_smem, o_kn, o_m, start_n, start_m,
+               seq_q, seq_k, qk_scale, KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, CAUSAL: gl.constexpr,
+               MASKED: gl.constexpr):
+    """One step from its S^T, dP^T in flight (the last two wgmma groups): P^T and dS^T, then dV += P^T dO,
+    dK += dS^T Q and dQ = dS K issued -> (dq [BM, D], dk, dv [BN, D]), their three wgmma groups in flight."""
+    BLOCK_N: gl.constexpr = k_smem.shape[0]
+    HEAD_DIM: gl.constexpr = k_smem.shape[1]
+    BLOCK_M: gl.constexpr = q_tile.shape[0]
+    dtype: gl.constexpr = k_smem.dtype
+    P_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=KV_LAYOUT, k_width=2)
+    shift = seq_k - seq_q
+    s_t = warpgroup_mma_wait(num_outstanding=1, deps=(s_t,))
+    p_t = gl.exp2(s_t * qk_scale - gl.expand_dims(lse, 0))  # [BN, BM]
+    if MASKED:  # only blocks that cross the causal diagonal or a sequence end pay for the mask
+        if (CAUSAL and start_m + shift < start_n + BLOCK_N - 1) or start_m + BLOCK_M > seq_q or start_n + BLOCK_N > seq_k:
+            visible = (gl.expand_dims(o_kn, 1) < seq_k) & (gl.expand_dims(o_m, 0) < seq_q)
+            if CAUSAL:
+                visible = visible & (gl.expand_dims(o_kn, 1) <= gl.expand_dims(o_m, 0) + shift)
+            p_t = gl.where(visible, p_t, 0.)
+    dv = warpgroup_mma(gl.convert_layout(p_t.to(dtype), P_OPERAND), do_tile, dv, is_async=True)  # [BN, BM] @ [BM, D]
+    dp_t = warpgroup_mma_wait(num_outstanding=1, deps=(dp_t,))
+    ds_t = (p_t * (dp_t - gl.expand_dims(delta, 0))).to(dtype)  # [BN, BM]
+    ds_smem.store(ds_t)
+    dk = warpgroup_mma(gl.convert_layout(ds_t, P_OPERAND), q_tile, dk, is_async=True)  # [BN, BM] @ [BM, D]
+    fence_async_shared()
+    cta_barrier()  # every warpgroup's rows of dS^T are in shared memory before dQ reads all of them
+    dq = warpgroup_mma(ds_smem.permute((1, 0)), k_smem, gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, DQ_LAYOUT),
+                       use_acc=False, is_async=True)  # [BM, BN] @ [BN, D] -> [BM, D]
+    return dq, dk, dv
+
+
+@gluon.jit
 def _mma_partition(tiles, rows, LSE, DELTA, qk_scale, S_LAYOUT: gl.constexpr, KV_LAYOUT: gl.constexpr,
                    DQ_LAYOUT: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr,
-                   SPECIALIZED: gl.constexpr, q_desc=None, do_desc=None, dq_desc=None):
+                   SPECIALIZED: gl.constexpr, EARLY_SCORES: gl.constexpr = False, q_desc=None, do_desc=None,
+                   dq_desc=None):
     """The compute warps: per step, the five matmuls and the softmax gradient; returns (dK unscaled, dV) [BN, D].
     SPECIALIZED: the loads and reduce-adds are other warps' (signalled through mbarriers); else issued here
-    (q_desc, do_desc, dq_desc given)."""
+    (q_desc, do_desc, dq_desc given). EARLY_SCORES (SPECIALIZED only): the next step's S^T, dP^T are issued right
+    behind this step's dQ, so they run while dQ is handed over and the next step starts with them done."""
     k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, lse_smem, delta_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
     i_b, i_hk, group, seq_q, seq_k, heads, start_n, m_lo, m_blocks, steps = rows
     BLOCK_N: gl.constexpr = k_smem.shape[0]
     HEAD_DIM: gl.constexpr = k_smem.shape[1]
     BLOCK_M: gl.constexpr = q_smem.shape[1]
-    dtype: gl.constexpr = k_smem.dtype
-    P_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=KV_LAYOUT, k_width=2)
-    shift = seq_k - seq_q
-    tail_n = start_n + BLOCK_N > seq_k  # this key block runs past the keys
     o_kn = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, S_LAYOUT))  # key index of each S^T row
     dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, KV_LAYOUT)
     dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, KV_LAYOUT)
     mbarrier.wait(kv_ready, 0)
+    if EARLY_SCORES:  # in-flight accumulators carried across steps (typed as async wgmma results)
+        s_t = warpgroup_mma_init(gl.zeros([BLOCK_N, BLOCK_M], gl.float32, S_LAYOUT))
+        dp_t = warpgroup_mma_init(gl.zeros([BLOCK_N, BLOCK_M], gl.float32, S_LAYOUT))
+        if steps > 0:  # the first step's scores
+            mbarrier.wait(ready.index(0), 0)
+            s_t, dp_t = _issue_scores(k_smem, v_smem, q_smem.index(0), do_smem.index(0), S_LAYOUT)
     for step in range(steps):
         if not SPECIALIZED:  # refill the stage that the previous step finished with
             if step + STAGES - 1 < steps:
@@ -207,15 +258,11 @@ def _mma_partition(tiles, rows, LSE, DELTA, qk_scale, S_LAYOUT: gl.constexpr, KV
         stage = step % STAGES
         i_h, start_m = _query_block(step, rows, BLOCK_M)
         o_m = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, S_LAYOUT))  # query index of each S^T column
-        mbarrier.wait(ready.index(stage), (step // STAGES) & 1)
         q_tile = q_smem.index(stage)
         do_tile = do_smem.index(stage)
-
-        # accumulators start in the loop (use_acc=False ignores them), so no zero tile stays live across steps
-        s_t = warpgroup_mma(k_smem, q_tile.permute((1, 0)), gl.zeros([BLOCK_N, BLOCK_M], gl.float32, S_LAYOUT),
-                            use_acc=False, is_async=True)  # [BN, D] @ [D, BM] -> [BN, BM]
-        dp_t = warpgroup_mma(v_smem, do_tile.permute((1, 0)), gl.zeros([BLOCK_N, BLOCK_M], gl.float32, S_LAYOUT),
-                             use_acc=False, is_async=True)  # [BN, D] @ [D, BM] -> [BN, BM]
+        if not EARLY_SCORES:
+            mbarrier.wait(ready.index(stage), (step // STAGES) & 1)
+            s_t, dp_t = _issue_scores(k_smem, v_smem, q_tile, do_tile, S_LAYOUT)
         if SPECIALIZED:  # staged by the load warp with this stage's Q, dO
             lse = lse_smem.index(stage).load(gl.SliceLayout(0, S_LAYOUT))  # [BM]
             delta = delta_smem.index(stage).load(gl.SliceLayout(0, S_LAYOUT))  # [BM]
@@ -223,24 +270,17 @@ def _mma_partition(tiles, rows, LSE, DELTA, qk_scale, S_LAYOUT: gl.constexpr, KV
             row_stats = (i_b * heads + i_h) * seq_q + o_m
             lse = gl.load(LSE + row_stats, mask=o_m < seq_q, other=float("inf"))  # [BM]; rows past Nq: P = 0
             delta = gl.load(DELTA + row_stats, mask=o_m < seq_q, other=0.)  # [BM]
-        s_t = warpgroup_mma_wait(num_outstanding=1, deps=(s_t,))
-        p_t = gl.exp2(s_t * qk_scale - gl.expand_dims(lse, 0))  # [BN, BM]
-        if MASKED:  # only blocks that cross the causal diagonal or a sequence end pay for the mask
-            if (CAUSAL and start_m + shift < start_n + BLOCK_N - 1) or start_m + BLOCK_M > seq_q or tail_n:
-                visible = (gl.expand_dims(o_kn, 1) < seq_k) & (gl.expand_dims(o_m, 0) < seq_q)
-                if CAUSAL:
-                    visible = visible & (gl.expand_dims(o_kn, 1) <= gl.expand_dims(o_m, 0) + shift)
-                p_t = gl.where(visible, p_t, 0.)
-        dv = warpgroup_mma(gl.convert_layout(p_t.to(dtype), P_OPERAND), do_tile, dv, is_async=True)  # [BN, BM] @ [BM, D]
-        dp_t = warpgroup_mma_wait(num_outstanding=1, deps=(dp_t,))
-        ds_t = (p_t * (dp_t - gl.expand_dims(delta, 0))).to(dtype)  # [BN, BM]
-        ds_smem.store(ds_t)
-        dk = warpgroup_mma(gl.convert_layout(ds_t, P_OPERAND), q_tile, dk, is_async=True)  # [BN, BM] @ [BM, D]
-        fence_async_shared()
-        cta_barrier()  # every warpgroup's rows of dS^T are in shared memory before dQ reads all of them
-        dq = warpgroup_mma(ds_smem.permute((1, 0)), k_smem, gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, DQ_LAYOUT),
-                           use_acc=False, is_async=True)  # [BM, BN] @ [BN, D] -> [BM, D]
-        dq, dv, dk = warpgroup_mma_wait(num_outstanding=0, deps=(dq, dv, dk))
+        dq, dk, dv = _gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, ds_smem, o_kn, o_m, start_n,
+                                start_m, seq_q, seq_k, qk_scale, KV_LAYOUT, DQ_LAYOUT, CAUSAL, MASKED)
+        if EARLY_SCORES:  # the last step re-issues its own scores (its stage is still loaded; never read)
+            nxt = gl.minimum(step + 1, steps - 1)
+            if step + 1 < steps:
+                mbarrier.wait(ready.index(nxt % STAGES), (nxt // STAGES) & 1)
+            s_t, dp_t = _issue_scores(k_smem, v_smem, q_smem.index(nxt % STAGES), do_smem.index(nxt % STAGES),
+                                      S_LAYOUT)
+            dq, dk, dv = warpgroup_mma_wait(num_outstanding=2, deps=(dq, dk, dv))  # the next S^T, dP^T run on
+        else:
+            dq, dk, dv = warpgroup_mma_wait(num_outstanding=0, deps=(dq, dk, dv))
         if SPECIALIZED:
             mbarrier.wait(dq_empty, (step & 1) ^ 1)  # the previous tile's reduce-add has read dq_smem
         else:
@@ -254,6 +294,8 @@ def _mma_partition(tiles, rows, LSE, DELTA, qk_scale, S_LAYOUT: gl.constexpr, KV
             tma_reduce_add(dq_desc, [(i_b * heads + i_h) * seq_q + start_m, 0], dq_smem)
     if not SPECIALIZED:
         tma.store_wait(pendings=0)
+    if EARLY_SCORES:
+        warpgroup_mma_wait(num_outstanding=0, deps=(s_t, dp_t))  # the last step's spare scores
     return dk, dv
 
 
@@ -283,7 +325,7 @@ def _descriptor(t2d: torch.Tensor, block: list[int]):
 
 
 def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
-                num_warps: int, num_stages: int, warp_specialize: bool = True):
+                num_warps: int, num_stages: int, warp_specialize: bool = True, early_scores: bool = False):
     """q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D] dense, fp16 / bf16, D in HEAD_DIMS; lse (base 2), delta
     [B, H, Nq] fp32 -> dq like q, dk / dv like k / v."""
     from kernels.dq_finish import dq_finish
@@ -304,7 +346,7 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
             dq_desc=_descriptor(dq_acc, [BLOCK_M, head_dim]),
             LSE=lse, DELTA=delta, DK=dk, DV=dv, seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads,
             qk_scale=scale * LOG2E, sm_scale=scale, STAGES=num_stages, CAUSAL=causal, MASKED=masked,
-            WARP_SPECIALIZE=warp_specialize,
+            WARP_SPECIALIZE=warp_specialize, EARLY_SCORES=early_scores and warp_specialize,
             num_warps=num_warps, **layouts(BLOCK_M, BLOCK_N, head_dim, num_warps, q.dtype))
     else:
         dk.zero_()
