@@ -48,7 +48,8 @@ def test_oversized_tiles_are_reported_not_crashed():
 
 @pytest.mark.parametrize("fields, rule", [
     (dict(num_warps=2), "num_warps=2"), (dict(BLOCK_M=32), "BLOCK_M=32"),
-    (dict(BLOCK_N=64, num_warps=8), "multiple of 16 x num_warps"), (dict(num_stages=1), "num_stages=1")])
+    (dict(BLOCK_N=64, num_warps=8), "multiple of 16 x num_warps"), (dict(num_stages=1), "num_stages=1"),
+    (dict(split_warpgroups=True, num_warps=4, BLOCK_N=64), "split_warpgroups")])
 def test_bad_blocks_name_the_rule(fields, rule):
     with pytest.raises(ValueError, match=rule):
         WsBlocks.from_dict(fields)
@@ -90,9 +91,10 @@ def test_matches_reference_on_hopper(shape, causal, dtype):
 @pytest.mark.parametrize("blocks", [dict(num_warps=4, BLOCK_N=64), dict(num_warps=4, BLOCK_N=128, num_stages=3),
                                     dict(BLOCK_M=128, BLOCK_N=128), dict(warp_specialize=False),
                                     dict(warp_specialize=False, num_stages=3), dict(early_scores=True),
-                                    dict(early_scores=True, num_stages=3)],
+                                    dict(early_scores=True, num_stages=3), dict(split_warpgroups=True),
+                                    dict(split_warpgroups=True, num_stages=3, early_scores=True)],
                          ids=["w4-n64", "w4-n128-s3", "m128-n128", "one-partition", "one-partition-s3", "early-scores",
-                              "early-scores-s3"])
+                              "early-scores-s3", "split-warpgroups", "split-warpgroups-s3-early"])
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_tiles_match_reference_on_hopper(blocks, head_dim):
     if blocks.get("BLOCK_M") == 128 and head_dim == 128:

@@ -175,6 +175,9 @@ class WsBlocks(Blocks):
     # with warp_specialize: the next step's S^T, dP^T wgmmas issued right behind this step's dQ (overlaps the dQ
     # hand-over; two more [BLOCK_N, BLOCK_M] fp32 tiles live in registers)
     early_scores: bool = tunable(False, BOOLS)
+    # with warp_specialize and 8 warps: the two compute warpgroups as two partitions, each with its half of the key
+    # block and its own dQ over those keys (two reduce-adds per step; no barrier between the warpgroups)
+    split_warpgroups: bool = tunable(False, BOOLS)
 
     def check_rules(self) -> None:
         if self.num_warps not in WARPS:
@@ -186,3 +189,5 @@ class WsBlocks(Blocks):
                              f"S^T rows are split over the warps")
         if self.num_stages < 2:
             raise ValueError(f"num_stages={self.num_stages}: must be >= 2 (a TMA ring)")
+        if self.split_warpgroups and not (self.warp_specialize and self.num_warps == 8):
+            raise ValueError("split_warpgroups=true: needs warp_specialize=true and num_warps=8 (two warpgroups)")

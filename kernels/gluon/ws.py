@@ -29,6 +29,7 @@ from kernels.gluon.compat import (TensorDescriptor, cta_barrier, fence_async_sha
 
 GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
 HEAD_DIMS = (64, 128)
+GROUP_REGS = 240  # registers per thread of the second compute group (split_warpgroups), a worker partition
 
 
 @gluon.jit
@@ -37,7 +38,7 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK
                         S_LAYOUT: gl.constexpr, KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr,
                         DS_SMEM: gl.constexpr, STATS_SMEM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                         MASKED: gl.constexpr, WARP_SPECIALIZE: gl.constexpr,
-                        EARLY_SCORES: gl.constexpr):
+                        EARLY_SCORES: gl.constexpr, GROUPS: gl.constexpr, GROUP_REGS: gl.constexpr):
     """Grid (cdiv(Nk, BLOCK_N), B * Hkv). q/do_desc: [B * Nq, H * D] blocks [BM, D]; k/v_desc: [B * Nk, Hkv * D]
     blocks [BN, D]; dq_desc: the fp32 accumulator [B * H * Nq, D] blocks [BM, D]. LSE (base 2), DELTA: [B, H, Nq]
     fp32. DK, DV: dense [B, Nk, Hkv, D]. MASKED: causal, or a sequence not a multiple of its block.
@@ -46,7 +47,8 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK
     issue both themselves (`_single_partition`)."""
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
-    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    BLOCK_N: gl.constexpr = GROUPS * k_desc.block_type.shape[0]
+    BLOCK_NG: gl.constexpr = k_desc.block_type.shape[0]  # key rows of one compute group
     dtype: gl.constexpr = q_desc.dtype
 
     i_n = gl.program_id(0)
@@ -65,75 +67,83 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK
     m_blocks = gl.cdiv(gl.maximum(seq_q - m_lo, 0), BLOCK_M)
     steps = m_blocks * group
 
-    k_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD_DIM], k_desc.layout)
-    v_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD_DIM], v_desc.layout)
+    k_smem = gl.allocate_shared_memory(dtype, [GROUPS, BLOCK_NG, HEAD_DIM], k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [GROUPS, BLOCK_NG, HEAD_DIM], v_desc.layout)
     q_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], q_desc.layout)
     do_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], do_desc.layout)
-    ds_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, BLOCK_M], DS_SMEM)  # dS^T
-    dq_smem = gl.allocate_shared_memory(gl.float32, [BLOCK_M, HEAD_DIM], dq_desc.layout)
+    ds_smem = gl.allocate_shared_memory(dtype, [GROUPS, BLOCK_NG, BLOCK_M], DS_SMEM)  # dS^T of each group's keys
+    dq_smem = gl.allocate_shared_memory(gl.float32, [GROUPS, BLOCK_M, HEAD_DIM], dq_desc.layout)  # each group's dQ
     # LSE and delta of each stage's query block, staged by the load warp (WARP_SPECIALIZE)
     lse_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], STATS_SMEM)
     delta_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], STATS_SMEM)
     kv_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())  # Q, dO of a stage landed
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())  # a stage's MMAs are done
-    dq_full = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())  # dq_smem holds a tile to add
-    dq_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())  # its reduce-add has read it
+    dq_full = gl.allocate_shared_memory(gl.int64, [GROUPS, 1], mbarrier.MBarrierLayout())  # a group's dQ to add
+    dq_empty = gl.allocate_shared_memory(gl.int64, [GROUPS, 1], mbarrier.MBarrierLayout())  # its reduce-add read it
     mbarrier.init(kv_ready, count=1)
-    mbarrier.init(dq_full, count=1)
-    mbarrier.init(dq_empty, count=1)
+    for g in gl.static_range(GROUPS):
+        mbarrier.init(dq_full.index(g), count=1)
+        mbarrier.init(dq_empty.index(g), count=1)
     for s in gl.static_range(STAGES):
         mbarrier.init(ready.index(s), count=1)
         mbarrier.init(empty.index(s), count=1)
 
-    rows = (i_b, i_hk, group, seq_q, seq_k, heads, start_n, m_lo, m_blocks, steps)
+    rows = (i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps)
     tiles = (k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, lse_smem, delta_smem, kv_ready, ready, empty, dq_full,
              dq_empty)
+    stores = (DK, DV, sm_scale)
     if WARP_SPECIALIZE:
-        dk, dv = gl.warp_specialize([
-            (_mma_partition, (tiles, rows, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT, DQ_LAYOUT, STAGES, CAUSAL,
-                              MASKED, True, EARLY_SCORES)),
-            (_load_partition, (q_desc, k_desc, v_desc, do_desc, tiles, rows, LSE, DELTA, STAGES)),
-            (_dq_partition, (dq_desc, tiles, rows, STAGES)),
-        ], [1, 1], [24, 24])
+        if GROUPS == 2:  # two compute warpgroups, each its own partition with its own half of the keys and dQ
+            gl.warp_specialize([
+                (_mma_partition, (tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT, DQ_LAYOUT, STAGES,
+                                  CAUSAL, MASKED, True, EARLY_SCORES, 0)),
+                (_mma_partition, (tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT, DQ_LAYOUT, STAGES,
+                                  CAUSAL, MASKED, True, EARLY_SCORES, 1)),
+                (_load_partition, (q_desc, k_desc, v_desc, do_desc, tiles, rows, LSE, DELTA, STAGES)),
+                (_dq_partition, (dq_desc, tiles, rows, STAGES)),
+            ], [4, 1, 1], [GROUP_REGS, 24, 24])
+        else:
+            gl.warp_specialize([
+                (_mma_partition, (tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT, DQ_LAYOUT, STAGES,
+                                  CAUSAL, MASKED, True, EARLY_SCORES, 0)),
+                (_load_partition, (q_desc, k_desc, v_desc, do_desc, tiles, rows, LSE, DELTA, STAGES)),
+                (_dq_partition, (dq_desc, tiles, rows, STAGES)),
+            ], [1, 1], [24, 24])
     else:
         _issue_kv(k_desc, v_desc, tiles, rows)
         for s in gl.static_range(STAGES - 1):  # prologue: the first STAGES - 1 blocks' loads in flight
             if s < steps:
                 _issue_qdo(q_desc, do_desc, tiles, rows, s, STAGES)
-        dk, dv = _mma_partition(tiles, rows, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT, DQ_LAYOUT, STAGES, CAUSAL,
-                                MASKED, False, False, q_desc, do_desc, dq_desc)
-
-    o_n = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, KV_LAYOUT))
-    o_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, KV_LAYOUT))
-    offsets = ((i_b * seq_k + gl.expand_dims(o_n, 1)).to(gl.int64) * kv_heads + i_hk) * HEAD_DIM + gl.expand_dims(o_d, 0)
-    in_seq = gl.expand_dims(o_n, 1) < seq_k
-    gl.store(DK + offsets, (dk * sm_scale).to(dtype), mask=in_seq)
-    gl.store(DV + offsets, dv.to(dtype), mask=in_seq)
+        _mma_partition(tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT, DQ_LAYOUT, STAGES, CAUSAL,
+                       MASKED, False, False, 0, q_desc, do_desc, dq_desc)
 
 
 @gluon.jit
 def _query_block(step, rows, BLOCK_M: gl.constexpr):
     """(query head, first query) of a step."""
-    i_b, i_hk, group, seq_q, seq_k, heads, start_n, m_lo, m_blocks, steps = rows
+    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
     return i_hk * group + step // m_blocks, m_lo + (step % m_blocks) * BLOCK_M
 
 
 @gluon.jit
 def _issue_kv(k_desc, v_desc, tiles, rows):
     k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, lse_smem, delta_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
-    i_b, i_hk, group, seq_q, seq_k, heads, start_n, m_lo, m_blocks, steps = rows
+    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
+    BLOCK_NG: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
-    mbarrier.expect(kv_ready, 2 * k_desc.block_type.nbytes)
-    tma_load(k_desc, [i_b * seq_k + start_n, i_hk * HEAD_DIM], kv_ready, k_smem)
-    tma_load(v_desc, [i_b * seq_k + start_n, i_hk * HEAD_DIM], kv_ready, v_smem)
+    GROUPS: gl.constexpr = k_smem.shape[0]
+    mbarrier.expect(kv_ready, 2 * GROUPS * k_desc.block_type.nbytes)
+    for g in gl.static_range(GROUPS):
+        tma_load(k_desc, [i_b * seq_k + start_n + g * BLOCK_NG, i_hk * HEAD_DIM], kv_ready, k_smem.index(g))
+        tma_load(v_desc, [i_b * seq_k + start_n + g * BLOCK_NG, i_hk * HEAD_DIM], kv_ready, v_smem.index(g))
 
 
 @gluon.jit
 def _issue_qdo(q_desc, do_desc, tiles, rows, step, STAGES: gl.constexpr):
     """Step's Q and dO tiles ([B * Nq, H * D] view) into its stage of the ring, signalling `ready`."""
     k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, lse_smem, delta_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
-    i_b, i_hk, group, seq_q, seq_k, heads, start_n, m_lo, m_blocks, steps = rows
+    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
     i_h, start_m = _query_block(step, rows, BLOCK_M)
@@ -147,7 +157,7 @@ def _issue_qdo(q_desc, do_desc, tiles, rows, step, STAGES: gl.constexpr):
 def _load_partition(q_desc, k_desc, v_desc, do_desc, tiles, rows, LSE, DELTA, STAGES: gl.constexpr):
     """One warp: K, V once, then every step's Q, dO as soon as the compute warps have released its stage."""
     k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, lse_smem, delta_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
-    i_b, i_hk, group, seq_q, seq_k, heads, start_n, m_lo, m_blocks, steps = rows
+    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     row_layout: gl.constexpr = gl.BlockedLayout([BLOCK_M // 32], [32], [1], [0])
     _issue_kv(k_desc, v_desc, tiles, rows)
@@ -171,15 +181,18 @@ def _dq_partition(dq_desc, tiles, rows, STAGES: gl.constexpr):
     """One warp: adds each step's dQ tile from dq_smem into the fp32 accumulator ([B * H * Nq, D]) by TMA, and
     hands the step's Q / dO stage back to the load warp (dq_full means all of the step's MMAs are done)."""
     k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, lse_smem, delta_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
-    i_b, i_hk, group, seq_q, seq_k, heads, start_n, m_lo, m_blocks, steps = rows
+    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
     BLOCK_M: gl.constexpr = dq_desc.block_type.shape[0]
+    GROUPS: gl.constexpr = dq_smem.shape[0]
     for step in range(steps):
         i_h, start_m = _query_block(step, rows, BLOCK_M)
-        mbarrier.wait(dq_full, step & 1)
+        for g in gl.static_range(GROUPS):  # each compute group's dQ over its keys
+            mbarrier.wait(dq_full.index(g), step & 1)
+            tma_reduce_add(dq_desc, [(i_b * heads + i_h) * seq_q + start_m, 0], dq_smem.index(g))
         mbarrier.arrive(empty.index(step % STAGES), count=1)  # the step's MMAs are done: its Q, dO stage is free
-        tma_reduce_add(dq_desc, [(i_b * heads + i_h) * seq_q + start_m, 0], dq_smem)
         tma.store_wait(pendings=0)
-        mbarrier.arrive(dq_empty, count=1)
+        for g in gl.static_range(GROUPS):
+            mbarrier.arrive(dq_empty.index(g), count=1)
 
 
 @gluon.jit
@@ -228,19 +241,25 @@ def _gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, ds_smem, 
 
 
 @gluon.jit
-def _mma_partition(tiles, rows, LSE, DELTA, qk_scale, S_LAYOUT: gl.constexpr, KV_LAYOUT: gl.constexpr,
+def _mma_partition(tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.constexpr, KV_LAYOUT: gl.constexpr,
                    DQ_LAYOUT: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr,
-                   SPECIALIZED: gl.constexpr, EARLY_SCORES: gl.constexpr = False, q_desc=None, do_desc=None,
+                   SPECIALIZED: gl.constexpr, EARLY_SCORES: gl.constexpr, WG: gl.constexpr, q_desc=None, do_desc=None,
                    dq_desc=None):
-    """The compute warps: per step, the five matmuls and the softmax gradient; returns (dK unscaled, dV) [BN, D].
+    """Compute group WG (its rows of the key block, its shared tiles): per step, the five matmuls and the softmax
+    gradient; at the end it stores its rows of dK (scaled) and dV (stores: DK, DV, sm_scale).
     SPECIALIZED: the loads and reduce-adds are other warps' (signalled through mbarriers); else issued here
     (q_desc, do_desc, dq_desc given). EARLY_SCORES (SPECIALIZED only): the next step's S^T, dP^T are issued right
     behind this step's dQ, so they run while dQ is handed over and the next step starts with them done."""
-    k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, lse_smem, delta_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
-    i_b, i_hk, group, seq_q, seq_k, heads, start_n, m_lo, m_blocks, steps = rows
+    k_all, v_all, q_smem, do_smem, ds_all, dq_all, lse_smem, delta_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
+    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
+    k_smem = k_all.index(WG)  # [BN, D] of this group
+    v_smem = v_all.index(WG)
+    ds_smem = ds_all.index(WG)
+    dq_smem = dq_all.index(WG)
     BLOCK_N: gl.constexpr = k_smem.shape[0]
     HEAD_DIM: gl.constexpr = k_smem.shape[1]
     BLOCK_M: gl.constexpr = q_smem.shape[1]
+    start_n = start_n + WG * BLOCK_N  # this group's first key
     o_kn = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, S_LAYOUT))  # key index of each S^T row
     dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, KV_LAYOUT)
     dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, KV_LAYOUT)
@@ -282,13 +301,13 @@ def _mma_partition(tiles, rows, LSE, DELTA, qk_scale, S_LAYOUT: gl.constexpr, KV
         else:
             dq, dk, dv = warpgroup_mma_wait(num_outstanding=0, deps=(dq, dk, dv))
         if SPECIALIZED:
-            mbarrier.wait(dq_empty, (step & 1) ^ 1)  # the previous tile's reduce-add has read dq_smem
+            mbarrier.wait(dq_empty.index(WG), (step & 1) ^ 1)  # the previous tile's reduce-add has read dq_smem
         else:
             tma.store_wait(pendings=0)
         dq_smem.store(dq)
         fence_async_shared()
         if SPECIALIZED:  # the arrive waits for every compute warp (a barrier), then one thread signals
-            mbarrier.arrive(dq_full, count=1)  # also frees the stage: the dQ warp passes it on to the load warp
+            mbarrier.arrive(dq_full.index(WG), count=1)  # also frees the stage (the dQ warp passes it on)
         else:
             cta_barrier()
             tma_reduce_add(dq_desc, [(i_b * heads + i_h) * seq_q + start_m, 0], dq_smem)
@@ -296,12 +315,19 @@ def _mma_partition(tiles, rows, LSE, DELTA, qk_scale, S_LAYOUT: gl.constexpr, KV
         tma.store_wait(pendings=0)
     if EARLY_SCORES:
         warpgroup_mma_wait(num_outstanding=0, deps=(s_t, dp_t))  # the last step's spare scores
-    return dk, dv
+    DK, DV, sm_scale = stores
+    o_n = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, KV_LAYOUT))
+    o_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, KV_LAYOUT))
+    offsets = ((i_b * seq_k + gl.expand_dims(o_n, 1)).to(gl.int64) * kv_heads + i_hk) * HEAD_DIM + gl.expand_dims(o_d, 0)
+    in_seq = gl.expand_dims(o_n, 1) < seq_k
+    gl.store(DK + offsets, (dk * sm_scale).to(k_smem.dtype), mask=in_seq)
+    gl.store(DV + offsets, dv.to(k_smem.dtype), mask=in_seq)
 
 
 def layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype) -> dict:
-    """The kernel's register and shared layouts (constexprs): S^T / dP^T [BN, BM] and dK / dV [BN, D] split by rows
-    over all warps; dQ [BM, D] by rows over as many warps as BM has 16-row slices, the rest split D."""
+    """The kernel's register and shared layouts (constexprs) for one compute group of num_warps warps and block_n
+    keys: S^T / dP^T [BN, BM] and dK / dV [BN, D] split by rows over all its warps; dQ [BM, D] by rows over as many
+    warps as BM has 16-row slices, the rest split D."""
     warps_m = min(num_warps, block_m // 16)
     return dict(
         S_LAYOUT=gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, block_m, 16]),
@@ -325,7 +351,8 @@ def _descriptor(t2d: torch.Tensor, block: list[int]):
 
 
 def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
-                num_warps: int, num_stages: int, warp_specialize: bool = True, early_scores: bool = False):
+                num_warps: int, num_stages: int, warp_specialize: bool = True, early_scores: bool = False,
+                split_warpgroups: bool = False):
     """q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D] dense, fp16 / bf16, D in HEAD_DIMS; lse (base 2), delta
     [B, H, Nq] fp32 -> dq like q, dk / dv like k / v."""
     from kernels.dq_finish import dq_finish
@@ -337,17 +364,19 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
     dq_acc = torch.zeros(batch * heads * seq_q, head_dim, device=q.device, dtype=torch.float32)  # [B * H * Nq, D]
     rows_q, rows_k = q.reshape(batch * seq_q, heads * head_dim), k.reshape(batch * seq_k, kv_heads * head_dim)
     masked = causal or seq_q % BLOCK_M != 0 or seq_k % BLOCK_N != 0
+    groups = 2 if split_warpgroups and warp_specialize else 1  # compute partitions, each num_warps / groups warps
+    block_ng, group_warps = BLOCK_N // groups, num_warps // groups
     if seq_k > 0:
         _ws_backward_kernel[(triton.cdiv(seq_k, BLOCK_N), batch * kv_heads)](
             q_desc=_descriptor(rows_q, [BLOCK_M, head_dim]),
-            k_desc=_descriptor(rows_k, [BLOCK_N, head_dim]),
-            v_desc=_descriptor(v.reshape(batch * seq_k, kv_heads * head_dim), [BLOCK_N, head_dim]),
+            k_desc=_descriptor(rows_k, [block_ng, head_dim]),
+            v_desc=_descriptor(v.reshape(batch * seq_k, kv_heads * head_dim), [block_ng, head_dim]),
             do_desc=_descriptor(do.reshape(batch * seq_q, heads * head_dim), [BLOCK_M, head_dim]),
             dq_desc=_descriptor(dq_acc, [BLOCK_M, head_dim]),
             LSE=lse, DELTA=delta, DK=dk, DV=dv, seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads,
             qk_scale=scale * LOG2E, sm_scale=scale, STAGES=num_stages, CAUSAL=causal, MASKED=masked,
-            WARP_SPECIALIZE=warp_specialize, EARLY_SCORES=early_scores and warp_specialize,
-            num_warps=num_warps, **layouts(BLOCK_M, BLOCK_N, head_dim, num_warps, q.dtype))
+            WARP_SPECIALIZE=warp_specialize, EARLY_SCORES=early_scores and warp_specialize, GROUPS=groups,
+            GROUP_REGS=GROUP_REGS, num_warps=group_warps, **layouts(BLOCK_M, block_ng, head_dim, group_warps, q.dtype))
     else:
         dk.zero_()
         dv.zero_()
