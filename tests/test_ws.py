@@ -99,6 +99,8 @@ def test_matches_reference_on_hopper(shape, causal, dtype):
 def test_tiles_match_reference_on_hopper(blocks, head_dim):
     if blocks.get("BLOCK_M") == 128 and head_dim == 128:
         pytest.skip("128 x 128 tiles need ~288 KB of shared memory at D=128")
+    if blocks.get("split_warpgroups") and blocks.get("num_stages") == 3 and head_dim == 128:
+        pytest.skip("split warpgroups with 3 stages need ~242 KB of shared memory at D=128")
     run_and_check("ws", *make_inputs((2, 300, 300, 2, 1, head_dim), torch.bfloat16, "cuda"), True, blocks=blocks)
 
 

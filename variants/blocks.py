@@ -172,12 +172,13 @@ class WsBlocks(Blocks):
     num_stages: int = tunable(2, (2, 3))  # depth of the Q / dO TMA ring
     # one warp issues the TMA loads and one the dQ reduce-adds, handing over through mbarriers; num_warps compute
     warp_specialize: bool = tunable(True, BOOLS)
-    # with warp_specialize: the next step's S^T, dP^T wgmmas issued right behind this step's dQ (overlaps the dQ
-    # hand-over; two more [BLOCK_N, BLOCK_M] fp32 tiles live in registers)
-    early_scores: bool = tunable(False, BOOLS)
-    # with warp_specialize and 8 warps: the two compute warpgroups as two partitions, each with its half of the key
-    # block and its own dQ over those keys (two reduce-adds per step; no barrier between the warpgroups)
-    split_warpgroups: bool = tunable(False, BOOLS)
+    # Measured losers on an H100 (results/h100/gluon/README.md), kept as switches, not searched by the tuner:
+    # with warp_specialize, the next step's S^T, dP^T wgmmas issued right behind this step's dQ (two more
+    # [BLOCK_N, BLOCK_M] fp32 tiles in registers; 10-29 % slower)
+    early_scores: bool = False
+    # with warp_specialize and 8 warps, the two compute warpgroups as two partitions, each with its half of the key
+    # block and its own dQ over those keys (two reduce-adds per step, no barrier between them; 3-20 % slower)
+    split_warpgroups: bool = False
 
     def check_rules(self) -> None:
         if self.num_warps not in WARPS:
