@@ -24,10 +24,10 @@ def _dq_finish_kernel(DQ_ACC, DQ, stride_dqb, stride_dqn, stride_dqh, stride_dqd
              + o_d[None, :] * stride_dqd, (b_acc * sm_scale).to(DQ.dtype.element_ty), mask=m_md)
 
 
-def dq_finish(dq_acc: torch.Tensor, dq: torch.Tensor, scale: float, BLOCK_M: int = 64, num_warps: int = 4) -> None:
+def dq_finish(dq_acc: torch.Tensor, dq: torch.Tensor, scale: float, BLOCK_M: int = 64) -> None:
     """dq_acc [B, H, Nq, BLOCK_D] fp32 (BLOCK_D >= D, a power of two) -> dq [B, Nq, H, D] = scale * dq_acc[..., :D]."""
     batch, seq_q, heads, head_dim = dq.shape
     if seq_q > 0:
         _dq_finish_kernel[(triton.cdiv(seq_q, BLOCK_M), batch * heads)](
             dq_acc, dq, *strides(dq), seq_q, heads, scale, HEAD_DIM=head_dim, BLOCK_M=BLOCK_M,
-            BLOCK_D=dq_acc.shape[-1], num_warps=num_warps)
+            BLOCK_D=dq_acc.shape[-1], num_warps=4)

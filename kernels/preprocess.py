@@ -8,13 +8,12 @@ from kernels.forward import strides
 
 
 @triton.jit
-def _delta_kernel(O, DO, DELTA, ACC,
+def _delta_kernel(O, DO, DELTA,
                   stride_ob, stride_on, stride_oh, stride_od,
                   stride_dob, stride_don, stride_doh, stride_dod,
                   seq_q, heads,
-                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, ACC_WIDTH: tl.constexpr):
-    """Grid (cdiv(Nq, BLOCK_M), B * H). DELTA is [B, H, Nq] fp32. ACC_WIDTH > 0: also zeroes the same rows of an
-    fp32 dQ accumulator ACC [B, H, Nq, ACC_WIDTH] (a design that adds into one saves a fill kernel)."""
+                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
+    """Grid (cdiv(Nq, BLOCK_M), B * H). DELTA is [B, H, Nq] fp32."""
     i_m = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b = i_bh // heads
@@ -27,22 +26,13 @@ def _delta_kernel(O, DO, DELTA, ACC,
     b_do = tl.load(DO + i_b * stride_dob + i_h * stride_doh + o_m[:, None] * stride_don + o_d[None, :] * stride_dod,
                    mask=m_md, other=0.).to(tl.float32)  # [BM, BD]
     tl.store(DELTA + i_bh * seq_q + o_m, tl.sum(b_o * b_do, 1), mask=o_m < seq_q)
-    if ACC_WIDTH > 0:
-        o_w = tl.arange(0, ACC_WIDTH)
-        tl.store(ACC + (i_bh.to(tl.int64) * seq_q + o_m[:, None]) * ACC_WIDTH + o_w[None, :],
-                 tl.zeros([BLOCK_M, ACC_WIDTH], dtype=tl.float32), mask=(o_m < seq_q)[:, None])
 
 
-def attention_delta(o, do, BLOCK_M: int = 64, zero_acc: torch.Tensor | None = None,
-                    num_warps: int = 4) -> torch.Tensor:
-    """o, do [B, Nq, H, D] -> delta [B, H, Nq] fp32. zero_acc: an fp32 [B, H, Nq, W] accumulator (W a power of two)
-    zeroed on the way."""
+def attention_delta(o, do, BLOCK_M: int = 64) -> torch.Tensor:
+    """o, do [B, Nq, H, D] -> delta [B, H, Nq] fp32."""
     batch, seq_q, heads, head_dim = o.shape
     delta = torch.empty((batch, heads, seq_q), device=o.device, dtype=torch.float32)
     grid = (triton.cdiv(seq_q, BLOCK_M), batch * heads)
-    if zero_acc is not None and (zero_acc.shape[:3] != (batch, heads, seq_q) or not zero_acc.is_contiguous()):
-        raise ValueError(f"zero_acc must be a dense [B, H, Nq, W] tensor, got {tuple(zero_acc.shape)}")
-    _delta_kernel[grid](o, do, delta, delta if zero_acc is None else zero_acc, *strides(o), *strides(do), seq_q, heads,
-                        HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_D=head_block(head_dim),
-                        ACC_WIDTH=0 if zero_acc is None else zero_acc.shape[-1], num_warps=num_warps)
+    _delta_kernel[grid](o, do, delta, *strides(o), *strides(do), seq_q, heads,
+                        HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_D=head_block(head_dim))
     return delta

@@ -108,17 +108,3 @@ def test_tiles_match_reference_on_hopper(blocks, head_dim):
 def test_bhnd_layout_on_hopper():
     run_and_check("ws", *make_inputs((2, 129, 77, 4, 2, 64), torch.float16, "cuda", layout="bhnd"), True,
                   layout="bhnd")
-
-
-def test_delta_zeroes_the_accumulator(device):
-    """ws's preprocess: delta = rowsum(dO * O) and the fp32 dQ accumulator zeroed, every row of every head (the
-    accumulator starts NaN-poisoned), with ws's block size on an odd length."""
-    from kernels.preprocess import attention_delta
-    o, do = (torch.randn(2, 77, 3, 48, device=device, dtype=torch.float16) for _ in range(2))
-    acc = torch.full((2, 3, 77, 64), float("nan"), device=device)
-    delta = attention_delta(o, do, BLOCK_M=32, zero_acc=acc)
-    want = (o.float() * do.float()).sum(-1).transpose(1, 2)  # [B, H, Nq]
-    assert torch.allclose(delta, want, rtol=1e-3, atol=1e-3)
-    assert torch.count_nonzero(acc) == 0 and not acc.isnan().any()
-    with pytest.raises(ValueError, match="zero_acc"):
-        attention_delta(o, do, zero_acc=acc[:, :, :10])

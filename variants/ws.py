@@ -37,11 +37,6 @@ class Ws(TritonVariant):
     def workspace_bytes(self, problem, blocks):
         return 4 * problem.tokens_q * problem.heads * problem.head_dim  # fp32 dQ accumulator [B * H * Nq, D]
 
-    def backward(self, q, k, v, o, lse, do, delta=None, *, causal, scale, blocks, varlen=None):
-        """As TritonVariant.backward; with delta None, ws's own preprocess computes it and zeroes the dQ accumulator
-        in the same kernel (packed batches are refused by supports())."""
-        return self.run_backward(q, k, v, o, lse, do, delta, causal=causal, scale=scale, blocks=blocks)
-
     def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks):
         from kernels.gluon.ws import ws_backward
-        return ws_backward(q, k, v, o, do, lse, delta, causal=causal, scale=scale, **blocks.as_dict())
+        return ws_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, **blocks.as_dict())

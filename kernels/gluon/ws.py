@@ -29,7 +29,6 @@ from kernels.gluon.compat import (TensorDescriptor, cta_barrier, fence_async_sha
 
 GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
 HEAD_DIMS = (64, 128)
-PREP_BLOCK_M, PREP_WARPS = 128, 8  # rows per program and warps of the delta / zero-fill and dq finishing kernels
 GROUP_REGS = 240  # registers per thread of the second compute group (split_warpgroups), a worker partition
 
 
@@ -351,25 +350,18 @@ def _descriptor(t2d: torch.Tensor, block: list[int]):
                             gl.NVMMASharedLayout.get_default_for(block, dtype))
 
 
-def ws_backward(q, k, v, o, do, lse, delta=None, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
+def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
                 num_warps: int, num_stages: int, warp_specialize: bool = True, early_scores: bool = False,
                 split_warpgroups: bool = False):
-    """q, o, do [B, Nq, H, D], k, v [B, Nk, Hkv, D] dense, fp16 / bf16, D in HEAD_DIMS; lse (base 2) [B, H, Nq] fp32;
-    delta = rowsum(dO * O) [B, H, Nq] fp32, or None: computed here by the preprocess kernel, which also zeroes the
-    fp32 dQ accumulator on the way (one kernel instead of two) -> dq like q, dk / dv like k / v."""
+    """q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D] dense, fp16 / bf16, D in HEAD_DIMS; lse (base 2), delta
+    [B, H, Nq] fp32 -> dq like q, dk / dv like k / v."""
     from kernels.dq_finish import dq_finish
-    from kernels.preprocess import attention_delta
 
     batch, seq_q, heads, head_dim = q.shape
     seq_k, kv_heads = k.shape[1], k.shape[2]
     q, k, v, do = (t if dense_bnhd(t) else t.contiguous() for t in (q, k, v, do))
     dk, dv = torch.empty_like(k), torch.empty_like(v)
-    if delta is None:
-        dq_acc = torch.empty(batch * heads * seq_q, head_dim, device=q.device, dtype=torch.float32)  # [B * H * Nq, D]
-        delta = attention_delta(o, do, BLOCK_M=PREP_BLOCK_M, zero_acc=dq_acc.view(batch, heads, seq_q, head_dim),
-                                num_warps=PREP_WARPS)
-    else:
-        dq_acc = torch.zeros(batch * heads * seq_q, head_dim, device=q.device, dtype=torch.float32)
+    dq_acc = torch.zeros(batch * heads * seq_q, head_dim, device=q.device, dtype=torch.float32)  # [B * H * Nq, D]
     rows_q, rows_k = q.reshape(batch * seq_q, heads * head_dim), k.reshape(batch * seq_k, kv_heads * head_dim)
     masked = causal or seq_q % BLOCK_M != 0 or seq_k % BLOCK_N != 0
     groups = 2 if split_warpgroups and warp_specialize else 1  # compute partitions, each num_warps / groups warps
@@ -389,5 +381,5 @@ def ws_backward(q, k, v, o, do, lse, delta=None, *, causal: bool, scale: float, 
         dk.zero_()
         dv.zero_()
     dq = torch.empty(q.shape, device=q.device, dtype=q.dtype)
-    dq_finish(dq_acc.view(batch, heads, seq_q, head_dim), dq, scale, BLOCK_M=PREP_BLOCK_M, num_warps=PREP_WARPS)
+    dq_finish(dq_acc.view(batch, heads, seq_q, head_dim), dq, scale)
     return dq, dk, dv
