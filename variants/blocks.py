@@ -174,10 +174,10 @@ class WsBlocks(Blocks):
     warp_specialize: bool = tunable(True, BOOLS)
     # Measured losers on an H100 (results/h100/gluon/README.md), kept as switches, not searched by the tuner:
     # with warp_specialize, the next step's S^T, dP^T wgmmas issued right behind this step's dQ (two more
-    # [BLOCK_N, BLOCK_M] fp32 tiles in registers; 10-29 % slower)
+    # [BLOCK_N, BLOCK_M] fp32 tiles in registers; 9-31 % slower)
     early_scores: bool = False
     # with warp_specialize and 8 warps, the two compute warpgroups as two partitions, each with its half of the key
-    # block and its own dQ over those keys (two reduce-adds per step, no barrier between them; 3-20 % slower)
+    # block and its own dQ over those keys (two reduce-adds per step, no barrier between them; 1-21 % slower)
     split_warpgroups: bool = False
 
     def check_rules(self) -> None:
