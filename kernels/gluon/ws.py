@@ -10,9 +10,11 @@ in shared memory, dK and dV accumulate in registers, and the program walks every
     dQ_i = dS K         [BM, BN] (shared, dS^T read transposed) @ [BN, D] -> [BM, D]
 
 dQ_i goes to shared memory and is added into an fp32 accumulator [B * H * Nq, D] by one TMA reduce-add;
-`dq_finish` scales it into dq. Q and dO arrive through a STAGES-deep TMA ring (mbarriers `ready`), the next
-block's loads in flight while this one computes. This is step (a) of issue 28: one partition, no warp
-specialization yet.
+`dq_finish` scales it into dq. Q and dO arrive through a STAGES-deep TMA ring (mbarriers `ready` / `empty`), the
+next blocks' loads in flight while this one computes. With WARP_SPECIALIZE (the default) a 1-warp partition issues
+the loads (and stages LSE / delta in shared memory), a 1-warp partition the dQ reduce-adds, and the compute warps
+(240 registers) only compute; without it, the compute warps issue both themselves (one partition). docs/ws.md
+has the partitions, barriers and measured effects.
 
 Tensors are read as 2-D TMA views of dense [B, N, H, D] storage: rows b * N + n, columns h * D + d. A block
 that runs past its sequence reads the next batch's first rows (or TMA zeros after the last): those rows are
@@ -44,7 +46,8 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK
     fp32. DK, DV: dense [B, Nk, Hkv, D]. MASKED: causal, or a sequence not a multiple of its block.
     WARP_SPECIALIZE: the num_warps warps only compute; one more warp issues the TMA loads (`_load_partition`)
     and one the dQ reduce-adds (`_dq_partition`), handing tiles over through mbarriers; else the compute warps
-    issue both themselves (`_single_partition`)."""
+    issue both themselves. GROUPS = 2 (split_warpgroups): two compute partitions of num_warps warps, each with
+    BLOCK_N / 2 keys (k_desc's block), its own dS^T and dQ tiles; GROUP_REGS: the second one's registers."""
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = GROUPS * k_desc.block_type.shape[0]
