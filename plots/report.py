@@ -22,7 +22,6 @@ import pandas as pd
 
 from plots import common as C
 from plots import compare, cross_gpu, heatmap, memory, resources
-from runners import results as runner_results
 
 PROG = "plots.report"
 DEFAULTS = {"results": None, "out": "plots/out", "gpu": None, "baseline": None, "threshold": 0.05, "svg": False}
@@ -49,22 +48,7 @@ def load(path: str | Path) -> tuple[pd.DataFrame, list[str]]:
     """``C.load`` (not strict), also returning the files it skipped ('<file>: <why>'), each still warned about in
     one line on stderr, so that the report can name them."""
     unreadable: list[str] = []
-
-    def warn(line: str) -> None:
-        print(line, file=sys.stderr)
-        unreadable.append(line.removeprefix("warning: skipped "))
-
-    path = Path(path)
-    if not path.exists() and not path.is_symlink():
-        raise C.UsageError(f"results path {str(path)!r} does not exist")
-    try:
-        df = runner_results.load(path, strict=False, warn=warn)
-    except runner_results.TableError as err:
-        raise C.UsageError(str(err)) from None
-    if df is None or len(df) == 0:
-        raise C.UsageError(f"no result rows under {str(path)!r}" + (f" ({len(unreadable)} unreadable file(s))"
-                                                                    if unreadable else ""))
-    return C.normalize(df), unreadable
+    return C.load(path, skipped=unreadable), unreadable
 
 
 def write(df: pd.DataFrame, out: str | Path, *, source: str = "", baseline: str | None = None,

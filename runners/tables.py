@@ -216,22 +216,30 @@ def require(args: dict, key: str, prog: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------------------ tables
-def load(path: str | Path, strict: bool = False) -> pd.DataFrame:
+def load(path: str | Path, strict: bool = False, skipped: list | None = None) -> pd.DataFrame:
     """Every result row under ``path`` (a parquet file, or a directory searched recursively), normalised.
 
     A file that is not a result table (corrupt, foreign, empty, unreadable) is skipped with one
     ``warning: skipped <file>: <why>`` line on stderr, or, with ``strict``, is a UsageError naming it (exit 2).
+    ``skipped``: a list that also receives each skipped file as ``'<file>: <why>'`` (a report names them).
     Reads with ``runners.results.load``.
     """
     path = Path(path)
     if not path.exists() and not path.is_symlink():
         raise UsageError(f"results path {str(path)!r} does not exist")
+
+    def warn(line: str) -> None:
+        print(line, file=sys.stderr)
+        if skipped is not None:
+            skipped.append(line.removeprefix("warning: skipped "))
+
     try:
-        df = _runner_load(path, strict=strict)
+        df = _runner_load(path, strict=strict, warn=warn)
     except _TableError as err:  # one line naming the file
         raise UsageError(str(err)) from None
     if df is None or len(df) == 0:
-        raise UsageError(f"no result rows under {str(path)!r}")
+        unread = f" ({len(skipped)} unreadable file(s))" if skipped else ""
+        raise UsageError(f"no result rows under {str(path)!r}{unread}")
     return normalize(df)
 
 
