@@ -179,6 +179,9 @@ class WsBlocks(Blocks):
     # with warp_specialize and 8 warps, the two compute warpgroups as two partitions, each with its half of the key
     # block and its own dQ over those keys (two reduce-adds per step, no barrier between them; 1-21 % slower)
     split_warpgroups: bool = False
+    # S^T = K Q^T (keys on rows): P^T, dS^T feed dV, dK from registers, LSE / delta per column; false: S = Q K^T
+    # (queries on rows, FA3's choice at D64 with 128x128 tiles): P and dS go through shared memory
+    swap_ab: bool = tunable(True, BOOLS)
 
     def check_rules(self) -> None:
         if self.num_warps not in WARPS:
@@ -192,3 +195,7 @@ class WsBlocks(Blocks):
             raise ValueError(f"num_stages={self.num_stages}: must be >= 2 (a TMA ring)")
         if self.split_warpgroups and not (self.warp_specialize and self.num_warps == 8):
             raise ValueError("split_warpgroups=true: needs warp_specialize=true and num_warps=8 (two warpgroups)")
+        if not self.swap_ab and (self.split_warpgroups or self.early_scores):
+            raise ValueError("swap_ab=false: not with split_warpgroups or early_scores (both are swap-AB schedules)")
+        if not self.swap_ab and self.BLOCK_N < 16 * self.num_warps:
+            raise ValueError(f"swap_ab=false: BLOCK_N={self.BLOCK_N} must be >= 16 x num_warps (dK / dV rows)")

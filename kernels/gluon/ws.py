@@ -40,7 +40,8 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK
                         S_LAYOUT: gl.constexpr, KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr,
                         DS_SMEM: gl.constexpr, STATS_SMEM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                         MASKED: gl.constexpr, WARP_SPECIALIZE: gl.constexpr,
-                        EARLY_SCORES: gl.constexpr, GROUPS: gl.constexpr, GROUP_REGS: gl.constexpr):
+                        EARLY_SCORES: gl.constexpr, GROUPS: gl.constexpr, GROUP_REGS: gl.constexpr,
+                        SWAP_AB: gl.constexpr):
     """Grid (cdiv(Nk, BLOCK_N), B * Hkv). q/do_desc: [B * Nq, H * D] blocks [BM, D]; k/v_desc: [B * Nk, Hkv * D]
     blocks [BN, D]; dq_desc: the fp32 accumulator [B * H * Nq, D] blocks [BM, D]. LSE (base 2), DELTA: [B, H, Nq]
     fp32. DK, DV: dense [B, Nk, Hkv, D]. MASKED: causal, or a sequence not a multiple of its block.
@@ -74,7 +75,12 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK
     v_smem = gl.allocate_shared_memory(dtype, [GROUPS, BLOCK_NG, HEAD_DIM], v_desc.layout)
     q_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], q_desc.layout)
     do_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], do_desc.layout)
-    ds_smem = gl.allocate_shared_memory(dtype, [GROUPS, BLOCK_NG, BLOCK_M], DS_SMEM)  # dS^T of each group's keys
+    if SWAP_AB:  # dS^T of each group's keys (P^T stays in registers)
+        ds_smem = gl.allocate_shared_memory(dtype, [GROUPS, BLOCK_NG, BLOCK_M], DS_SMEM)
+        p_smem = ds_smem
+    else:  # dS and P [BM, BN]: A operands of dK, dV (read transposed) and dQ
+        ds_smem = gl.allocate_shared_memory(dtype, [1, BLOCK_M, BLOCK_N], DS_SMEM)
+        p_smem = gl.allocate_shared_memory(dtype, [1, BLOCK_M, BLOCK_N], DS_SMEM)
     dq_smem = gl.allocate_shared_memory(gl.float32, [GROUPS, BLOCK_M, HEAD_DIM], dq_desc.layout)  # each group's dQ
     # LSE and delta of each stage's query block, staged by the load warp (WARP_SPECIALIZE)
     lse_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], STATS_SMEM)
@@ -93,23 +99,23 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK
         mbarrier.init(empty.index(s), count=1)
 
     rows = (i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps)
-    tiles = (k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, lse_smem, delta_smem, kv_ready, ready, empty, dq_full,
-             dq_empty)
+    tiles = (k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, ready, empty,
+             dq_full, dq_empty)
     stores = (DK, DV, sm_scale)
     if WARP_SPECIALIZE:
         if GROUPS == 2:  # two compute warpgroups, each its own partition with its own half of the keys and dQ
             gl.warp_specialize([
                 (_mma_partition, (tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT, DQ_LAYOUT, STAGES,
-                                  CAUSAL, MASKED, True, EARLY_SCORES, 0)),
+                                  CAUSAL, MASKED, True, EARLY_SCORES, 0, SWAP_AB)),
                 (_mma_partition, (tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT, DQ_LAYOUT, STAGES,
-                                  CAUSAL, MASKED, True, EARLY_SCORES, 1)),
+                                  CAUSAL, MASKED, True, EARLY_SCORES, 1, SWAP_AB)),
                 (_load_partition, (q_desc, k_desc, v_desc, do_desc, tiles, rows, LSE, DELTA, STAGES)),
                 (_dq_partition, (dq_desc, tiles, rows, STAGES)),
             ], [4, 1, 1], [GROUP_REGS, 24, 24])
         else:
             gl.warp_specialize([
                 (_mma_partition, (tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT, DQ_LAYOUT, STAGES,
-                                  CAUSAL, MASKED, True, EARLY_SCORES, 0)),
+                                  CAUSAL, MASKED, True, EARLY_SCORES, 0, SWAP_AB)),
                 (_load_partition, (q_desc, k_desc, v_desc, do_desc, tiles, rows, LSE, DELTA, STAGES)),
                 (_dq_partition, (dq_desc, tiles, rows, STAGES)),
             ], [1, 1], [24, 24])
@@ -119,7 +125,7 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK
             if s < steps:
                 _issue_qdo(q_desc, do_desc, tiles, rows, s, STAGES)
         _mma_partition(tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT, DQ_LAYOUT, STAGES, CAUSAL,
-                       MASKED, False, False, 0, q_desc, do_desc, dq_desc)
+                       MASKED, False, False, 0, SWAP_AB, q_desc, do_desc, dq_desc)
 
 
 @gluon.jit
@@ -131,7 +137,7 @@ def _query_block(step, rows, BLOCK_M: gl.constexpr):
 
 @gluon.jit
 def _issue_kv(k_desc, v_desc, tiles, rows):
-    k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, lse_smem, delta_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
+    k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
     i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
     BLOCK_NG: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
@@ -145,7 +151,7 @@ def _issue_kv(k_desc, v_desc, tiles, rows):
 @gluon.jit
 def _issue_qdo(q_desc, do_desc, tiles, rows, step, STAGES: gl.constexpr):
     """Step's Q and dO tiles ([B * Nq, H * D] view) into its stage of the ring, signalling `ready`."""
-    k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, lse_smem, delta_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
+    k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
     i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
@@ -159,7 +165,7 @@ def _issue_qdo(q_desc, do_desc, tiles, rows, step, STAGES: gl.constexpr):
 @gluon.jit
 def _load_partition(q_desc, k_desc, v_desc, do_desc, tiles, rows, LSE, DELTA, STAGES: gl.constexpr):
     """One warp: K, V once, then every step's Q, dO as soon as the compute warps have released its stage."""
-    k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, lse_smem, delta_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
+    k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
     i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     row_layout: gl.constexpr = gl.BlockedLayout([BLOCK_M // 32], [32], [1], [0])
@@ -183,7 +189,7 @@ def _load_partition(q_desc, k_desc, v_desc, do_desc, tiles, rows, LSE, DELTA, ST
 def _dq_partition(dq_desc, tiles, rows, STAGES: gl.constexpr):
     """One warp: adds each step's dQ tile from dq_smem into the fp32 accumulator ([B * H * Nq, D]) by TMA, and
     hands the step's Q / dO stage back to the load warp (dq_full means all of the step's MMAs are done)."""
-    k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem, lse_smem, delta_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
+    k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
     i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
     BLOCK_M: gl.constexpr = dq_desc.block_type.shape[0]
     GROUPS: gl.constexpr = dq_smem.shape[0]
@@ -244,26 +250,74 @@ def _gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, ds_smem, 
 
 
 @gluon.jit
+def _issue_scores_mn(k_smem, v_smem, q_tile, do_tile, S_LAYOUT: gl.constexpr):
+    """Without swap AB: S = Q K^T and dP = dO V^T as two async wgmma groups -> (s, dp) [BM, BN], in flight."""
+    BLOCK_N: gl.constexpr = k_smem.shape[0]
+    BLOCK_M: gl.constexpr = q_tile.shape[0]
+    s = warpgroup_mma(q_tile, k_smem.permute((1, 0)), gl.zeros([BLOCK_M, BLOCK_N], gl.float32, S_LAYOUT),
+                      use_acc=False, is_async=True)  # [BM, D] @ [D, BN] -> [BM, BN]
+    dp = warpgroup_mma(do_tile, v_smem.permute((1, 0)), gl.zeros([BLOCK_M, BLOCK_N], gl.float32, S_LAYOUT),
+                       use_acc=False, is_async=True)  # [BM, D] @ [D, BN] -> [BM, BN]
+    return s, dp
+
+
+@gluon.jit
+def _gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, k_smem, p_smem, ds_smem, o_kn, o_m, start_n, start_m,
+                  seq_q, seq_k, qk_scale, DQ_LAYOUT: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr):
+    """Without swap AB (each warpgroup owns query rows of S, dP): P and dS go to shared memory, where dV += P^T dO
+    and dK += dS^T Q read them transposed (each warpgroup its key rows) and dQ = dS K as they are
+    -> (dq [BM, D], dk, dv [BN, D]), their three wgmma groups in flight."""
+    BLOCK_N: gl.constexpr = k_smem.shape[0]
+    HEAD_DIM: gl.constexpr = k_smem.shape[1]
+    BLOCK_M: gl.constexpr = q_tile.shape[0]
+    dtype: gl.constexpr = k_smem.dtype
+    shift = seq_k - seq_q
+    s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))
+    p = gl.exp2(s * qk_scale - gl.expand_dims(lse, 1))  # [BM, BN]
+    if MASKED:  # only blocks that cross the causal diagonal or a sequence end pay for the mask
+        if (CAUSAL and start_m + shift < start_n + BLOCK_N - 1) or start_m + BLOCK_M > seq_q or start_n + BLOCK_N > seq_k:
+            visible = (gl.expand_dims(o_m, 1) < seq_q) & (gl.expand_dims(o_kn, 0) < seq_k)
+            if CAUSAL:
+                visible = visible & (gl.expand_dims(o_kn, 0) <= gl.expand_dims(o_m, 1) + shift)
+            p = gl.where(visible, p, 0.)
+    p_smem.store(p.to(dtype))
+    dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
+    ds = (p * (dp - gl.expand_dims(delta, 1))).to(dtype)  # [BM, BN]
+    ds_smem.store(ds)
+    fence_async_shared()
+    cta_barrier()  # every warpgroup's rows of P and dS are in shared memory before the wgmmas read all of them
+    dv = warpgroup_mma(p_smem.permute((1, 0)), do_tile, dv, is_async=True)  # [BN, BM] @ [BM, D]
+    dk = warpgroup_mma(ds_smem.permute((1, 0)), q_tile, dk, is_async=True)  # [BN, BM] @ [BM, D]
+    dq = warpgroup_mma(ds_smem, k_smem, gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, DQ_LAYOUT),
+                       use_acc=False, is_async=True)  # [BM, BN] @ [BN, D] -> [BM, D]
+    return dq, dk, dv
+
+
+@gluon.jit
 def _mma_partition(tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.constexpr, KV_LAYOUT: gl.constexpr,
                    DQ_LAYOUT: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr,
-                   SPECIALIZED: gl.constexpr, EARLY_SCORES: gl.constexpr, WG: gl.constexpr, q_desc=None, do_desc=None,
-                   dq_desc=None):
+                   SPECIALIZED: gl.constexpr, EARLY_SCORES: gl.constexpr, WG: gl.constexpr, SWAP_AB: gl.constexpr,
+                   q_desc=None, do_desc=None, dq_desc=None):
     """Compute group WG (its rows of the key block, its shared tiles): per step, the five matmuls and the softmax
     gradient; at the end it stores its rows of dK (scaled) and dV (stores: DK, DV, sm_scale).
     SPECIALIZED: the loads and reduce-adds are other warps' (signalled through mbarriers); else issued here
     (q_desc, do_desc, dq_desc given). EARLY_SCORES (SPECIALIZED only): the next step's S^T, dP^T are issued right
     behind this step's dQ, so they run while dQ is handed over and the next step starts with them done."""
-    k_all, v_all, q_smem, do_smem, ds_all, dq_all, lse_smem, delta_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
+    k_all, v_all, q_smem, do_smem, ds_all, p_all, dq_all, lse_smem, delta_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
     i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
     k_smem = k_all.index(WG)  # [BN, D] of this group
     v_smem = v_all.index(WG)
     ds_smem = ds_all.index(WG)
+    p_smem = p_all.index(WG)
     dq_smem = dq_all.index(WG)
     BLOCK_N: gl.constexpr = k_smem.shape[0]
     HEAD_DIM: gl.constexpr = k_smem.shape[1]
     BLOCK_M: gl.constexpr = q_smem.shape[1]
     start_n = start_n + WG * BLOCK_N  # this group's first key
-    o_kn = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, S_LAYOUT))  # key index of each S^T row
+    # S^T [BN, BM] (swap AB) or S [BM, BN]: which axis of S_LAYOUT holds the keys and which the queries
+    KEY_AXIS: gl.constexpr = 1 if SWAP_AB else 0
+    QUERY_AXIS: gl.constexpr = 1 - KEY_AXIS
+    o_kn = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(KEY_AXIS, S_LAYOUT))  # key index of each S row
     dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, KV_LAYOUT)
     dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, KV_LAYOUT)
     mbarrier.wait(kv_ready, 0)
@@ -279,21 +333,28 @@ def _mma_partition(tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.const
                 _issue_qdo(q_desc, do_desc, tiles, rows, step + STAGES - 1, STAGES)
         stage = step % STAGES
         i_h, start_m = _query_block(step, rows, BLOCK_M)
-        o_m = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, S_LAYOUT))  # query index of each S^T column
+        o_m = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(QUERY_AXIS, S_LAYOUT))  # query of each S column
         q_tile = q_smem.index(stage)
         do_tile = do_smem.index(stage)
         if not EARLY_SCORES:
             mbarrier.wait(ready.index(stage), (step // STAGES) & 1)
-            s_t, dp_t = _issue_scores(k_smem, v_smem, q_tile, do_tile, S_LAYOUT)
+            if SWAP_AB:
+                s_t, dp_t = _issue_scores(k_smem, v_smem, q_tile, do_tile, S_LAYOUT)
+            else:
+                s_t, dp_t = _issue_scores_mn(k_smem, v_smem, q_tile, do_tile, S_LAYOUT)
         if SPECIALIZED:  # staged by the load warp with this stage's Q, dO
-            lse = lse_smem.index(stage).load(gl.SliceLayout(0, S_LAYOUT))  # [BM]
-            delta = delta_smem.index(stage).load(gl.SliceLayout(0, S_LAYOUT))  # [BM]
+            lse = lse_smem.index(stage).load(gl.SliceLayout(QUERY_AXIS, S_LAYOUT))  # [BM]
+            delta = delta_smem.index(stage).load(gl.SliceLayout(QUERY_AXIS, S_LAYOUT))  # [BM]
         else:
             row_stats = (i_b * heads + i_h) * seq_q + o_m
             lse = gl.load(LSE + row_stats, mask=o_m < seq_q, other=float("inf"))  # [BM]; rows past Nq: P = 0
             delta = gl.load(DELTA + row_stats, mask=o_m < seq_q, other=0.)  # [BM]
-        dq, dk, dv = _gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, ds_smem, o_kn, o_m, start_n,
-                                start_m, seq_q, seq_k, qk_scale, KV_LAYOUT, DQ_LAYOUT, CAUSAL, MASKED)
+        if SWAP_AB:
+            dq, dk, dv = _gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, ds_smem, o_kn, o_m,
+                                    start_n, start_m, seq_q, seq_k, qk_scale, KV_LAYOUT, DQ_LAYOUT, CAUSAL, MASKED)
+        else:
+            dq, dk, dv = _gradients_mn(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, p_smem, ds_smem, o_kn,
+                                       o_m, start_n, start_m, seq_q, seq_k, qk_scale, DQ_LAYOUT, CAUSAL, MASKED)
         if EARLY_SCORES:  # the last step re-issues its own scores (its stage is still loaded; never read)
             nxt = gl.minimum(step + 1, steps - 1)
             if step + 1 < steps:
@@ -327,18 +388,24 @@ def _mma_partition(tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.const
     gl.store(DV + offsets, dv.to(k_smem.dtype), mask=in_seq)
 
 
-def layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype) -> dict:
+def layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype, swap_ab: bool = True) -> dict:
     """The kernel's register and shared layouts (constexprs) for one compute group of num_warps warps and block_n
-    keys: S^T / dP^T [BN, BM] and dK / dV [BN, D] split by rows over all its warps; dQ [BM, D] by rows over as many
-    warps as BM has 16-row slices, the rest split D."""
+    keys: S^T / dP^T [BN, BM] (swap_ab) and dK / dV [BN, D] split by rows over all its warps; dQ [BM, D], and S /
+    dP [BM, BN] without swap_ab, by rows over as many warps as BM has 16-row slices, the rest split the columns."""
     warps_m = min(num_warps, block_m // 16)
+
+    def split_by_rows(n_cols):  # [BM, n_cols] over num_warps warps: by 16-row slices of BM, then by columns
+        return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[warps_m, num_warps // warps_m],
+                                         instr_shape=[16, n_cols // (num_warps // warps_m), 16])
+
     return dict(
-        S_LAYOUT=gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, block_m, 16]),
+        S_LAYOUT=(gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, block_m, 16])
+                  if swap_ab else split_by_rows(block_n)),
         KV_LAYOUT=gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                             instr_shape=[16, head_dim, 16]),
-        DQ_LAYOUT=gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[warps_m, num_warps // warps_m],
-                                            instr_shape=[16, head_dim // (num_warps // warps_m), 16]),
-        DS_SMEM=gl.NVMMASharedLayout.get_default_for([block_n, block_m], GL_DTYPES[dtype]),
+        DQ_LAYOUT=split_by_rows(head_dim),
+        DS_SMEM=gl.NVMMASharedLayout.get_default_for([block_n, block_m] if swap_ab else [block_m, block_n],
+                                                     GL_DTYPES[dtype]),
         STATS_SMEM=gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[0]))
 
 
@@ -355,7 +422,7 @@ def _descriptor(t2d: torch.Tensor, block: list[int]):
 
 def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
                 num_warps: int, num_stages: int, warp_specialize: bool = True, early_scores: bool = False,
-                split_warpgroups: bool = False):
+                split_warpgroups: bool = False, swap_ab: bool = True):
     """q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D] dense, fp16 / bf16, D in HEAD_DIMS; lse (base 2), delta
     [B, H, Nq] fp32 -> dq like q, dk / dv like k / v."""
     from kernels.dq_finish import dq_finish
@@ -379,7 +446,8 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
             LSE=lse, DELTA=delta, DK=dk, DV=dv, seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads,
             qk_scale=scale * LOG2E, sm_scale=scale, STAGES=num_stages, CAUSAL=causal, MASKED=masked,
             WARP_SPECIALIZE=warp_specialize, EARLY_SCORES=early_scores and warp_specialize, GROUPS=groups,
-            GROUP_REGS=GROUP_REGS, num_warps=group_warps, **layouts(BLOCK_M, block_ng, head_dim, group_warps, q.dtype))
+            GROUP_REGS=GROUP_REGS, SWAP_AB=swap_ab, num_warps=group_warps,
+            **layouts(BLOCK_M, block_ng, head_dim, group_warps, q.dtype, swap_ab))
     else:
         dk.zero_()
         dv.zero_()
