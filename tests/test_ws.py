@@ -95,11 +95,10 @@ def test_matches_reference_on_hopper(shape, causal, dtype):
                                     dict(split_warpgroups=True, num_stages=3, early_scores=True),
                                     dict(swap_ab=False), dict(swap_ab=False, BLOCK_M=128),
                                     dict(swap_ab=False, warp_specialize=False), dict(swap_ab=False, num_warps=4),
-                                    dict(swap_ab=False, num_warps=4, BLOCK_N=64, num_stages=3),
-                                    dict(swap_ab=False, BLOCK_M=128, early_dv=True)],
+                                    dict(swap_ab=False, num_warps=4, BLOCK_N=64, num_stages=3)],
                          ids=["w4-n64", "w4-n128-s3", "m128-n128", "one-partition", "one-partition-s3", "early-scores",
                               "early-scores-s3", "split-warpgroups", "split-warpgroups-s3-early", "mn", "mn-m128",
-                              "mn-one-partition", "mn-w4", "mn-w4-n64-s3", "mn-m128-early-dv"])
+                              "mn-one-partition", "mn-w4", "mn-w4-n64-s3"])
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_tiles_match_reference_on_hopper(blocks, head_dim):
     if blocks.get("BLOCK_M") == 128 and head_dim == 128:

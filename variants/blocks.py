@@ -182,8 +182,6 @@ class WsBlocks(Blocks):
     # S^T = K Q^T (keys on rows): P^T, dS^T feed dV, dK from registers, LSE / delta per column; false: S = Q K^T
     # (queries on rows, FA3's choice at D64 with 128x128 tiles): P and dS go through shared memory
     swap_ab: bool = tunable(True, BOOLS)
-    # swap_ab=false: dV's wgmma issued once P is in shared memory, running while dS is computed (one more barrier)
-    early_dv: bool = False
 
     def check_rules(self) -> None:
         if self.num_warps not in WARPS:

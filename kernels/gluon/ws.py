@@ -41,7 +41,7 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK
                         DS_SMEM: gl.constexpr, STATS_SMEM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                         MASKED: gl.constexpr, WARP_SPECIALIZE: gl.constexpr,
                         EARLY_SCORES: gl.constexpr, GROUPS: gl.constexpr, GROUP_REGS: gl.constexpr,
-                        SWAP_AB: gl.constexpr, EARLY_DV: gl.constexpr):
+                        SWAP_AB: gl.constexpr):
     """Grid (cdiv(Nk, BLOCK_N), B * Hkv). q/do_desc: [B * Nq, H * D] blocks [BM, D]; k/v_desc: [B * Nk, Hkv * D]
     blocks [BN, D]; dq_desc: the fp32 accumulator [B * H * Nq, D] blocks [BM, D]. LSE (base 2), DELTA: [B, H, Nq]
     fp32. DK, DV: dense [B, Nk, Hkv, D]. MASKED: causal, or a sequence not a multiple of its block.
@@ -106,16 +106,16 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK
         if GROUPS == 2:  # two compute warpgroups, each its own partition with its own half of the keys and dQ
             gl.warp_specialize([
                 (_mma_partition, (tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT, DQ_LAYOUT, STAGES,
-                                  CAUSAL, MASKED, True, EARLY_SCORES, 0, SWAP_AB, EARLY_DV)),
+                                  CAUSAL, MASKED, True, EARLY_SCORES, 0, SWAP_AB)),
                 (_mma_partition, (tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT, DQ_LAYOUT, STAGES,
-                                  CAUSAL, MASKED, True, EARLY_SCORES, 1, SWAP_AB, EARLY_DV)),
+                                  CAUSAL, MASKED, True, EARLY_SCORES, 1, SWAP_AB)),
                 (_load_partition, (q_desc, k_desc, v_desc, do_desc, tiles, rows, LSE, DELTA, STAGES)),
                 (_dq_partition, (dq_desc, tiles, rows, STAGES)),
             ], [4, 1, 1], [GROUP_REGS, 24, 24])
         else:
             gl.warp_specialize([
                 (_mma_partition, (tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT, DQ_LAYOUT, STAGES,
-                                  CAUSAL, MASKED, True, EARLY_SCORES, 0, SWAP_AB, EARLY_DV)),
+                                  CAUSAL, MASKED, True, EARLY_SCORES, 0, SWAP_AB)),
                 (_load_partition, (q_desc, k_desc, v_desc, do_desc, tiles, rows, LSE, DELTA, STAGES)),
                 (_dq_partition, (dq_desc, tiles, rows, STAGES)),
             ], [1, 1], [24, 24])
@@ -125,7 +125,7 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK
             if s < steps:
                 _issue_qdo(q_desc, do_desc, tiles, rows, s, STAGES)
         _mma_partition(tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT, DQ_LAYOUT, STAGES, CAUSAL,
-                       MASKED, False, False, 0, SWAP_AB, EARLY_DV, q_desc, do_desc, dq_desc)
+                       MASKED, False, False, 0, SWAP_AB, q_desc, do_desc, dq_desc)
 
 
 @gluon.jit
@@ -263,8 +263,7 @@ def _issue_scores_mn(k_smem, v_smem, q_tile, do_tile, S_LAYOUT: gl.constexpr):
 
 @gluon.jit
 def _gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, k_smem, p_smem, ds_smem, o_m, start_n, start_m,
-                  seq_q, seq_k, qk_scale, DQ_LAYOUT: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr,
-                  EARLY_DV: gl.constexpr):
+                  seq_q, seq_k, qk_scale, DQ_LAYOUT: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr):
     """Without swap AB (each warpgroup owns query rows of S, dP): P and dS go to shared memory, where dV += P^T dO
     and dK += dS^T Q read them transposed (each warpgroup its key rows) and dQ = dS K as they are
     -> (dq [BM, D], dk, dv [BN, D]), their three wgmma groups in flight."""
@@ -277,26 +276,19 @@ def _gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, k_smem, p_smem, ds
     p = gl.exp2(s * qk_scale - gl.expand_dims(lse, 1))  # [BM, BN]
     if MASKED:  # only blocks that cross the causal diagonal or a sequence end pay for the mask
         if (CAUSAL and start_m + shift < start_n + BLOCK_N - 1) or start_m + BLOCK_M > seq_q or start_n + BLOCK_N > seq_k:
-            # keys on columns: recomputed here, not held across the loop (BN / 4 registers per thread)
+            # keys on columns: built here, not held across the loop
             o_kn = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s.type.layout))
             visible = (gl.expand_dims(o_m, 1) < seq_q) & (gl.expand_dims(o_kn, 0) < seq_k)
             if CAUSAL:
                 visible = visible & (gl.expand_dims(o_kn, 0) <= gl.expand_dims(o_m, 1) + shift)
             p = gl.where(visible, p, 0.)
     p_smem.store(p.to(dtype))
-    if EARLY_DV:  # dV's wgmma runs while dS is computed, for one more barrier
-        fence_async_shared()
-        cta_barrier()  # every warpgroup's rows of P are in shared memory
-        dv = warpgroup_mma(p_smem.permute((1, 0)), do_tile, dv, is_async=True)  # [BN, BM] @ [BM, D]
-        dp = warpgroup_mma_wait(num_outstanding=1, deps=(dp,))
-    else:
-        dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
+    dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
     ds = (p * (dp - gl.expand_dims(delta, 1))).to(dtype)  # [BM, BN]
     ds_smem.store(ds)
     fence_async_shared()
     cta_barrier()  # every warpgroup's rows of P and dS are in shared memory before the wgmmas read all of them
-    if not EARLY_DV:
-        dv = warpgroup_mma(p_smem.permute((1, 0)), do_tile, dv, is_async=True)  # [BN, BM] @ [BM, D]
+    dv = warpgroup_mma(p_smem.permute((1, 0)), do_tile, dv, is_async=True)  # [BN, BM] @ [BM, D]
     dk = warpgroup_mma(ds_smem.permute((1, 0)), q_tile, dk, is_async=True)  # [BN, BM] @ [BM, D]
     dq = warpgroup_mma(ds_smem, k_smem, gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, DQ_LAYOUT),
                        use_acc=False, is_async=True)  # [BM, BN] @ [BN, D] -> [BM, D]
@@ -307,7 +299,7 @@ def _gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, k_smem, p_smem, ds
 def _mma_partition(tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.constexpr, KV_LAYOUT: gl.constexpr,
                    DQ_LAYOUT: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr,
                    SPECIALIZED: gl.constexpr, EARLY_SCORES: gl.constexpr, WG: gl.constexpr, SWAP_AB: gl.constexpr,
-                   EARLY_DV: gl.constexpr, q_desc=None, do_desc=None, dq_desc=None):
+                   q_desc=None, do_desc=None, dq_desc=None):
     """Compute group WG (its rows of the key block, its shared tiles): per step, the five matmuls and the softmax
     gradient; at the end it stores its rows of dK (scaled) and dV (stores: DK, DV, sm_scale).
     SPECIALIZED: the loads and reduce-adds are other warps' (signalled through mbarriers); else issued here
@@ -364,8 +356,7 @@ def _mma_partition(tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.const
                                     start_n, start_m, seq_q, seq_k, qk_scale, KV_LAYOUT, DQ_LAYOUT, CAUSAL, MASKED)
         else:
             dq, dk, dv = _gradients_mn(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, p_smem, ds_smem, o_m,
-                                       start_n, start_m, seq_q, seq_k, qk_scale, DQ_LAYOUT, CAUSAL, MASKED,
-                                       EARLY_DV)
+                                       start_n, start_m, seq_q, seq_k, qk_scale, DQ_LAYOUT, CAUSAL, MASKED)
         if EARLY_SCORES:  # the last step re-issues its own scores (its stage is still loaded; never read)
             nxt = gl.minimum(step + 1, steps - 1)
             if step + 1 < steps:
@@ -433,7 +424,7 @@ def _descriptor(t2d: torch.Tensor, block: list[int]):
 
 def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
                 num_warps: int, num_stages: int, warp_specialize: bool = True, early_scores: bool = False,
-                split_warpgroups: bool = False, swap_ab: bool = True, early_dv: bool = False):
+                split_warpgroups: bool = False, swap_ab: bool = True):
     """q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D] dense, fp16 / bf16, D in HEAD_DIMS; lse (base 2), delta
     [B, H, Nq] fp32 -> dq like q, dk / dv like k / v."""
     from kernels.dq_finish import dq_finish
@@ -457,7 +448,7 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
             LSE=lse, DELTA=delta, DK=dk, DV=dv, seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads,
             qk_scale=scale * LOG2E, sm_scale=scale, STAGES=num_stages, CAUSAL=causal, MASKED=masked,
             WARP_SPECIALIZE=warp_specialize, EARLY_SCORES=early_scores and warp_specialize, GROUPS=groups,
-            GROUP_REGS=GROUP_REGS, SWAP_AB=swap_ab, EARLY_DV=early_dv and not swap_ab, num_warps=group_warps,
+            GROUP_REGS=GROUP_REGS, SWAP_AB=swap_ab, num_warps=group_warps,
             **layouts(BLOCK_M, block_ng, head_dim, group_warps, q.dtype, swap_ab))
     else:
         dk.zero_()
