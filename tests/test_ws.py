@@ -95,10 +95,11 @@ def test_matches_reference_on_hopper(shape, causal, dtype):
                                     dict(split_warpgroups=True, num_stages=3, early_scores=True),
                                     dict(swap_ab=False), dict(swap_ab=False, BLOCK_M=128),
                                     dict(swap_ab=False, warp_specialize=False), dict(swap_ab=False, num_warps=4),
-                                    dict(swap_ab=False, num_warps=4, BLOCK_N=64, num_stages=3)],
+                                    dict(swap_ab=False, num_warps=4, BLOCK_N=64, num_stages=3),
+                                    dict(longest_first=False)],
                          ids=["w4-n64", "w4-n128-s3", "m128-n128", "one-partition", "one-partition-s3", "early-scores",
                               "early-scores-s3", "split-warpgroups", "split-warpgroups-s3-early", "mn", "mn-m128",
-                              "mn-one-partition", "mn-w4", "mn-w4-n64-s3"])
+                              "mn-one-partition", "mn-w4", "mn-w4-n64-s3", "heads-in-order"])
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_tiles_match_reference_on_hopper(blocks, head_dim):
     if blocks.get("BLOCK_M") == 128 and head_dim == 128:
@@ -114,6 +115,13 @@ def test_tiles_match_reference_on_hopper(blocks, head_dim):
 def test_unmasked_blocks_match_reference_on_hopper(blocks, causal):
     """Lengths that are whole blocks: non-causal steps take the unmasked path (GQA 2:1, Nq != Nk)."""
     run_and_check("ws", *make_inputs((2, 256, 384, 4, 2, 64), torch.bfloat16, "cuda"), causal, blocks=blocks)
+
+
+@pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
+def test_program_chunks_cover_every_head_on_hopper():
+    """Causal programs run in chunks of heads (longest_first): 16 (batch, kv head) pairs and 9 key blocks give
+    chunks of 15 heads on a 132-SM GPU, then a short one of 1 (GQA 2:1 also maps query heads to kv heads)."""
+    run_and_check("ws", *make_inputs((2, 1100, 1100, 16, 8, 64), torch.bfloat16, "cuda"), True)
 
 
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")

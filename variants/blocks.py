@@ -182,6 +182,9 @@ class WsBlocks(Blocks):
     # S^T = K Q^T (keys on rows): P^T, dS^T feed dV, dK from registers, LSE / delta per column; false: S = Q K^T
     # (queries on rows, FA3's choice at D64 with 128x128 tiles): P and dS go through shared memory
     swap_ab: bool = tunable(True, BOOLS)
+    # causal: programs in chunks of about one wave of heads, each chunk's longest key blocks (the first) first;
+    # false: every head's key blocks in order, head after head
+    longest_first: bool = True
 
     def check_rules(self) -> None:
         if self.num_warps not in WARPS:

@@ -36,13 +36,13 @@ GROUP_REGS = 240  # registers per thread of the second compute group (split_warp
 
 @gluon.jit
 def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK, DV,
-                        seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale,
+                        seq_q, seq_k, heads, kv_heads, batch_kv_heads, chunk_heads, qk_scale, sm_scale,
                         S_LAYOUT: gl.constexpr, KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr,
                         DS_SMEM: gl.constexpr, STATS_SMEM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                         MASKED: gl.constexpr, WARP_SPECIALIZE: gl.constexpr,
                         EARLY_SCORES: gl.constexpr, GROUPS: gl.constexpr, GROUP_REGS: gl.constexpr,
                         SWAP_AB: gl.constexpr):
-    """Grid (cdiv(Nk, BLOCK_N), B * Hkv). q/do_desc: [B * Nq, H * D] blocks [BM, D]; k/v_desc: [B * Nk, Hkv * D]
+    """Grid (cdiv(Nk, BLOCK_N) * B * Hkv,), batch_kv_heads = B * Hkv. q/do_desc: [B * Nq, H * D] blocks [BM, D]; k/v_desc: [B * Nk, Hkv * D]
     blocks [BN, D]; dq_desc: the fp32 accumulator [B * H * Nq, D] blocks [BM, D]. LSE (base 2), DELTA: [B, H, Nq]
     fp32. DK, DV: dense [B, Nk, Hkv, D]. MASKED: causal, or a sequence not a multiple of its block.
     WARP_SPECIALIZE: the num_warps warps only compute; one more warp issues the TMA loads (`_load_partition`)
@@ -55,8 +55,16 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK
     BLOCK_NG: gl.constexpr = k_desc.block_type.shape[0]  # key rows of one compute group
     dtype: gl.constexpr = q_desc.dtype
 
-    i_n = gl.program_id(0)
-    i_bhk = gl.program_id(1)
+    # Programs in chunks of `chunk_heads` (batch, kv head) pairs, key blocks in order within a chunk, the heads of
+    # the chunk interleaved: the programs running at once share their heads' Q, dO and dQ rows in L2, and under
+    # causal masking (key block 0 walks the most query blocks) each chunk starts its longest programs first.
+    key_blocks = gl.cdiv(seq_k, BLOCK_N)
+    pid = gl.program_id(0)
+    chunk = pid // (chunk_heads * key_blocks)
+    in_chunk = pid % (chunk_heads * key_blocks)
+    heads_here = gl.minimum(chunk_heads, batch_kv_heads - chunk * chunk_heads)  # the last chunk may be short
+    i_n = in_chunk // heads_here
+    i_bhk = chunk * chunk_heads + in_chunk % heads_here
     i_b = i_bhk // kv_heads
     i_hk = i_bhk % kv_heads
     group = heads // kv_heads
@@ -411,6 +419,15 @@ def layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype, sw
         STATS_SMEM=gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[0]))
 
 
+def chunk_heads(device, seq_k: int, block_n: int, batch_kv_heads: int, longest_first: bool) -> int:
+    """(batch, kv head) pairs per chunk of programs: about one wave of the GPU's SMs when longest_first (causal),
+    else 1 (every head's key blocks in order)."""
+    if not longest_first:
+        return 1
+    sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 132
+    return max(1, min(batch_kv_heads, triton.cdiv(sms, triton.cdiv(seq_k, block_n))))
+
+
 def dense_bnhd(t: torch.Tensor) -> bool:
     """Whether t [B, N, H, D] is dense in that order (what the 2-D TMA views need)."""
     return t.is_contiguous()
@@ -424,7 +441,7 @@ def _descriptor(t2d: torch.Tensor, block: list[int]):
 
 def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
                 num_warps: int, num_stages: int, warp_specialize: bool = True, early_scores: bool = False,
-                split_warpgroups: bool = False, swap_ab: bool = True):
+                split_warpgroups: bool = False, swap_ab: bool = True, longest_first: bool = True):
     """q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D] dense, fp16 / bf16, D in HEAD_DIMS; lse (base 2), delta
     [B, H, Nq] fp32 -> dq like q, dk / dv like k / v."""
     from kernels.dq_finish import dq_finish
@@ -439,13 +456,15 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
     groups = 2 if split_warpgroups and warp_specialize else 1  # compute partitions, each num_warps / groups warps
     block_ng, group_warps = BLOCK_N // groups, num_warps // groups
     if seq_k > 0:
-        _ws_backward_kernel[(triton.cdiv(seq_k, BLOCK_N), batch * kv_heads)](
+        _ws_backward_kernel[(triton.cdiv(seq_k, BLOCK_N) * batch * kv_heads,)](
             q_desc=_descriptor(rows_q, [BLOCK_M, head_dim]),
             k_desc=_descriptor(rows_k, [block_ng, head_dim]),
             v_desc=_descriptor(v.reshape(batch * seq_k, kv_heads * head_dim), [block_ng, head_dim]),
             do_desc=_descriptor(do.reshape(batch * seq_q, heads * head_dim), [BLOCK_M, head_dim]),
             dq_desc=_descriptor(dq_acc, [BLOCK_M, head_dim]),
             LSE=lse, DELTA=delta, DK=dk, DV=dv, seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads,
+            batch_kv_heads=batch * kv_heads, chunk_heads=chunk_heads(q.device, seq_k, BLOCK_N, batch * kv_heads,
+                                                                    causal and longest_first),
             qk_scale=scale * LOG2E, sm_scale=scale, STAGES=num_stages, CAUSAL=causal, MASKED=masked,
             WARP_SPECIALIZE=warp_specialize, EARLY_SCORES=early_scores and warp_specialize, GROUPS=groups,
             GROUP_REGS=GROUP_REGS, SWAP_AB=swap_ab, num_warps=group_warps,
