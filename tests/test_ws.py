@@ -87,19 +87,23 @@ def test_matches_reference_on_hopper(shape, causal, dtype):
     run_and_check("ws", *make_inputs(shape, dtype, "cuda"), causal)
 
 
-@pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
-@pytest.mark.parametrize("blocks", [dict(num_warps=4, BLOCK_N=64), dict(num_warps=4, BLOCK_N=128, num_stages=3),
-                                    dict(BLOCK_M=128, BLOCK_N=128), dict(warp_specialize=False),
-                                    dict(warp_specialize=False, num_stages=3), dict(early_scores=True),
-                                    dict(early_scores=True, num_stages=3), dict(split_warpgroups=True),
-                                    dict(split_warpgroups=True, num_stages=3, early_scores=True),
+SWAP_AB = dict(swap_ab=True, BLOCK_M=64)  # the swap-AB schedules, named in full (D64 defaults to swap_ab=false)
+
+
+@pytest.mark.parametrize("blocks", [dict(num_warps=4, BLOCK_N=64), dict(SWAP_AB, num_warps=4, BLOCK_N=128, num_stages=3),
+                                    dict(BLOCK_M=128, BLOCK_N=128, swap_ab=True), dict(warp_specialize=False),
+                                    dict(warp_specialize=False, num_stages=3), dict(SWAP_AB, early_scores=True),
+                                    dict(SWAP_AB, early_scores=True, num_stages=3), dict(SWAP_AB, split_warpgroups=True),
+                                    dict(SWAP_AB, split_warpgroups=True, num_stages=3, early_scores=True),
                                     dict(swap_ab=False), dict(swap_ab=False, BLOCK_M=128),
                                     dict(swap_ab=False, warp_specialize=False), dict(swap_ab=False, num_warps=4),
                                     dict(swap_ab=False, num_warps=4, BLOCK_N=64, num_stages=3),
-                                    dict(longest_first=False)],
-                         ids=["w4-n64", "w4-n128-s3", "m128-n128", "one-partition", "one-partition-s3", "early-scores",
-                              "early-scores-s3", "split-warpgroups", "split-warpgroups-s3-early", "mn", "mn-m128",
-                              "mn-one-partition", "mn-w4", "mn-w4-n64-s3", "heads-in-order"])
+                                    dict(longest_first=False), dict(SWAP_AB), dict(SWAP_AB, num_warps=4, BLOCK_N=64)],
+                         ids=["w4-n64", "w4-n128-s3", "m128-n128-swap", "one-partition", "one-partition-s3",
+                              "early-scores", "early-scores-s3", "split-warpgroups", "split-warpgroups-s3-early", "mn",
+                              "mn-m128", "mn-one-partition", "mn-w4", "mn-w4-n64-s3", "heads-in-order", "swap",
+                              "swap-w4-n64"])
+@pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_tiles_match_reference_on_hopper(blocks, head_dim):
     if blocks.get("BLOCK_M") == 128 and head_dim == 128:
