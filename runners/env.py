@@ -100,13 +100,16 @@ def _run(args: list[str], cwd: Path | None = None) -> str | None:
 
 @functools.cache
 def code_version() -> dict:
-    """commit (git HEAD, or $FLASH_BWD_COMMIT where the tree has no .git, else "unknown"), dirty (tracked
-    files differ from HEAD), diff_hash (short hash of `git diff HEAD` over the code that measures:
-    kernels/, variants/, runners/, conf/; "" when those are clean). Resume treats a different diff_hash
-    as different code."""
+    """commit (git HEAD, else "unknown"; $FLASH_BWD_COMMIT wins when set: a copy of the tree exported with
+    `git archive` may sit inside another checkout whose HEAD is not its commit), dirty (tracked files differ from
+    HEAD; None under $FLASH_BWD_COMMIT), diff_hash (short hash of `git diff HEAD` over the code that measures:
+    kernels/, variants/, runners/, conf/; "" when those are clean). Resume treats a different diff_hash as
+    different code."""
+    if os.environ.get("FLASH_BWD_COMMIT"):
+        return {"commit": os.environ["FLASH_BWD_COMMIT"], "dirty": None, "diff_hash": ""}
     commit = _run(["git", "rev-parse", "HEAD"], REPO)
     if commit is None:
-        return {"commit": os.environ.get("FLASH_BWD_COMMIT", "unknown"), "dirty": None, "diff_hash": ""}
+        return {"commit": "unknown", "dirty": None, "diff_hash": ""}
     dirty = bool(_run(["git", "status", "--porcelain", "--untracked-files=no"], REPO))
     diff = _run(["git", "diff", "HEAD", "--", *MEASURING_CODE], REPO) or ""
     return {"commit": commit, "dirty": dirty, "diff_hash": hashlib.sha1(diff.encode()).hexdigest()[:12] if diff else ""}
