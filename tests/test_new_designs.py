@@ -287,3 +287,43 @@ def test_a_name_no_design_has_is_one_line_listing_the_registered_names(capsys, t
             cli(["variant=nope", f"results_dir={tmp_path}"])
         err = capsys.readouterr().err.strip().splitlines()
         assert exit_info.value.code == 2 and err == [f"config error: variant: unknown variant 'nope'; known: {known}"]
+
+
+def test_entry_points_name_a_module_or_a_variant_class(monkeypatch, capsys):
+    """registry.load_external (fresh state, fake entry points): a module registers its own designs; a Variant class
+    is registered under the entry point's name; a failing one is a warning and the reason in `get()`'s error."""
+    from variants import registry
+
+    class FromClass(TritonVariant):
+        Blocks = _LooseBlocks
+
+    class FakeEntryPoint:
+        def __init__(self, name, value, load):
+            self.name, self.value, self.load = name, value, load
+
+    def module_load():
+        register_variant("ep_module_design")(type("FromModule", (TritonVariant,), {}))
+
+    def broken_load():
+        raise ImportError("no module named 'gone'")
+
+    points = [FakeEntryPoint("ep_class_design", "pkg.variant:FromClass", lambda: FromClass),
+              FakeEntryPoint("ep_module_design", "pkg.other", module_load),
+              FakeEntryPoint("ep_broken_design", "gone", broken_load)]
+    monkeypatch.setattr(registry, "_external", {"loaded": False, "failed": {}})
+    monkeypatch.setattr(registry, "_entry_points", lambda: points)
+    monkeypatch.delenv(PLUGINS_ENV, raising=False)
+    try:
+        names = registry.registered()
+        assert names[-2:] == ["ep_class_design", "ep_module_design"] and "ep_broken_design" not in names
+        assert isinstance(variants.get("ep_class_design"), FromClass) and FromClass.name == "ep_class_design"
+        assert capsys.readouterr().err == ("warning: entry point ep_broken_design = gone (flash_bwd.variants) failed "
+                                           "to load: ImportError: no module named 'gone'\n")
+        with pytest.raises(ValueError, match=r"^unknown variant 'ep_broken_design'; known: .*two_pass.* \(entry point "
+                                             r"ep_broken_design = gone \(flash_bwd.variants\) failed to load"):
+            variants.get("ep_broken_design")
+        registry.registered()  # loaded once per process
+        assert capsys.readouterr().err == ""
+    finally:
+        _VARIANTS.pop("ep_class_design", None)
+        _VARIANTS.pop("ep_module_design", None)
