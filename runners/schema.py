@@ -104,6 +104,50 @@ def register() -> None:
 register()
 
 
+# ---- the variant group's configs, derived from the registry -------------------------------------------------
+
+def variant_node(name: str) -> dict:
+    """What conf/variant/<name>.yaml holds, derived from the design's Blocks dataclass: its name and every block
+    field, null (= the design's default for the problem)."""
+    from dataclasses import fields
+
+    import variants
+    return {"variant": {"name": name}, "blocks": {f.name: None for f in fields(variants.get(name).Blocks)}}
+
+
+def derived_grid(name: str) -> dict:
+    """{field: candidates} of the `sweep=blocks` grid of a design without conf/sweep_grid/blocks_<name>.yaml: the
+    fields its Blocks dataclass declares `tunable` (variants/blocks.py), every combination ({} for a baseline)."""
+    import variants
+    return dict(variants.get(name).Blocks.search_space())
+
+
+def _override_value(value) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def store_variant_configs() -> list[str]:
+    """Makes `variant=<name>` work for every registered design: a design without conf/variant/<name>.yaml gets its
+    `variant_node` in Hydra's ConfigStore (group `variant`), and, when it declares tunable fields and has no
+    conf/sweep_grid/blocks_<name>.yaml, its `derived_grid` as `sweep_grid/blocks_<name>`. A yaml file, where there
+    is one, wins (Hydra reads the conf folder first). Idempotent; run again after a plugin registers designs.
+    The names stored."""
+    import variants
+    from runners import env
+
+    store, stored = ConfigStore.instance(), []
+    for name in variants.registry.registered():
+        if not (env.CONF_DIR / "variant" / f"{name}.yaml").is_file():
+            store.store(group="variant", name=name, node=variant_node(name), package="_global_", provider="flash_bwd")
+            stored.append(name)
+        grid = derived_grid(name)
+        if grid and not (env.CONF_DIR / "sweep_grid" / f"blocks_{name}.yaml").is_file():
+            params = {f"blocks.{k}": ",".join(map(_override_value, v)) for k, v in grid.items()}
+            store.store(group="sweep_grid", name=f"blocks_{name}", node={"hydra": {"sweeper": {"params": params}}},
+                        package="_global_", provider="flash_bwd")
+    return stored
+
+
 class ConfigError(ValueError):
     """A config that types allow but the semantics do not; str() is one line naming the field."""
 
@@ -208,7 +252,7 @@ def check(cfg: DictConfig, device: str) -> Point:
     if cfg.layout not in LAYOUTS:
         raise ConfigError("layout", f"must be one of {', '.join(LAYOUTS)}, got {cfg.layout!r}")
     if cfg.variant.name not in variants.names():
-        raise ConfigError("variant.name", f"unknown variant {cfg.variant.name!r}; known: {', '.join(variants.names())}")
+        raise ConfigError("variant.name", variants.registry.unknown_text(cfg.variant.name))
     bench = cfg.bench
     if not bench.warmup >= 0:
         raise ConfigError("bench.warmup", f"must be >= 0 ms, got {bench.warmup}")

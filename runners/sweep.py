@@ -29,6 +29,8 @@ from omegaconf import DictConfig, OmegaConf  # noqa: E402
 from runners import cpu_cost, isolate, lease, measure, results, schema, varlen_inputs  # noqa: E402
 from runners.schema import ConfigError  # noqa: E402
 
+schema.store_variant_configs()  # `variant=<name>` for every registered design, with or without conf/variant/<name>.yaml
+
 CONFIG_DIR = str(env.CONF_DIR)  # ../conf from this file, as an absolute path (works however this module is run)
 CONFIG_NAME = "config"
 EXIT_CONFIG = 2
@@ -235,11 +237,37 @@ def expand_jobs(overrides: list[str], multirun: bool) -> list[list[str]]:
     return BasicSweeper.split_arguments(parser.parse_overrides(lines), None)[0]
 
 
+def prepare_choices(overrides: list[str]) -> None:
+    """Before composing: imports the modules a `plugins=[...]` override names (their designs register and get their
+    derived configs, so `variant=<their name>` composes), then refuses a `variant=` choice that names no registered
+    design: one ConfigError listing the registered names."""
+    import variants
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import ChoiceSweep
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+    except Exception:  # noqa: BLE001 - a malformed override: Hydra's own one-line error comes at composition
+        return
+    for o in parsed:
+        if o.key_or_group == "plugins" and not o.is_delete() and not o.is_sweep_override():
+            value = o.value()
+            schema.import_plugins(value if isinstance(value, list) else [value])
+            schema.store_variant_configs()
+    for o in parsed:
+        if o.key_or_group != "variant" or o.is_delete() or (o.is_sweep_override() and not isinstance(o.value(), ChoiceSweep)):
+            continue  # variant=glob(*) and the like: Hydra lists the options itself
+        for name in (o.sweep_string_iterator() if o.is_sweep_override() else [o.value()]):
+            if isinstance(name, str) and name not in variants.names():
+                raise ConfigError("variant", variants.registry.unknown_text(name))
+
+
 def preflight(overrides: list[str], multirun: bool) -> int:
     """Composes and checks every job; the number of jobs. Raises ConfigError or _PreflightError (one line)."""
     from hydra import initialize_config_dir
 
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3", job_name="sweep"):
+        prepare_choices(overrides)
         jobs = expand_jobs(overrides, multirun)
         composed: dict = {}
         checked_dirs: set = set()

@@ -64,10 +64,13 @@ class StudyResult:
 # ---- the search space ---------------------------------------------------------------------------------
 
 def grid_space(variant: str) -> dict:
-    """{field: values} of conf/sweep_grid/blocks_<variant>.yaml (the sweep=blocks grid)."""
+    """{field: values} of conf/sweep_grid/blocks_<variant>.yaml (the sweep=blocks grid); a design without that file
+    and with tunable fields: the grid derived from its Blocks dataclass (schema.derived_grid), as sweep=blocks."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     path = env.CONF_DIR / "sweep_grid" / f"blocks_{variant}.yaml"
+    if not path.is_file() and schema.derived_grid(variant):
+        return schema.derived_grid(variant)
     if not path.is_file():
         raise ConfigError("space", f"space=grid: no {path.relative_to(env.REPO)} for variant {variant!r}")
     params = (yaml.safe_load(path.read_text()) or {}).get("hydra", {}).get("sweeper", {}).get("params", {})
@@ -369,7 +372,11 @@ def cli(argv: list[str] | None = None) -> None:
     if not any(a.startswith("-") for a in argv):
         try:
             with initialize_config_dir(config_dir=str(env.CONF_DIR), version_base="1.3", job_name="tune"):
+                sweep.prepare_choices(argv)  # plugins=[...] imported, an unknown variant= refused
                 compose(CONFIG_NAME, argv)
+        except ConfigError as exc:
+            print(f"config error: {exc}", file=sys.stderr)
+            sys.exit(sweep.EXIT_CONFIG)
         except Exception as exc:  # noqa: BLE001 - Hydra's own errors: typo'd key, wrong type, unknown option
             print(f"config error: {sweep.hydra_error_line(exc)}", file=sys.stderr)
             sys.exit(sweep.EXIT_CONFIG)

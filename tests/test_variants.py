@@ -49,11 +49,16 @@ SMALL_BLOCKS = {
 
 
 def small_blocks(variant: str) -> dict:
-    """SMALL_BLOCKS[variant]; a design without an entry fails (never silently skipped)."""
-    if variant not in SMALL_BLOCKS:
-        pytest.fail(f"design {variant!r} has no SMALL_BLOCKS entry in tests/test_variants.py: add its small blocks "
-                    f"(so that short lengths span several blocks and partial tails)", pytrace=False)
-    return SMALL_BLOCKS[variant]
+    """SMALL_BLOCKS[variant], else the design's own `test_blocks` (a design added as two files declares them in its
+    variant file); a design with neither fails (never silently skipped)."""
+    if variant in SMALL_BLOCKS:
+        return SMALL_BLOCKS[variant]
+    declared = getattr(get(variant), "test_blocks", None) if variant in names() else None
+    if declared is None:
+        pytest.fail(f"design {variant!r} has no SMALL_BLOCKS entry in tests/test_variants.py and no test_blocks on its "
+                    f"variant class: add its small blocks (so that short lengths span several blocks and partial "
+                    f"tails)", pytrace=False)
+    return dict(declared)
 
 
 def skip_unless_supported(variant: str, shape, causal: bool, dtype, device) -> None:

@@ -80,7 +80,7 @@ def test_packed_matches_reference_fp16(variant, packing, device):
         "atomic_tma-pointer-loads-warp-specialize"])
 def test_packed_design_switches(variant, blocks, device):
     inputs = packed_inputs(*PACKINGS["nq-ne-nk"], torch.float32, device)
-    run_and_check_packed(variant, *inputs, True, blocks={**SMALL_BLOCKS[variant], **blocks})
+    run_and_check_packed(variant, *inputs, True, blocks={**small_blocks(variant), **blocks})
 
 
 @pytest.mark.slow  # the fast GPU tier keeps the fp16 packed cases (docs/testing.md)
@@ -257,7 +257,7 @@ def test_heaviest_first_table_is_the_same_programs_by_work(name, side, causal):
 def test_packed_longest_first_matches_reference(variant, causal, device):
     """The heaviest-first program tables (dK/dV: key blocks; dQ: query blocks, read from the front)."""
     inputs = packed_inputs(*PACKINGS["odd-lengths-gqa"], torch.float16, device)
-    run_and_check_packed(variant, *inputs, causal, blocks={**SMALL_BLOCKS[variant], "longest_first": True})
+    run_and_check_packed(variant, *inputs, causal, blocks={**small_blocks(variant), "longest_first": True})
 
 
 @pytest.mark.slow

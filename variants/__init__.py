@@ -4,15 +4,20 @@
     o = attention(q, k, v, causal=True, variant="two_pass")   # q [B, Nq, H, D], k/v [B, Nk, Hkv, D]
     o.backward(do)                                            # runs the two_pass backward
 
-Adding a variant: one file that subclasses TritonVariant (or Baseline) under @register_variant("name"),
-plus one import line below.
+Adding a design: one kernel file (kernels/<name>.py) and one variant file (variants/<name>.py) that subclasses
+TritonVariant (or Baseline) under @register_variant("name"); every module of this package is imported below, so no
+other edit (docs/interface.md, "Adding a design"). Designs outside the repo: variants/registry.py.
 """
+import importlib
+import pkgutil
+
 from variants.base import Baseline, TritonVariant, Variant, default_scale
 from variants.problem import Problem
 from variants.registry import get, names, register_variant
 from spec import LAYOUTS
 
-# The registry: one line per variant file.
+# The registry: the built-in designs in the order tables and plots list them, then every other module of this package
+# (a new design's variant file, in name order; variants/registry.py loads designs from outside the repo).
 from variants import reference  # noqa: F401,E402
 from variants import two_pass  # noqa: F401,E402
 from variants import atomic  # noqa: F401,E402
@@ -21,6 +26,9 @@ from variants import ws  # noqa: F401,E402
 from variants import fused  # noqa: F401,E402
 from variants import sdpa  # noqa: F401,E402
 from variants import flex  # noqa: F401,E402
+
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
 
 
 def attention(q, k, v, causal: bool = False, scale: float | None = None, variant: str = "two_pass",

@@ -27,6 +27,9 @@ class Variant:
     supports_varlen: ClassVar[bool] = False  # True: apply/prepare take varlen= (packed documents, cu_seqlens)
     # False: the CPU Triton interpreter cannot run it (e.g. a Gluon design); the tests' interpreter matrix skips it
     runs_in_interpreter: ClassVar[bool] = True
+    # small blocks for the tests' correctness matrix, so that short lengths span several blocks and partial tails
+    # (tests/test_variants.py; the built-in designs' are its SMALL_BLOCKS); None: the design's defaults are not used
+    test_blocks: ClassVar[dict | None] = None
 
     def supports(self, problem: Problem) -> str | None:
         """None if this variant can run the problem, else the reason it cannot."""

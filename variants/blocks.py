@@ -16,7 +16,8 @@ kernels, or a single-kernel variant's fields, stay untagged. Candidates must eac
 rules (`check_rules`) may still reject a mix, which the tuner records as an invalid (unsupported) trial.
 A new field (e.g. `tma`, `warp_specialize`) is searched by declaring it with `tunable(default, values)`;
 nothing else needs to change. `conf/sweep_grid/blocks_<variant>.yaml` is a separate, smaller hand-picked
-grid for `sweep=blocks` (and `runners.tune space=grid`), not derived from these declarations.
+grid for `sweep=blocks` (and `runners.tune space=grid`), not derived from these declarations; a design without that
+file gets every combination of its declared candidates as that grid (runners/schema.py `derived_grid`).
 """
 from dataclasses import asdict, dataclass, field, fields
 
