@@ -1,6 +1,7 @@
 """ws: the FA3-structure backward on Hopper, written in Gluon (kernels/gluon/ws.py): K/V resident in shared
-memory, Q/dO through a TMA ring, swap-AB wgmma so P^T and dS^T feed dV and dK from registers, dQ by TMA
-reduce-add into an fp32 accumulator. sm90 only; it cannot run in the Triton interpreter."""
+memory, Q/dO through a TMA ring, swap-AB wgmma so P^T and dS^T feed dV and dK from registers (or, swap_ab=false,
+S = Q K^T with P and dS through shared memory: D64's 128 x 128 tiles), dQ by TMA reduce-add into an fp32
+accumulator. sm90 only; it cannot run in the Triton interpreter."""
 from kernels.gluon.compat import GLUON_MISSING
 from variants.base import TritonVariant, interpreter_on
 from variants.blocks import WsBlocks
