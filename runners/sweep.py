@@ -460,4 +460,8 @@ def cli(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    cli()
+    # run from the module `runners.sweep`, not from `__main__`: the run's state (_run_state) and its task
+    # function are then the ones the callback and the Slurm launcher (hydra_plugins/flash_bwd_slurm) import
+    from runners.sweep import cli as _cli
+
+    _cli()
