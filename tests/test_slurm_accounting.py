@@ -90,6 +90,7 @@ def fake_slurm(monkeypatch, tmp_path):
     """submitit's executor runs each array task here, in this process, except those named in `cancel`
     (their jobs end CANCELLED without a result, as after scancel)."""
     import submitit
+    import submitit.slurm.slurm as slurm
 
     cancel = set()
 
@@ -105,6 +106,7 @@ def fake_slurm(monkeypatch, tmp_path):
         return jobs
 
     monkeypatch.setattr(submitit.AutoExecutor, "map_array", map_array)
+    monkeypatch.setattr(slurm.SlurmExecutor, "affinity", classmethod(lambda cls: 1))  # "srun" found, on CI too
     monkeypatch.setattr(slurm_jobs, "queue_states", lambda: {})
     monkeypatch.setattr(slurm_jobs, "POLL_S", 0.01)
     GlobalHydra.instance().clear()
