@@ -21,6 +21,7 @@ CONFIG_COLUMNS = ("variant", "batch", "heads", "kv_heads", "seq", "seq_k", "head
 DEDUPE_KEY = ("config_key", "gpu_name", "commit")
 
 _session_paths: list[Path] = []  # rows written or found (resume) by this process, for the multirun summary
+_session_found: list[Path] = []  # the ones of them that resume found already on disk
 
 
 def resume_key(config_key: str, gpu_name: str, commit: str, diff_hash: str = "") -> str:
@@ -74,6 +75,7 @@ def find_done(results_dir: str | Path, gpu: str, key: str) -> tuple[Path, dict] 
         return None
     _, path, row = max(found, key=lambda item: item[0])
     _session_paths.append(path)
+    _session_found.append(path)
     return path, row
 
 
@@ -81,8 +83,20 @@ def session_paths() -> list[Path]:
     return list(_session_paths)
 
 
+def session_found() -> list[Path]:
+    """The rows of session_paths() that were already on disk (resume found them), not written now."""
+    return list(_session_found)
+
+
+def note_session(written=(), found=()) -> None:
+    """Rows a job in another process wrote or found (a Slurm job's return value), for this process's summary."""
+    _session_paths.extend(Path(p) for p in [*written, *found])
+    _session_found.extend(Path(p) for p in found)
+
+
 def reset_session() -> None:
     _session_paths.clear()
+    _session_found.clear()
 
 
 def concat_tables(tables: list) -> pd.DataFrame:

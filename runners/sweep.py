@@ -26,7 +26,7 @@ from hydra.experimental.callback import Callback  # noqa: E402
 from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
-from runners import cpu_cost, isolate, lease, measure, results, schema, varlen_inputs  # noqa: E402
+from runners import cpu_cost, isolate, lease, measure, results, schema, sweep_help, varlen_inputs  # noqa: E402
 from runners.schema import ConfigError  # noqa: E402
 
 schema.store_variant_configs()  # `variant=<name>` for every registered design, with or without conf/variant/<name>.yaml
@@ -119,27 +119,42 @@ def run_point(cfg: DictConfig, index: int = 0, total: int | None = 1, out=print,
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name=CONFIG_NAME)
-def main(cfg: DictConfig) -> None:
+def main(cfg: DictConfig) -> dict:
+    """One job; returns what became of its point, for a launcher whose jobs run in other processes (Slurm):
+    {"written": [path], "found": [path]} (the row, new or already on disk), or {"lost": reason}."""
     hydra_cfg = HydraConfig.get()
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
     index = int(hydra_cfg.job.num) if multirun else 0
     total = _run_state["total"] if multirun else 1
+    before = len(results.session_paths()), len(results.session_found())
     try:
         with job_lease(cfg, hydra_cfg) as held:  # before any CUDA work; released when the job ends
             row = run_point(cfg, index, total, gpu_index=held.index)
         if row is not None and row["status"] in measure.FAULT_STATUSES:
             _run_state["faults"] += 1
+        if not multirun and row is not None and row["status"] == "ok" and row.get("correct"):
+            gpu_dir = Path(str(cfg.results_dir)) / row["gpu"]
+            print(sweep_help.plot_command([gpu_dir], row["dtype"]) + "   # every row of this GPU")
     except ConfigError as exc:
         if not multirun:
             print(f"config error: {exc}", file=sys.stderr)
             sys.exit(EXIT_CONFIG)
-        print(f"[{index + 1}/{total or '?'}] config error, point skipped: {exc}", file=sys.stderr)
-        _run_state["lost"].append(f"config error: {exc}")
+        return note_lost(f"[{index + 1}/{total or '?'}] config error, point skipped: {exc}", f"config error: {exc}")
     except Exception as exc:  # noqa: BLE001 - a runner failure (e.g. writing the row) must not end a multirun
         # ... nor be a traceback: one line here, counted, and cli() exits EXIT_LOST with the count
         reason = measure.one_line(exc)
-        print(f"[{index + 1}/{total or '?'}] runner error, point not recorded: {reason}", file=sys.stderr)
-        _run_state["lost"].append(reason)
+        return note_lost(f"[{index + 1}/{total or '?'}] runner error, point not recorded: {reason}", reason)
+    found = [str(p) for p in results.session_found()[before[1]:]]
+    written = [str(p) for p in results.session_paths()[before[0]:] if str(p) not in found]
+    return {"written": written, "found": found}
+
+
+def note_lost(line: str, reason: str) -> dict:
+    """A point whose row was not written: one line on stderr, its reason counted for cli()'s exit status
+    EXIT_LOST (also for the launcher of jobs run elsewhere: hydra_plugins/flash_bwd_slurm)."""
+    print(line, file=sys.stderr)
+    _run_state["lost"].append(reason)
+    return {"lost": reason}
 
 
 def job_lease(cfg: DictConfig, hydra_cfg=None) -> lease.Lease:
@@ -171,7 +186,7 @@ class SummaryCallback(Callback):
             files = [f for d in sweep_dirs for f in sorted(d.glob("*.parquet"))] + results.session_paths()
             files = list(dict.fromkeys(Path(f).resolve() for f in files))  # + rows resume found elsewhere
             df = results.load(files, strict=False) if files else results.pd.DataFrame()
-            print(f"\nsweep {config.sweep_id}: {len(df)} rows{results.status_counts(df)}")
+            print(f"\nsweep {config.sweep_id}: {len(df)} rows{_counts(df, files)}")
             print(results.summary_table(df))
             faults = results.fault_lines(df)
             _run_state["faults"] = len(faults)  # also counts jobs run by other processes (parallel launchers)
@@ -179,8 +194,22 @@ class SummaryCallback(Callback):
                 print(line)
             for d in sweep_dirs:
                 print(f"rows: {d}")
+            drawable = df[(df["status"] == "ok") & df["correct"].astype(bool)] if "correct" in df else df[:0]
+            if len(drawable):
+                print(sweep_help.plot_command({Path(f).parent for f in files},
+                                              drawable["dtype"].value_counts().index[0]))
         except Exception as exc:  # noqa: BLE001 - a summary never fails the sweep
             print(f"summary failed: {measure.one_line(exc)}", file=sys.stderr)
+
+
+def _counts(df, files) -> str:
+    """' (4 ok)', or after a rerun ' (3 already on disk, 1 new; 4 ok)'."""
+    statuses = results.status_counts(df)
+    found = {Path(p).resolve() for p in results.session_found()}
+    on_disk = sum(Path(f).resolve() in found for f in files)
+    if not on_disk:
+        return statuses
+    return f" ({on_disk} already on disk, {max(len(df) - on_disk, 0)} new{'; ' + statuses[2:-1] if statuses else ''})"
 
 
 # ---- preflight: compose and check every point before Hydra writes anything --------------------------
@@ -431,8 +460,8 @@ def cli(argv: list[str] | None = None) -> None:
     """`python -m runners.sweep ...`: preflight (exit 2 on a bad config), then Hydra's main."""
     argv = sys.argv[1:] if argv is None else list(argv)
     overrides, multirun, passthrough = _split_argv(argv)
-    if not passthrough and env.interpreting():
-        print(CPU_BANNER, flush=True)
+    if "--help" in argv or "-h" in argv:
+        print(sweep_help.USAGE, flush=True)
     if not passthrough:
         try:
             _run_state["total"] = preflight(overrides, multirun)
@@ -442,6 +471,8 @@ def cli(argv: list[str] | None = None) -> None:
         except Exception as exc:  # noqa: BLE001 - Hydra's own errors: typo'd key, wrong type, unknown option
             print(f"config error: {hydra_error_line(exc)}", file=sys.stderr)
             sys.exit(EXIT_CONFIG)
+        if env.interpreting():  # after the config check: a config error is one line, with no banner before it
+            print(CPU_BANNER, flush=True)
     sys.argv = [sys.argv[0], *argv]
     _run_state["faults"] = 0
     _run_state["lost"] = []
@@ -457,4 +488,8 @@ def cli(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    cli()
+    # run from the module `runners.sweep`, not from `__main__`: the run's state (_run_state) and its task
+    # function are then the ones the callback and the Slurm launcher (hydra_plugins/flash_bwd_slurm) import
+    from runners.sweep import cli as _cli
+
+    _cli()

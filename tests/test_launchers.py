@@ -63,7 +63,7 @@ def test_basic_launcher_stays_the_default(hydra_conf):
 def test_slurm_fields(hydra_conf):
     cfg = compose("config", ["hydra/launcher=slurm", "hydra.launcher.partition=h100"], return_hydra_config=True)
     launcher = cfg.hydra.launcher
-    assert launcher._target_ == "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
+    assert launcher._target_ == "hydra_plugins.flash_bwd_slurm._launcher.FlashBwdSlurmLauncher"  # submitit's, bounded
     assert (launcher.partition, launcher.gpus_per_node, launcher.tasks_per_node, launcher.nodes) == ("h100", 1, 1, 1)
     assert launcher.timeout_min > 0 and launcher.array_parallelism > 0
     assert "unset TRITON_INTERPRET" in launcher.setup
