@@ -25,7 +25,6 @@ REPO = env.REPO
 NOT_RUN = [
     (r"^pip install ", "installs packages: .ci/run installs as the README says"),
     (r"^python -m pytest\b", "runs (part of) this test suite"),
-    (r"^bash \.ci/run$", "CI itself: installs, then runs this suite"),
     (r"hydra/launcher=slurm", "needs a Slurm cluster; bash scripts/slurm_smoke.sh runs the CPU recipe on one machine"),
     (r"hydra/launcher=local_gpus", "needs the GPUs of a node"),
     (r"slurm_smoke\.sh", "as root: installs and starts Slurm daemons"),
