@@ -7,7 +7,7 @@ Both loops split a causal range into blocks that need the causal mask (the diago
 slices of BLOCK / SLICE) and blocks every row fully sees. Sequence bounds are always masked.
 
 Also here: the two kernels built on them that several designs launch (kernels/launch.py), the dK/dV pass
-`_dkdv_kernel` (two_pass; atomic with GRADS_DQ) and the dQ pass `_dq_kernel` (two_pass; the deterministic modes).
+`_dkdv_kernel` (two_pass; atomic with GRAD_DQ) and the dQ pass `_dq_kernel` (two_pass; the deterministic modes).
 
 Layout contract (kernels/launch.py): q, k, v, do, dq, dk, dv are [B, N, H, D] views with unit head-dim stride;
 the query family (Q, DO, DQ and an fp32 dQ accumulator) shares one (batch, token, head) stride set `stride_q`,
@@ -21,7 +21,9 @@ import triton.language as tl
 
 from kernels.common import document_block, first_chunk, input_precision, load_tile, score_mask
 
-GRAD_DV, GRAD_DK, GRAD_DQ = 1, 2, 4  # GRADS bits: dV (P^T dO), dK (dS^T Q), dQ (dS K added atomically)
+# GRADS bits: dV (P^T dO), dK (dS^T Q), dQ (dS K added atomically). Constexpr globals, so kernels may read them;
+# tested as `GRAD_DV & GRADS` (a constexpr on the left: the interpreter passes GRADS as a plain int).
+GRAD_DV, GRAD_DK, GRAD_DQ = tl.constexpr(1), tl.constexpr(2), tl.constexpr(4)
 
 
 @triton.jit
@@ -70,11 +72,11 @@ def dkdv_step(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA,
         b_sT = tl.where(score_mask(o_m[None, :], o_n[:, None], seq_q, seq_k, MASK_CAUSAL, not EVEN_M, not EVEN_N),
                         b_sT, float("-inf"))
     b_pT = tl.math.exp2(b_sT - b_lse[None, :])  # [BN, BM]
-    if GRADS & GRAD_DV:
+    if GRAD_DV & GRADS:
         b_dv += tl.dot(b_pT.to(b_do.dtype), b_do, input_precision=DOT_PRECISION)  # [BN, BM] @ [BM, BD] -> [BN, BD]
         if BLOCK_D2 > 0:
             b_dv2 += tl.dot(b_pT.to(b_do.dtype), b_do2, input_precision=DOT_PRECISION)  # [BN, BM] @ [BM, BD2]
-    if GRADS & GRAD_DK:
+    if GRAD_DK & GRADS:
         b_dpT = tl.dot(b_v, tl.trans(b_do), input_precision=DOT_PRECISION)  # [BN, BD] @ [BD, BM] -> [BN, BM]
         if BLOCK_D2 > 0:
             b_dpT += tl.dot(b_v2, tl.trans(b_do2), input_precision=DOT_PRECISION)  # [BN, BD2] @ [BD2, BM]
@@ -82,7 +84,7 @@ def dkdv_step(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA,
         b_dk += tl.dot(b_dsT.to(b_qT.dtype), tl.trans(b_qT), input_precision=DOT_PRECISION)  # [BN, BM] @ [BM, BD]
         if BLOCK_D2 > 0:
             b_dk2 += tl.dot(b_dsT.to(b_qT.dtype), tl.trans(b_qT2), input_precision=DOT_PRECISION)  # -> [BN, BD2]
-    if GRADS & GRAD_DQ:  # only with dK, dV and one head-dim chunk (launch_dkdv refuses the mixes)
+    if GRAD_DQ & GRADS:  # only with dK, dV and one head-dim chunk (launch_dkdv refuses the mixes)
         b_dq = tl.dot(tl.trans(b_dsT.to(b_v.dtype)), b_k, input_precision=DOT_PRECISION)  # [BM, BN] @ [BN, BD]
         tl.atomic_add(DQ_ACC + o_m[:, None] * stride_qn + o_d[None, :], b_dq, mask=m_m[:, None] & m_d[None, :])
     return b_dk, b_dv, b_dk2, b_dv2
@@ -250,17 +252,17 @@ def dkdv_program(Q, K, V, DO, DK, DV, LSE, DELTA, DQ_ACC, stride_q, stride_k, st
             HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D2, SLICE, CAUSAL, PRESCALED, GRADS, EVEN_M, EVEN_N)
     DK += i_b * stride_kb + i_hk * stride_kh
     DV += i_b * stride_kb + i_hk * stride_kh
-    if GRADS & GRAD_DK:
+    if GRAD_DK & GRADS:
         tl.store(DK + o_n[:, None] * stride_kn + o_d[None, :], (b_dk * sm_scale).to(DK.dtype.element_ty), mask=m_nd)
-    if GRADS & GRAD_DV:
+    if GRAD_DV & GRADS:
         tl.store(DV + o_n[:, None] * stride_kn + o_d[None, :], b_dv.to(DV.dtype.element_ty), mask=m_nd)
     if BLOCK_D2 > 0:
         o_d2 = BLOCK_D + tl.arange(0, BLOCK_D2)
         m_nd2 = (o_n[:, None] < seq_k) & (o_d2[None, :] < HEAD_DIM)
-        if GRADS & GRAD_DK:
+        if GRAD_DK & GRADS:
             tl.store(DK + o_n[:, None] * stride_kn + o_d2[None, :], (b_dk2 * sm_scale).to(DK.dtype.element_ty),
                      mask=m_nd2)
-        if GRADS & GRAD_DV:
+        if GRAD_DV & GRADS:
             tl.store(DV + o_n[:, None] * stride_kn + o_d2[None, :], b_dv2.to(DV.dtype.element_ty), mask=m_nd2)
 
 

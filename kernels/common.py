@@ -21,8 +21,7 @@ def head_block(head_dim: int) -> int:
 def first_chunk(head_dim: int, block_d2: int) -> int:
     """BLOCK_D inside a kernel: the head dim's first register block, given the second one's width (head_chunks:
     the whole padded head dim when block_d2 = 0, else the largest power of two below the head dim)."""
-    whole = max(16, triton.next_power_of_2(head_dim))
-    return whole // 2 if block_d2 else whole
+    return head_block(head_dim) // 2 if block_d2 else head_block(head_dim)
 
 
 @triton.constexpr_function

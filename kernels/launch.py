@@ -107,12 +107,12 @@ def launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, *, causal: bool, scale: flo
     if blocks == 0:
         return
     both = GRAD_DV | GRAD_DK | (GRAD_DQ if accumulate_dq else 0)
-    for grads in ((GRAD_DV, GRAD_DK) if split else (both,)):
+    for grads in ((GRAD_DV, GRAD_DK) if split else (both,)):  # constexprs (kernels/backward_steps.py)
         _dkdv_kernel[grid[::-1] if longest_first else grid](
             Q=q, K=k, V=v, DO=do, DQ=dq, DK=dk, DV=dv, LSE=lse, DELTA=delta,
             **shape_args(q, k), **scale_args(scale), **doc_args,
             HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D2=block_d2, CAUSAL=causal,
-            LONGEST_FIRST=longest_first, PRESCALED=prescale, GRADS=grads, EVEN_M=even_m, EVEN_N=even_n,
+            LONGEST_FIRST=longest_first, PRESCALED=prescale, GRADS=grads.value, EVEN_M=even_m, EVEN_N=even_n,
             num_warps=num_warps, num_stages=num_stages)
 
 
