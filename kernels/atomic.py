@@ -6,13 +6,12 @@ result is bitwise reproducible) at the cost of recomputing S and P (~12 N^2 d) a
 """
 import torch
 
-from kernels.launch import backward_layout, launch_dkdv, launch_dq
+from kernels.two_pass import launch_dkdv, launch_dq
 
 
 def atomic_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
                     num_warps: int, num_stages: int, deterministic: bool = False, longest_first: bool = False, varlen=None):
     """-> dq like q, dk/dv like k/v. varlen: a kernels.varlen.Packing (q [1, total_q, H, D], k/v [1, total_k, Hkv, D])."""
-    q, k, v, do = backward_layout(q, k, v, do)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     if deterministic:
         dq = torch.empty_like(q)
@@ -23,7 +22,7 @@ def atomic_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOC
                   BLOCK_M=BLOCK_N, BLOCK_N=BLOCK_M, num_warps=num_warps, num_stages=num_stages,
                   longest_first=longest_first, varlen=varlen)
         return dq, dk, dv
-    dq_accum = torch.zeros_like(q, dtype=torch.float32)  # [B, Nq, H, D], q's strides (the query family)
+    dq_accum = torch.zeros_like(q, dtype=torch.float32)  # [B, Nq, H, D], q's memory layout
     launch_dkdv(q, k, v, do, dq_accum, dk, dv, lse, delta, causal=causal, scale=scale, accumulate_dq=True,
                 BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=num_warps, num_stages=num_stages,
                 longest_first=longest_first, varlen=varlen)

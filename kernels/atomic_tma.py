@@ -13,7 +13,7 @@ The fp32 accumulator is [B, H, Nq, BLOCK_D] (padded head dim, 16-byte aligned ro
 a finishing kernel scales it by sm_scale and writes dq in q's dtype and layout.
 
 Packed varlen batches (IS_VARLEN, kernels/varlen.py): B = 1, the blocks axis runs over the (document, key
-block) pairs of Packing.block_indices, pointers move to the document and
+block) pairs of Packing.block_indices, pointers move to the document (backward_steps.document_pointers) and
 every bound, causal shift and descriptor shape is the document's, so the accumulator is [1, H, total_q,
 BLOCK_D] and the finishing kernel sees one sequence of total_q rows. Every mode runs packed.
 """
@@ -21,25 +21,25 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.common import document_block, even_blocks, head_block, input_precision, load_tile, score_mask
+from kernels.backward_steps import document_pointers
+from kernels.common import LOG2E, document_block, even_blocks, head_block, load_tile, score_mask
 from kernels.dq_finish import dq_finish
-from kernels.launch import backward_layout, launch_dq, scale_args, shape_args
+from kernels.forward import dot_precision, strides
+from kernels.two_pass import launch_dq
 from kernels.varlen import UNIFORM_ARGS
 
 DQ_NONE, DQ_ATOMIC, DQ_TMA = 0, 1, 2
 
 
 @triton.jit
-def _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE, DELTA, stride_qn,
+def _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE, DELTA,
+                  stride_qn, stride_qd, stride_don, stride_dod,
                   o_n, start_m, seq_q, seq_k, qk_scale,
-                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, MASK_CAUSAL: tl.constexpr, TMA_LOAD: tl.constexpr,
-                  DQ_MODE: tl.constexpr, EVEN_M: tl.constexpr, EVEN_N: tl.constexpr):
+                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
+                  MASK_CAUSAL: tl.constexpr, TMA_LOAD: tl.constexpr, DQ_MODE: tl.constexpr,
+                  EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
     """One query block [start_m, start_m + BLOCK_M) against the resident key block o_n: adds to dK
-    (unscaled dS^T Q), dV (P^T dO), and adds the unscaled dS K into the fp32 dQ accumulator.
-    Q, DO: this head's rows (token stride stride_qn), or d_q, d_do their descriptors with TMA_LOAD."""
-    BLOCK_D: tl.constexpr = head_block(HEAD_DIM)
-    EVEN_D: tl.constexpr = HEAD_DIM == BLOCK_D
-    DOT_PRECISION: tl.constexpr = input_precision(Q.dtype.element_ty)
+    (unscaled dS^T Q), dV (P^T dO), and adds the unscaled dS K into the fp32 dQ accumulator."""
     o_m = start_m + tl.arange(0, BLOCK_M)
     o_d = tl.arange(0, BLOCK_D)
     m_m = o_m < seq_q
@@ -47,9 +47,9 @@ def _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE, DEL
         b_q = d_q.load([start_m, 0])  # [BM, BD], zeros past Nq and D
         b_do = d_do.load([start_m, 0])  # [BM, BD]
     else:
-        b_q = load_tile(Q + o_m[:, None] * stride_qn + o_d[None, :],
+        b_q = load_tile(Q + o_m[:, None] * stride_qn + o_d[None, :] * stride_qd,
                         m_m[:, None], o_d[None, :] < HEAD_DIM, not EVEN_M, not EVEN_D)  # [BM, BD]
-        b_do = load_tile(DO + o_m[:, None] * stride_qn + o_d[None, :],
+        b_do = load_tile(DO + o_m[:, None] * stride_don + o_d[None, :] * stride_dod,
                          m_m[:, None], o_d[None, :] < HEAD_DIM, not EVEN_M, not EVEN_D)  # [BM, BD]
     if EVEN_M:
         b_lse = tl.load(LSE + o_m)  # [BM]
@@ -77,22 +77,20 @@ def _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE, DEL
 
 
 @triton.jit
-def _atomic_tma_kernel(Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA, stride_q, stride_k,
-                       seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale, VARLEN,
-                       HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+def _atomic_tma_kernel(Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA,
+                       stride_qb, stride_qn, stride_qh, stride_qd, stride_kb, stride_kn, stride_kh, stride_kd,
+                       stride_vb, stride_vn, stride_vh, stride_vd, stride_dob, stride_don, stride_doh, stride_dod,
+                       stride_dkb, stride_dkn, stride_dkh, stride_dkd, stride_dvb, stride_dvn, stride_dvh, stride_dvd,
+                       seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale, CU_SEQLENS_Q, CU_SEQLENS_K, BLOCK_INDICES,
+                       HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                        CAUSAL: tl.constexpr, LONGEST_FIRST: tl.constexpr, TMA_LOAD: tl.constexpr,
-                       DQ_MODE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
-                       EVEN_M: tl.constexpr, EVEN_N: tl.constexpr):
+                       DQ_MODE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, IS_VARLEN: tl.constexpr,
+                       EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
     """Grid (cdiv(Nk, BLOCK_N), B * Hkv), or (B * Hkv, cdiv(Nk, BLOCK_N)) with LONGEST_FIRST.
     dK, dV of key block i_n of kv-head i_hk, summed over the group of query heads sharing it (GQA);
     DQ_ACC [B, H, Nq, BLOCK_D] fp32 receives the unscaled dS K of every (query, key) block pair.
-    Q, DO share the (batch, token, head) strides stride_q, K, V, DK, DV stride_k (unit head-dim stride).
-    VARLEN (None, or (CU_SEQLENS_Q, CU_SEQLENS_K, BLOCK_INDICES)): B = 1 and the blocks axis runs over the
-    (document, key block) pairs of BLOCK_INDICES; DQ_ACC is [1, H, total_q, BLOCK_D]."""
-    BLOCK_D: tl.constexpr = head_block(HEAD_DIM)
-    IS_VARLEN: tl.constexpr = VARLEN is not None
-    stride_qb, stride_qn, stride_qh = stride_q
-    stride_kb, stride_kn, stride_kh = stride_k
+    IS_VARLEN: B = 1 and the blocks axis runs over the (document, key block) pairs of BLOCK_INDICES;
+    DQ_ACC is [1, H, total_q, BLOCK_D]."""
     if LONGEST_FIRST:
         i_n = tl.program_id(1)
         i_bhk = tl.program_id(0)
@@ -105,10 +103,10 @@ def _atomic_tma_kernel(Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA, stride_q, stride
     stride_lse = seq_q  # LSE, DELTA [B, H, Nq], DQ_ACC [B, H, Nq, BLOCK_D] (varlen: total_q rows per head)
     heads_walked = group
     if IS_VARLEN:
-        i_n, bos_q, seq_q, bos_k, seq_k = document_block(VARLEN, i_n)
-        Q, DO, DQ_ACC = Q + bos_q * stride_qn, DO + bos_q * stride_qn, DQ_ACC + bos_q * BLOCK_D
-        K, V, DK, DV = K + bos_k * stride_kn, V + bos_k * stride_kn, DK + bos_k * stride_kn, DV + bos_k * stride_kn
-        LSE, DELTA = LSE + bos_q, DELTA + bos_q
+        i_n, bos_q, seq_q, bos_k, seq_k = document_block(BLOCK_INDICES, CU_SEQLENS_Q, CU_SEQLENS_K, i_n)
+        Q, K, V, DO, DQ_ACC, DK, DV, LSE, DELTA = document_pointers(
+            Q, K, V, DO, DQ_ACC, DK, DV, LSE, DELTA,
+            stride_qn, stride_kn, stride_vn, stride_don, BLOCK_D, stride_dkn, stride_dvn, bos_q, bos_k)
         # From here on seq_q / seq_k are the document's: loads, masks, the causal shift (bottom-right per
         # document) and descriptor shapes stop at its end. A document without queries walks no head (and
         # builds no 0-row descriptor); its dK, dV are stored as zeros.
@@ -118,15 +116,15 @@ def _atomic_tma_kernel(Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA, stride_q, stride
     o_d = tl.arange(0, BLOCK_D)
     m_nd = (o_n[:, None] < seq_k) & (o_d[None, :] < HEAD_DIM)
     K += i_b * stride_kb + i_hk * stride_kh
-    V += i_b * stride_kb + i_hk * stride_kh
+    V += i_b * stride_vb + i_hk * stride_vh
     if TMA_LOAD:
         d_k = tl.make_tensor_descriptor(K, shape=[seq_k, HEAD_DIM], strides=[stride_kn, 1], block_shape=[BLOCK_N, BLOCK_D])
-        d_v = tl.make_tensor_descriptor(V, shape=[seq_k, HEAD_DIM], strides=[stride_kn, 1], block_shape=[BLOCK_N, BLOCK_D])
+        d_v = tl.make_tensor_descriptor(V, shape=[seq_k, HEAD_DIM], strides=[stride_vn, 1], block_shape=[BLOCK_N, BLOCK_D])
         b_k = d_k.load([start_n, 0])  # [BN, BD]
         b_v = d_v.load([start_n, 0])  # [BN, BD]
     else:
-        b_k = tl.load(K + o_n[:, None] * stride_kn + o_d[None, :], mask=m_nd, other=0.)  # [BN, BD]
-        b_v = tl.load(V + o_n[:, None] * stride_kn + o_d[None, :], mask=m_nd, other=0.)  # [BN, BD]
+        b_k = tl.load(K + o_n[:, None] * stride_kn + o_d[None, :] * stride_kd, mask=m_nd, other=0.)  # [BN, BD]
+        b_v = tl.load(V + o_n[:, None] * stride_vn + o_d[None, :] * stride_vd, mask=m_nd, other=0.)  # [BN, BD]
     b_dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
     b_dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
 
@@ -147,12 +145,12 @@ def _atomic_tma_kernel(Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA, stride_q, stride
         i_h = i_hk * group + i_g
         i_bh = i_b * heads + i_h
         q_base = Q + i_b * stride_qb + i_h * stride_qh
-        do_base = DO + i_b * stride_qb + i_h * stride_qh
+        do_base = DO + i_b * stride_dob + i_h * stride_doh
         dq_base = DQ_ACC + i_bh.to(tl.int64) * stride_lse * BLOCK_D
         if TMA_LOAD:
             d_q = tl.make_tensor_descriptor(q_base, shape=[seq_q, HEAD_DIM], strides=[stride_qn, 1],
                                             block_shape=[BLOCK_M, BLOCK_D])
-            d_do = tl.make_tensor_descriptor(do_base, shape=[seq_q, HEAD_DIM], strides=[stride_qn, 1],
+            d_do = tl.make_tensor_descriptor(do_base, shape=[seq_q, HEAD_DIM], strides=[stride_don, 1],
                                              block_shape=[BLOCK_M, BLOCK_D])
         else:
             d_q = q_base
@@ -164,18 +162,22 @@ def _atomic_tma_kernel(Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA, stride_q, stride
             d_dq = dq_base
         for start_m in range(m_lo, m_mid, BLOCK_M):
             b_dk, b_dv = _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, q_base, do_base, dq_base,
-                                       LSE + i_bh * stride_lse, DELTA + i_bh * stride_lse, stride_qn,
+                                       LSE + i_bh * stride_lse, DELTA + i_bh * stride_lse,
+                                       stride_qn, stride_qd, stride_don, stride_dod,
                                        o_n, start_m, seq_q, seq_k, qk_scale,
-                                       HEAD_DIM, BLOCK_M, True, TMA_LOAD, DQ_MODE, EVEN_M, EVEN_N)
+                                       HEAD_DIM, BLOCK_M, BLOCK_D, True, TMA_LOAD, DQ_MODE,
+                                       EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION)
         for start_m in tl.range(m_mid, seq_q, BLOCK_M, warp_specialize=WARP_SPECIALIZE):
             b_dk, b_dv = _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, q_base, do_base, dq_base,
-                                       LSE + i_bh * stride_lse, DELTA + i_bh * stride_lse, stride_qn,
+                                       LSE + i_bh * stride_lse, DELTA + i_bh * stride_lse,
+                                       stride_qn, stride_qd, stride_don, stride_dod,
                                        o_n, start_m, seq_q, seq_k, qk_scale,
-                                       HEAD_DIM, BLOCK_M, False, TMA_LOAD, DQ_MODE, EVEN_M, EVEN_N)
-    DK += i_b * stride_kb + i_hk * stride_kh
-    DV += i_b * stride_kb + i_hk * stride_kh
-    tl.store(DK + o_n[:, None] * stride_kn + o_d[None, :], (b_dk * sm_scale).to(DK.dtype.element_ty), mask=m_nd)
-    tl.store(DV + o_n[:, None] * stride_kn + o_d[None, :], b_dv.to(DV.dtype.element_ty), mask=m_nd)
+                                       HEAD_DIM, BLOCK_M, BLOCK_D, False, TMA_LOAD, DQ_MODE,
+                                       EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION)
+    tl.store(DK + i_b * stride_dkb + i_hk * stride_dkh + o_n[:, None] * stride_dkn + o_d[None, :] * stride_dkd,
+             (b_dk * sm_scale).to(DK.dtype.element_ty), mask=m_nd)
+    tl.store(DV + i_b * stride_dvb + i_hk * stride_dvh + o_n[:, None] * stride_dvn + o_d[None, :] * stride_dvd,
+             b_dv.to(DV.dtype.element_ty), mask=m_nd)
 
 
 def _interpreting() -> bool:
@@ -219,32 +221,33 @@ def atomic_tma_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, 
     """-> dq like q, dk/dv like k/v. tma_load / tma_reduce are requests: a path that cannot run here
     (`tma_paths`) falls back to pointer loads / per-element atomics.
     varlen: a kernels.varlen.Packing (q [1, total_q, H, D], k/v [1, total_k, Hkv, D])."""
-    q, k, v, do = backward_layout(q, k, v, do)
     batch, seq_q, heads, head_dim = q.shape
     seq_k, kv_heads = k.shape[1], k.shape[2]
+    block_d = head_block(head_dim)
     can_load, can_reduce, _ = tma_paths(q, k, v, do)
     use_load = tma_load and can_load
     dq_mode = DQ_NONE if deterministic else (DQ_TMA if tma_reduce and can_reduce else DQ_ATOMIC)
     if (use_load or dq_mode == DQ_TMA) and not _interpreting():
         _set_allocator(q.device)
-    even_m, even_n = even_blocks(seq_q, seq_k, walked=BLOCK_M, resident=BLOCK_N, walks_queries=True, causal=causal,
-                                 varlen=varlen is not None)
+    even_m, even_n, even_d = even_blocks(seq_q, seq_k, head_dim, block_d, walked=BLOCK_M, resident=BLOCK_N,
+                                         walks_queries=True, causal=causal, varlen=varlen is not None)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     dq = torch.empty_like(q)
     # [B, H, Nq, BD] fp32 (varlen: [1, H, total_q, BD])
-    dq_acc = dq if deterministic else torch.zeros(batch, heads, seq_q, head_block(head_dim), device=q.device,
-                                                  dtype=torch.float32)
+    dq_acc = dq if deterministic else torch.zeros(batch, heads, seq_q, block_d, device=q.device, dtype=torch.float32)
     longest_first = longest_first and (causal or varlen is not None)  # else every program has the same work
     doc_args, blocks = (UNIFORM_ARGS, triton.cdiv(seq_k, BLOCK_N)) if varlen is None else \
         varlen.kernel_args(block_k=BLOCK_N, heaviest_first=longest_first, causal=causal)
     grid = (blocks, batch * kv_heads)
     if blocks > 0:  # packed: 0 when no document has a key
         _atomic_tma_kernel[grid[::-1] if longest_first else grid](
-            Q=q, K=k, V=v, DO=do, DK=dk, DV=dv, DQ_ACC=dq_acc, LSE=lse, DELTA=delta,
-            **shape_args(q, k), **scale_args(scale), **doc_args,
-            HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, CAUSAL=causal, LONGEST_FIRST=longest_first,
-            TMA_LOAD=use_load, DQ_MODE=dq_mode, WARP_SPECIALIZE=warp_specialize, EVEN_M=even_m, EVEN_N=even_n,
-            num_warps=num_warps, num_stages=num_stages)
+            q, k, v, do, dk, dv, dq_acc, lse, delta,
+            *strides(q), *strides(k), *strides(v), *strides(do), *strides(dk), *strides(dv),
+            seq_q, seq_k, heads, kv_heads, scale * LOG2E, scale, **doc_args,
+            HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=block_d,
+            CAUSAL=causal, LONGEST_FIRST=longest_first, TMA_LOAD=use_load, DQ_MODE=dq_mode,
+            WARP_SPECIALIZE=warp_specialize, EVEN_M=even_m, EVEN_N=even_n, EVEN_D=even_d,
+            DOT_PRECISION=dot_precision(q.dtype), num_warps=num_warps, num_stages=num_stages)
     if deterministic:  # dQ by the atomic-free pass (query block resident, walks keys)
         launch_dq(q, k, v, do, dq, lse, delta, causal=causal, scale=scale, BLOCK_M=BLOCK_N, BLOCK_N=BLOCK_M,
                   num_warps=num_warps, num_stages=num_stages, longest_first=longest_first, varlen=varlen)

@@ -10,25 +10,9 @@ LN2 = 0.6931471805599453  # ln(2) == 1 / LOG2E
 assert abs(LOG2E - 1.0 / math.log(2.0)) < 1e-15 and abs(LN2 - math.log(2.0)) < 1e-15
 
 
-@triton.constexpr_function
 def head_block(head_dim: int) -> int:
-    """Register width for a head dim: the next power of two, at least 16 (tl.dot's minimum). Callable on the
-    host and inside a kernel (a constexpr function)."""
+    """Register width for a head dim: the next power of two, at least 16 (tl.dot's minimum)."""
     return max(16, triton.next_power_of_2(head_dim))
-
-
-@triton.constexpr_function
-def first_chunk(head_dim: int, block_d2: int) -> int:
-    """BLOCK_D inside a kernel: the head dim's first register block, given the second one's width (head_chunks:
-    the whole padded head dim when block_d2 = 0, else the largest power of two below the head dim)."""
-    return head_block(head_dim) // 2 if block_d2 else head_block(head_dim)
-
-
-@triton.constexpr_function
-def input_precision(dtype) -> str:
-    """tl.dot's input_precision for operands of this dtype: fp32 inputs get exact fp32 dots (tests); fp16/bf16 use
-    the tensor cores as they are."""
-    return "ieee" if dtype == tl.float32 else "tf32"
 
 
 def head_chunks(head_dim: int, split: bool) -> tuple[int, int]:
@@ -41,6 +25,15 @@ def head_chunks(head_dim: int, split: bool) -> tuple[int, int]:
     first = whole // 2
     second = max(16, triton.next_power_of_2(head_dim - first))
     return (first, second) if first + second < whole else (whole, 0)
+
+
+def head_dim_args(head_dim: int, split: bool) -> dict:
+    """The head-dim constexprs of a kernel built on kernels.backward_steps: HEAD_DIM, its register blocks
+    (head_chunks) and whether each block ends exactly at HEAD_DIM (EVEN_D: the first, EVEN_D2: the second; a
+    block that does not end there masks its loads and stores along D)."""
+    block_d, block_d2 = head_chunks(head_dim, split)
+    return dict(HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_D2=block_d2,
+                EVEN_D=block_d2 > 0 or head_dim == block_d, EVEN_D2=block_d2 == 0 or head_dim == block_d + block_d2)
 
 
 @triton.jit
@@ -69,12 +62,10 @@ def score_mask(i_q, i_k, seq_q, seq_k, CAUSAL: tl.constexpr, CHECK_Q: tl.constex
 
 
 @triton.jit
-def document_block(VARLEN, i_p):
-    """Program i_p of a varlen launch -> (its block within its document, bos_q, seq_q, bos_k, seq_k).
-    VARLEN = (CU_SEQLENS_Q, CU_SEQLENS_K, BLOCK_INDICES) (kernels/varlen.py): the document starts, and
-    [programs, 2] int32 (document, block) pairs. The uniform batch is the special case bos = 0, seq = the
-    batch's lengths."""
-    CU_SEQLENS_Q, CU_SEQLENS_K, BLOCK_INDICES = VARLEN
+def document_block(BLOCK_INDICES, CU_SEQLENS_Q, CU_SEQLENS_K, i_p):
+    """Program i_p of a varlen launch -> (its block within its document, bos_q, seq_q, bos_k, seq_k):
+    BLOCK_INDICES [programs, 2] int32 holds (document, block) pairs (kernels/varlen.py), CU_SEQLENS_* the
+    document starts. The uniform batch is the special case bos = 0, seq = the batch's lengths."""
     i_doc = tl.load(BLOCK_INDICES + 2 * i_p)
     i_blk = tl.load(BLOCK_INDICES + 2 * i_p + 1)
     bos_q = tl.load(CU_SEQLENS_Q + i_doc)
@@ -99,10 +90,9 @@ def load_tile(pointers, m_rows, m_cols, CHECK_ROWS: tl.constexpr, CHECK_COLS: tl
     return tile
 
 
-def even_blocks(seq_q: int, seq_k: int, *, walked: int, resident: int, walks_queries: bool, causal: bool,
-                varlen: bool = False) -> tuple[bool, bool]:
-    """(EVEN_M, EVEN_N): which sequence bounds checks a backward loop can drop (the head dim's, EVEN_D, each
-    kernel derives from HEAD_DIM and its register block).
+def even_blocks(seq_q: int, seq_k: int, head_dim: int, block_d: int, *, walked: int, resident: int,
+                walks_queries: bool, causal: bool, varlen: bool = False) -> tuple[bool, bool, bool]:
+    """(EVEN_M, EVEN_N, EVEN_D): which bounds checks a backward loop can drop.
 
     A loop with a resident block of `resident` rows walks the other sequence in blocks of `walked`.
     Walked blocks (and the diagonal slices) stay inside the sequence when its length is a multiple
@@ -111,11 +101,11 @@ def even_blocks(seq_q: int, seq_k: int, *, walked: int, resident: int, walks_que
     checks every sequence bound (its documents end anywhere).
     """
     if varlen:  # document lengths are arbitrary: every sequence bound is checked
-        return False, False
+        return False, False, head_dim == block_d
     if walks_queries:  # dK/dV: walks queries (walked = BLOCK_M), key block resident (BLOCK_N)
         even_m = seq_q % walked == 0 and (not causal or ((seq_k - seq_q) % walked == 0 and resident % walked == 0))
         even_n = seq_k % resident == 0
     else:  # dQ: query block resident (BLOCK_M), walks keys (BLOCK_N)
         even_m = seq_q % resident == 0
         even_n = seq_k % walked == 0
-    return even_m, even_n
+    return even_m, even_n, head_dim == block_d

@@ -4,17 +4,15 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.launch import strides
+from kernels.forward import strides
 
 
 @triton.jit
-def _dq_finish_kernel(DQ_ACC, DQ, stride_dq, seq_q, heads, sm_scale,
+def _dq_finish_kernel(DQ_ACC, DQ, stride_dqb, stride_dqn, stride_dqh, stride_dqd, seq_q, heads, sm_scale,
                       HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
-    """Grid (cdiv(Nq, BLOCK_M), B * H): dq = sm_scale * DQ_ACC[..., :D] in dq's dtype and (batch, token, head)
-    strides stride_dq (unit head-dim stride); DQ_ACC [B, H, Nq, BLOCK_D] fp32, contiguous. Row-wise, so a packed
-    batch is one sequence of total_q rows (B = 1); rows no program reached (queries of a document without keys)
-    stay 0."""
-    stride_dqb, stride_dqn, stride_dqh = stride_dq
+    """Grid (cdiv(Nq, BLOCK_M), B * H): dq = sm_scale * DQ_ACC[..., :D] in dq's dtype and strides. Row-wise, so
+    a packed batch is one sequence of total_q rows (B = 1); rows no program reached (queries of a document
+    without keys) stay 0."""
     i_m = tl.program_id(0)
     i_bh = tl.program_id(1)
     o_m = i_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -23,16 +21,13 @@ def _dq_finish_kernel(DQ_ACC, DQ, stride_dq, seq_q, heads, sm_scale,
     b_acc = tl.load(DQ_ACC + i_bh.to(tl.int64) * seq_q * BLOCK_D + o_m[:, None] * BLOCK_D + o_d[None, :],
                     mask=m_md, other=0.)  # [BM, BD]
     tl.store(DQ + (i_bh // heads) * stride_dqb + (i_bh % heads) * stride_dqh + o_m[:, None] * stride_dqn
-             + o_d[None, :], (b_acc * sm_scale).to(DQ.dtype.element_ty), mask=m_md)
+             + o_d[None, :] * stride_dqd, (b_acc * sm_scale).to(DQ.dtype.element_ty), mask=m_md)
 
 
 def dq_finish(dq_acc: torch.Tensor, dq: torch.Tensor, scale: float, BLOCK_M: int = 64) -> None:
-    """dq_acc [B, H, Nq, BLOCK_D] fp32 (BLOCK_D >= D, a power of two) -> dq [B, Nq, H, D] (unit head-dim stride)
-    = scale * dq_acc[..., :D]."""
+    """dq_acc [B, H, Nq, BLOCK_D] fp32 (BLOCK_D >= D, a power of two) -> dq [B, Nq, H, D] = scale * dq_acc[..., :D]."""
     batch, seq_q, heads, head_dim = dq.shape
-    if head_dim > 1 and dq.stride(3) != 1:
-        raise ValueError(f"dq_finish writes dq with a unit head-dim stride, got strides {tuple(dq.stride())}")
     if seq_q > 0:
         _dq_finish_kernel[(triton.cdiv(seq_q, BLOCK_M), batch * heads)](
-            DQ_ACC=dq_acc, DQ=dq, stride_dq=strides(dq), seq_q=seq_q, heads=heads, sm_scale=scale,
-            HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_D=dq_acc.shape[-1], num_warps=4)
+            dq_acc, dq, *strides(dq), seq_q, heads, scale, HEAD_DIM=head_dim, BLOCK_M=BLOCK_M,
+            BLOCK_D=dq_acc.shape[-1], num_warps=4)

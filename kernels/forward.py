@@ -7,23 +7,22 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.common import LOG2E, document_block, head_block, input_precision, score_mask
-from kernels.launch import forward_layout, shape_args
+from kernels.common import LOG2E, document_block, head_block, score_mask
 from kernels.varlen import UNIFORM_ARGS
 
 
 @triton.jit
-def _fwd_step(b_acc, b_m, b_l, b_q, K, V, stride_kn, o_m, start_n, seq_q, seq_k, qk_scale,
-              HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, MASK_CAUSAL: tl.constexpr):
-    """One online-softmax update of a [BLOCK_M] query block with keys [start_n, start_n + BLOCK_N) (K, V: this
-    kv-head's rows, token stride stride_kn)."""
-    BLOCK_D: tl.constexpr = head_block(HEAD_DIM)
-    DOT_PRECISION: tl.constexpr = input_precision(K.dtype.element_ty)
+def _fwd_step(b_acc, b_m, b_l, b_q, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
+              o_m, start_n, seq_q, seq_k, qk_scale,
+              HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+              MASK_CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    """One online-softmax update of a [BLOCK_M] query block with keys [start_n, start_n + BLOCK_N)."""
     o_n = start_n + tl.arange(0, BLOCK_N)
     o_d = tl.arange(0, BLOCK_D)
     m_n = o_n < seq_k
     m_d = o_d < HEAD_DIM
-    b_kT = tl.load(K + o_n[None, :] * stride_kn + o_d[:, None], mask=m_n[None, :] & m_d[:, None], other=0.)  # [BD, BN]
+    b_kT = tl.load(K + o_n[None, :] * stride_kn + o_d[:, None] * stride_kd,
+                   mask=m_n[None, :] & m_d[:, None], other=0.)  # [BD, BN]
     b_s = tl.dot(b_q, b_kT, input_precision=DOT_PRECISION) * qk_scale  # [BM, BD] @ [BD, BN] -> [BM, BN]
     b_s = tl.where(score_mask(o_m[:, None], o_n[None, :], seq_q, seq_k, MASK_CAUSAL, True, True), b_s, float("-inf"))
     b_m_new = tl.maximum(b_m, tl.max(b_s, 1))  # [BM]
@@ -31,43 +30,44 @@ def _fwd_step(b_acc, b_m, b_l, b_q, K, V, stride_kn, o_m, start_n, seq_q, seq_k,
     b_p = tl.math.exp2(b_s - b_m_use[:, None])  # [BM, BN]
     b_alpha = tl.math.exp2(b_m - b_m_use)  # [BM]
     b_l = b_l * b_alpha + tl.sum(b_p, 1)
-    b_v = tl.load(V + o_n[:, None] * stride_kn + o_d[None, :], mask=m_n[:, None] & m_d[None, :], other=0.)  # [BN, BD]
+    b_v = tl.load(V + o_n[:, None] * stride_vn + o_d[None, :] * stride_vd,
+                  mask=m_n[:, None] & m_d[None, :], other=0.)  # [BN, BD]
     b_acc = b_acc * b_alpha[:, None] + tl.dot(b_p.to(b_v.dtype), b_v, input_precision=DOT_PRECISION)  # [BM, BD]
     return b_acc, b_m_new, b_l
 
 
 @triton.jit
-def _fwd_kernel(Q, K, V, O, LSE, stride_q, stride_k, seq_q, seq_k, heads, kv_heads, qk_scale, VARLEN,
-                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
-    """Grid (cdiv(Nq, BLOCK_M), B * H). Q, O share the (batch, token, head) strides stride_q, K, V stride_k
-    (unit head-dim stride; kernels/launch.py). LSE is [B, H, Nq] fp32, base 2. VARLEN (None, or (CU_SEQLENS_Q,
-    CU_SEQLENS_K, BLOCK_INDICES)): B = 1, LSE [1, H, total_q], and the first axis runs over the (document, query
-    block) pairs of BLOCK_INDICES."""
-    BLOCK_D: tl.constexpr = head_block(HEAD_DIM)
-    IS_VARLEN: tl.constexpr = VARLEN is not None
-    stride_qb, stride_qn, stride_qh = stride_q
-    stride_kb, stride_kn, stride_kh = stride_k
+def _fwd_kernel(Q, K, V, O, LSE,
+                stride_qb, stride_qn, stride_qh, stride_qd,
+                stride_kb, stride_kn, stride_kh, stride_kd,
+                stride_vb, stride_vn, stride_vh, stride_vd,
+                stride_ob, stride_on, stride_oh, stride_od,
+                seq_q, seq_k, heads, group, qk_scale, CU_SEQLENS_Q, CU_SEQLENS_K, BLOCK_INDICES,
+                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                CAUSAL: tl.constexpr, IS_VARLEN: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    """Grid (cdiv(Nq, BLOCK_M), B * H). LSE is [B, H, Nq] fp32, base 2. IS_VARLEN: B = 1, LSE [1, H, total_q],
+    and the first axis runs over the (document, query block) pairs of BLOCK_INDICES."""
     i_m = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b = i_bh // heads
     i_h = i_bh % heads
-    i_hk = i_h // (heads // kv_heads)
+    i_hk = i_h // group
     stride_lse = seq_q
     if IS_VARLEN:
-        i_m, bos_q, seq_q, bos_k, seq_k = document_block(VARLEN, i_m)
+        i_m, bos_q, seq_q, bos_k, seq_k = document_block(BLOCK_INDICES, CU_SEQLENS_Q, CU_SEQLENS_K, i_m)
         Q += bos_q * stride_qn
-        O += bos_q * stride_qn
+        O += bos_q * stride_on
         LSE += bos_q
         K += bos_k * stride_kn
-        V += bos_k * stride_kn
+        V += bos_k * stride_vn
     start_m = i_m * BLOCK_M
     o_m = start_m + tl.arange(0, BLOCK_M)
     o_d = tl.arange(0, BLOCK_D)
     m_md = (o_m[:, None] < seq_q) & (o_d[None, :] < HEAD_DIM)
-    b_q = tl.load(Q + i_b * stride_qb + i_h * stride_qh + o_m[:, None] * stride_qn + o_d[None, :],
+    b_q = tl.load(Q + i_b * stride_qb + i_h * stride_qh + o_m[:, None] * stride_qn + o_d[None, :] * stride_qd,
                   mask=m_md, other=0.)  # [BM, BD]
     K += i_b * stride_kb + i_hk * stride_kh
-    V += i_b * stride_kb + i_hk * stride_kh
+    V += i_b * stride_vb + i_hk * stride_vh
 
     b_m = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     b_l = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -77,39 +77,53 @@ def _fwd_kernel(Q, K, V, O, LSE, stride_q, stride_k, seq_q, seq_k, heads, kv_hea
         n_end = tl.minimum(tl.maximum(start_m + BLOCK_M + shift, 0), seq_k)
         n_mid = tl.minimum(tl.maximum(start_m + shift + 1, 0) // BLOCK_N * BLOCK_N, n_end)
         for start_n in range(0, n_mid, BLOCK_N):  # every query of the block sees every key
-            b_acc, b_m, b_l = _fwd_step(b_acc, b_m, b_l, b_q, K, V, stride_kn, o_m, start_n, seq_q, seq_k, qk_scale,
-                                        HEAD_DIM, BLOCK_N, False)
+            b_acc, b_m, b_l = _fwd_step(b_acc, b_m, b_l, b_q, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
+                                        o_m, start_n, seq_q, seq_k, qk_scale,
+                                        HEAD_DIM, BLOCK_N, BLOCK_D, False, DOT_PRECISION)
         for start_n in range(n_mid, n_end, BLOCK_N):  # the diagonal: causal mask
-            b_acc, b_m, b_l = _fwd_step(b_acc, b_m, b_l, b_q, K, V, stride_kn, o_m, start_n, seq_q, seq_k, qk_scale,
-                                        HEAD_DIM, BLOCK_N, True)
+            b_acc, b_m, b_l = _fwd_step(b_acc, b_m, b_l, b_q, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
+                                        o_m, start_n, seq_q, seq_k, qk_scale,
+                                        HEAD_DIM, BLOCK_N, BLOCK_D, True, DOT_PRECISION)
     else:
         for start_n in range(0, seq_k, BLOCK_N):
-            b_acc, b_m, b_l = _fwd_step(b_acc, b_m, b_l, b_q, K, V, stride_kn, o_m, start_n, seq_q, seq_k, qk_scale,
-                                        HEAD_DIM, BLOCK_N, False)
+            b_acc, b_m, b_l = _fwd_step(b_acc, b_m, b_l, b_q, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
+                                        o_m, start_n, seq_q, seq_k, qk_scale,
+                                        HEAD_DIM, BLOCK_N, BLOCK_D, False, DOT_PRECISION)
 
     b_empty = b_l == 0.  # rows that saw no key
     b_l_safe = tl.where(b_empty, 1., b_l)
     b_o = b_acc / b_l_safe[:, None]
     b_lse = tl.where(b_empty, float("inf"), b_m + tl.math.log2(b_l_safe))
-    tl.store(O + i_b * stride_qb + i_h * stride_qh + o_m[:, None] * stride_qn + o_d[None, :],
+    tl.store(O + i_b * stride_ob + i_h * stride_oh + o_m[:, None] * stride_on + o_d[None, :] * stride_od,
              b_o.to(O.dtype.element_ty), mask=m_md)
     tl.store(LSE + i_bh * stride_lse + o_m, b_lse, mask=o_m < seq_q)
 
 
+def dot_precision(dtype: torch.dtype) -> str:
+    """fp32 inputs get exact fp32 dots (tests); fp16/bf16 use the tensor cores as they are."""
+    return "ieee" if dtype == torch.float32 else "tf32"
+
+
+def strides(t: torch.Tensor) -> tuple[int, int, int, int]:
+    """Strides of a [B, N, H, D] view, in elements (any memory layout)."""
+    return t.stride(0), t.stride(1), t.stride(2), t.stride(3)
+
+
 def attention_forward(q, k, v, causal: bool, scale: float, *, BLOCK_M: int = 64, BLOCK_N: int = 64,
                       num_warps: int = 4, num_stages: int = 2, varlen=None):
-    """q [B, Nq, H, D], k/v [B, Nk, Hkv, D] (any strides: kernels/launch.py's forward_layout copies only what the
-    kernel cannot read as it is) -> o [B, Nq, H, D] (q's strides when q is dense), lse [B, H, Nq] fp32 (base 2).
+    """q [B, Nq, H, D], k/v [B, Nk, Hkv, D] (any strides) -> o like q, lse [B, H, Nq] fp32 (base 2).
     varlen: a kernels.varlen.Packing; then B = 1 and N is the packed length (causal per document)."""
-    q, k, v = forward_layout(q, k, v)
     batch, seq_q, heads, head_dim = q.shape
+    seq_k, kv_heads = k.shape[1], k.shape[2]
     o = torch.empty_like(q)
     lse = torch.empty((batch, heads, seq_q), device=q.device, dtype=torch.float32)
     doc_args, blocks = (UNIFORM_ARGS, triton.cdiv(seq_q, BLOCK_M)) if varlen is None else varlen.kernel_args(block_q=BLOCK_M)
     if blocks == 0:
         return o, lse
     grid = (blocks, batch * heads)
-    _fwd_kernel[grid](Q=q, K=k, V=v, O=o, LSE=lse, **shape_args(q, k), qk_scale=scale * LOG2E, **doc_args,
-                      HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, CAUSAL=causal,
+    _fwd_kernel[grid](q, k, v, o, lse, *strides(q), *strides(k), *strides(v), *strides(o),
+                      seq_q, seq_k, heads, heads // kv_heads, scale * LOG2E, **doc_args,
+                      HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=head_block(head_dim),
+                      CAUSAL=causal, DOT_PRECISION=dot_precision(q.dtype),
                       num_warps=num_warps, num_stages=num_stages)
     return o, lse

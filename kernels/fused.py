@@ -6,58 +6,70 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.backward_steps import GRAD_DK, GRAD_DV, dkdv_program, dq_program
-from kernels.common import document_block, even_blocks
-from kernels.launch import backward_layout, scale_args, shape_args
+from kernels.backward_args import backward_args
+from kernels.backward_steps import dkdv_program, document_pointers, dq_program
+from kernels.common import document_block, even_blocks, head_block
+from kernels.forward import dot_precision
 from kernels.varlen import UNIFORM_ARGS
 
 
 @triton.jit
-def _fused_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA, stride_q, stride_k,
-                  seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale, VARLEN,
+def _fused_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
+                  stride_qb, stride_qn, stride_qh, stride_qd, stride_kb, stride_kn, stride_kh, stride_kd,
+                  stride_vb, stride_vn, stride_vh, stride_vd, stride_dob, stride_don, stride_doh, stride_dod,
+                  stride_dqb, stride_dqn, stride_dqh, stride_dqd, stride_dkb, stride_dkn, stride_dkh, stride_dkd,
+                  stride_dvb, stride_dvn, stride_dvh, stride_dvd,
+                  seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale, CU_SEQLENS_Q, CU_SEQLENS_K, BLOCK_INDICES,
                   HEAD_DIM: tl.constexpr, BLOCK_M1: tl.constexpr, BLOCK_N1: tl.constexpr,
-                  BLOCK_M2: tl.constexpr, BLOCK_N2: tl.constexpr, BLK_SLICE_FACTOR: tl.constexpr,
-                  CAUSAL: tl.constexpr, PRESCALED: tl.constexpr,
-                  EVEN_M1: tl.constexpr, EVEN_N1: tl.constexpr, EVEN_M2: tl.constexpr, EVEN_N2: tl.constexpr):
-    """Grid (max(cdiv(Nk, BLOCK_N1), cdiv(Nq, BLOCK_M2)), B * Hkv). Strides and VARLEN as
-    kernels/backward_steps.py's kernels: with VARLEN, B = 1 and the first axis runs over the (document, block)
-    pairs of BLOCK_INDICES (per document, the max of its two block counts)."""
-    IS_VARLEN: tl.constexpr = VARLEN is not None
+                  BLOCK_M2: tl.constexpr, BLOCK_N2: tl.constexpr, BLOCK_D: tl.constexpr,
+                  BLK_SLICE_FACTOR: tl.constexpr, CAUSAL: tl.constexpr, PRESCALED: tl.constexpr, IS_VARLEN: tl.constexpr,
+                  EVEN_M1: tl.constexpr, EVEN_N1: tl.constexpr, EVEN_M2: tl.constexpr, EVEN_N2: tl.constexpr,
+                  EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    """Grid (max(cdiv(Nk, BLOCK_N1), cdiv(Nq, BLOCK_M2)), B * Hkv). IS_VARLEN: B = 1 and the first axis runs
+    over the (document, block) pairs of BLOCK_INDICES (per document, the max of its two block counts)."""
     i_p = tl.program_id(0)
     i_bhk = tl.program_id(1)
     i_b = i_bhk // kv_heads
     i_hk = i_bhk % kv_heads
     group = heads // kv_heads
-    stride_lse = (heads * seq_q, seq_q)  # LSE, DELTA [B, H, Nq] (varlen: [1, H, total_q])
+    stride_lse = seq_q  # LSE, DELTA [B, H, Nq] (varlen: [1, H, total_q])
     if IS_VARLEN:
-        i_p, bos_q, seq_q, bos_k, seq_k = document_block(VARLEN, i_p)
-        Q, DO, DQ = Q + bos_q * stride_q[1], DO + bos_q * stride_q[1], DQ + bos_q * stride_q[1]
-        K, V, DK, DV = K + bos_k * stride_k[1], V + bos_k * stride_k[1], DK + bos_k * stride_k[1], DV + bos_k * stride_k[1]
-        LSE, DELTA = LSE + bos_q, DELTA + bos_q
+        i_p, bos_q, seq_q, bos_k, seq_k = document_block(BLOCK_INDICES, CU_SEQLENS_Q, CU_SEQLENS_K, i_p)
+        Q, K, V, DO, DQ, DK, DV, LSE, DELTA = document_pointers(
+            Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
+            stride_qn, stride_kn, stride_vn, stride_don, stride_dqn, stride_dkn, stride_dvn, bos_q, bos_k)
     if i_p * BLOCK_N1 < seq_k:
-        dkdv_program(Q, K, V, DO, DK, DV, LSE, DELTA, DQ, stride_q, stride_k, stride_lse,
-                     seq_q, seq_k, group, qk_scale, sm_scale, i_p, i_b, i_hk,
-                     HEAD_DIM, BLOCK_M1, BLOCK_N1, 0, BLK_SLICE_FACTOR, CAUSAL, PRESCALED, GRAD_DV | GRAD_DK,
-                     EVEN_M1, EVEN_N1)
+        dkdv_program(Q, K, V, DO, DK, DV, LSE, DELTA, DQ,
+                     stride_qb, stride_qn, stride_qh, stride_qd, stride_kb, stride_kn, stride_kh, stride_kd,
+                     stride_vb, stride_vn, stride_vh, stride_vd, stride_dob, stride_don, stride_doh, stride_dod,
+                     stride_dkb, stride_dkn, stride_dkh, stride_dkd, stride_dvb, stride_dvn, stride_dvh, stride_dvd,
+                     stride_dqb, stride_dqn, stride_dqh, stride_dqd,
+                     seq_q, seq_k, stride_lse, heads, group, qk_scale, sm_scale, i_p, i_b, i_hk,
+                     HEAD_DIM, BLOCK_M1, BLOCK_N1, BLOCK_D, BLK_SLICE_FACTOR, CAUSAL, PRESCALED, False,
+                     EVEN_M1, EVEN_N1, EVEN_D, DOT_PRECISION)
     if i_p * BLOCK_M2 < seq_q:
         for i_g in range(group):
-            dq_program(Q, K, V, DO, DQ, LSE, DELTA, stride_q, stride_k, stride_lse,
-                       seq_q, seq_k, group, qk_scale, sm_scale, i_p, i_b, i_hk * group + i_g,
-                       HEAD_DIM, BLOCK_M2, BLOCK_N2, 0, BLK_SLICE_FACTOR, CAUSAL, PRESCALED, EVEN_M2, EVEN_N2)
+            dq_program(Q, K, V, DO, DQ, LSE, DELTA,
+                       stride_qb, stride_qn, stride_qh, stride_qd, stride_kb, stride_kn, stride_kh, stride_kd,
+                       stride_vb, stride_vn, stride_vh, stride_vd, stride_dob, stride_don, stride_doh, stride_dod,
+                       stride_dqb, stride_dqn, stride_dqh, stride_dqd,
+                       seq_q, seq_k, stride_lse, heads, group, qk_scale, sm_scale, i_p, i_b, i_hk * group + i_g,
+                       HEAD_DIM, BLOCK_M2, BLOCK_N2, BLOCK_D, BLK_SLICE_FACTOR, CAUSAL, PRESCALED,
+                       EVEN_M2, EVEN_N2, EVEN_D, DOT_PRECISION)
 
 
 def fused_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M1: int, BLOCK_N1: int,
                    BLOCK_M2: int, BLOCK_N2: int, BLK_SLICE_FACTOR: int, prescale: bool,
                    num_warps: int, num_stages: int, varlen=None):
     """-> dq like q, dk/dv like k/v. varlen: a kernels.varlen.Packing (q [1, total_q, H, D], k/v [1, total_k, Hkv, D])."""
-    q, k, v, do = backward_layout(q, k, v, do)
     batch, seq_q, _, head_dim = q.shape
     seq_k, kv_heads = k.shape[1], k.shape[2]
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    even_m1, even_n1 = even_blocks(seq_q, seq_k, walked=BLOCK_M1, resident=BLOCK_N1, walks_queries=True,
-                                   causal=causal, varlen=varlen is not None)
-    even_m2, even_n2 = even_blocks(seq_q, seq_k, walked=BLOCK_N2, resident=BLOCK_M2, walks_queries=False,
-                                   causal=causal, varlen=varlen is not None)
+    block_d = head_block(head_dim)
+    even_m1, even_n1, even_d = even_blocks(seq_q, seq_k, head_dim, block_d, walked=BLOCK_M1, resident=BLOCK_N1,
+                                           walks_queries=True, causal=causal, varlen=varlen is not None)
+    even_m2, even_n2, _ = even_blocks(seq_q, seq_k, head_dim, block_d, walked=BLOCK_N2, resident=BLOCK_M2,
+                                      walks_queries=False, causal=causal, varlen=varlen is not None)
     if varlen is None:
         doc_args, blocks = UNIFORM_ARGS, max(triton.cdiv(seq_k, BLOCK_N1), triton.cdiv(seq_q, BLOCK_M2))
     else:
@@ -65,10 +77,10 @@ def fused_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK
     if blocks == 0:
         return dq, dk, dv
     grid = (blocks, batch * kv_heads)
-    _fused_kernel[grid](Q=q, K=k, V=v, DO=do, DQ=dq, DK=dk, DV=dv, LSE=lse, DELTA=delta,
-                        **shape_args(q, k), **scale_args(scale), **doc_args,
+    _fused_kernel[grid](*backward_args(q, k, v, do, dq, dk, dv, lse, delta, scale), **doc_args,
                         HEAD_DIM=head_dim, BLOCK_M1=BLOCK_M1, BLOCK_N1=BLOCK_N1, BLOCK_M2=BLOCK_M2,
-                        BLOCK_N2=BLOCK_N2, BLK_SLICE_FACTOR=BLK_SLICE_FACTOR, CAUSAL=causal, PRESCALED=prescale,
-                        EVEN_M1=even_m1, EVEN_N1=even_n1, EVEN_M2=even_m2, EVEN_N2=even_n2,
+                        BLOCK_N2=BLOCK_N2, BLOCK_D=block_d, BLK_SLICE_FACTOR=BLK_SLICE_FACTOR,
+                        CAUSAL=causal, PRESCALED=prescale, EVEN_M1=even_m1, EVEN_N1=even_n1, EVEN_M2=even_m2,
+                        EVEN_N2=even_n2, EVEN_D=even_d, DOT_PRECISION=dot_precision(q.dtype),
                         num_warps=num_warps, num_stages=num_stages)
     return dq, dk, dv

@@ -88,10 +88,10 @@ class Packing:
 
     def kernel_args(self, block_q: int | None = None, block_k: int | None = None,
                     heaviest_first: bool = False, causal: bool = False) -> dict:
-        """The keyword argument every varlen-aware kernel takes, VARLEN = (CU_SEQLENS_Q, CU_SEQLENS_K,
-        BLOCK_INDICES) (kernels.common.document_block reads it), and the program count along the blocks axis."""
+        """The keyword arguments every varlen-aware kernel takes, and its program count along the blocks axis."""
         table = self.block_indices(block_q, block_k, heaviest_first, causal)
-        return dict(VARLEN=(self.cu_seqlens_q, self.cu_seqlens_k, table)), table.shape[0]
+        return dict(CU_SEQLENS_Q=self.cu_seqlens_q, CU_SEQLENS_K=self.cu_seqlens_k, BLOCK_INDICES=table,
+                    IS_VARLEN=True), table.shape[0]
 
 
-UNIFORM_ARGS = dict(VARLEN=None)  # a uniform batch: the kernels compile their varlen code out
+UNIFORM_ARGS = dict(CU_SEQLENS_Q=None, CU_SEQLENS_K=None, BLOCK_INDICES=None, IS_VARLEN=False)
