@@ -8,20 +8,11 @@ import subprocess
 import sys
 
 import pytest
-from hydra.core.global_hydra import GlobalHydra
 
 from runners import env, sweep
-from tests.test_sweep_accounting import SMALL, run_cli
+from tests.test_sweep_accounting import SMALL, clean_hydra, run_cli  # noqa: F401 (clean_hydra: autouse fixture)
 
 pytestmark = pytest.mark.skipif(not env.interpreting(), reason="runner tests are for the CPU interpreter")
-
-
-@pytest.fixture(autouse=True)
-def clean_hydra(monkeypatch):
-    GlobalHydra.instance().clear()
-    monkeypatch.setattr(sys, "argv", ["runners/sweep.py"])
-    yield
-    GlobalHydra.instance().clear()
 
 
 def test_help_starts_with_the_usage_page():

@@ -213,16 +213,24 @@ def _dq_partition(dq_desc, tiles, rows, STAGES: gl.constexpr):
 
 
 @gluon.jit
-def _issue_scores(k_smem, v_smem, q_tile, do_tile, S_LAYOUT: gl.constexpr):
-    """S^T = K Q^T and dP^T = V dO^T as two async wgmma groups -> (s_t, dp_t) [BN, BM], in flight."""
-    BLOCK_N: gl.constexpr = k_smem.shape[0]
-    BLOCK_M: gl.constexpr = q_tile.shape[0]
+def _issue_scores(k_smem, v_smem, q_tile, do_tile, S_LAYOUT: gl.constexpr, SWAP_AB: gl.constexpr):
+    """S^T = K Q^T and dP^T = V dO^T [BN, BM] (swap AB), else S = Q K^T and dP = dO V^T [BM, BN]: two async wgmma
+    groups, in flight."""
+    if SWAP_AB:
+        s, dp = _issue_products(k_smem, q_tile, v_smem, do_tile, S_LAYOUT)
+    else:
+        s, dp = _issue_products(q_tile, k_smem, do_tile, v_smem, S_LAYOUT)
+    return s, dp
+
+
+@gluon.jit
+def _issue_products(a1, b1, a2, b2, LAYOUT: gl.constexpr):
+    """a1 b1^T and a2 b2^T ([R, D] @ [D, C] -> [R, C]) as two async wgmma groups."""
     # accumulators made here (use_acc=False ignores them), so no zero tile stays live across steps
-    s_t = warpgroup_mma(k_smem, q_tile.permute((1, 0)), gl.zeros([BLOCK_N, BLOCK_M], gl.float32, S_LAYOUT),
-                        use_acc=False, is_async=True)  # [BN, D] @ [D, BM] -> [BN, BM]
-    dp_t = warpgroup_mma(v_smem, do_tile.permute((1, 0)), gl.zeros([BLOCK_N, BLOCK_M], gl.float32, S_LAYOUT),
-                         use_acc=False, is_async=True)  # [BN, D] @ [D, BM] -> [BN, BM]
-    return s_t, dp_t
+    acc_shape: gl.constexpr = [a1.shape[0], b1.shape[0]]
+    p1 = warpgroup_mma(a1, b1.permute((1, 0)), gl.zeros(acc_shape, gl.float32, LAYOUT), use_acc=False, is_async=True)
+    p2 = warpgroup_mma(a2, b2.permute((1, 0)), gl.zeros(acc_shape, gl.float32, LAYOUT), use_acc=False, is_async=True)
+    return p1, p2
 
 
 @gluon.jit
@@ -255,18 +263,6 @@ def _gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, ds_smem, 
     dq = warpgroup_mma(ds_smem.permute((1, 0)), k_smem, gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, DQ_LAYOUT),
                        use_acc=False, is_async=True)  # [BM, BN] @ [BN, D] -> [BM, D]
     return dq, dk, dv
-
-
-@gluon.jit
-def _issue_scores_mn(k_smem, v_smem, q_tile, do_tile, S_LAYOUT: gl.constexpr):
-    """Without swap AB: S = Q K^T and dP = dO V^T as two async wgmma groups -> (s, dp) [BM, BN], in flight."""
-    BLOCK_N: gl.constexpr = k_smem.shape[0]
-    BLOCK_M: gl.constexpr = q_tile.shape[0]
-    s = warpgroup_mma(q_tile, k_smem.permute((1, 0)), gl.zeros([BLOCK_M, BLOCK_N], gl.float32, S_LAYOUT),
-                      use_acc=False, is_async=True)  # [BM, D] @ [D, BN] -> [BM, BN]
-    dp = warpgroup_mma(do_tile, v_smem.permute((1, 0)), gl.zeros([BLOCK_M, BLOCK_N], gl.float32, S_LAYOUT),
-                       use_acc=False, is_async=True)  # [BM, D] @ [D, BN] -> [BM, BN]
-    return s, dp
 
 
 @gluon.jit
@@ -336,7 +332,7 @@ def _mma_partition(tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.const
         dp_t = warpgroup_mma_init(gl.zeros([BLOCK_N, BLOCK_M], gl.float32, S_LAYOUT))
         if steps > 0:  # the first step's scores
             mbarrier.wait(ready.index(0), 0)
-            s_t, dp_t = _issue_scores(k_smem, v_smem, q_smem.index(0), do_smem.index(0), S_LAYOUT)
+            s_t, dp_t = _issue_scores(k_smem, v_smem, q_smem.index(0), do_smem.index(0), S_LAYOUT, True)
     for step in range(steps):
         if not SPECIALIZED:  # refill the stage that the previous step finished with
             if step + STAGES - 1 < steps:
@@ -348,10 +344,7 @@ def _mma_partition(tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.const
         do_tile = do_smem.index(stage)
         if not EARLY_SCORES:
             mbarrier.wait(ready.index(stage), (step // STAGES) & 1)
-            if SWAP_AB:
-                s_t, dp_t = _issue_scores(k_smem, v_smem, q_tile, do_tile, S_LAYOUT)
-            else:
-                s_t, dp_t = _issue_scores_mn(k_smem, v_smem, q_tile, do_tile, S_LAYOUT)
+            s_t, dp_t = _issue_scores(k_smem, v_smem, q_tile, do_tile, S_LAYOUT, SWAP_AB)
         if SPECIALIZED:  # staged by the load warp with this stage's Q, dO
             lse = lse_smem.index(stage).load(gl.SliceLayout(QUERY_AXIS, S_LAYOUT))  # [BM]
             delta = delta_smem.index(stage).load(gl.SliceLayout(QUERY_AXIS, S_LAYOUT))  # [BM]
@@ -370,7 +363,7 @@ def _mma_partition(tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.const
             if step + 1 < steps:
                 mbarrier.wait(ready.index(nxt % STAGES), (nxt // STAGES) & 1)
             s_t, dp_t = _issue_scores(k_smem, v_smem, q_smem.index(nxt % STAGES), do_smem.index(nxt % STAGES),
-                                      S_LAYOUT)
+                                      S_LAYOUT, True)
             dq, dk, dv = warpgroup_mma_wait(num_outstanding=2, deps=(dq, dk, dv))  # the next S^T, dP^T run on
         else:
             dq, dk, dv = warpgroup_mma_wait(num_outstanding=0, deps=(dq, dk, dv))
