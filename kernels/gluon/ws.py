@@ -21,6 +21,8 @@ that runs past its sequence reads the next batch's first rows (or TMA zeros afte
 masked out of S^T, so they add exactly 0 to dK, dV and dQ (and dQ's reduce-add of those zero rows into the next
 head's accumulator rows changes nothing).
 """
+import functools
+
 import torch
 import triton
 
@@ -417,8 +419,16 @@ def chunk_heads(device, seq_k: int, block_n: int, batch_kv_heads: int, longest_f
     else 1 (every head's key blocks in order)."""
     if not longest_first:
         return 1
-    sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 132
-    return max(1, min(batch_kv_heads, triton.cdiv(sms, triton.cdiv(seq_k, block_n))))
+    return max(1, min(batch_kv_heads, triton.cdiv(sm_count(device), triton.cdiv(seq_k, block_n))))
+
+
+H100_SMS = 132  # what a compile check on a CPU (no GPU to ask) sizes the chunks for
+
+
+@functools.cache
+def sm_count(device) -> int:
+    """The GPU's SM count (asked once per device), or H100_SMS off CUDA."""
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else H100_SMS
 
 
 def dense_bnhd(t: torch.Tensor) -> bool:
