@@ -181,7 +181,7 @@ class WsBlocks(Blocks):
     # block and its own dQ over those keys (two reduce-adds per step, no barrier between them; 1-21 % slower)
     split_warpgroups: bool = False
     # S^T = K Q^T (keys on rows): P^T, dS^T feed dV, dK from registers, LSE / delta per column; false: S = Q K^T
-    # (queries on rows, FA3's choice at D64 with 128x128 tiles): P and dS go through shared memory
+    # (queries on rows; LSE / delta per row, so 128 x 128 tiles fit at D64): P and dS go through shared memory
     swap_ab: bool = tunable(True, BOOLS)
     # causal: programs in chunks of about one wave of heads, each chunk's longest key blocks (the first) first;
     # false: every head's key blocks in order, head after head
@@ -201,5 +201,3 @@ class WsBlocks(Blocks):
             raise ValueError("split_warpgroups=true: needs warp_specialize=true and num_warps=8 (two warpgroups)")
         if not self.swap_ab and (self.split_warpgroups or self.early_scores):
             raise ValueError("swap_ab=false: not with split_warpgroups or early_scores (both are swap-AB schedules)")
-        if not self.swap_ab and self.BLOCK_N < 16 * self.num_warps:
-            raise ValueError(f"swap_ab=false: BLOCK_N={self.BLOCK_N} must be >= 16 x num_warps (dK / dV rows)")
