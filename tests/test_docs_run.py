@@ -36,6 +36,7 @@ NOT_RUN = [
     (r"^python -m runners\.tune ", "a bf16 study on a GPU; write_defaults=true rewrites conf/block_defaults.yaml"),
     (r"^python -m runners\.check ", "the GPU correctness check"),
     (r"submitit\.core\._submit", "what a Slurm job runs, not a command"),
+    (r"^bash \.ci/run$", "CI itself: installs, then runs this suite"),
     (r"/shared/cluster/|results_new/", "a cluster's or a GPU run's folder"),
     (r"results/merged\.parquet", "merges / reads a cluster's sweeps (the Slurm recipe's results/); tests/test_merge.py"),
 ]
