@@ -1,12 +1,12 @@
 """The commit a row records: git HEAD, or $FLASH_BWD_COMMIT when set (a `git archive` copy of the tree run inside
 another checkout must not take that checkout's HEAD)."""
+import json
+import os
 import subprocess
 import sys
 
 
 def code_version_in_subprocess(env_commit: str | None) -> dict:
-    import json
-    import os
     env = {k: v for k, v in os.environ.items() if k != "FLASH_BWD_COMMIT"}
     if env_commit is not None:
         env["FLASH_BWD_COMMIT"] = env_commit

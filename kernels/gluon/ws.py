@@ -44,8 +44,8 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK
                         MASKED: gl.constexpr, WARP_SPECIALIZE: gl.constexpr,
                         EARLY_SCORES: gl.constexpr, GROUPS: gl.constexpr, GROUP_REGS: gl.constexpr,
                         SWAP_AB: gl.constexpr):
-    """Grid (cdiv(Nk, BLOCK_N) * B * Hkv,), batch_kv_heads = B * Hkv. q/do_desc: [B * Nq, H * D] blocks [BM, D]; k/v_desc: [B * Nk, Hkv * D]
-    blocks [BN, D]; dq_desc: the fp32 accumulator [B * H * Nq, D] blocks [BM, D]. LSE (base 2), DELTA: [B, H, Nq]
+    """Grid (cdiv(Nk, BLOCK_N) * B * Hkv,), batch_kv_heads = B * Hkv. q/do_desc: [B * Nq, H * D] blocks [BM, D];
+    k/v_desc: [B * Nk, Hkv * D] blocks [BN, D]; dq_desc: the fp32 accumulator [B * H * Nq, D] blocks [BM, D]. LSE (base 2), DELTA: [B, H, Nq]
     fp32. DK, DV: dense [B, Nk, Hkv, D]. MASKED: causal, or a sequence not a multiple of its block.
     WARP_SPECIALIZE: the num_warps warps only compute; one more warp issues the TMA loads (`_load_partition`)
     and one the dQ reduce-adds (`_dq_partition`), handing tiles over through mbarriers; else the compute warps
@@ -236,25 +236,42 @@ def _issue_products(a1, b1, a2, b2, LAYOUT: gl.constexpr):
 
 
 @gluon.jit
-def _gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, ds_smem, o_kn, o_m, start_n, start_m,
+def _probabilities(s, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, KEYS_ON_ROWS: gl.constexpr,
+                   CAUSAL: gl.constexpr, MASKED: gl.constexpr):
+    """P = exp2(S * scale * log2 e - LSE) of S^T [BN, BM] (KEYS_ON_ROWS, swap AB) or S [BM, BN]; o_m: the query
+    index of each query row / column. Only blocks that cross the causal diagonal or a sequence end pay for the
+    mask (keys past Nk, queries past Nq, and under causal masking keys right of the bottom-right diagonal -> 0)."""
+    KEY_DIM: gl.constexpr = 0 if KEYS_ON_ROWS else 1
+    QUERY_DIM: gl.constexpr = 1 - KEY_DIM
+    BLOCK_N: gl.constexpr = s.shape[KEY_DIM]
+    BLOCK_M: gl.constexpr = s.shape[QUERY_DIM]
+    p = gl.exp2(s * qk_scale - gl.expand_dims(lse, KEY_DIM))
+    if MASKED:
+        shift = seq_k - seq_q  # bottom-right causal: query i sees key j iff j <= i + shift
+        if (CAUSAL and start_m + shift < start_n + BLOCK_N - 1) or start_m + BLOCK_M > seq_q or start_n + BLOCK_N > seq_k:
+            # key indices built here, not held across the loop
+            keys = gl.expand_dims(start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(QUERY_DIM, s.type.layout)),
+                                  QUERY_DIM)
+            queries = gl.expand_dims(o_m, KEY_DIM)
+            visible = (keys < seq_k) & (queries < seq_q)
+            if CAUSAL:
+                visible = visible & (keys <= queries + shift)
+            p = gl.where(visible, p, 0.)
+    return p
+
+
+@gluon.jit
+def _gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, ds_smem, o_m, start_n, start_m,
                seq_q, seq_k, qk_scale, KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, CAUSAL: gl.constexpr,
                MASKED: gl.constexpr):
     """One step from its S^T, dP^T in flight (the last two wgmma groups): P^T and dS^T, then dV += P^T dO,
     dK += dS^T Q and dQ = dS K issued -> (dq [BM, D], dk, dv [BN, D]), their three wgmma groups in flight."""
-    BLOCK_N: gl.constexpr = k_smem.shape[0]
     HEAD_DIM: gl.constexpr = k_smem.shape[1]
     BLOCK_M: gl.constexpr = q_tile.shape[0]
     dtype: gl.constexpr = k_smem.dtype
     P_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=KV_LAYOUT, k_width=2)
-    shift = seq_k - seq_q
     s_t = warpgroup_mma_wait(num_outstanding=1, deps=(s_t,))
-    p_t = gl.exp2(s_t * qk_scale - gl.expand_dims(lse, 0))  # [BN, BM]
-    if MASKED:  # only blocks that cross the causal diagonal or a sequence end pay for the mask
-        if (CAUSAL and start_m + shift < start_n + BLOCK_N - 1) or start_m + BLOCK_M > seq_q or start_n + BLOCK_N > seq_k:
-            visible = (gl.expand_dims(o_kn, 1) < seq_k) & (gl.expand_dims(o_m, 0) < seq_q)
-            if CAUSAL:
-                visible = visible & (gl.expand_dims(o_kn, 1) <= gl.expand_dims(o_m, 0) + shift)
-            p_t = gl.where(visible, p_t, 0.)
+    p_t = _probabilities(s_t, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, True, CAUSAL, MASKED)  # [BN, BM]
     dv = warpgroup_mma(gl.convert_layout(p_t.to(dtype), P_OPERAND), do_tile, dv, is_async=True)  # [BN, BM] @ [BM, D]
     dp_t = warpgroup_mma_wait(num_outstanding=1, deps=(dp_t,))
     ds_t = (p_t * (dp_t - gl.expand_dims(delta, 0))).to(dtype)  # [BN, BM]
@@ -273,21 +290,11 @@ def _gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, k_smem, p_smem, ds
     """Without swap AB (each warpgroup owns query rows of S, dP): P and dS go to shared memory, where dV += P^T dO
     and dK += dS^T Q read them transposed (each warpgroup its key rows) and dQ = dS K as they are
     -> (dq [BM, D], dk, dv [BN, D]), their three wgmma groups in flight."""
-    BLOCK_N: gl.constexpr = k_smem.shape[0]
     HEAD_DIM: gl.constexpr = k_smem.shape[1]
     BLOCK_M: gl.constexpr = q_tile.shape[0]
     dtype: gl.constexpr = k_smem.dtype
-    shift = seq_k - seq_q
     s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))
-    p = gl.exp2(s * qk_scale - gl.expand_dims(lse, 1))  # [BM, BN]
-    if MASKED:  # only blocks that cross the causal diagonal or a sequence end pay for the mask
-        if (CAUSAL and start_m + shift < start_n + BLOCK_N - 1) or start_m + BLOCK_M > seq_q or start_n + BLOCK_N > seq_k:
-            # keys on columns: built here, not held across the loop
-            o_kn = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s.type.layout))
-            visible = (gl.expand_dims(o_m, 1) < seq_q) & (gl.expand_dims(o_kn, 0) < seq_k)
-            if CAUSAL:
-                visible = visible & (gl.expand_dims(o_kn, 0) <= gl.expand_dims(o_m, 1) + shift)
-            p = gl.where(visible, p, 0.)
+    p = _probabilities(s, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, False, CAUSAL, MASKED)  # [BM, BN]
     p_smem.store(p.to(dtype))
     dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
     ds = (p * (dp - gl.expand_dims(delta, 1))).to(dtype)  # [BM, BN]
@@ -322,10 +329,8 @@ def _mma_partition(tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.const
     HEAD_DIM: gl.constexpr = k_smem.shape[1]
     BLOCK_M: gl.constexpr = q_smem.shape[1]
     start_n = start_n + WG * BLOCK_N  # this group's first key
-    # S^T [BN, BM] (swap AB) or S [BM, BN]: which axis of S_LAYOUT holds the keys and which the queries
-    KEY_AXIS: gl.constexpr = 1 if SWAP_AB else 0
-    QUERY_AXIS: gl.constexpr = 1 - KEY_AXIS
-    o_kn = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(KEY_AXIS, S_LAYOUT))  # key index of each S row
+    # S^T [BN, BM] (swap AB: keys on dim 0) or S [BM, BN]: query-indexed vectors are slices along the key dim
+    KEY_DIM: gl.constexpr = 0 if SWAP_AB else 1
     dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, KV_LAYOUT)
     dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, KV_LAYOUT)
     mbarrier.wait(kv_ready, 0)
@@ -341,21 +346,21 @@ def _mma_partition(tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.const
                 _issue_qdo(q_desc, do_desc, tiles, rows, step + STAGES - 1, STAGES)
         stage = step % STAGES
         i_h, start_m = _query_block(step, rows, BLOCK_M)
-        o_m = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(QUERY_AXIS, S_LAYOUT))  # query of each S column
+        o_m = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(KEY_DIM, S_LAYOUT))  # query of each S column
         q_tile = q_smem.index(stage)
         do_tile = do_smem.index(stage)
         if not EARLY_SCORES:
             mbarrier.wait(ready.index(stage), (step // STAGES) & 1)
             s_t, dp_t = _issue_scores(k_smem, v_smem, q_tile, do_tile, S_LAYOUT, SWAP_AB)
         if SPECIALIZED:  # staged by the load warp with this stage's Q, dO
-            lse = lse_smem.index(stage).load(gl.SliceLayout(QUERY_AXIS, S_LAYOUT))  # [BM]
-            delta = delta_smem.index(stage).load(gl.SliceLayout(QUERY_AXIS, S_LAYOUT))  # [BM]
+            lse = lse_smem.index(stage).load(gl.SliceLayout(KEY_DIM, S_LAYOUT))  # [BM]
+            delta = delta_smem.index(stage).load(gl.SliceLayout(KEY_DIM, S_LAYOUT))  # [BM]
         else:
             row_stats = (i_b * heads + i_h) * seq_q + o_m
             lse = gl.load(LSE + row_stats, mask=o_m < seq_q, other=float("inf"))  # [BM]; rows past Nq: P = 0
             delta = gl.load(DELTA + row_stats, mask=o_m < seq_q, other=0.)  # [BM]
         if SWAP_AB:
-            dq, dk, dv = _gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, ds_smem, o_kn, o_m,
+            dq, dk, dv = _gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, ds_smem, o_m,
                                     start_n, start_m, seq_q, seq_k, qk_scale, KV_LAYOUT, DQ_LAYOUT, CAUSAL, MASKED)
         else:
             dq, dk, dv = _gradients_mn(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, p_smem, ds_smem, o_m,
