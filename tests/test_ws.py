@@ -49,8 +49,7 @@ def test_oversized_tiles_are_reported_not_crashed():
 @pytest.mark.parametrize("fields, rule", [
     (dict(num_warps=2), "num_warps=2"), (dict(BLOCK_M=32), "BLOCK_M=32"),
     (dict(BLOCK_N=64, num_warps=8), "multiple of 16 x num_warps"), (dict(num_stages=1), "num_stages=1"),
-    (dict(split_warpgroups=True, num_warps=4, BLOCK_N=64), "split_warpgroups"),
-    (dict(dq_first=True, warp_specialize=False), "dq_first")])
+    (dict(split_warpgroups=True, num_warps=4, BLOCK_N=64), "split_warpgroups")])
 def test_bad_blocks_name_the_rule(fields, rule):
     with pytest.raises(ValueError, match=rule):
         WsBlocks.from_dict(fields)
@@ -99,15 +98,11 @@ SWAP_AB = dict(swap_ab=True, BLOCK_M=64)  # the swap-AB schedules, named in full
                                     dict(swap_ab=False), dict(swap_ab=False, BLOCK_M=128),
                                     dict(swap_ab=False, warp_specialize=False), dict(swap_ab=False, num_warps=4),
                                     dict(swap_ab=False, num_warps=4, BLOCK_N=64, num_stages=3),
-                                    dict(longest_first=False), dict(SWAP_AB), dict(SWAP_AB, num_warps=4, BLOCK_N=64),
-                                    dict(SWAP_AB, dq_first=True), dict(SWAP_AB, dq_first=True, num_stages=3),
-                                    dict(swap_ab=False, dq_first=True), dict(swap_ab=False, BLOCK_M=128, dq_first=True),
-                                    dict(swap_ab=False, dq_first=True, num_warps=4, num_stages=3)],
+                                    dict(longest_first=False), dict(SWAP_AB), dict(SWAP_AB, num_warps=4, BLOCK_N=64)],
                          ids=["w4-n64", "w4-n128-s3", "m128-n128-swap", "one-partition", "one-partition-s3",
                               "early-scores", "early-scores-s3", "split-warpgroups", "split-warpgroups-s3-early", "mn",
                               "mn-m128", "mn-one-partition", "mn-w4", "mn-w4-n64-s3", "heads-in-order", "swap",
-                              "swap-w4-n64", "dq-first-swap", "dq-first-swap-s3", "dq-first-mn", "dq-first-mn-m128",
-                              "dq-first-mn-w4-s3"])
+                              "swap-w4-n64"])
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_tiles_match_reference_on_hopper(blocks, head_dim):
@@ -119,9 +114,7 @@ def test_tiles_match_reference_on_hopper(blocks, head_dim):
 
 
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
-@pytest.mark.parametrize("blocks", [dict(swap_ab=False), dict(swap_ab=False, BLOCK_M=128),
-                                    dict(swap_ab=False, BLOCK_M=128, dq_first=True), dict(SWAP_AB, dq_first=True)],
-                         ids=["mn", "mn-m128", "mn-m128-dq-first", "swap-dq-first"])
+@pytest.mark.parametrize("blocks", [dict(swap_ab=False), dict(swap_ab=False, BLOCK_M=128)], ids=["mn", "mn-m128"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_unmasked_blocks_match_reference_on_hopper(blocks, causal):
     """Lengths that are whole blocks: non-causal steps take the unmasked path (GQA 2:1, Nq != Nk)."""

@@ -186,9 +186,6 @@ class WsBlocks(Blocks):
     # causal: programs in chunks of about one wave of heads, each chunk's longest key blocks (the first) first;
     # false: every head's key blocks in order, head after head
     longest_first: bool = True
-    # with warp_specialize: dQ's wgmma issued before dK's (and dV's without swap AB) and waited alone, its shared
-    # memory store and hand-over overlapping dK / dV, which finish during the next step (FA3's order)
-    dq_first: bool = False
 
     def check_rules(self) -> None:
         if self.num_warps not in WARPS:
@@ -204,5 +201,3 @@ class WsBlocks(Blocks):
             raise ValueError("split_warpgroups=true: needs warp_specialize=true and num_warps=8 (two warpgroups)")
         if not self.swap_ab and (self.split_warpgroups or self.early_scores):
             raise ValueError("swap_ab=false: not with split_warpgroups or early_scores (both are swap-AB schedules)")
-        if self.dq_first and (not self.warp_specialize or self.split_warpgroups or self.early_scores):
-            raise ValueError("dq_first=true: needs warp_specialize=true, not with split_warpgroups or early_scores")

@@ -43,17 +43,14 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK
                         DS_SMEM: gl.constexpr, STATS_SMEM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                         MASKED: gl.constexpr, WARP_SPECIALIZE: gl.constexpr,
                         EARLY_SCORES: gl.constexpr, GROUPS: gl.constexpr, GROUP_REGS: gl.constexpr,
-                        SWAP_AB: gl.constexpr, DQ_FIRST: gl.constexpr):
+                        SWAP_AB: gl.constexpr):
     """Grid (cdiv(Nk, BLOCK_N) * B * Hkv,), batch_kv_heads = B * Hkv. q/do_desc: [B * Nq, H * D] blocks [BM, D];
     k/v_desc: [B * Nk, Hkv * D] blocks [BN, D]; dq_desc: the fp32 accumulator [B * H * Nq, D] blocks [BM, D]. LSE (base 2), DELTA: [B, H, Nq]
     fp32. DK, DV: dense [B, Nk, Hkv, D]. MASKED: causal, or a sequence not a multiple of its block.
     WARP_SPECIALIZE: the num_warps warps only compute; one more warp issues the TMA loads (`_load_partition`)
     and one the dQ reduce-adds (`_dq_partition`), handing tiles over through mbarriers; else the compute warps
     issue both themselves. GROUPS = 2 (split_warpgroups): two compute partitions of num_warps warps, each with
-    BLOCK_N / 2 keys (k_desc's block), its own dS^T and dQ tiles; GROUP_REGS: the second one's registers.
-    DQ_FIRST (WARP_SPECIALIZE, GROUPS = 1): dQ's wgmma is issued before dK's (and dV's without swap AB) and waited
-    alone, so dQ goes to shared memory while dK / dV still run; they finish during the next step, whose compute
-    warps then hand the previous step's Q / dO stage back to the load warp (the dQ warp does not)."""
+    BLOCK_N / 2 keys (k_desc's block), its own dS^T and dQ tiles; GROUP_REGS: the second one's registers."""
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = GROUPS * k_desc.block_type.shape[0]
@@ -119,18 +116,18 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK
         if GROUPS == 2:  # two compute warpgroups, each its own partition with its own half of the keys and dQ
             gl.warp_specialize([
                 (_mma_partition, (tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT, DQ_LAYOUT, STAGES,
-                                  CAUSAL, MASKED, True, EARLY_SCORES, 0, SWAP_AB, False)),
+                                  CAUSAL, MASKED, True, EARLY_SCORES, 0, SWAP_AB)),
                 (_mma_partition, (tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT, DQ_LAYOUT, STAGES,
-                                  CAUSAL, MASKED, True, EARLY_SCORES, 1, SWAP_AB, False)),
+                                  CAUSAL, MASKED, True, EARLY_SCORES, 1, SWAP_AB)),
                 (_load_partition, (q_desc, k_desc, v_desc, do_desc, tiles, rows, LSE, DELTA, STAGES)),
-                (_dq_partition, (dq_desc, tiles, rows, STAGES, False)),
+                (_dq_partition, (dq_desc, tiles, rows, STAGES)),
             ], [4, 1, 1], [GROUP_REGS, 24, 24])
         else:
             gl.warp_specialize([
                 (_mma_partition, (tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT, DQ_LAYOUT, STAGES,
-                                  CAUSAL, MASKED, True, EARLY_SCORES, 0, SWAP_AB, DQ_FIRST)),
+                                  CAUSAL, MASKED, True, EARLY_SCORES, 0, SWAP_AB)),
                 (_load_partition, (q_desc, k_desc, v_desc, do_desc, tiles, rows, LSE, DELTA, STAGES)),
-                (_dq_partition, (dq_desc, tiles, rows, STAGES, DQ_FIRST)),
+                (_dq_partition, (dq_desc, tiles, rows, STAGES)),
             ], [1, 1], [24, 24])
     else:
         _issue_kv(k_desc, v_desc, tiles, rows)
@@ -138,7 +135,7 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK
             if s < steps:
                 _issue_qdo(q_desc, do_desc, tiles, rows, s, STAGES)
         _mma_partition(tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT, DQ_LAYOUT, STAGES, CAUSAL,
-                       MASKED, False, False, 0, SWAP_AB, False, q_desc, do_desc, dq_desc)
+                       MASKED, False, False, 0, SWAP_AB, q_desc, do_desc, dq_desc)
 
 
 @gluon.jit
@@ -199,10 +196,9 @@ def _load_partition(q_desc, k_desc, v_desc, do_desc, tiles, rows, LSE, DELTA, ST
 
 
 @gluon.jit
-def _dq_partition(dq_desc, tiles, rows, STAGES: gl.constexpr, DQ_FIRST: gl.constexpr):
+def _dq_partition(dq_desc, tiles, rows, STAGES: gl.constexpr):
     """One warp: adds each step's dQ tile from dq_smem into the fp32 accumulator ([B * H * Nq, D]) by TMA, and
-    hands the step's Q / dO stage back to the load warp (dq_full means all of the step's MMAs are done; not with
-    DQ_FIRST, where dK / dV still read the stage and the compute warps hand it back)."""
+    hands the step's Q / dO stage back to the load warp (dq_full means all of the step's MMAs are done)."""
     k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
     i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
     BLOCK_M: gl.constexpr = dq_desc.block_type.shape[0]
@@ -212,8 +208,7 @@ def _dq_partition(dq_desc, tiles, rows, STAGES: gl.constexpr, DQ_FIRST: gl.const
         for g in gl.static_range(GROUPS):  # each compute group's dQ over its keys
             mbarrier.wait(dq_full.index(g), step & 1)
             tma_reduce_add(dq_desc, [(i_b * heads + i_h) * seq_q + start_m, 0], dq_smem.index(g))
-        if not DQ_FIRST:
-            mbarrier.arrive(empty.index(step % STAGES), count=1)  # the step's MMAs are done: its Q, dO stage is free
+        mbarrier.arrive(empty.index(step % STAGES), count=1)  # the step's MMAs are done: its Q, dO stage is free
         tma.store_wait(pendings=0)
         for g in gl.static_range(GROUPS):
             mbarrier.arrive(dq_empty.index(g), count=1)
@@ -268,40 +263,37 @@ def _probabilities(s, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, KEYS_O
 @gluon.jit
 def _gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, ds_smem, o_m, start_n, start_m,
                seq_q, seq_k, qk_scale, KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, CAUSAL: gl.constexpr,
-               MASKED: gl.constexpr, DQ_FIRST: gl.constexpr):
-    """One step from its S^T (done) and dP^T (in flight): P^T and dS^T, then dV += P^T dO, dK += dS^T Q and
-    dQ = dS K issued -> (dq [BM, D], dk, dv [BN, D]), their three wgmma groups in flight (DQ_FIRST: dV, dQ, dK in
-    that order, else dV, dK, dQ)."""
+               MASKED: gl.constexpr):
+    """One step from its S^T, dP^T in flight (the last two wgmma groups): P^T and dS^T, then dV += P^T dO,
+    dK += dS^T Q and dQ = dS K issued -> (dq [BM, D], dk, dv [BN, D]), their three wgmma groups in flight."""
     HEAD_DIM: gl.constexpr = k_smem.shape[1]
     BLOCK_M: gl.constexpr = q_tile.shape[0]
     dtype: gl.constexpr = k_smem.dtype
     P_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=KV_LAYOUT, k_width=2)
+    s_t = warpgroup_mma_wait(num_outstanding=1, deps=(s_t,))
     p_t = _probabilities(s_t, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, True, CAUSAL, MASKED)  # [BN, BM]
     dv = warpgroup_mma(gl.convert_layout(p_t.to(dtype), P_OPERAND), do_tile, dv, is_async=True)  # [BN, BM] @ [BM, D]
     dp_t = warpgroup_mma_wait(num_outstanding=1, deps=(dp_t,))
     ds_t = (p_t * (dp_t - gl.expand_dims(delta, 0))).to(dtype)  # [BN, BM]
     ds_smem.store(ds_t)
-    if not DQ_FIRST:
-        dk = warpgroup_mma(gl.convert_layout(ds_t, P_OPERAND), q_tile, dk, is_async=True)  # [BN, BM] @ [BM, D]
+    dk = warpgroup_mma(gl.convert_layout(ds_t, P_OPERAND), q_tile, dk, is_async=True)  # [BN, BM] @ [BM, D]
     fence_async_shared()
     cta_barrier()  # every warpgroup's rows of dS^T are in shared memory before dQ reads all of them
     dq = warpgroup_mma(ds_smem.permute((1, 0)), k_smem, gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, DQ_LAYOUT),
                        use_acc=False, is_async=True)  # [BM, BN] @ [BN, D] -> [BM, D]
-    if DQ_FIRST:
-        dk = warpgroup_mma(gl.convert_layout(ds_t, P_OPERAND), q_tile, dk, is_async=True)  # [BN, BM] @ [BM, D]
     return dq, dk, dv
 
 
 @gluon.jit
 def _gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, k_smem, p_smem, ds_smem, o_m, start_n, start_m,
-                  seq_q, seq_k, qk_scale, DQ_LAYOUT: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr,
-                  DQ_FIRST: gl.constexpr):
-    """Without swap AB (each warpgroup owns query rows of S (done), dP (in flight)): P and dS go to shared memory,
-    where dV += P^T dO and dK += dS^T Q read them transposed (each warpgroup its key rows) and dQ = dS K as they
-    are -> (dq [BM, D], dk, dv [BN, D]), their three wgmma groups in flight (DQ_FIRST: dQ issued first)."""
+                  seq_q, seq_k, qk_scale, DQ_LAYOUT: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr):
+    """Without swap AB (each warpgroup owns query rows of S, dP): P and dS go to shared memory, where dV += P^T dO
+    and dK += dS^T Q read them transposed (each warpgroup its key rows) and dQ = dS K as they are
+    -> (dq [BM, D], dk, dv [BN, D]), their three wgmma groups in flight."""
     HEAD_DIM: gl.constexpr = k_smem.shape[1]
     BLOCK_M: gl.constexpr = q_tile.shape[0]
     dtype: gl.constexpr = k_smem.dtype
+    s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))
     p = _probabilities(s, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, False, CAUSAL, MASKED)  # [BM, BN]
     p_smem.store(p.to(dtype))
     dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
@@ -309,14 +301,10 @@ def _gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, k_smem, p_smem, ds
     ds_smem.store(ds)
     fence_async_shared()
     cta_barrier()  # every warpgroup's rows of P and dS are in shared memory before the wgmmas read all of them
-    if DQ_FIRST:
-        dq = warpgroup_mma(ds_smem, k_smem, gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, DQ_LAYOUT),
-                           use_acc=False, is_async=True)  # [BM, BN] @ [BN, D] -> [BM, D]
     dv = warpgroup_mma(p_smem.permute((1, 0)), do_tile, dv, is_async=True)  # [BN, BM] @ [BM, D]
     dk = warpgroup_mma(ds_smem.permute((1, 0)), q_tile, dk, is_async=True)  # [BN, BM] @ [BM, D]
-    if not DQ_FIRST:
-        dq = warpgroup_mma(ds_smem, k_smem, gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, DQ_LAYOUT),
-                           use_acc=False, is_async=True)  # [BM, BN] @ [BN, D] -> [BM, D]
+    dq = warpgroup_mma(ds_smem, k_smem, gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, DQ_LAYOUT),
+                       use_acc=False, is_async=True)  # [BM, BN] @ [BN, D] -> [BM, D]
     return dq, dk, dv
 
 
@@ -324,7 +312,7 @@ def _gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, k_smem, p_smem, ds
 def _mma_partition(tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.constexpr, KV_LAYOUT: gl.constexpr,
                    DQ_LAYOUT: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr,
                    SPECIALIZED: gl.constexpr, EARLY_SCORES: gl.constexpr, WG: gl.constexpr, SWAP_AB: gl.constexpr,
-                   DQ_FIRST: gl.constexpr, q_desc=None, do_desc=None, dq_desc=None):
+                   q_desc=None, do_desc=None, dq_desc=None):
     """Compute group WG (its rows of the key block, its shared tiles): per step, the five matmuls and the softmax
     gradient; at the end it stores its rows of dK (scaled) and dV (stores: DK, DV, sm_scale).
     SPECIALIZED: the loads and reduce-adds are other warps' (signalled through mbarriers); else issued here
@@ -345,9 +333,6 @@ def _mma_partition(tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.const
     KEY_DIM: gl.constexpr = 0 if SWAP_AB else 1
     dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, KV_LAYOUT)
     dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, KV_LAYOUT)
-    if DQ_FIRST:  # dK, dV (typed as async wgmma results) run on across the end of a step
-        dk = warpgroup_mma_init(dk)
-        dv = warpgroup_mma_init(dv)
     mbarrier.wait(kv_ready, 0)
     if EARLY_SCORES:  # in-flight accumulators carried across steps (typed as async wgmma results)
         s_t = warpgroup_mma_init(gl.zeros([BLOCK_N, BLOCK_M], gl.float32, S_LAYOUT))
@@ -374,16 +359,12 @@ def _mma_partition(tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.const
             row_stats = (i_b * heads + i_h) * seq_q + o_m
             lse = gl.load(LSE + row_stats, mask=o_m < seq_q, other=float("inf"))  # [BM]; rows past Nq: P = 0
             delta = gl.load(DELTA + row_stats, mask=o_m < seq_q, other=0.)  # [BM]
-        s_t = warpgroup_mma_wait(num_outstanding=1, deps=(s_t,))  # (DQ_FIRST: also the last step's dK, dV)
-        if DQ_FIRST and step > 0:  # the last step's wgmmas are done in every compute warp (the arrive's barrier):
-            prev = step - 1  # its Q, dO stage is free, and so are P and dS for this step to overwrite
-            mbarrier.arrive(empty.index(prev % STAGES), count=1)
         if SWAP_AB:
-            dq, dk, dv = _gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, ds_smem, o_m, start_n,
-                                    start_m, seq_q, seq_k, qk_scale, KV_LAYOUT, DQ_LAYOUT, CAUSAL, MASKED, DQ_FIRST)
+            dq, dk, dv = _gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, ds_smem, o_m,
+                                    start_n, start_m, seq_q, seq_k, qk_scale, KV_LAYOUT, DQ_LAYOUT, CAUSAL, MASKED)
         else:
             dq, dk, dv = _gradients_mn(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, p_smem, ds_smem, o_m,
-                                       start_n, start_m, seq_q, seq_k, qk_scale, DQ_LAYOUT, CAUSAL, MASKED, DQ_FIRST)
+                                       start_n, start_m, seq_q, seq_k, qk_scale, DQ_LAYOUT, CAUSAL, MASKED)
         if EARLY_SCORES:  # the last step re-issues its own scores (its stage is still loaded; never read)
             nxt = gl.minimum(step + 1, steps - 1)
             if step + 1 < steps:
@@ -391,8 +372,6 @@ def _mma_partition(tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.const
             s_t, dp_t = _issue_scores(k_smem, v_smem, q_smem.index(nxt % STAGES), do_smem.index(nxt % STAGES),
                                       S_LAYOUT, True)
             dq, dk, dv = warpgroup_mma_wait(num_outstanding=2, deps=(dq, dk, dv))  # the next S^T, dP^T run on
-        elif DQ_FIRST:  # dQ alone (issued before dK, and before dV without swap AB): dK, dV run on
-            dq = warpgroup_mma_wait(num_outstanding=1 if SWAP_AB else 2, deps=(dq,))
         else:
             dq, dk, dv = warpgroup_mma_wait(num_outstanding=0, deps=(dq, dk, dv))
         if SPECIALIZED:
@@ -410,8 +389,6 @@ def _mma_partition(tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.const
         tma.store_wait(pendings=0)
     if EARLY_SCORES:
         warpgroup_mma_wait(num_outstanding=0, deps=(s_t, dp_t))  # the last step's spare scores
-    if DQ_FIRST:
-        dk, dv = warpgroup_mma_wait(num_outstanding=0, deps=(dk, dv))
     DK, DV, sm_scale = stores
     o_n = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, KV_LAYOUT))
     o_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, KV_LAYOUT))
@@ -472,8 +449,7 @@ def _descriptor(t2d: torch.Tensor, block: list[int]):
 
 def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
                 num_warps: int, num_stages: int, warp_specialize: bool = True, early_scores: bool = False,
-                split_warpgroups: bool = False, swap_ab: bool = True, longest_first: bool = True,
-                dq_first: bool = False):
+                split_warpgroups: bool = False, swap_ab: bool = True, longest_first: bool = True):
     """q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D] dense, fp16 / bf16, D in HEAD_DIMS; lse (base 2), delta
     [B, H, Nq] fp32 -> dq like q, dk / dv like k / v."""
     from kernels.dq_finish import dq_finish
@@ -499,8 +475,7 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
                                                                     causal and longest_first),
             qk_scale=scale * LOG2E, sm_scale=scale, STAGES=num_stages, CAUSAL=causal, MASKED=masked,
             WARP_SPECIALIZE=warp_specialize, EARLY_SCORES=early_scores and warp_specialize, GROUPS=groups,
-            GROUP_REGS=GROUP_REGS, SWAP_AB=swap_ab, DQ_FIRST=dq_first and warp_specialize and groups == 1,
-            num_warps=group_warps,
+            GROUP_REGS=GROUP_REGS, SWAP_AB=swap_ab, num_warps=group_warps,
             **layouts(BLOCK_M, block_ng, head_dim, group_warps, q.dtype, swap_ab))
     else:
         dk.zero_()
