@@ -98,11 +98,12 @@ SWAP_AB = dict(swap_ab=True, BLOCK_M=64)  # the swap-AB schedules, named in full
                                     dict(swap_ab=False), dict(swap_ab=False, BLOCK_M=128),
                                     dict(swap_ab=False, warp_specialize=False), dict(swap_ab=False, num_warps=4),
                                     dict(swap_ab=False, num_warps=4, BLOCK_N=64, num_stages=3),
-                                    dict(longest_first=False), dict(SWAP_AB), dict(SWAP_AB, num_warps=4, BLOCK_N=64)],
+                                    dict(longest_first=False), dict(SWAP_AB), dict(SWAP_AB, num_warps=4, BLOCK_N=64),
+                                    dict(persistent=True), dict(SWAP_AB, persistent=True)],
                          ids=["w4-n64", "w4-n128-s3", "m128-n128-swap", "one-partition", "one-partition-s3",
                               "early-scores", "early-scores-s3", "split-warpgroups", "split-warpgroups-s3-early", "mn",
                               "mn-m128", "mn-one-partition", "mn-w4", "mn-w4-n64-s3", "heads-in-order", "swap",
-                              "swap-w4-n64"])
+                              "swap-w4-n64", "persistent", "persistent-swap"])
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_tiles_match_reference_on_hopper(blocks, head_dim):
@@ -132,3 +133,45 @@ def test_program_chunks_cover_every_head_on_hopper():
 def test_bhnd_layout_on_hopper():
     run_and_check("ws", *make_inputs((2, 129, 77, 4, 2, 64), torch.float16, "cuda", layout="bhnd"), True,
                   layout="bhnd")
+
+
+# Persistent programs walk several tiles only when there are more tiles than SMs: 9 key blocks x 32 (batch, kv head)
+# pairs = 288 tiles (GQA 2:1, tails on both sides), so each of the 132 programs walks 2 or 3 of them.
+PERSISTENT_BLOCKS = [dict(persistent=True), dict(SWAP_AB, persistent=True), dict(SWAP_AB, persistent=True, num_stages=3),
+                     dict(persistent=True, warp_specialize=False), dict(SWAP_AB, persistent=True, early_scores=True),
+                     dict(SWAP_AB, persistent=True, split_warpgroups=True)]
+
+
+@pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
+@pytest.mark.parametrize("blocks", PERSISTENT_BLOCKS,
+                         ids=["default", "swap", "swap-s3", "one-partition", "early-scores", "split-warpgroups"])
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_persistent_walks_several_tiles_on_hopper(blocks, head_dim, causal):
+    run_and_check("ws", *make_inputs((4, 1100, 1077, 16, 8, head_dim), torch.bfloat16, "cuda"), causal, blocks=blocks)
+
+
+@pytest.mark.parametrize("seq_q, seq_k, causal, group", [(1100, 1077, True, 2), (4096, 4096, True, 1),
+                                                         (4096, 4096, False, 1), (333, 1000, True, 4)])
+def test_tile_schedule_covers_every_tile_once_and_balances(seq_q, seq_k, causal, group):
+    """The host schedule of persistent programs: every tile exactly once, at most one program per SM, the loads
+    of the programs within one tile of each other (greedy, longest first under causal masking)."""
+    from kernels.gluon.ws import TILE_SETUP_STEPS, chunk_heads, query_steps, tile_schedule
+    block_m, block_n, pairs = 64, 128, 16
+    key_blocks = -(-seq_k // block_n)
+    steps = query_steps(seq_q, seq_k, block_m, block_n, group, causal)
+    per_chunk = chunk_heads(torch.device("cpu"), seq_k, block_n, pairs, causal)
+    tiles, starts = tile_schedule(torch.device("cpu"), key_blocks, pairs, per_chunk, steps)
+    assert sorted(tiles.tolist()) == list(range(key_blocks * pairs))
+    assert starts[0] == 0 and starts[-1] == key_blocks * pairs and len(starts) - 1 <= 132
+    assert bool((starts[1:] >= starts[:-1]).all())
+
+    def key_block(tile):  # as _tile numbers them
+        chunk, in_chunk = divmod(tile, per_chunk * key_blocks)
+        return in_chunk // min(per_chunk, pairs - chunk * per_chunk)
+
+    loads = [sum(steps[key_block(t)] + TILE_SETUP_STEPS for t in tiles[starts[p]:starts[p + 1]].tolist())
+             for p in range(len(starts) - 1)]
+    assert max(loads) - min(loads) <= max(steps) + TILE_SETUP_STEPS, (min(loads), max(loads))
+    if causal and seq_q == seq_k:
+        assert steps == tuple(sorted(steps, reverse=True)) and steps[0] > steps[-1]

@@ -186,6 +186,9 @@ class WsBlocks(Blocks):
     # causal: programs in chunks of about one wave of heads, each chunk's longest key blocks (the first) first;
     # false: every head's key blocks in order, head after head
     longest_first: bool = True
+    # one program per SM walking a schedule of tiles made on the host (longest first under causal masking): the
+    # next tile's K, V load while this one's dK, dV are stored, and its first Q, dO blocks are already in the ring
+    persistent: bool = tunable(False, BOOLS)
 
     def check_rules(self) -> None:
         if self.num_warps not in WARPS:

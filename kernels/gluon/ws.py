@@ -37,49 +37,39 @@ GROUP_REGS = 240  # registers per thread of the second compute group (split_warp
 
 
 @gluon.jit
-def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK, DV,
+def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK, DV, TILES, TILE_STARTS,
                         seq_q, seq_k, heads, kv_heads, batch_kv_heads, chunk_heads, qk_scale, sm_scale,
                         S_LAYOUT: gl.constexpr, KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr,
                         DS_SMEM: gl.constexpr, STATS_SMEM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                         MASKED: gl.constexpr, WARP_SPECIALIZE: gl.constexpr,
                         EARLY_SCORES: gl.constexpr, GROUPS: gl.constexpr, GROUP_REGS: gl.constexpr,
-                        SWAP_AB: gl.constexpr):
-    """Grid (cdiv(Nk, BLOCK_N) * B * Hkv,), batch_kv_heads = B * Hkv. q/do_desc: [B * Nq, H * D] blocks [BM, D];
+                        SWAP_AB: gl.constexpr, PERSISTENT: gl.constexpr):
+    """Grid (cdiv(Nk, BLOCK_N) * B * Hkv,), one tile (key block of a (batch, kv head)) per program, batch_kv_heads
+    = B * Hkv; PERSISTENT: grid (programs,), program p walks tiles TILES[TILE_STARTS[p]:TILE_STARTS[p + 1]] (int32,
+    a schedule made on the host: `tile_schedule`). q/do_desc: [B * Nq, H * D] blocks [BM, D];
     k/v_desc: [B * Nk, Hkv * D] blocks [BN, D]; dq_desc: the fp32 accumulator [B * H * Nq, D] blocks [BM, D]. LSE (base 2), DELTA: [B, H, Nq]
     fp32. DK, DV: dense [B, Nk, Hkv, D]. MASKED: causal, or a sequence not a multiple of its block.
     WARP_SPECIALIZE: the num_warps warps only compute; one more warp issues the TMA loads (`_load_partition`)
     and one the dQ reduce-adds (`_dq_partition`), handing tiles over through mbarriers; else the compute warps
     issue both themselves. GROUPS = 2 (split_warpgroups): two compute partitions of num_warps warps, each with
-    BLOCK_N / 2 keys (k_desc's block), its own dS^T and dQ tiles; GROUP_REGS: the second one's registers."""
+    BLOCK_N / 2 keys (k_desc's block), its own dS^T and dQ tiles; GROUP_REGS: the second one's registers.
+    Every partition walks the same tiles and steps; the Q / dO ring and the dQ hand-over count steps across tiles,
+    and K / V of the next tile load once the compute warps are done with this one's (`kv_empty`), while they
+    store its dK, dV."""
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = GROUPS * k_desc.block_type.shape[0]
     BLOCK_NG: gl.constexpr = k_desc.block_type.shape[0]  # key rows of one compute group
     dtype: gl.constexpr = q_desc.dtype
-
-    # Programs in chunks of `chunk_heads` (batch, kv head) pairs, key blocks in order within a chunk, the heads of
-    # the chunk interleaved: the programs running at once share their heads' Q, dO and dQ rows in L2, and under
-    # causal masking (key block 0 walks the most query blocks) each chunk starts its longest programs first.
-    key_blocks = gl.cdiv(seq_k, BLOCK_N)
     pid = gl.program_id(0)
-    chunk = pid // (chunk_heads * key_blocks)
-    in_chunk = pid % (chunk_heads * key_blocks)
-    heads_here = gl.minimum(chunk_heads, batch_kv_heads - chunk * chunk_heads)  # the last chunk may be short
-    i_n = in_chunk // heads_here
-    i_bhk = chunk * chunk_heads + in_chunk % heads_here
-    i_b = i_bhk // kv_heads
-    i_hk = i_bhk % kv_heads
-    group = heads // kv_heads
-    start_n = i_n * BLOCK_N
-    # Query blocks that see this key block: from the first one reaching the causal diagonal to the end; the steps
-    # walk them for each query head of the kv head's group in turn.
-    shift = seq_k - seq_q  # bottom-right causal: query i sees key j iff j <= i + shift
-    if CAUSAL:
-        m_lo = gl.maximum(start_n - shift, 0) // BLOCK_M * BLOCK_M
+    if PERSISTENT:
+        first_tile = gl.load(TILE_STARTS + pid)
+        end_tile = gl.load(TILE_STARTS + pid + 1)
     else:
-        m_lo = 0
-    m_blocks = gl.cdiv(gl.maximum(seq_q - m_lo, 0), BLOCK_M)
-    steps = m_blocks * group
+        first_tile = pid
+        end_tile = pid + 1
+    sizes = (seq_q, seq_k, heads, kv_heads, batch_kv_heads, chunk_heads)
+    schedule = (TILES, first_tile, end_tile)
 
     k_smem = gl.allocate_shared_memory(dtype, [GROUPS, BLOCK_NG, HEAD_DIM], k_desc.layout)
     v_smem = gl.allocate_shared_memory(dtype, [GROUPS, BLOCK_NG, HEAD_DIM], v_desc.layout)
@@ -96,11 +86,13 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK
     lse_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], STATS_SMEM)
     delta_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], STATS_SMEM)
     kv_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    kv_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())  # a tile's MMAs are done
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())  # Q, dO of a stage landed
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())  # a stage's MMAs are done
     dq_full = gl.allocate_shared_memory(gl.int64, [GROUPS, 1], mbarrier.MBarrierLayout())  # a group's dQ to add
     dq_empty = gl.allocate_shared_memory(gl.int64, [GROUPS, 1], mbarrier.MBarrierLayout())  # its reduce-add read it
     mbarrier.init(kv_ready, count=1)
+    mbarrier.init(kv_empty, count=GROUPS)
     for g in gl.static_range(GROUPS):
         mbarrier.init(dq_full.index(g), count=1)
         mbarrier.init(dq_empty.index(g), count=1)
@@ -108,34 +100,65 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK
         mbarrier.init(ready.index(s), count=1)
         mbarrier.init(empty.index(s), count=1)
 
-    rows = (i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps)
-    tiles = (k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, ready, empty,
-             dq_full, dq_empty)
+    tiles = (k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, kv_empty,
+             ready, empty, dq_full, dq_empty)
     stores = (DK, DV, sm_scale)
     if WARP_SPECIALIZE:
         if GROUPS == 2:  # two compute warpgroups, each its own partition with its own half of the keys and dQ
             gl.warp_specialize([
-                (_mma_partition, (tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT, DQ_LAYOUT, STAGES,
-                                  CAUSAL, MASKED, True, EARLY_SCORES, 0, SWAP_AB)),
-                (_mma_partition, (tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT, DQ_LAYOUT, STAGES,
-                                  CAUSAL, MASKED, True, EARLY_SCORES, 1, SWAP_AB)),
-                (_load_partition, (q_desc, k_desc, v_desc, do_desc, tiles, rows, LSE, DELTA, STAGES)),
-                (_dq_partition, (dq_desc, tiles, rows, STAGES)),
+                (_mma_partition, (tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT,
+                                  DQ_LAYOUT, STAGES, CAUSAL, MASKED, True, EARLY_SCORES, 0, SWAP_AB, PERSISTENT)),
+                (_mma_partition, (tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT,
+                                  DQ_LAYOUT, STAGES, CAUSAL, MASKED, True, EARLY_SCORES, 1, SWAP_AB, PERSISTENT)),
+                (_load_partition, (q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE, DELTA, STAGES,
+                                   CAUSAL, PERSISTENT)),
+                (_dq_partition, (dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, PERSISTENT)),
             ], [4, 1, 1], [GROUP_REGS, 24, 24])
         else:
             gl.warp_specialize([
-                (_mma_partition, (tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT, DQ_LAYOUT, STAGES,
-                                  CAUSAL, MASKED, True, EARLY_SCORES, 0, SWAP_AB)),
-                (_load_partition, (q_desc, k_desc, v_desc, do_desc, tiles, rows, LSE, DELTA, STAGES)),
-                (_dq_partition, (dq_desc, tiles, rows, STAGES)),
+                (_mma_partition, (tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT,
+                                  DQ_LAYOUT, STAGES, CAUSAL, MASKED, True, EARLY_SCORES, 0, SWAP_AB, PERSISTENT)),
+                (_load_partition, (q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE, DELTA, STAGES,
+                                   CAUSAL, PERSISTENT)),
+                (_dq_partition, (dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, PERSISTENT)),
             ], [1, 1], [24, 24])
     else:
-        _issue_kv(k_desc, v_desc, tiles, rows)
-        for s in gl.static_range(STAGES - 1):  # prologue: the first STAGES - 1 blocks' loads in flight
-            if s < steps:
-                _issue_qdo(q_desc, do_desc, tiles, rows, s, STAGES)
-        _mma_partition(tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT, DQ_LAYOUT, STAGES, CAUSAL,
-                       MASKED, False, False, 0, SWAP_AB, q_desc, do_desc, dq_desc)
+        _mma_partition(tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT, DQ_LAYOUT, STAGES,
+                       CAUSAL, MASKED, False, False, 0, SWAP_AB, PERSISTENT, q_desc, k_desc, v_desc, do_desc, dq_desc)
+
+
+@gluon.jit
+def _tile(k, schedule, sizes, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr,
+          PERSISTENT: gl.constexpr):
+    """The rows of the schedule's k-th tile: (i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo,
+    m_blocks, steps). Tiles are numbered in chunks of `chunk_heads` (batch, kv head) pairs, key blocks in order
+    within a chunk, the heads of the chunk interleaved: the tiles running at once share their heads' Q, dO and dQ
+    rows in L2, and under causal masking (key block 0 walks the most query blocks) each chunk starts its longest
+    tiles first. The steps walk the query blocks that see the key block (from the first one reaching the causal
+    diagonal to the end) for each query head of the kv head's group in turn."""
+    TILES, first_tile, end_tile = schedule
+    seq_q, seq_k, heads, kv_heads, batch_kv_heads, chunk_heads = sizes
+    if PERSISTENT:
+        tile = gl.load(TILES + k)
+    else:
+        tile = k
+    key_blocks = gl.cdiv(seq_k, BLOCK_N)
+    chunk = tile // (chunk_heads * key_blocks)
+    in_chunk = tile % (chunk_heads * key_blocks)
+    heads_here = gl.minimum(chunk_heads, batch_kv_heads - chunk * chunk_heads)  # the last chunk may be short
+    i_n = in_chunk // heads_here
+    i_bhk = chunk * chunk_heads + in_chunk % heads_here
+    i_b = i_bhk // kv_heads
+    i_hk = i_bhk % kv_heads
+    group = heads // kv_heads
+    start_n = i_n * BLOCK_N
+    shift = seq_k - seq_q  # bottom-right causal: query i sees key j iff j <= i + shift
+    if CAUSAL:
+        m_lo = gl.maximum(start_n - shift, 0) // BLOCK_M * BLOCK_M
+    else:
+        m_lo = 0
+    m_blocks = gl.cdiv(gl.maximum(seq_q - m_lo, 0), BLOCK_M)
+    return (i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, m_blocks * group)
 
 
 @gluon.jit
@@ -147,7 +170,7 @@ def _query_block(step, rows, BLOCK_M: gl.constexpr):
 
 @gluon.jit
 def _issue_kv(k_desc, v_desc, tiles, rows):
-    k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
+    k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, kv_empty, ready, empty, dq_full, dq_empty = tiles
     i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
     BLOCK_NG: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
@@ -159,59 +182,97 @@ def _issue_kv(k_desc, v_desc, tiles, rows):
 
 
 @gluon.jit
-def _issue_qdo(q_desc, do_desc, tiles, rows, step, STAGES: gl.constexpr):
-    """Step's Q and dO tiles ([B * Nq, H * D] view) into its stage of the ring, signalling `ready`."""
-    k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
+def _issue_qdo(q_desc, do_desc, tiles, rows, step, slot, STAGES: gl.constexpr):
+    """The tile's step-th Q and dO tiles ([B * Nq, H * D] view) into the ring stage of slot (steps counted across
+    the program's tiles), signalling `ready`."""
+    k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, kv_empty, ready, empty, dq_full, dq_empty = tiles
     i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
     i_h, start_m = _query_block(step, rows, BLOCK_M)
-    stage = step % STAGES
+    stage = slot % STAGES
     mbarrier.expect(ready.index(stage), 2 * q_desc.block_type.nbytes)
     tma_load(q_desc, [i_b * seq_q + start_m, i_h * HEAD_DIM], ready.index(stage), q_smem.index(stage))
     tma_load(do_desc, [i_b * seq_q + start_m, i_h * HEAD_DIM], ready.index(stage), do_smem.index(stage))
 
 
 @gluon.jit
-def _load_partition(q_desc, k_desc, v_desc, do_desc, tiles, rows, LSE, DELTA, STAGES: gl.constexpr):
-    """One warp: K, V once, then every step's Q, dO as soon as the compute warps have released its stage."""
-    k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
-    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
+def _load_partition(q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE, DELTA, STAGES: gl.constexpr,
+                    CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr):
+    """One warp: per tile, K and V once the compute warps are done with the last tile's, then every step's Q, dO as
+    soon as the dQ warp has released its stage."""
+    TILES, first_tile, end_tile = schedule
+    if PERSISTENT:
+        slot = 0  # steps before this tile's, over the program's tiles: the ring's position
+        for k in range(first_tile, end_tile):
+            slot = _load_tile(k, slot, k - first_tile, q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE,
+                              DELTA, STAGES, CAUSAL, PERSISTENT)
+    else:
+        _load_tile(first_tile, 0, 0, q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE, DELTA, STAGES,
+                   CAUSAL, PERSISTENT)
+
+
+@gluon.jit
+def _load_tile(k, slot, tile_count, q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE, DELTA,
+               STAGES: gl.constexpr, CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr):
+    """The k-th tile's loads, its steps at ring positions slot, slot + 1, ...; tile_count: the program's tiles
+    before it -> the ring position after it."""
+    k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, kv_empty, ready, empty, dq_full, dq_empty = tiles
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
+    BLOCK_N: gl.constexpr = k_smem.shape[0] * k_desc.block_type.shape[0]
     row_layout: gl.constexpr = gl.BlockedLayout([BLOCK_M // 32], [32], [1], [0])
+    rows = _tile(k, schedule, sizes, BLOCK_M, BLOCK_N, CAUSAL, PERSISTENT)
+    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
+    mbarrier.wait(kv_empty, (tile_count & 1) ^ 1)  # passes at once for the first tile
     _issue_kv(k_desc, v_desc, tiles, rows)
     for step in range(steps):
-        # LSE and delta through shared memory: a global load in flight in the compute warps would hold back their
-        # next wgmma (its fence waits for every pending register write)
+        # LSE and delta through shared memory: a global load in flight in the compute warps would hold back
+        # their next wgmma (its fence waits for every pending register write)
         i_h, start_m = _query_block(step, rows, BLOCK_M)
         o_m = start_m + gl.arange(0, BLOCK_M, layout=row_layout)
         row_stats = (i_b * heads + i_h) * seq_q + o_m
         lse = gl.load(LSE + row_stats, mask=o_m < seq_q, other=float("inf"))  # [BM]; rows past Nq: P = 0
         delta = gl.load(DELTA + row_stats, mask=o_m < seq_q, other=0.)  # [BM]
-        stage = step % STAGES
-        mbarrier.wait(empty.index(stage), ((step // STAGES) & 1) ^ 1)  # passes at once on the first lap
+        stage = (slot + step) % STAGES
+        mbarrier.wait(empty.index(stage), (((slot + step) // STAGES) & 1) ^ 1)  # passes at once on the first lap
         lse_smem.index(stage).store(lse)
         delta_smem.index(stage).store(delta)
-        _issue_qdo(q_desc, do_desc, tiles, rows, step, STAGES)  # its arrive on `ready` releases the stores above
+        _issue_qdo(q_desc, do_desc, tiles, rows, step, slot + step, STAGES)  # its `ready` releases the stores
+    return slot + steps
 
 
 @gluon.jit
-def _dq_partition(dq_desc, tiles, rows, STAGES: gl.constexpr):
+def _dq_partition(dq_desc, tiles, schedule, sizes, STAGES: gl.constexpr, BLOCK_N: gl.constexpr,
+                  CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr):
     """One warp: adds each step's dQ tile from dq_smem into the fp32 accumulator ([B * H * Nq, D]) by TMA, and
     hands the step's Q / dO stage back to the load warp (dq_full means all of the step's MMAs are done)."""
-    k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
-    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
+    TILES, first_tile, end_tile = schedule
+    if PERSISTENT:
+        slot = 0
+        for k in range(first_tile, end_tile):
+            slot = _dq_tile(k, slot, dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, PERSISTENT)
+    else:
+        _dq_tile(first_tile, 0, dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, PERSISTENT)
+
+
+@gluon.jit
+def _dq_tile(k, slot, dq_desc, tiles, schedule, sizes, STAGES: gl.constexpr, BLOCK_N: gl.constexpr,
+             CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr):
+    k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, kv_empty, ready, empty, dq_full, dq_empty = tiles
     BLOCK_M: gl.constexpr = dq_desc.block_type.shape[0]
     GROUPS: gl.constexpr = dq_smem.shape[0]
+    rows = _tile(k, schedule, sizes, BLOCK_M, BLOCK_N, CAUSAL, PERSISTENT)
+    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
     for step in range(steps):
         i_h, start_m = _query_block(step, rows, BLOCK_M)
         for g in gl.static_range(GROUPS):  # each compute group's dQ over its keys
-            mbarrier.wait(dq_full.index(g), step & 1)
+            mbarrier.wait(dq_full.index(g), (slot + step) & 1)
             tma_reduce_add(dq_desc, [(i_b * heads + i_h) * seq_q + start_m, 0], dq_smem.index(g))
-        mbarrier.arrive(empty.index(step % STAGES), count=1)  # the step's MMAs are done: its Q, dO stage is free
+        mbarrier.arrive(empty.index((slot + step) % STAGES), count=1)  # the step's MMAs are done: stage free
         tma.store_wait(pendings=0)
         for g in gl.static_range(GROUPS):
             mbarrier.arrive(dq_empty.index(g), count=1)
+    return slot + steps
 
 
 @gluon.jit
@@ -309,17 +370,37 @@ def _gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, k_smem, p_smem, ds
 
 
 @gluon.jit
-def _mma_partition(tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.constexpr, KV_LAYOUT: gl.constexpr,
-                   DQ_LAYOUT: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr,
-                   SPECIALIZED: gl.constexpr, EARLY_SCORES: gl.constexpr, WG: gl.constexpr, SWAP_AB: gl.constexpr,
-                   q_desc=None, do_desc=None, dq_desc=None):
-    """Compute group WG (its rows of the key block, its shared tiles): per step, the five matmuls and the softmax
-    gradient; at the end it stores its rows of dK (scaled) and dV (stores: DK, DV, sm_scale).
+def _mma_partition(tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.constexpr,
+                   KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                   MASKED: gl.constexpr, SPECIALIZED: gl.constexpr, EARLY_SCORES: gl.constexpr, WG: gl.constexpr,
+                   SWAP_AB: gl.constexpr, PERSISTENT: gl.constexpr,
+                   q_desc=None, k_desc=None, v_desc=None, do_desc=None, dq_desc=None):
+    """Compute group WG (its rows of the key block, its shared tiles): per tile, per step, the five matmuls and the
+    softmax gradient; at the end of a tile it stores its rows of dK (scaled) and dV (stores: DK, DV, sm_scale).
     SPECIALIZED: the loads and reduce-adds are other warps' (signalled through mbarriers); else issued here
-    (q_desc, do_desc, dq_desc given). EARLY_SCORES (SPECIALIZED only): the next step's S^T, dP^T are issued right
+    (the descriptors given). EARLY_SCORES (SPECIALIZED only): the next step's S^T, dP^T are issued right
     behind this step's dQ, so they run while dQ is handed over and the next step starts with them done."""
-    k_all, v_all, q_smem, do_smem, ds_all, p_all, dq_all, lse_smem, delta_smem, kv_ready, ready, empty, dq_full, dq_empty = tiles
-    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
+    TILES, first_tile, end_tile = schedule
+    if PERSISTENT:
+        slot = 0  # steps before this tile's, over the program's tiles: the ring's and the dQ hand-over's position
+        for k in range(first_tile, end_tile):
+            slot = _mma_tile(k, slot, k - first_tile, tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT,
+                             KV_LAYOUT, DQ_LAYOUT, STAGES, CAUSAL, MASKED, SPECIALIZED, EARLY_SCORES, WG, SWAP_AB,
+                             PERSISTENT, q_desc, k_desc, v_desc, do_desc, dq_desc)
+    else:
+        _mma_tile(first_tile, 0, 0, tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT,
+                  DQ_LAYOUT, STAGES, CAUSAL, MASKED, SPECIALIZED, EARLY_SCORES, WG, SWAP_AB, PERSISTENT, q_desc,
+                  k_desc, v_desc, do_desc, dq_desc)
+
+
+@gluon.jit
+def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.constexpr,
+              KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+              MASKED: gl.constexpr, SPECIALIZED: gl.constexpr, EARLY_SCORES: gl.constexpr, WG: gl.constexpr,
+              SWAP_AB: gl.constexpr, PERSISTENT: gl.constexpr, q_desc, k_desc, v_desc, do_desc, dq_desc):
+    """The k-th tile of compute group WG, its steps at ring positions slot, slot + 1, ... (tile_count: the
+    program's tiles before it) -> the ring position after it."""
+    k_all, v_all, q_smem, do_smem, ds_all, p_all, dq_all, lse_smem, delta_smem, kv_ready, kv_empty, ready, empty, dq_full, dq_empty = tiles
     k_smem = k_all.index(WG)  # [BN, D] of this group
     v_smem = v_all.index(WG)
     ds_smem = ds_all.index(WG)
@@ -328,29 +409,38 @@ def _mma_partition(tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.const
     BLOCK_N: gl.constexpr = k_smem.shape[0]
     HEAD_DIM: gl.constexpr = k_smem.shape[1]
     BLOCK_M: gl.constexpr = q_smem.shape[1]
-    start_n = start_n + WG * BLOCK_N  # this group's first key
+    GROUPS: gl.constexpr = k_all.shape[0]
     # S^T [BN, BM] (swap AB: keys on dim 0) or S [BM, BN]: query-indexed vectors are slices along the key dim
     KEY_DIM: gl.constexpr = 0 if SWAP_AB else 1
+    rows = _tile(k, schedule, sizes, BLOCK_M, GROUPS * BLOCK_N, CAUSAL, PERSISTENT)
+    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
+    start_n = start_n + WG * BLOCK_N  # this group's first key
+    if not SPECIALIZED:  # K, V and the first STAGES - 1 steps' Q, dO (one tile per program: nothing to wait)
+        _issue_kv(k_desc, v_desc, tiles, rows)
+        for s in gl.static_range(STAGES - 1):
+            if s < steps:
+                _issue_qdo(q_desc, do_desc, tiles, rows, s, slot + s, STAGES)
     dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, KV_LAYOUT)
     dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, KV_LAYOUT)
-    mbarrier.wait(kv_ready, 0)
+    mbarrier.wait(kv_ready, tile_count & 1)
     if EARLY_SCORES:  # in-flight accumulators carried across steps (typed as async wgmma results)
         s_t = warpgroup_mma_init(gl.zeros([BLOCK_N, BLOCK_M], gl.float32, S_LAYOUT))
         dp_t = warpgroup_mma_init(gl.zeros([BLOCK_N, BLOCK_M], gl.float32, S_LAYOUT))
         if steps > 0:  # the first step's scores
-            mbarrier.wait(ready.index(0), 0)
-            s_t, dp_t = _issue_scores(k_smem, v_smem, q_smem.index(0), do_smem.index(0), S_LAYOUT, True)
+            mbarrier.wait(ready.index(slot % STAGES), (slot // STAGES) & 1)
+            s_t, dp_t = _issue_scores(k_smem, v_smem, q_smem.index(slot % STAGES), do_smem.index(slot % STAGES),
+                                      S_LAYOUT, True)
     for step in range(steps):
         if not SPECIALIZED:  # refill the stage that the previous step finished with
             if step + STAGES - 1 < steps:
-                _issue_qdo(q_desc, do_desc, tiles, rows, step + STAGES - 1, STAGES)
-        stage = step % STAGES
+                _issue_qdo(q_desc, do_desc, tiles, rows, step + STAGES - 1, slot + step + STAGES - 1, STAGES)
+        stage = (slot + step) % STAGES
         i_h, start_m = _query_block(step, rows, BLOCK_M)
         o_m = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(KEY_DIM, S_LAYOUT))  # query of each S column
         q_tile = q_smem.index(stage)
         do_tile = do_smem.index(stage)
         if not EARLY_SCORES:
-            mbarrier.wait(ready.index(stage), (step // STAGES) & 1)
+            mbarrier.wait(ready.index(stage), ((slot + step) // STAGES) & 1)
             s_t, dp_t = _issue_scores(k_smem, v_smem, q_tile, do_tile, S_LAYOUT, SWAP_AB)
         if SPECIALIZED:  # staged by the load warp with this stage's Q, dO
             lse = lse_smem.index(stage).load(gl.SliceLayout(KEY_DIM, S_LAYOUT))  # [BM]
@@ -363,10 +453,10 @@ def _mma_partition(tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.const
             dq, dk, dv = _gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, ds_smem, o_m,
                                     start_n, start_m, seq_q, seq_k, qk_scale, KV_LAYOUT, DQ_LAYOUT, CAUSAL, MASKED)
         else:
-            dq, dk, dv = _gradients_mn(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, p_smem, ds_smem, o_m,
-                                       start_n, start_m, seq_q, seq_k, qk_scale, DQ_LAYOUT, CAUSAL, MASKED)
+            dq, dk, dv = _gradients_mn(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, p_smem, ds_smem,
+                                       o_m, start_n, start_m, seq_q, seq_k, qk_scale, DQ_LAYOUT, CAUSAL, MASKED)
         if EARLY_SCORES:  # the last step re-issues its own scores (its stage is still loaded; never read)
-            nxt = gl.minimum(step + 1, steps - 1)
+            nxt = slot + gl.minimum(step + 1, steps - 1)
             if step + 1 < steps:
                 mbarrier.wait(ready.index(nxt % STAGES), (nxt // STAGES) & 1)
             s_t, dp_t = _issue_scores(k_smem, v_smem, q_smem.index(nxt % STAGES), do_smem.index(nxt % STAGES),
@@ -375,7 +465,7 @@ def _mma_partition(tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.const
         else:
             dq, dk, dv = warpgroup_mma_wait(num_outstanding=0, deps=(dq, dk, dv))
         if SPECIALIZED:
-            mbarrier.wait(dq_empty.index(WG), (step & 1) ^ 1)  # the previous tile's reduce-add has read dq_smem
+            mbarrier.wait(dq_empty.index(WG), ((slot + step) & 1) ^ 1)  # the last reduce-add has read dq_smem
         else:
             tma.store_wait(pendings=0)
         dq_smem.store(dq)
@@ -389,13 +479,17 @@ def _mma_partition(tiles, rows, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.const
         tma.store_wait(pendings=0)
     if EARLY_SCORES:
         warpgroup_mma_wait(num_outstanding=0, deps=(s_t, dp_t))  # the last step's spare scores
+    # every wgmma of the tile is done: K, V can take the next tile's (the arrive's barrier: in every warp)
+    mbarrier.arrive(kv_empty, count=1)
     DK, DV, sm_scale = stores
     o_n = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, KV_LAYOUT))
     o_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, KV_LAYOUT))
-    offsets = ((i_b * seq_k + gl.expand_dims(o_n, 1)).to(gl.int64) * kv_heads + i_hk) * HEAD_DIM + gl.expand_dims(o_d, 0)
+    offsets = (((i_b * seq_k + gl.expand_dims(o_n, 1)).to(gl.int64) * kv_heads + i_hk) * HEAD_DIM
+               + gl.expand_dims(o_d, 0))
     in_seq = gl.expand_dims(o_n, 1) < seq_k
     gl.store(DK + offsets, (dk * sm_scale).to(k_smem.dtype), mask=in_seq)
     gl.store(DV + offsets, dv.to(k_smem.dtype), mask=in_seq)
+    return slot + steps
 
 
 def layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype, swap_ab: bool = True) -> dict:
@@ -436,6 +530,41 @@ def sm_count(device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else H100_SMS
 
 
+def query_steps(seq_q: int, seq_k: int, block_m: int, block_n: int, group: int, causal: bool) -> tuple:
+    """Steps (query blocks x query heads of a kv head) of each key block, as `_tile` counts them."""
+    shift = seq_k - seq_q
+    first = [max(n * block_n - shift, 0) // block_m * block_m if causal else 0 for n in range(triton.cdiv(seq_k, block_n))]
+    return tuple(triton.cdiv(max(seq_q - m_lo, 0), block_m) * group for m_lo in first)
+
+
+TILE_SETUP_STEPS = 2  # what a tile costs beyond its steps (K, V, the dK, dV stores), in steps, for the schedule
+
+
+@functools.cache
+def tile_schedule(device, key_blocks: int, batch_kv_heads: int, chunk_heads: int, steps: tuple):
+    """(tiles, tile_starts) int32 on device: program p walks tiles[tile_starts[p]:tile_starts[p + 1]], numbered as
+    `_tile` numbers them. One program per SM; tiles go, in their order, to the program that frees first (as the
+    hardware hands out the programs of a non-persistent grid), so the longest tiles start first under causal
+    masking and the programs end together."""
+    import heapq
+
+    n_tiles = key_blocks * batch_kv_heads
+    programs = min(n_tiles, sm_count(device))
+    free_at = [(0, p) for p in range(programs)]  # (steps done, program)
+    walks = [[] for _ in range(programs)]
+    for tile in range(n_tiles):
+        chunk, in_chunk = divmod(tile, chunk_heads * key_blocks)
+        key_block = in_chunk // min(chunk_heads, batch_kv_heads - chunk * chunk_heads)
+        done, program = heapq.heappop(free_at)
+        walks[program].append(tile)
+        heapq.heappush(free_at, (done + steps[key_block] + TILE_SETUP_STEPS, program))
+    starts = [0]
+    for walk in walks:
+        starts.append(starts[-1] + len(walk))
+    as_int32 = functools.partial(torch.tensor, dtype=torch.int32, device=device)
+    return as_int32([t for walk in walks for t in walk]), as_int32(starts)
+
+
 def dense_bnhd(t: torch.Tensor) -> bool:
     """Whether t [B, N, H, D] is dense in that order (what the 2-D TMA views need)."""
     return t.is_contiguous()
@@ -449,7 +578,8 @@ def _descriptor(t2d: torch.Tensor, block: list[int]):
 
 def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
                 num_warps: int, num_stages: int, warp_specialize: bool = True, early_scores: bool = False,
-                split_warpgroups: bool = False, swap_ab: bool = True, longest_first: bool = True):
+                split_warpgroups: bool = False, swap_ab: bool = True, longest_first: bool = True,
+                persistent: bool = False):
     """q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D] dense, fp16 / bf16, D in HEAD_DIMS; lse (base 2), delta
     [B, H, Nq] fp32 -> dq like q, dk / dv like k / v."""
     from kernels.dq_finish import dq_finish
@@ -464,18 +594,26 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
     groups = 2 if split_warpgroups and warp_specialize else 1  # compute partitions, each num_warps / groups warps
     block_ng, group_warps = BLOCK_N // groups, num_warps // groups
     if seq_k > 0:
-        _ws_backward_kernel[(triton.cdiv(seq_k, BLOCK_N) * batch * kv_heads,)](
+        key_blocks = triton.cdiv(seq_k, BLOCK_N)
+        heads_per_chunk = chunk_heads(q.device, seq_k, BLOCK_N, batch * kv_heads, causal and longest_first)
+        if persistent:
+            tiles, tile_starts = tile_schedule(q.device, key_blocks, batch * kv_heads, heads_per_chunk,
+                                               query_steps(seq_q, seq_k, BLOCK_M, BLOCK_N, heads // kv_heads, causal))
+            grid = (tile_starts.numel() - 1,)
+        else:
+            tiles = tile_starts = dq_acc  # unused
+            grid = (key_blocks * batch * kv_heads,)
+        _ws_backward_kernel[grid](
             q_desc=_descriptor(rows_q, [BLOCK_M, head_dim]),
             k_desc=_descriptor(rows_k, [block_ng, head_dim]),
             v_desc=_descriptor(v.reshape(batch * seq_k, kv_heads * head_dim), [block_ng, head_dim]),
             do_desc=_descriptor(do.reshape(batch * seq_q, heads * head_dim), [BLOCK_M, head_dim]),
             dq_desc=_descriptor(dq_acc, [BLOCK_M, head_dim]),
-            LSE=lse, DELTA=delta, DK=dk, DV=dv, seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads,
-            batch_kv_heads=batch * kv_heads, chunk_heads=chunk_heads(q.device, seq_k, BLOCK_N, batch * kv_heads,
-                                                                    causal and longest_first),
+            LSE=lse, DELTA=delta, DK=dk, DV=dv, TILES=tiles, TILE_STARTS=tile_starts, seq_q=seq_q, seq_k=seq_k,
+            heads=heads, kv_heads=kv_heads, batch_kv_heads=batch * kv_heads, chunk_heads=heads_per_chunk,
             qk_scale=scale * LOG2E, sm_scale=scale, STAGES=num_stages, CAUSAL=causal, MASKED=masked,
             WARP_SPECIALIZE=warp_specialize, EARLY_SCORES=early_scores and warp_specialize, GROUPS=groups,
-            GROUP_REGS=GROUP_REGS, SWAP_AB=swap_ab, num_warps=group_warps,
+            GROUP_REGS=GROUP_REGS, SWAP_AB=swap_ab, PERSISTENT=persistent, num_warps=group_warps,
             **layouts(BLOCK_M, block_ng, head_dim, group_warps, q.dtype, swap_ab))
     else:
         dk.zero_()
