@@ -99,12 +99,11 @@ SWAP_AB = dict(swap_ab=True, BLOCK_M=64)  # the swap-AB schedules, named in full
                                     dict(swap_ab=False, warp_specialize=False), dict(swap_ab=False, num_warps=4),
                                     dict(swap_ab=False, num_warps=4, BLOCK_N=64, num_stages=3),
                                     dict(longest_first=False), dict(SWAP_AB), dict(SWAP_AB, num_warps=4, BLOCK_N=64),
-                                    dict(persistent=True), dict(SWAP_AB, persistent=True), dict(stagger=True),
-                                    dict(SWAP_AB, stagger=True)],
+                                    dict(persistent=True), dict(SWAP_AB, persistent=True)],
                          ids=["w4-n64", "w4-n128-s3", "m128-n128-swap", "one-partition", "one-partition-s3",
                               "early-scores", "early-scores-s3", "split-warpgroups", "split-warpgroups-s3-early", "mn",
                               "mn-m128", "mn-one-partition", "mn-w4", "mn-w4-n64-s3", "heads-in-order", "swap",
-                              "swap-w4-n64", "persistent", "persistent-swap", "stagger", "stagger-swap"])
+                              "swap-w4-n64", "persistent", "persistent-swap"])
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_tiles_match_reference_on_hopper(blocks, head_dim):
@@ -140,12 +139,12 @@ def test_bhnd_layout_on_hopper():
 # pairs = 288 tiles (GQA 2:1, tails on both sides), so each of the 132 programs walks 2 or 3 of them.
 PERSISTENT_BLOCKS = [dict(persistent=True), dict(SWAP_AB, persistent=True), dict(SWAP_AB, persistent=True, num_stages=3),
                      dict(persistent=True, warp_specialize=False), dict(SWAP_AB, persistent=True, early_scores=True),
-                     dict(SWAP_AB, persistent=True, split_warpgroups=True), dict(persistent=True, stagger=True)]
+                     dict(SWAP_AB, persistent=True, split_warpgroups=True)]
 
 
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
 @pytest.mark.parametrize("blocks", PERSISTENT_BLOCKS,
-                         ids=["default", "swap", "swap-s3", "one-partition", "early-scores", "split-warpgroups", "stagger"])
+                         ids=["default", "swap", "swap-s3", "one-partition", "early-scores", "split-warpgroups"])
 @pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_persistent_walks_several_tiles_on_hopper(blocks, head_dim, causal):

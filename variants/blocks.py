@@ -189,9 +189,6 @@ class WsBlocks(Blocks):
     # one program per SM walking a schedule of tiles made on the host (longest first under causal masking): the
     # next tile's K, V load while this one's dK, dV are stored, and its first Q, dO blocks are already in the ring
     persistent: bool = tunable(False, BOOLS)
-    # each tile starts its walk over the query blocks at one of its own (the tiles of a head running at once then
-    # reduce-add into different dQ rows); false: every tile from its first query block
-    stagger: bool = tunable(False, BOOLS)
 
     def check_rules(self) -> None:
         if self.num_warps not in WARPS:

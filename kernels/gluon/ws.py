@@ -38,7 +38,7 @@ GROUP_REGS = 240  # registers per thread of the second compute group (split_warp
 
 @gluon.jit
 def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK, DV, TILES, TILE_STARTS,
-                        seq_q, seq_k, heads, kv_heads, batch_kv_heads, chunk_heads, stagger, qk_scale, sm_scale,
+                        seq_q, seq_k, heads, kv_heads, batch_kv_heads, chunk_heads, qk_scale, sm_scale,
                         S_LAYOUT: gl.constexpr, KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr,
                         DS_SMEM: gl.constexpr, STATS_SMEM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                         MASKED: gl.constexpr, WARP_SPECIALIZE: gl.constexpr,
@@ -68,7 +68,7 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK
     else:
         first_tile = pid
         end_tile = pid + 1
-    sizes = (seq_q, seq_k, heads, kv_heads, batch_kv_heads, chunk_heads, stagger)
+    sizes = (seq_q, seq_k, heads, kv_heads, batch_kv_heads, chunk_heads)
     schedule = (TILES, first_tile, end_tile)
 
     k_smem = gl.allocate_shared_memory(dtype, [GROUPS, BLOCK_NG, HEAD_DIM], k_desc.layout)
@@ -137,7 +137,7 @@ def _tile(k, schedule, sizes, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUS
     tiles first. The steps walk the query blocks that see the key block (from the first one reaching the causal
     diagonal to the end) for each query head of the kv head's group in turn."""
     TILES, first_tile, end_tile = schedule
-    seq_q, seq_k, heads, kv_heads, batch_kv_heads, chunk_heads, stagger = sizes
+    seq_q, seq_k, heads, kv_heads, batch_kv_heads, chunk_heads = sizes
     if PERSISTENT:
         tile = gl.load(TILES + k)
     else:
@@ -158,25 +158,20 @@ def _tile(k, schedule, sizes, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUS
     else:
         m_lo = 0
     m_blocks = gl.cdiv(gl.maximum(seq_q - m_lo, 0), BLOCK_M)
-    # stagger: each tile starts its walk at a query block of its own, so that the tiles of one head running at once
-    # do not reduce-add into the same dQ rows together
-    first_block = stagger * ((start_n // BLOCK_M) % gl.maximum(m_blocks, 1))
-    return (i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, m_blocks * group, first_block)
+    return (i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, m_blocks * group)
 
 
 @gluon.jit
 def _query_block(step, rows, BLOCK_M: gl.constexpr):
     """(query head, first query) of a step."""
-    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps, first_block = rows
-    block = step % m_blocks + first_block
-    block = gl.where(block >= m_blocks, block - m_blocks, block)
-    return i_hk * group + step // m_blocks, m_lo + block * BLOCK_M
+    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
+    return i_hk * group + step // m_blocks, m_lo + (step % m_blocks) * BLOCK_M
 
 
 @gluon.jit
 def _issue_kv(k_desc, v_desc, tiles, rows):
     k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, kv_empty, ready, empty, dq_full, dq_empty = tiles
-    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps, first_block = rows
+    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
     BLOCK_NG: gl.constexpr = k_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
     GROUPS: gl.constexpr = k_smem.shape[0]
@@ -191,7 +186,7 @@ def _issue_qdo(q_desc, do_desc, tiles, rows, step, slot, STAGES: gl.constexpr):
     """The tile's step-th Q and dO tiles ([B * Nq, H * D] view) into the ring stage of slot (steps counted across
     the program's tiles), signalling `ready`."""
     k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, kv_empty, ready, empty, dq_full, dq_empty = tiles
-    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps, first_block = rows
+    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
     i_h, start_m = _query_block(step, rows, BLOCK_M)
@@ -227,7 +222,7 @@ def _load_tile(k, slot, tile_count, q_desc, k_desc, v_desc, do_desc, tiles, sche
     BLOCK_N: gl.constexpr = k_smem.shape[0] * k_desc.block_type.shape[0]
     row_layout: gl.constexpr = gl.BlockedLayout([BLOCK_M // 32], [32], [1], [0])
     rows = _tile(k, schedule, sizes, BLOCK_M, BLOCK_N, CAUSAL, PERSISTENT)
-    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps, first_block = rows
+    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
     mbarrier.wait(kv_empty, (tile_count & 1) ^ 1)  # passes at once for the first tile
     _issue_kv(k_desc, v_desc, tiles, rows)
     for step in range(steps):
@@ -267,7 +262,7 @@ def _dq_tile(k, slot, dq_desc, tiles, schedule, sizes, STAGES: gl.constexpr, BLO
     BLOCK_M: gl.constexpr = dq_desc.block_type.shape[0]
     GROUPS: gl.constexpr = dq_smem.shape[0]
     rows = _tile(k, schedule, sizes, BLOCK_M, BLOCK_N, CAUSAL, PERSISTENT)
-    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps, first_block = rows
+    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
     for step in range(steps):
         i_h, start_m = _query_block(step, rows, BLOCK_M)
         for g in gl.static_range(GROUPS):  # each compute group's dQ over its keys
@@ -418,7 +413,7 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, LSE, DELTA, q
     # S^T [BN, BM] (swap AB: keys on dim 0) or S [BM, BN]: query-indexed vectors are slices along the key dim
     KEY_DIM: gl.constexpr = 0 if SWAP_AB else 1
     rows = _tile(k, schedule, sizes, BLOCK_M, GROUPS * BLOCK_N, CAUSAL, PERSISTENT)
-    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps, first_block = rows
+    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
     start_n = start_n + WG * BLOCK_N  # this group's first key
     if not SPECIALIZED:  # K, V and the first STAGES - 1 steps' Q, dO (one tile per program: nothing to wait)
         _issue_kv(k_desc, v_desc, tiles, rows)
@@ -584,7 +579,7 @@ def _descriptor(t2d: torch.Tensor, block: list[int]):
 def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
                 num_warps: int, num_stages: int, warp_specialize: bool = True, early_scores: bool = False,
                 split_warpgroups: bool = False, swap_ab: bool = True, longest_first: bool = True,
-                persistent: bool = False, stagger: bool = False):
+                persistent: bool = False):
     """q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D] dense, fp16 / bf16, D in HEAD_DIMS; lse (base 2), delta
     [B, H, Nq] fp32 -> dq like q, dk / dv like k / v."""
     from kernels.dq_finish import dq_finish
@@ -616,7 +611,6 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
             dq_desc=_descriptor(dq_acc, [BLOCK_M, head_dim]),
             LSE=lse, DELTA=delta, DK=dk, DV=dv, TILES=tiles, TILE_STARTS=tile_starts, seq_q=seq_q, seq_k=seq_k,
             heads=heads, kv_heads=kv_heads, batch_kv_heads=batch * kv_heads, chunk_heads=heads_per_chunk,
-            stagger=int(stagger),
             qk_scale=scale * LOG2E, sm_scale=scale, STAGES=num_stages, CAUSAL=causal, MASKED=masked,
             WARP_SPECIALIZE=warp_specialize, EARLY_SCORES=early_scores and warp_specialize, GROUPS=groups,
             GROUP_REGS=GROUP_REGS, SWAP_AB=swap_ab, PERSISTENT=persistent, num_warps=group_warps,
