@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CONFIG
     device = problem.device
     sweep_id = runner["sweep_id"] or datetime.datetime.now().strftime("model_step_%Y%m%d_%H%M%S")
-    environment = env.environment({"name": "auto", "index": 0})
+    environment = environment_columns()
     print(f"{config.label()}; agreement: {config.steps} steps against {baseline}"
           + ("" if on_gpu() else "; CPU interpreter: times are CPU wall clock, not GPU timings"))
     torch.manual_seed(seed)
@@ -240,6 +240,16 @@ def main(argv: list[str] | None = None) -> int:
         print(progress(variant, mode, row))
     print(f"rows: {directory}")
     return 0
+
+
+def environment_columns() -> dict:
+    """runners.env's columns; without omegaconf (a GPU machine without Hydra) the GPU is named by its device name
+    and has no peak numbers."""
+    try:
+        return env.environment({"name": "auto", "index": 0})
+    except ImportError:
+        name = torch.cuda.get_device_name(0) if on_gpu() else "cpu"
+        return env.environment({"name": name, "index": 0})
 
 
 def progress(variant: str, mode: str, row: dict) -> str:

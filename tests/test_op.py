@@ -138,3 +138,19 @@ def test_compile_fullgraph_on_cpu(variant):
     torch.testing.assert_close(loss, eager_loss, rtol=1e-5, atol=1e-6)
     for got, want in zip(grads, eager_grads):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_scale_as_a_graph_input():
+    """A scale that is an input of the compiled function (a SymFloat with dynamic=True) reaches the op as a float."""
+    q, k, v = qkv(torch.float32, seq=32)
+    blocks = {"BLOCK_M1": 16, "BLOCK_N1": 16, "BLOCK_M2": 16, "BLOCK_N2": 16}
+
+    @torch.compile(fullgraph=True, dynamic=True)
+    def run(q, k, v, scale):  # the blocks a literal: dynamic=True would make a closure's ints symbolic
+        return attention(q, k, v, causal=True, scale=scale, variant="two_pass",
+                         blocks={"BLOCK_M1": 16, "BLOCK_N1": 16, "BLOCK_M2": 16, "BLOCK_N2": 16})
+
+    torch._dynamo.reset()
+    for scale in (0.1, 0.2):
+        torch.testing.assert_close(run(q, k, v, scale), attention(q, k, v, causal=True, scale=scale,
+                                                                  variant="two_pass", blocks=blocks))
