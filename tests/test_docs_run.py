@@ -35,6 +35,7 @@ NOT_RUN = [
     (r"^python -m runners\.sweep -m (?!.*dtype=fp(16|32))", "a bf16 multirun: GPU work"),
     (r"^python -m runners\.tune ", "a bf16 study on a GPU; write_defaults=true rewrites conf/block_defaults.yaml"),
     (r"^python -m runners\.check ", "the GPU correctness check"),
+    (r"^python -m runners\.model_step (?!model=tiny)", "a bf16 model: GPU work (model=tiny is the CPU smoke test)"),
     (r"submitit\.core\._submit", "what a Slurm job runs, not a command"),
     (r"^bash \.ci/run$", "CI itself: installs, then runs this suite"),
     (r"/shared/cluster/|results_new/", "a cluster's or a GPU run's folder"),
