@@ -65,23 +65,23 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, variant
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [B, N, H, D] views
     impl = get(variant)
     scale = default_scale(q.shape[-1]) if scale is None else scale
-    if isinstance(impl, TritonVariant):
+    if isinstance(impl, TritonVariant) and impl.as_operator:
         if not packed:
             Problem.from_tensors(q, k, v, causal)  # one-line errors here, before the op's dispatch (e.g. devices)
         o, _ = op.attention_op(q, k, v, bool(causal), scale, variant, op.blocks_text(blocks), cu_seqlens_q,
                                cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     elif packed:
-        o = _packed_baseline(impl, q, k, v, causal, scale, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+        o = _packed_direct(impl, q, k, v, causal, scale, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                              max_seqlen_k)
     else:
         problem = Problem.from_tensors(q, k, v, causal)
         impl.check(problem)
-        config = impl.make_blocks(problem, blocks) if blocks is not None else None
+        config = impl.make_blocks(problem, blocks) if blocks is not None or isinstance(impl, TritonVariant) else None
         o = impl.apply(q, k, v, bool(causal), float(scale), config)
     return o.transpose(1, 2) if layout == "bhnd" else o
 
 
-def _packed_baseline(impl, q, k, v, causal, scale, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
+def _packed_direct(impl, q, k, v, causal, scale, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
     from kernels.varlen import Packing
     packing = Packing(cu_seqlens_q, cu_seqlens_k, total_q=q.shape[0] if q.dim() == 3 else None,
                       total_k=k.shape[0] if k.dim() == 3 else None)
