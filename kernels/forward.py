@@ -47,6 +47,7 @@ def _fwd_kernel(Q, K, V, O, LSE,
                 CAUSAL: tl.constexpr, IS_VARLEN: tl.constexpr, DOT_PRECISION: tl.constexpr):
     """Grid (cdiv(Nq, BLOCK_M), B * H). LSE is [B, H, Nq] fp32, base 2. IS_VARLEN: B = 1, LSE [1, H, total_q],
     and the first axis runs over the (document, query block) pairs of BLOCK_INDICES."""
+    qk_scale = tl.cast(qk_scale, tl.float32)  # an fp64 scalar (a caller's SymFloat) must not make b_m fp64 in the loop
     i_m = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b = i_bh // heads

@@ -103,9 +103,10 @@ def capture_launches(variant_name, head_dim, dtype_name, causal, heads, kv_heads
     return blocks, launches
 
 
-def compile_sm90(fn, args, kwargs):
+def compile_sm90(fn, args, kwargs, scalar_types: dict | None = None):
     """The CompiledKernel of one recorded launch for sm90 (Triton's binder: same signature, constexprs,
-    divisibility attributes and options as a launch on an H100 would have)."""
+    divisibility attributes and options as a launch on an H100 would have). scalar_types: {parameter: Triton
+    type} replacing the binder's, e.g. {"qk_scale": "fp64"}, the type a caller passing a SymFloat gives."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource, make_backend
@@ -116,6 +117,7 @@ def compile_sm90(fn, args, kwargs):
     binder = create_function_from_signature(fn.signature, fn.params, backend)
     bound_args, specialization, options = binder(*args, **kwargs)
     options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound_args, specialization, options)
+    signature.update({name: kind for name, kind in (scalar_types or {}).items() if name in signature})
     source = ASTSource
     if getattr(fn, "is_gluon", lambda: False)():  # a @gluon.jit kernel: Gluon's own front end
         from triton.experimental.gluon._runtime import GluonASTSource as source

@@ -14,6 +14,7 @@ import pkgutil
 from variants.base import Baseline, TritonVariant, Variant, default_scale
 from variants.problem import Problem
 from variants.registry import get, names, register_variant
+from variants import op
 from spec import LAYOUTS
 
 # The registry: the built-in designs in the order tables and plots list them, then every other module of this package
@@ -45,44 +46,52 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, variant
     0 first, total_q last) and cu_seqlens_k (None = cu_seqlens_q), q [total_q, H, D], k/v [total_k, Hkv, D];
     o is [total_q, H, D]. Causal is per document, bottom-right aligned where a document's Nq != Nk.
     max_seqlen_q / max_seqlen_k are optional (checked against the lengths, which are read once on the host).
+
+    A Triton design (stock Triton or Gluon) runs as the operator torch.ops.flash_bwd.attention (variants/op.py):
+    torch.compile(fullgraph=True) traces through it and CUDA graphs replay it (dense calls). A baseline runs its
+    PyTorch function, which torch.compile traces as it is.
     """
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
-    if cu_seqlens_q is not None or cu_seqlens_k is not None:
-        return _packed_attention(q, k, v, causal, scale, variant, blocks, layout, cu_seqlens_q, cu_seqlens_k,
-                                 max_seqlen_q, max_seqlen_k)
+    packed = cu_seqlens_q is not None or cu_seqlens_k is not None
+    if packed and layout != "bnhd":
+        raise ValueError(f"cu_seqlens needs layout 'bnhd' (q [total_q, H, D]), got {layout!r}")
+    if packed and cu_seqlens_q is None:
+        raise ValueError("cu_seqlens_k given without cu_seqlens_q")
     if layout == "bhnd":
         for name, t in (("q", q), ("k", k), ("v", v)):
             if t.dim() != 4:
                 raise ValueError(f"{name} must be 4-D [B, H, N, D], got shape {tuple(t.shape)}")
-        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [B, N, H, D] views
     impl = get(variant)
-    problem = Problem.from_tensors(q, k, v, causal)
-    impl.check(problem)
-    config = impl.make_blocks(problem, blocks)
-    scale = default_scale(problem.head_dim) if scale is None else float(scale)
-    o = impl.apply(q, k, v, bool(causal), scale, config)
+    scale = default_scale(q.shape[-1]) if scale is None else scale
+    if isinstance(impl, TritonVariant) and impl.as_operator:
+        if not packed:
+            Problem.from_tensors(q, k, v, causal)  # one-line errors here, before the op's dispatch (e.g. devices)
+        o, _ = op.attention_op(q, k, v, bool(causal), scale, variant, op.blocks_text(blocks), cu_seqlens_q,
+                               cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    elif packed:
+        o = _packed_direct(impl, q, k, v, causal, scale, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                             max_seqlen_k)
+    else:
+        problem = Problem.from_tensors(q, k, v, causal)
+        impl.check(problem)
+        config = impl.make_blocks(problem, blocks) if blocks is not None or isinstance(impl, TritonVariant) else None
+        o = impl.apply(q, k, v, bool(causal), float(scale), config)
     return o.transpose(1, 2) if layout == "bhnd" else o
 
 
-def _packed_attention(q, k, v, causal, scale, variant, blocks, layout, cu_seqlens_q, cu_seqlens_k,
-                      max_seqlen_q, max_seqlen_k):
+def _packed_direct(impl, q, k, v, causal, scale, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
     from kernels.varlen import Packing
-    if layout != "bnhd":
-        raise ValueError(f"cu_seqlens needs layout 'bnhd' (q [total_q, H, D]), got {layout!r}")
-    if cu_seqlens_q is None:
-        raise ValueError("cu_seqlens_k given without cu_seqlens_q")
     packing = Packing(cu_seqlens_q, cu_seqlens_k, total_q=q.shape[0] if q.dim() == 3 else None,
                       total_k=k.shape[0] if k.dim() == 3 else None)
     for name, given, actual in (("max_seqlen_q", max_seqlen_q, packing.max_q), ("max_seqlen_k", max_seqlen_k, packing.max_k)):
         if given is not None and given < actual:
             raise ValueError(f"{name}={given} is shorter than the longest document ({actual})")
-    impl = get(variant)
     problem = Problem.from_packed(q, k, v, causal, packing)
     impl.check(problem)
     config = impl.make_blocks(problem, blocks)
-    scale = default_scale(problem.head_dim) if scale is None else float(scale)
-    return impl.apply(q, k, v, bool(causal), scale, config, varlen=packing)
+    return impl.apply(q, k, v, bool(causal), float(scale), config, varlen=packing)
 
 
 __all__ = ["attention", "names", "get", "register_variant", "Variant", "TritonVariant", "Baseline", "Problem"]

@@ -83,6 +83,10 @@ class TritonVariant(Variant):
     """A Triton design. Packed varlen batches: set `supports_varlen = True` once `run_backward` accepts
     `varlen=` (a kernels.varlen.Packing; q, k, v then arrive as [1, total, H, D])."""
     backward_matmuls = 7  # dK/dV pass: S, dP, dV, dK; dQ pass: S, dP, dQ
+    # attention() runs the design as the operator torch.ops.flash_bwd.attention (variants/op.py: torch.compile
+    # traces it whole). False: a backward that itself uses torch.autograd, which cannot run inside an operator
+    # (attention() then calls the design directly and torch.compile breaks the graph around it)
+    as_operator = True
 
     def supports(self, problem: Problem) -> str | None:
         if problem.device == "cpu" and not interpreter_on():

@@ -22,6 +22,7 @@ class ExternalExample(TritonVariant):
     Blocks = ExternalExampleBlocks
     backward_matmuls = 5  # executed FLOPs: 5 [pair x D] matmuls per visible (query, key) pair
     test_blocks = {"BLOCK_SIZE": 128, "num_warps": 2}  # the tests' correctness matrix runs these
+    as_operator = False  # this placeholder backward uses torch.autograd, which cannot run inside a PyTorch operator
 
     def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks):
         with torch.enable_grad():  # autograd's backward runs this with grad mode off; the reference needs it

@@ -1,0 +1,133 @@
+"""The Triton designs as PyTorch operators, so that torch.compile and CUDA graphs see one opaque op per call.
+
+    torch.ops.flash_bwd.attention(q, k, v, causal, scale, variant, blocks, cu_seqlens_q, cu_seqlens_k,
+                                  max_seqlen_q, max_seqlen_k) -> (o, lse)
+    torch.ops.flash_bwd.attention_backward(do, q, k, v, o, lse, <the same arguments>) -> (dq, dk, dv)
+
+`attention()` (variants/__init__.py) calls the first for every TritonVariant (stock Triton and Gluon, dense and
+packed); autograd runs the second. Each is a `torch.library.custom_op` with a fake implementation (shapes and
+strides only) and the pair is joined by `register_autograd`, so `torch.compile(model, fullgraph=True)` traces a
+model through it without a graph break and Inductor never sees a Triton kernel (issue 27: Inductor typed the
+scale of a traced kernel launch fp64). The variant travels as its name (a string), the block overrides as
+'name=value;...' text; the design, its checks and its blocks are resolved inside the op, on real tensors.
+
+Shapes: dense q [B, Nq, H, D], k/v [B, Nk, Hkv, D], lse [B, H, Nq] fp32; packed q [total_q, H, D],
+k/v [total_k, Hkv, D], lse [1, H, total_q]. A packed call reads its cu_seqlens on the host (kernels.varlen.Packing)
+in the forward and again in the backward, so it cannot be captured in a CUDA graph; a dense call can.
+"""
+import ast
+
+import torch
+from torch import Tensor
+
+from variants.problem import Problem
+from variants.registry import get
+
+NAMESPACE = "flash_bwd"
+
+
+def blocks_text(blocks) -> str:
+    """Block overrides (None, a dict, or a design's Blocks) as the op's string argument, 'name=repr;...' in name order
+    ('' = none). Plain string formatting, so that torch.compile traces it (json.dumps breaks the graph)."""
+    if blocks is None:
+        return ""
+    if hasattr(blocks, "__dataclass_fields__"):
+        blocks = {name: getattr(blocks, name) for name in blocks.__dataclass_fields__}
+    if not isinstance(blocks, dict):
+        raise ValueError(f"blocks must be a dict or a Blocks, got {type(blocks).__name__}")
+    return ";".join(f"{name}={blocks[name]!r}" for name in sorted(blocks))
+
+
+def blocks_from_text(text: str) -> dict | None:
+    """blocks_text's inverse: {name: int / bool / str value}, or None for ''."""
+    if not text:
+        return None
+    pairs = (item.split("=", 1) for item in text.split(";"))
+    return {name: ast.literal_eval(value) for name, value in pairs}
+
+
+def _resolve(q, k, v, causal, variant, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
+    """(design, its validated Blocks, Packing or None) for one call; one-line ValueError on anything wrong."""
+    impl = get(variant)
+    if cu_seqlens_q is None:
+        problem, packing = Problem.from_tensors(q, k, v, causal), None
+    else:
+        from kernels.varlen import Packing
+        packing = Packing(cu_seqlens_q, cu_seqlens_k, total_q=q.shape[0] if q.dim() == 3 else None,
+                          total_k=k.shape[0] if k.dim() == 3 else None)
+        for name, given, actual in (("max_seqlen_q", max_seqlen_q, packing.max_q),
+                                    ("max_seqlen_k", max_seqlen_k, packing.max_k)):
+            if given is not None and given < actual:
+                raise ValueError(f"{name}={given} is shorter than the longest document ({actual})")
+        problem = Problem.from_packed(q, k, v, causal, packing)
+    impl.check(problem)
+    config = impl.make_blocks(problem, blocks_from_text(blocks))
+    return impl, config, packing
+
+
+def _lse_shape(q: Tensor, packed: bool) -> tuple[int, int, int]:
+    return (1, q.shape[1], q.shape[0]) if packed else (q.shape[0], q.shape[2], q.shape[1])  # [B, H, Nq]
+
+
+def _like(grad: Tensor, of: Tensor) -> Tensor:
+    """grad in the strides the fake implementation promised (torch.empty_like(of)'s), copied only if they differ."""
+    expected = torch.empty_like(of, device="meta").stride()
+    if grad.stride() == expected:
+        return grad
+    out = torch.empty_like(of)
+    out.copy_(grad)
+    return out
+
+
+@torch.library.custom_op(f"{NAMESPACE}::attention", mutates_args=())
+def attention_op(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float, variant: str, blocks: str,
+                 cu_seqlens_q: Tensor | None, cu_seqlens_k: Tensor | None, max_seqlen_q: int | None,
+                 max_seqlen_k: int | None) -> tuple[Tensor, Tensor]:
+    """(o like q, lse fp32 base 2): the shared Triton forward, after the design's checks."""
+    impl, _, packing = _resolve(q, k, v, causal, variant, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                max_seqlen_k)
+    o, lse = impl.forward(q, k, v, causal, float(scale), packing)
+    return _like(o, q), lse
+
+
+@attention_op.register_fake
+def _attention_fake(q, k, v, causal, scale, variant, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
+    lse = q.new_empty(_lse_shape(q, cu_seqlens_q is not None), dtype=torch.float32)
+    return torch.empty_like(q), lse
+
+
+@torch.library.custom_op(f"{NAMESPACE}::attention_backward", mutates_args=())
+def attention_backward_op(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, causal: bool,
+                          scale: float, variant: str, blocks: str, cu_seqlens_q: Tensor | None,
+                          cu_seqlens_k: Tensor | None, max_seqlen_q: int | None,
+                          max_seqlen_k: int | None) -> tuple[Tensor, Tensor, Tensor]:
+    """(dq like q, dk like k, dv like v): the design's backward."""
+    impl, config, packing = _resolve(q, k, v, causal, variant, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                     max_seqlen_k)
+    grads = impl.backward(q, k, v, o, lse, do, causal=causal, scale=float(scale), blocks=config, varlen=packing)
+    return tuple(_like(grad, of) for grad, of in zip(grads, (q, k, v)))
+
+
+@attention_backward_op.register_fake
+def _attention_backward_fake(do, q, k, v, o, lse, causal, scale, variant, blocks, cu_seqlens_q, cu_seqlens_k,
+                             max_seqlen_q, max_seqlen_k):
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, causal, scale, variant, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k = inputs
+    o, lse = output
+    ctx.save_for_backward(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k)
+    ctx.arguments = (causal, scale, variant, blocks)
+    ctx.max_seqlens = (max_seqlen_q, max_seqlen_k)
+    ctx.mark_non_differentiable(lse)
+
+
+def _backward(ctx, do, dlse):
+    q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k = ctx.saved_tensors
+    dq, dk, dv = attention_backward_op(do, q, k, v, o, lse, *ctx.arguments, cu_seqlens_q, cu_seqlens_k,
+                                       *ctx.max_seqlens)
+    return dq, dk, dv, None, None, None, None, None, None, None, None
+
+
+attention_op.register_autograd(_backward, setup_context=_setup_context)
