@@ -2,7 +2,7 @@
 every architecture on a CPU (runners.compile_check), one row per (arch, design, head dim, causal, dtype, kernel).
 
     python -m runners.compiled_table [--arch sm80,...] [--variants two_pass,...] [--head-dims 64,128,256] \
-        [--dtypes bf16,fp16] [--out results/compiled/compiled_<sha7>.csv]
+        [--dtypes bf16,fp16] [--causal false,true] [--out results/compiled/compiled_<sha7>.csv]
 
 Columns: runners.compile_check.COLUMNS plus `commit`, `dirty` (the tree had uncommitted changes), `timestamp`
 (UTC) and `triton` (the compiler's version). `runners.regress baseline=<table> candidate=<table>` compares two of
@@ -30,14 +30,14 @@ def git_state() -> tuple[str, bool]:
     return sha, bool(status.strip())
 
 
-def build(archs, variants, head_dims, dtypes, log=print) -> list[dict]:
+def build(archs, variants, head_dims, dtypes, causals=(False, True), log=print) -> list[dict]:
     """Rows (compile_check.COLUMNS) of the whole matrix, default blocks of each architecture."""
     from runners.compile_check import check
     rows = []
     for arch in archs:
         for variant in variants:
             for head_dim in head_dims:
-                for causal in (False, True):
+                for causal in causals:
                     for dtype in dtypes:
                         started = time.time()
                         got = check(variant, head_dim, dtype, causal, 16, 16, {}, arch=arch)
@@ -54,12 +54,14 @@ def main(argv=None) -> int:
     parser.add_argument("--variants", help="comma list (default: the registry's stock Triton designs)")
     parser.add_argument("--head-dims", default="64,128,256")
     parser.add_argument("--dtypes", default="bf16,fp16")
+    parser.add_argument("--causal", default="false,true", help="comma list of false / true")
     parser.add_argument("--out", help="default: results/compiled/compiled_<sha7>.csv")
     args = parser.parse_args(argv)
     try:
         archs = parse_archs(args.arch)
         head_dims = [int(d) for d in args.head_dims.split(",")]
-    except (ArchError, ValueError) as exc:
+        causals = [{"false": False, "true": True}[c.strip().lower()] for c in args.causal.split(",")]
+    except (ArchError, ValueError, KeyError) as exc:
         print(f"compiled_table: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     import pandas as pd
@@ -71,7 +73,7 @@ def main(argv=None) -> int:
 
     variants = args.variants.split(",") if args.variants else stock_designs()
     sha, dirty = git_state()
-    rows = build(archs, variants, head_dims, args.dtypes.split(","),
+    rows = build(archs, variants, head_dims, args.dtypes.split(","), causals,
                  log=lambda text: print(text, file=sys.stderr, flush=True))
     table = pd.DataFrame(rows, columns=COLUMNS).assign(
         commit=sha, dirty=dirty, timestamp=pd.Timestamp.now(tz="UTC").isoformat(), triton=triton.__version__)

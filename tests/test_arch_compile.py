@@ -1,0 +1,55 @@
+"""CI: every stock design's default blocks compile for every architecture of runners/arch_limits.py, on the CPU
+with Triton's bundled ptxas (runners.compiled_table; docs/compile_check.md). Trimmed to D128, bf16, not causal:
+one subprocess (the compiler, not this process's interpreter), about a minute on 2 cores with a cold Triton cache.
+
+A default must fit (status ok), or the design must say why it cannot run there (`unsupported`, only where
+Variant.arch_reason refuses the defaults); a rule marked `source: compile_checked` also promises no spills."""
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from runners import env
+from runners.arch_limits import ARCHS
+from tests.test_compile_check import needs_ptxas
+from variants.block_defaults import load_table
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory):
+    out = tmp_path_factory.mktemp("compiled") / "rows.csv"
+    run = subprocess.run([sys.executable, "-m", "runners.compiled_table", "--head-dims", "128", "--dtypes", "bf16",
+                          "--causal", "false", "--out", str(out)], cwd=env.REPO, capture_output=True, text=True,
+                         timeout=900, env={**os.environ, "TRITON_INTERPRET": "0", "TRITON_DEFAULT_FP_FUSION": "1"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    return list(csv.DictReader(open(out)))
+
+
+def test_every_architecture_has_its_own_rules():
+    table = load_table()
+    for arch in ARCHS.values():
+        assert arch.table_key in table, f"conf/block_defaults.yaml has no {arch.table_key!r} section ({arch.name})"
+    sources = {rule.get("source", "measured") for key, section in table.items() for rules in section.values()
+               for rule in rules}
+    assert sources <= {"measured", "compile_checked"}, sources
+
+
+@needs_ptxas
+def test_default_blocks_fit_every_architecture(rows):
+    from runners.arch_defaults import stock_designs
+    from variants import get
+
+    assert {(r["arch"], r["variant"]) for r in rows} == {(a, v) for a in ARCHS for v in stock_designs()}
+    for row in rows:
+        where = f"{row['arch']} {row['variant']} {row['kernel']} {row['blocks']}"
+        if row["status"].startswith("unsupported"):
+            blocks = get(row["variant"]).Blocks.from_dict(json.loads(row["blocks"]))
+            assert get(row["variant"]).arch_reason(ARCHS[row["arch"]].capability, blocks), where
+            continue
+        assert row["status"] == "ok", f"{where}: {row['status']}"
+        assert not row["blocks_source"].endswith("(any)"), where
+        if row["blocks_source"] == "compile_checked":
+            assert int(row["spill_store_bytes"]) == 0, f"{where}: {row['spill_store_bytes']} B of spill stores"
