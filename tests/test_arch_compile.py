@@ -54,3 +54,21 @@ def test_default_blocks_fit_every_architecture(rows):
         assert not row["blocks_source"].endswith("(any)"), where
         if row["blocks_source"] == "compile_checked" and row["kernel"] not in shared_kernels():
             assert int(row["spill_store_bytes"]) == 0, f"{where}: {row['spill_store_bytes']} B of spill stores"
+
+
+def test_the_search_shrinks_only_the_failing_kernels_fields():
+    from runners.arch_defaults import failing, runnable_start, shrink
+    start = {"BLOCK_M1": 64, "BLOCK_N1": 64, "num_warps1": 4, "num_stages1": 2,
+             "BLOCK_M2": 128, "BLOCK_N2": 64, "num_warps2": 8, "num_stages2": 3}
+    smem = {"kernel": "_dq_kernel", "status": "OutOfResources: shared memory, Required: 1, Hardware limit: 0",
+            "spill_store_bytes": 0}
+    assert shrink("two_pass", start, smem) == {**start, "num_stages2": 2}
+    spills = {"kernel": "_dkdv_kernel", "status": "ok", "spill_store_bytes": 8}
+    assert shrink("two_pass", start, spills) == {**start, "num_warps1": 8}
+    assert shrink("two_pass", {**start, "num_warps1": 8}, spills) == {**start, "num_warps1": 8, "BLOCK_M1": 32}
+    delta = {"kernel": "_delta_kernel", "status": "ok", "spill_store_bytes": 32}
+    assert failing([delta]) is None and failing([delta, spills]) == spills  # no block changes the delta kernel
+    tma = runnable_start("atomic_tma", {"tma_load": True}, 80)
+    assert tma["tma_load"] is False and tma["tma_reduce"] is False
+    assert runnable_start("atomic_tma", {"tma_load": True}, 90)["tma_load"] is True
+    assert runnable_start("ws", {}, 80) is None
