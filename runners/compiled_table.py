@@ -77,6 +77,9 @@ def main(argv=None) -> int:
                  log=lambda text: print(text, file=sys.stderr, flush=True))
     table = pd.DataFrame(rows, columns=COLUMNS).assign(
         commit=sha, dirty=dirty, timestamp=pd.Timestamp.now(tz="UTC").isoformat(), triton=triton.__version__)
+    counts = ["num_warps", "num_stages", "n_regs", "spill_store_bytes", "spill_load_bytes", "smem_bytes",
+              "programs_per_sm"]
+    table[counts] = table[counts].astype("Int64")  # integers, empty where a kernel did not compile (not 0.0)
     out = Path(args.out) if args.out else OUT_DIR / f"compiled_{sha[:7]}.csv"
     out.parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(out, index=False)
