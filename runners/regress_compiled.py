@@ -8,7 +8,8 @@ default blocks is compared too (both sides' blocks are shown where they differ).
               no program per SM; a compile error; unsupported)                                             counts
   REGS UP     both fit, registers per thread up by more than `regs_margin` (default 8)                    counts
   fixed, fewer spills, regs down, ≈, still failing, missing in candidate, new: reported, never counted.
-The report adds an architecture x design view: per cell the counted verdicts, else `ok` and the number of kernels.
+The report adds an architecture x design view: per cell the counted verdicts, else `ok (k/n fit)`: of the candidate's
+n kernels there, k fit.
 """
 from __future__ import annotations
 
@@ -128,8 +129,8 @@ def _side_text(r, side: str) -> str:
 
 
 def display_table(j: pd.DataFrame) -> pd.DataFrame:
-    """The notable rows (everything but ≈, missing, new), one line each."""
-    shown = j[~j["verdict"].isin(("≈", "missing in candidate", "new"))]
+    """The notable rows (not ≈, missing, new or still failing: those are counted in the summary), one line each."""
+    shown = j[~j["verdict"].isin(("≈", "missing in candidate", "new", "still failing"))]
     rows = []
     for _, r in shown.iterrows():
         blocks = "" if r["blocks_b"] == r["blocks_c"] or pd.isna(r["blocks_b"]) else " (blocks changed)"
@@ -145,9 +146,11 @@ def _true(value) -> bool:
 
 
 def arch_design_view(j: pd.DataFrame) -> pd.DataFrame:
-    """Architecture x design: per cell the counted verdicts ('SPILLS 2, BROKE 1'), else 'ok (n)' with n kernels
-    compared, 'unsupported' where every candidate row of the cell is, '-' where the cell has no rows."""
-    archs = list(dict.fromkeys(j["arch"]))
+    """Architecture x design: per cell the counted verdicts ('SPILLS 2, BROKE 1'), else 'ok (fit/n fit)' of the
+    candidate's n kernels, 'unsupported' where every candidate row of the cell is, '-' where the cell has no rows."""
+    from runners.arch_limits import ARCHS
+    order = list(ARCHS)
+    archs = sorted(dict.fromkeys(j["arch"]), key=lambda a: (order.index(a) if a in order else len(order), a))
     designs = list(dict.fromkeys(j["variant"]))
     view = pd.DataFrame("-", index=archs, columns=designs, dtype=object)
     for (arch, variant), cell in j.groupby(["arch", "variant"], sort=False):
@@ -157,7 +160,8 @@ def arch_design_view(j: pd.DataFrame) -> pd.DataFrame:
         elif cell["status_c"].fillna("").str.startswith("unsupported").all():
             view.loc[arch, variant] = "unsupported"
         else:
-            view.loc[arch, variant] = f"ok ({int(cell['status_c'].notna().sum())})"
+            fit = int((cell["status_c"] == "ok").sum())
+            view.loc[arch, variant] = f"ok ({fit}/{int(cell['status_c'].notna().sum())} fit)"
     return view.rename_axis("arch").reset_index()
 
 
