@@ -32,10 +32,14 @@ def is_compiled_table(path: str | Path) -> bool:
 
 
 def _columns(path: Path) -> set:
-    if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-        return set(pq.read_schema(path).names)
-    return set(pd.read_csv(path, nrows=0).columns)
+    """The file's column names; none when it cannot be read (the timing loader then names it in its own error)."""
+    try:
+        if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+            return set(pq.read_schema(path).names)
+        return set(pd.read_csv(path, nrows=0).columns)
+    except Exception:  # noqa: BLE001 - detection only: never the reason a comparison fails
+        return set()
 
 
 def _files(path: Path) -> list[Path]:
