@@ -196,10 +196,10 @@ def check(variant, head_dim, dtype, causal, heads, kv_heads, blocks_overrides, k
           arch: ArchLimits = ARCHS[DEFAULT_ARCH]) -> list[dict]:
     """Rows (COLUMNS) of every distinct kernel launch of one backward config on `arch`; where the design cannot
     run there (Variant.arch_reason), every kernel's row says `unsupported: <why>` and nothing is compiled."""
+    blocks, source, launches = capture_launches(variant, head_dim, dtype, causal, heads, kv_heads, blocks_overrides,
+                                                arch)  # first: it decides compiler vs interpreter before any import
     from variants import get
 
-    blocks, source, launches = capture_launches(variant, head_dim, dtype, causal, heads, kv_heads, blocks_overrides,
-                                                arch)
     reason = get(variant).arch_reason(arch.capability, blocks)
     base = {"arch": arch.name, "variant": variant, "head_dim": head_dim, "dtype": dtype, "causal": causal,
             "heads": heads, "kv_heads": kv_heads, "blocks": json.dumps(blocks.as_dict(), separators=(",", ":")),
