@@ -117,6 +117,8 @@ def render_rules(rules: list) -> list[str]:
     for rule in rules:
         lines.append(f"    - when: {_flow(rule.get('when') or {})}\n")
         lines.append(f"      blocks: {_flow(rule.get('blocks') or {})}\n")
+        if rule.get("source"):  # compile_checked rules stay marked (a measured winner's rule has no source)
+            lines.append(f"      source: {rule['source']}\n")
     return lines
 
 

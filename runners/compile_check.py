@@ -1,20 +1,25 @@
-"""Compiled resources of a variant's Triton kernels for an H100 (sm90), on a machine without a GPU.
+"""Compiled resources of a variant's Triton kernels for NVIDIA GPU architectures, on a machine without a GPU.
 
     python -m runners.compile_check --variant two_pass --head-dim 256 --causal --dtype bf16 \\
-        [--blocks BLOCK_M1=64,BLOCK_N1=64,num_warps1=8 ...] [--kernels _dkdv_kernel] [--out table.csv]
+        [--arch sm80,sm90,sm100,sm120] [--blocks BLOCK_M1=64,BLOCK_N1=64,num_warps1=8 ...] \\
+        [--kernels _dkdv_kernel] [--out table.csv]
 
-Per Triton kernel the variant's backward launches: registers per thread, spill stores / loads (bytes, from
-`ptxas -v`), shared memory (the compiled kernel's metadata.shared) and resident programs per SM with what
-limits them (runners.profile.programs_per_sm with runners.profile.HOPPER_LIMITS), or why it cannot run
-(`OutOfResources: shared memory ...`, a compile error). Several `--blocks` give one row per (config, kernel).
+Per architecture (default sm90; runners/arch_limits.py: sm80 sm86 sm89 sm90 sm100 sm120) and Triton kernel the
+variant's backward launches: registers per thread, spill stores / loads (bytes, from `ptxas -v`), shared memory
+(the compiled kernel's metadata.shared) and resident programs per SM with what limits them
+(runners.profile.programs_per_sm with that architecture's limits), or why it cannot run (`OutOfResources: shared
+memory ...`, a compile error, `unsupported: ...` where the design needs a feature the architecture has not:
+Variant.arch_reason). Blocks default to that architecture's rule in conf/block_defaults.yaml (`blocks_source`:
+measured, compile_checked, or dataclass). Several `--blocks` give one row per (config, arch, kernel).
 Numbers come from this machine's Triton and its bundled ptxas, not from a GPU: no timings (docs/compile_check.md).
 
 How: the backward runs once on a tiny CPU problem (sequence 4 x the largest block, so EVEN_M/EVEN_N match a
 realistic run) with the Triton interpreter OFF and `JITFunction.run` replaced by a recorder, so nothing executes;
 each recorded launch is then bound and specialized by Triton's own binder for an sm90 backend and compiled
-with `triton.compile(ASTSource(...), target=GPUTarget("cuda", 90, 32))`.
+with `triton.compile(ASTSource(...), target=GPUTarget("cuda", capability, 32))` (capability 80 ... 120).
 """
 import argparse
+import functools
 import json
 import os
 import re
@@ -22,11 +27,12 @@ import subprocess
 import sys
 import tempfile
 
-SM90 = ("cuda", 90, 32)
-MAX_SMEM_PER_BLOCK = 227 * 1024  # H100: the opt-in maximum of dynamic shared memory per block
-MAX_THREADS_PER_BLOCK = 1024
-COLUMNS = ["variant", "head_dim", "dtype", "causal", "heads", "kv_heads", "blocks", "kernel", "num_warps", "num_stages",
-           "n_regs", "spill_store_bytes", "spill_load_bytes", "smem_bytes", "programs_per_sm", "limiter", "status"]
+from runners.arch_limits import ARCHS, DEFAULT_ARCH, ArchError, ArchLimits, parse_archs
+
+MAX_SMEM_PER_BLOCK = ARCHS["sm90"].smem_per_block  # H100: the opt-in maximum of dynamic shared memory per block
+COLUMNS = ["arch", "variant", "head_dim", "dtype", "causal", "heads", "kv_heads", "blocks", "blocks_source", "kernel",
+           "num_warps", "num_stages", "n_regs", "spill_store_bytes", "spill_load_bytes", "smem_bytes", "programs_per_sm",
+           "limiter", "status"]
 
 
 class CompileCheckError(ValueError):
@@ -58,15 +64,19 @@ def _use_compiler_not_interpreter() -> None:
     knobs.runtime.interpret = False
 
 
-def capture_launches(variant_name, head_dim, dtype_name, causal, heads, kv_heads, blocks_overrides):
-    """(Blocks, [(JITFunction, args, kwargs)]) of one backward of the variant, nothing executed."""
+def capture_launches(variant_name, head_dim, dtype_name, causal, heads, kv_heads, blocks_overrides,
+                     arch: ArchLimits = ARCHS[DEFAULT_ARCH]):
+    """(Blocks, blocks_source, [(JITFunction, args, kwargs)]) of one backward of the variant with `arch`'s default
+    blocks (conf/block_defaults.yaml, that compute capability's table, else `any`) under the overrides, nothing
+    executed. blocks_source: the default rule's `source` (variants.block_defaults.rule_source), `override` when
+    overrides were given."""
     _use_compiler_not_interpreter()
     import torch
     from triton.runtime.jit import JITFunction
 
     from variants import get
     from variants.base import TritonVariant, default_scale
-    from variants.block_defaults import default_block_fields, load_table
+    from variants.block_defaults import default_block_rule, load_table, rule_source
     from variants.problem import DTYPES, Problem
 
     try:
@@ -78,11 +88,15 @@ def capture_launches(variant_name, head_dim, dtype_name, causal, heads, kv_heads
     dtype = DTYPES[dtype_name]
     sizes = [v for k, v in blocks_overrides.items() if k.startswith("BLOCK_") and isinstance(v, int)]
     probe = Problem(1, 256, 256, heads, kv_heads, head_dim, causal, dtype, "cpu")
-    try:  # defaults: the Hopper ("9.0") table, as on an H100
-        defaults = variant.Blocks(**default_block_fields(variant_name, probe, {"any": load_table()["9.0"]}))
+    try:
+        rule = default_block_rule(variant_name, probe, arch=arch.table_key)
+        defaults = variant.Blocks(**(rule["blocks"] if rule else {}))
         blocks = variant.Blocks.from_dict(blocks_overrides, defaults)
     except (ValueError, TypeError) as exc:
         raise CompileCheckError(f"blocks: {exc}") from None
+    source = "override" if blocks_overrides else rule_source(rule)
+    if not blocks_overrides and arch.table_key not in load_table():  # another architecture's rules (`any`)
+        source += " (any)"
     sizes += [v for k, v in blocks.as_dict().items() if k.startswith("BLOCK_") and isinstance(v, int)]
     seq = 4 * max(sizes + [64])
     q, do, o = (torch.randn(1, seq, heads, head_dim, dtype=dtype) for _ in range(3))
@@ -100,19 +114,21 @@ def capture_launches(variant_name, head_dim, dtype_name, causal, heads, kv_heads
         variant.backward(q, k, v, o, lse, do, causal=causal, scale=default_scale(head_dim), blocks=blocks)
     finally:
         JITFunction.run = original
-    return blocks, launches
+    return blocks, source, launches
 
 
-def compile_sm90(fn, args, kwargs, scalar_types: dict | None = None):
-    """The CompiledKernel of one recorded launch for sm90 (Triton's binder: same signature, constexprs,
-    divisibility attributes and options as a launch on an H100 would have). scalar_types: {parameter: Triton
-    type} replacing the binder's, e.g. {"qk_scale": "fp64"}, the type a caller passing a SymFloat gives."""
+def compile_kernel(fn, args, kwargs, capability: int = ARCHS[DEFAULT_ARCH].capability,
+                   scalar_types: dict | None = None):
+    """The CompiledKernel of one recorded launch for that compute capability (Triton's binder: same signature,
+    constexprs, divisibility attributes and options as a launch on such a GPU would have). scalar_types:
+    {parameter: Triton type} replacing the binder's, e.g. {"qk_scale": "fp64"}, the type a caller passing a
+    SymFloat gives."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource, make_backend
     from triton.runtime.jit import create_function_from_signature
 
-    target = GPUTarget(*SM90)
+    target = GPUTarget("cuda", capability, 32)
     backend = make_backend(target)
     binder = create_function_from_signature(fn.signature, fn.params, backend)
     bound_args, specialization, options = binder(*args, **kwargs)
@@ -124,17 +140,20 @@ def compile_sm90(fn, args, kwargs, scalar_types: dict | None = None):
     return triton.compile(source(fn, signature, constexprs, attrs), target=target, options=options.__dict__)
 
 
-def ptxas_usage(ptx: str, arch: str = "sm_90a") -> dict:
-    """{'n_regs', 'spill_store_bytes', 'spill_load_bytes'} from the bundled ptxas -v on the kernel's PTX
-    (Triton's own flags: -lineinfo --regAllocOptLevel=2)."""
-    from triton.backends.nvidia.compiler import get_ptxas
+@functools.lru_cache(maxsize=512)
+def ptxas_usage(ptx: str, capability: int = ARCHS[DEFAULT_ARCH].capability) -> dict:
+    """{'n_regs', 'spill_store_bytes', 'spill_load_bytes'} from the bundled ptxas -v on the kernel's PTX, with the
+    ptxas and --gpu-name Triton itself uses for that capability (ptxas-blackwell from sm90 on; sm_90a, sm_100a,
+    sm_120a) and Triton's flags (-lineinfo --regAllocOptLevel=2). Cached per PTX: the delta kernel of every design."""
+    from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
 
     with tempfile.TemporaryDirectory() as tmp:
         src = os.path.join(tmp, "k.ptx")
         with open(src, "w") as f:
             f.write(ptx)
-        result = subprocess.run([get_ptxas(SM90[1]).path, "-lineinfo", "-v", "--regAllocOptLevel=2",
-                                 f"--gpu-name={arch}", src, "-o", src + ".o"], capture_output=True, text=True)
+        result = subprocess.run([get_ptxas(capability).path, "-lineinfo", "-v", "--regAllocOptLevel=2",
+                                 f"--gpu-name={sm_arch_from_capability(capability)}", src, "-o", src + ".o"],
+                                capture_output=True, text=True)
     log = result.stdout + result.stderr
     if result.returncode:
         raise RuntimeError(f"ptxas failed: {' '.join(log.split())[:200]}")
@@ -150,37 +169,45 @@ def parse_ptxas_log(log: str) -> dict:
             "spill_load_bytes": int(loads.group(1)) if loads else 0}
 
 
-def kernel_row(fn, args, kwargs) -> dict:
-    """One kernel's resources on an H100, or its failure in `status` (never raises)."""
-    from runners.profile import HOPPER_LIMITS, _one_line, programs_per_sm
+def kernel_row(fn, args, kwargs, arch: ArchLimits = ARCHS[DEFAULT_ARCH]) -> dict:
+    """One kernel's resources on a GPU of `arch`, or its failure in `status` (never raises)."""
+    from runners.profile import _one_line, programs_per_sm
 
     warps, stages = int(kwargs.get("num_warps", 4)), int(kwargs.get("num_stages", 3))
     row = {"kernel": fn.__name__, "num_warps": warps, "num_stages": stages}
     try:
-        compiled = compile_sm90(fn, args, kwargs)
-        usage = ptxas_usage(compiled.asm["ptx"])
+        compiled = compile_kernel(fn, args, kwargs, arch.capability)
+        usage = ptxas_usage(compiled.asm["ptx"], arch.capability)
     except Exception as exc:  # noqa: BLE001 - a config that does not compile is a row, not a crash
         return {**row, "status": f"compile error: {_one_line(exc)}"}
     shared = int(compiled.metadata.shared)
     warps, stages = int(compiled.metadata.num_warps), int(compiled.metadata.num_stages)
     row.update(num_warps=warps, num_stages=stages, smem_bytes=shared, **usage)
     threads = warps * 32
-    if shared > MAX_SMEM_PER_BLOCK:
-        return {**row, "status": f"OutOfResources: shared memory, Required: {shared}, Hardware limit: {MAX_SMEM_PER_BLOCK}"}
-    if threads > MAX_THREADS_PER_BLOCK:
-        return {**row, "status": f"OutOfResources: threads, Required: {threads}, Hardware limit: {MAX_THREADS_PER_BLOCK}"}
-    programs, limiter = programs_per_sm(usage["n_regs"], shared, warps, HOPPER_LIMITS)
+    if shared > arch.smem_per_block:
+        return {**row, "status": f"OutOfResources: shared memory, Required: {shared}, Hardware limit: {arch.smem_per_block}"}
+    if threads > arch.max_threads_per_block:
+        return {**row, "status": f"OutOfResources: threads, Required: {threads}, "
+                                 f"Hardware limit: {arch.max_threads_per_block}"}
+    programs, limiter = programs_per_sm(usage["n_regs"], shared, warps, arch.occupancy_limits())
     if programs == 0:
         return {**row, "programs_per_sm": 0, "limiter": limiter,
                 "status": f"OutOfResources: {limiter} (no program fits on an SM)"}
     return {**row, "programs_per_sm": programs, "limiter": limiter, "status": "ok"}
 
 
-def check(variant, head_dim, dtype, causal, heads, kv_heads, blocks_overrides, kernels=None) -> list[dict]:
-    """Rows (COLUMNS) of every distinct kernel launch of one backward config."""
-    blocks, launches = capture_launches(variant, head_dim, dtype, causal, heads, kv_heads, blocks_overrides)
-    base = {"variant": variant, "head_dim": head_dim, "dtype": dtype, "causal": causal, "heads": heads,
-            "kv_heads": kv_heads, "blocks": json.dumps(blocks.as_dict(), separators=(",", ":"))}
+def check(variant, head_dim, dtype, causal, heads, kv_heads, blocks_overrides, kernels=None,
+          arch: ArchLimits = ARCHS[DEFAULT_ARCH]) -> list[dict]:
+    """Rows (COLUMNS) of every distinct kernel launch of one backward config on `arch`; where the design cannot
+    run there (Variant.arch_reason), every kernel's row says `unsupported: <why>` and nothing is compiled."""
+    blocks, source, launches = capture_launches(variant, head_dim, dtype, causal, heads, kv_heads, blocks_overrides,
+                                                arch)  # first: it decides compiler vs interpreter before any import
+    from variants import get
+
+    reason = get(variant).arch_reason(arch.capability, blocks)
+    base = {"arch": arch.name, "variant": variant, "head_dim": head_dim, "dtype": dtype, "causal": causal,
+            "heads": heads, "kv_heads": kv_heads, "blocks": json.dumps(blocks.as_dict(), separators=(",", ":")),
+            "blocks_source": source}
     rows, seen = [], set()
     for fn, args, kwargs in launches:
         if kernels and fn.__name__ not in kernels:
@@ -189,7 +216,12 @@ def check(variant, head_dim, dtype, causal, heads, kv_heads, blocks_overrides, k
         if key in seen:
             continue
         seen.add(key)
-        rows.append({**base, **kernel_row(fn, args, kwargs)})
+        if reason:
+            row = {"kernel": fn.__name__, "num_warps": kwargs.get("num_warps", 4),
+                   "num_stages": kwargs.get("num_stages", 3), "status": f"unsupported: {reason}"}
+        else:
+            row = kernel_row(fn, args, kwargs, arch)
+        rows.append({**base, **row})
     return [{c: row.get(c) for c in COLUMNS} for row in rows]
 
 
@@ -212,27 +244,34 @@ def main(argv=None) -> int:
     parser.add_argument("--causal", action="store_true")
     parser.add_argument("--heads", type=int, default=16)
     parser.add_argument("--kv-heads", type=int, help="default: --heads (GQA: fewer)")
+    parser.add_argument("--arch", default=DEFAULT_ARCH,
+                        help=f"comma list of {', '.join(ARCHS)} (default {DEFAULT_ARCH}; runners/arch_limits.py)")
     parser.add_argument("--blocks", action="append", default=[],
-                        help="overrides of the Hopper defaults: FIELD=VALUE,... or a JSON object; repeat for a sweep")
+                        help="overrides of the architecture's defaults: FIELD=VALUE,... or a JSON object; "
+                             "repeat for a sweep")
     parser.add_argument("--kernels", nargs="+", help="only these kernels (e.g. _dkdv_kernel)")
     parser.add_argument("--out", help="write the rows as CSV here")
     args = parser.parse_args(argv)  # before the heavy imports: --help answers at once
     kv_heads = args.kv_heads or args.heads
     rows = []
     try:
+        archs = parse_archs(args.arch)
         configs = [parse_blocks(text) for text in args.blocks] or [{}]
         for overrides in configs:
-            config_rows = check(args.variant, args.head_dim, args.dtype, args.causal, args.heads, kv_heads,
-                                overrides, args.kernels)
-            if config_rows:
-                print(f"{args.variant} D{args.head_dim} {args.dtype}{' causal' if args.causal else ''} "
-                      f"H{args.heads}/{kv_heads} sm90  {config_rows[0]['blocks']}", flush=True)
-            for row in config_rows:
-                print("  " + format_row(row), flush=True)
-            rows += config_rows
-            if args.out:  # after every config: a sweep cut short keeps what it compiled
-                write_csv(args.out, rows)
-    except (CompileCheckError, json.JSONDecodeError, ValueError) as exc:
+            for arch in archs:
+                config_rows = check(args.variant, args.head_dim, args.dtype, args.causal, args.heads, kv_heads,
+                                    overrides, args.kernels, arch)
+                if config_rows:
+                    first = config_rows[0]
+                    print(f"{args.variant} D{args.head_dim} {args.dtype}{' causal' if args.causal else ''} "
+                          f"H{args.heads}/{kv_heads} {arch.name} ({first['blocks_source']})  {first['blocks']}",
+                          flush=True)
+                for row in config_rows:
+                    print("  " + format_row(row), flush=True)
+                rows += config_rows
+                if args.out:  # after every config: a sweep cut short keeps what it compiled
+                    write_csv(args.out, rows)
+    except (CompileCheckError, ArchError, json.JSONDecodeError, ValueError) as exc:
         print(f"compile_check: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     return 0

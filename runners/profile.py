@@ -17,11 +17,13 @@ import json
 import math
 import re
 
+from runners.arch_limits import ARCHS
+
 PROFILE_CALLS = 3  # backward calls under the profiler; kernel_ms is their mean per call
-MAX_PROGRAMS_PER_SM = 32  # resident thread blocks per SM (compute capability 5.0-9.0); torch does not expose it
+MAX_PROGRAMS_PER_SM = ARCHS["sm90"].max_programs_per_sm  # resident blocks per SM; torch does not expose it
 SMEM_RESERVED_PER_PROGRAM = 1024  # bytes the CUDA runtime reserves per resident block (sm_80 and later)
 REG_ALLOC_UNIT = 256  # registers are allocated per warp in units of 256 (8 per thread)
-HOPPER_LIMITS = {"regs_per_sm": 65536, "smem_per_sm": 228 * 1024, "max_warps_per_sm": 64, "sm_count": 132}
+HOPPER_LIMITS = {**ARCHS["sm90"].occupancy_limits(), "sm_count": 132}  # H100 SXM (runners/arch_limits.py)
 
 EMPTY = {"kernel_ms": None, "kernel_ms_sum": math.nan, "kernel_launches": math.nan, "top_kernel": None,
          "top_kernel_share": math.nan, "resources_json": None, "top_triton_kernel": None, "n_regs": math.nan,
@@ -178,14 +180,15 @@ def kernel_resources(kernel, grid, limits: dict) -> dict:
 def programs_per_sm(n_regs, shared: int, num_warps: int, limits: dict, warp_size: int = 32) -> tuple:
     """(resident programs per SM, what limits it: 'regs', 'smem', 'warps' or 'blocks'), the occupancy
     calculator's rule without its per-scheduler granularity: registers per warp rounded up to 256, 1 KB of
-    shared memory reserved per program, at most MAX_PROGRAMS_PER_SM. (None, None) when n_regs is unknown."""
+    shared memory reserved per program, at most `limits["max_programs_per_sm"]` (MAX_PROGRAMS_PER_SM where absent).
+    (None, None) when n_regs is unknown."""
     if n_regs is None or num_warps < 1:
         return None, None
     regs_per_warp = math.ceil(max(int(n_regs), 1) * warp_size / REG_ALLOC_UNIT) * REG_ALLOC_UNIT
     bounds = {"regs": limits["regs_per_sm"] // (regs_per_warp * num_warps),
               "smem": limits["smem_per_sm"] // (shared + SMEM_RESERVED_PER_PROGRAM) if shared else 1 << 30,
               "warps": limits["max_warps_per_sm"] // num_warps,
-              "blocks": MAX_PROGRAMS_PER_SM}
+              "blocks": limits.get("max_programs_per_sm", MAX_PROGRAMS_PER_SM)}
     limiter = min(bounds, key=bounds.get)  # first of the tied: regs, smem, warps, blocks
     return int(bounds[limiter]), limiter
 

@@ -1,7 +1,7 @@
 """Regression tracking: compare a candidate result table against a baseline, point by point.
 
     python -m runners.regress baseline=<path | commit> [candidate=<path>] [results=<path>] [threshold=0.05]
-                              [cross_gpu=auto|true|false] [out=<file.md>]
+                              [cross_gpu=auto|true|false] [regs_margin=8] [out=<file.md>]
 
 Sides
   baseline=<path>    every row under that parquet file / directory; candidate=<path> likewise (required).
@@ -39,6 +39,11 @@ Across GPUs (cross_gpu=true, or automatically when the two sides share no gpu_na
   failure such as oom on the other GPU is only reported; wrong gradients still count: WRONG when any of the
   candidate's configs of a shape is wrong and none of the baseline's was.
 
+Compiled-resources tables (runners.compiled_table, results/compiled/: no timings, one row per architecture, design,
+config and kernel) are recognised by their columns and compared by runners/regress_compiled.py: new or more spills,
+a kernel that no longer fits or compiles, and registers up by more than regs_margin=<n> (default 8) count; the
+report adds an architecture x design view. baseline=<commit> results=results/compiled works as for timing rows.
+
 Exit status: 1 when anything counts as a regression, 0 otherwise, 2 on bad arguments or unusable tables
 (a file under either side that is not a result table is refused with one line naming it; any other failure
 on the way is also 2, never 1: 1 always means a regression was found).
@@ -57,7 +62,7 @@ from runners import tables as T
 
 PROG = "runners.regress"
 DEFAULTS = {"baseline": None, "candidate": None, "results": None, "threshold": 0.05, "cross_gpu": "auto",
-            "out": None}
+            "out": None, "regs_margin": 8}
 
 
 def keep_columns() -> tuple:
@@ -339,6 +344,13 @@ def markdown(cmp: Comparison, base: Side | None = None, cand: Side | None = None
     return "\n".join(lines) + "\n" + T.markdown_table(display_table(cmp))
 
 
+def _compiled_tables(args: dict) -> bool:
+    """Whether the sides are compiled-resources tables (runners.compiled_table) rather than timing rows."""
+    from runners.regress_compiled import is_compiled_table
+    paths = [p for p in (args["baseline"], args["results"] or args["candidate"]) if p and Path(p).exists()]
+    return bool(paths) and is_compiled_table(paths[0])
+
+
 @T.cli
 def main(argv: list[str] | None = None) -> int:
     try:
@@ -352,6 +364,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     args = T.parse_args(argv, DEFAULTS, PROG, __doc__)
+    if _compiled_tables(args):  # compiled-resources tables (results/compiled/): their own rule
+        from runners import regress_compiled
+        return regress_compiled.run(args)
     mode = str(args["cross_gpu"]).strip().lower()
     if mode not in ("auto", "true", "false", "1", "0", "yes", "no"):
         raise T.UsageError(f"{PROG}: cross_gpu={args['cross_gpu']!r}: expected auto, true or false")

@@ -13,7 +13,7 @@ def problem(head_dim=64, causal=False, dtype=torch.bfloat16, device="cpu", seq=1
     return Problem(1, seq, seq, 2, 2, head_dim, causal, dtype, device)
 
 
-@pytest.mark.parametrize("arch", ["9.0", "any"])
+@pytest.mark.parametrize("arch", list(load_table()))  # every architecture's section and `any`
 @pytest.mark.parametrize("variant", TRITON_VARIANTS)
 def test_every_problem_gets_valid_blocks(arch, variant):
     """Every head dim 1..256 x causal x dtype has a rule, and its blocks pass the variant's validation."""

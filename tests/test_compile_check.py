@@ -71,3 +71,27 @@ def test_bad_variant_exits_2_with_one_line():
     run, _ = cli("--variant", "no_such_design")
     assert run.returncode == 2
     assert len(run.stderr.strip().splitlines()) == 1 and "no_such_design" in run.stderr, run.stderr
+
+
+def test_bad_arch_exits_2_with_one_line():
+    run, _ = cli("--arch", "sm90,sm70")
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.strip().splitlines() == [
+        "compile_check: --arch: unknown architecture 'sm70'; known: sm80, sm86, sm89, sm90, sm100, sm120"]
+
+
+def test_arch_names_parse_and_every_limit_is_set():
+    from runners.arch_limits import ARCHS, parse_archs
+    assert [a.name for a in parse_archs("sm80, 9.0,120,sm80")] == ["sm80", "sm90", "sm120"]
+    assert ARCHS["sm120"].table_key == "12.0" and ARCHS["sm90"].table_key == "9.0"
+    for arch in ARCHS.values():
+        assert arch.smem_per_block <= arch.smem_per_sm and arch.max_warps_per_sm * 32 >= arch.max_threads_per_block
+
+
+def test_a_design_for_one_architecture_is_unsupported_elsewhere_without_compiling(tmp_path):
+    run, rows = cli("--variant", "ws", "--arch", "sm80,sm120", "--head-dim", "128", tmp_path=tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert {r["arch"] for r in rows} == {"sm80", "sm120"} and rows, run.stdout
+    for row in rows:
+        assert row["status"].startswith("unsupported: ws needs sm90") and not row["n_regs"], row
+    assert "unsupported: ws needs sm90" in run.stdout

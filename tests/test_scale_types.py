@@ -19,11 +19,11 @@ from tests.test_compile_check import needs_ptxas
 
 SCRIPT = r'''
 import sys
-from runners.compile_check import capture_launches, compile_sm90
+from runners.compile_check import capture_launches, compile_kernel
 from triton.runtime.jit import JITFunction
 
 variant_name = sys.argv[1]
-blocks, launches = capture_launches(variant_name, 64, "fp16", True, 2, 1, {})
+blocks, _, launches = capture_launches(variant_name, 64, "fp16", True, 2, 1, {})
 from variants import get
 from variants.base import default_scale
 import torch
@@ -41,7 +41,7 @@ compiled = []
 for fn, args, kwargs in launches:
     scales = {name: "fp64" for name in fn.arg_names if name.endswith("scale")}
     if scales:
-        compile_sm90(fn, args, kwargs, scalar_types=scales)
+        compile_kernel(fn, args, kwargs, scalar_types=scales)
         compiled.append(fn.__name__)
 print("compiled with fp64 scales:", " ".join(compiled))
 '''

@@ -10,6 +10,17 @@ from variants.registry import register_variant
 class AtomicTma(TritonVariant):
     supports_varlen = True  # kernels take varlen= (a kernels.varlen.Packing); every mode runs packed
     Blocks = AtomicTmaBlocks
+    tma_min_arch = 90  # tensor descriptors (TMA loads, the dQ reduce-add) from sm90 on (kernels/atomic_tma.tma_paths)
+
+    def arch_reason(self, capability, blocks=None):
+        """tma_load / tma_reduce request TMA, which sm8x has not: there the wrapper would run its fallback, a
+        different kernel than the blocks ask for (check it with tma_load=false,tma_reduce=false)."""
+        wants = [name for name in ("tma_load", "tma_reduce") if blocks is not None and getattr(blocks, name)
+                 and not (name == "tma_reduce" and blocks.deterministic)]
+        if capability < self.tma_min_arch and wants:
+            return (f"{'/'.join(wants)} need TMA (tensor descriptors, sm{self.tma_min_arch}+); on sm{capability} the "
+                    f"wrapper falls back to pointer loads and atomics (blocks tma_load=false,tma_reduce=false)")
+        return super().arch_reason(capability, blocks)
 
     def executed_flops(self, problem, blocks):
         # S, dP, dV, dK, dQ (10 N^2 d); deterministic mode recomputes S and dP in its dQ pass (14 N^2 d)

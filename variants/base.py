@@ -30,10 +30,21 @@ class Variant:
     # small blocks for the tests' correctness matrix, so that short lengths span several blocks and partial tails
     # (tests/test_variants.py; the built-in designs' are its SMALL_BLOCKS); None: the design's defaults are not used
     test_blocks: ClassVar[dict | None] = None
+    # compute capabilities (90 = sm90) the design's kernels are written for; None: every one Triton compiles for.
+    # Elsewhere runners.compile_check reports `unsupported` with `arch_requirement` (what the design needs there)
+    archs: ClassVar[tuple[int, ...] | None] = None
+    arch_requirement: ClassVar[str] = ""
 
     def supports(self, problem: Problem) -> str | None:
         """None if this variant can run the problem, else the reason it cannot."""
         return self.varlen_reason(problem)
+
+    def arch_reason(self, capability: int, blocks: Blocks | None = None) -> str | None:
+        """Why this design (with these blocks) cannot run on a GPU of that compute capability (90 = sm90), or None."""
+        if self.archs is not None and capability not in self.archs:
+            need = self.arch_requirement or "sm" + "/sm".join(str(a) for a in self.archs)
+            return f"{self.name} needs {need}; this is sm{capability}"
+        return None
 
     def varlen_reason(self, problem: Problem) -> str | None:
         """The reason a packed varlen problem cannot run here, or None."""

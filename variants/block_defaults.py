@@ -37,18 +37,31 @@ def rule_holds(when: dict, problem: Problem) -> bool:
             and when.get("dtype", DTYPE_NAMES.get(problem.dtype)) == DTYPE_NAMES.get(problem.dtype))
 
 
-def default_block_fields(variant: str, problem: Problem, table: dict | None = None) -> dict:
-    """The block fields of the first rule of `variant` that holds for the problem, on its architecture.
-
-    A variant with no rules on that architecture (a new design not yet tuned) gets {}: it runs on its Blocks
-    dataclass defaults. A variant that has rules there but none that holds is a ValueError (a gap in its rules)."""
+def default_block_rule(variant: str, problem: Problem, table: dict | None = None,
+                       arch: str | None = None) -> dict | None:
+    """The first rule of `variant` that holds for the problem on `arch` (a table key such as "8.0"; default: the
+    problem's device, `architecture`), or None when the variant has no rules there (a new design not yet tuned:
+    it runs on its Blocks dataclass defaults). A variant that has rules there but none that holds is a ValueError
+    (a gap in its rules). An architecture without a table of its own uses `any`."""
     table = load_table() if table is None else table
-    arch = architecture(problem)
+    arch = architecture(problem) if arch is None else arch
     rules = (table.get(arch) or table["any"]).get(variant) or []
     if not rules:
-        return {}
+        return None
     for rule in rules:
         if rule_holds(rule.get("when") or {}, problem):
-            return dict(rule["blocks"])
+            return rule
     raise ValueError(f"{TABLE_PATH.name}: no rule for variant {variant!r} on {arch} "
                      f"(head_dim={problem.head_dim}, causal={problem.causal}, dtype={DTYPE_NAMES.get(problem.dtype)})")
+
+
+def default_block_fields(variant: str, problem: Problem, table: dict | None = None, arch: str | None = None) -> dict:
+    """The block fields of `default_block_rule` ({} where the variant has no rules on that architecture)."""
+    rule = default_block_rule(variant, problem, table, arch)
+    return dict(rule["blocks"]) if rule else {}
+
+
+def rule_source(rule: dict | None) -> str:
+    """Where a rule's blocks come from: `measured` (timed on a GPU; the default), `compile_checked` (chosen by
+    runners.compile_check on a CPU: no spills, fits shared memory, never timed), or `dataclass` (no rule)."""
+    return "dataclass" if rule is None else str(rule.get("source", "measured"))

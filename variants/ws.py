@@ -17,15 +17,17 @@ WS_HEAD_DIMS = (64, 128)
 class Ws(TritonVariant):
     Blocks = WsBlocks
     runs_in_interpreter = False  # Gluon: compiled for sm90 only (runners.compile_check checks it on a CPU)
+    archs = (90,)
+    arch_requirement = "sm90 (a Gluon kernel written for Hopper: wgmma, TMA, mbarriers)"
 
     def supports(self, problem):
         if GLUON_MISSING is not None:
             return GLUON_MISSING
         if interpreter_on() or problem.device != "cuda":
             return "ws is a Gluon design for sm90 GPUs: the Triton interpreter and CPUs cannot run it"
-        if torch.cuda.get_device_capability()[0] != 9:
-            major, minor = torch.cuda.get_device_capability()
-            return f"ws needs an sm90 (Hopper) GPU; this one is sm{major}{minor}"
+        major, minor = torch.cuda.get_device_capability()
+        if major != 9:
+            return self.arch_reason(10 * major + minor)
         if problem.dtype not in WS_DTYPES:
             return f"ws runs fp16 and bf16 (wgmma), not {problem.dtype}"
         if problem.head_dim not in WS_HEAD_DIMS:
