@@ -1,10 +1,12 @@
 """The model-step benchmark's config: conf/model/<name>.yaml plus `key=value` overrides, checked into a ModelConfig.
 
-Hydra is not needed (a GPU machine may not have it): the files are flat `key: value` YAML, read with PyYAML when it
-is installed and with a line parser otherwise. A bad value is a one-line ConfigError naming the key.
+Hydra is not needed (a GPU machine may not have it): the files are flat `key: value` YAML, read with PyYAML (a
+dependency the block-defaults table needs anyway). A bad value is a one-line ConfigError naming the key.
 """
 from dataclasses import dataclass, fields
 from pathlib import Path
+
+import yaml
 
 from runners.env import CONF_DIR
 
@@ -45,28 +47,9 @@ def model_names() -> list[str]:
     return sorted(p.stem for p in MODEL_DIR.glob("*.yaml"))
 
 
-def _parse_scalar(text: str):
-    text = text.split("#", 1)[0].strip()
-    lowered = text.lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text.strip("'\"")
-
-
 def read_flat_yaml(path: Path) -> dict:
     """{key: scalar} of a flat YAML file."""
-    try:
-        import yaml
-        return dict(yaml.safe_load(path.read_text()) or {})
-    except ImportError:
-        pairs = (line.split(":", 1) for line in path.read_text().splitlines()
-                 if line.strip() and not line.lstrip().startswith("#"))
-        return {key.strip(): _parse_scalar(value) for key, value in pairs}
+    return dict(yaml.safe_load(path.read_text()) or {})
 
 
 def _typed(key: str, value, kind):
