@@ -82,12 +82,7 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, variant
 
 
 def _packed_direct(impl, q, k, v, causal, scale, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
-    from kernels.varlen import Packing
-    packing = Packing(cu_seqlens_q, cu_seqlens_k, total_q=q.shape[0] if q.dim() == 3 else None,
-                      total_k=k.shape[0] if k.dim() == 3 else None)
-    for name, given, actual in (("max_seqlen_q", max_seqlen_q, packing.max_q), ("max_seqlen_k", max_seqlen_k, packing.max_k)):
-        if given is not None and given < actual:
-            raise ValueError(f"{name}={given} is shorter than the longest document ({actual})")
+    packing = op.make_packing(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     problem = Problem.from_packed(q, k, v, causal, packing)
     impl.check(problem)
     config = impl.make_blocks(problem, blocks)

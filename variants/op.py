@@ -46,19 +46,26 @@ def blocks_from_text(text: str) -> dict | None:
     return {name: ast.literal_eval(value) for name, value in pairs}
 
 
+def make_packing(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
+    """The kernels.varlen.Packing of a packed call (q [total_q, H, D], k [total_k, Hkv, D]), its optional
+    max_seqlen_* checked against the lengths: one-line ValueError."""
+    from kernels.varlen import Packing
+    packing = Packing(cu_seqlens_q, cu_seqlens_k, total_q=q.shape[0] if q.dim() == 3 else None,
+                      total_k=k.shape[0] if k.dim() == 3 else None)
+    for name, given, actual in (("max_seqlen_q", max_seqlen_q, packing.max_q),
+                                ("max_seqlen_k", max_seqlen_k, packing.max_k)):
+        if given is not None and given < actual:
+            raise ValueError(f"{name}={given} is shorter than the longest document ({actual})")
+    return packing
+
+
 def _resolve(q, k, v, causal, variant, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
     """(design, its validated Blocks, Packing or None) for one call; one-line ValueError on anything wrong."""
     impl = get(variant)
     if cu_seqlens_q is None:
         problem, packing = Problem.from_tensors(q, k, v, causal), None
     else:
-        from kernels.varlen import Packing
-        packing = Packing(cu_seqlens_q, cu_seqlens_k, total_q=q.shape[0] if q.dim() == 3 else None,
-                          total_k=k.shape[0] if k.dim() == 3 else None)
-        for name, given, actual in (("max_seqlen_q", max_seqlen_q, packing.max_q),
-                                    ("max_seqlen_k", max_seqlen_k, packing.max_k)):
-            if given is not None and given < actual:
-                raise ValueError(f"{name}={given} is shorter than the longest document ({actual})")
+        packing = make_packing(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
         problem = Problem.from_packed(q, k, v, causal, packing)
     impl.check(problem)
     config = impl.make_blocks(problem, blocks_from_text(blocks))
