@@ -156,7 +156,7 @@ def test_persistent_walks_several_tiles_on_hopper(blocks, head_dim, causal):
 def test_tile_schedule_covers_every_tile_once_and_balances(seq_q, seq_k, causal, group):
     """The host schedule of persistent programs: every tile exactly once, at most one program per SM, the loads
     of the programs within one tile of each other (greedy, longest first under causal masking)."""
-    from kernels.gluon.ws import TILE_SETUP_STEPS, chunk_heads, query_steps, tile_schedule
+    from kernels.gluon.ws import TILE_SETUP_STEPS, chunk_heads, query_steps, tile_key_block, tile_schedule
     block_m, block_n, pairs = 64, 128, 16
     key_blocks = -(-seq_k // block_n)
     steps = query_steps(seq_q, seq_k, block_m, block_n, group, causal)
@@ -166,11 +166,8 @@ def test_tile_schedule_covers_every_tile_once_and_balances(seq_q, seq_k, causal,
     assert starts[0] == 0 and starts[-1] == key_blocks * pairs and len(starts) - 1 <= 132
     assert bool((starts[1:] >= starts[:-1]).all())
 
-    def key_block(tile):  # as _tile numbers them
-        chunk, in_chunk = divmod(tile, per_chunk * key_blocks)
-        return in_chunk // min(per_chunk, pairs - chunk * per_chunk)
-
-    loads = [sum(steps[key_block(t)] + TILE_SETUP_STEPS for t in tiles[starts[p]:starts[p + 1]].tolist())
+    loads = [sum(steps[tile_key_block(t, key_blocks, pairs, per_chunk)] + TILE_SETUP_STEPS
+                 for t in tiles[starts[p]:starts[p + 1]].tolist())
              for p in range(len(starts) - 1)]
     assert max(loads) - min(loads) <= max(steps) + TILE_SETUP_STEPS, (min(loads), max(loads))
     if causal and seq_q == seq_k:

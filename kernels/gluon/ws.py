@@ -537,6 +537,12 @@ def query_steps(seq_q: int, seq_k: int, block_m: int, block_n: int, group: int, 
     return tuple(triton.cdiv(max(seq_q - m_lo, 0), block_m) * group for m_lo in first)
 
 
+def tile_key_block(tile: int, key_blocks: int, batch_kv_heads: int, chunk_heads: int) -> int:
+    """The key block of a tile numbered as `_tile` numbers them (chunks of chunk_heads heads, key blocks in order)."""
+    chunk, in_chunk = divmod(tile, chunk_heads * key_blocks)
+    return in_chunk // min(chunk_heads, batch_kv_heads - chunk * chunk_heads)
+
+
 TILE_SETUP_STEPS = 2  # what a tile costs beyond its steps (K, V, the dK, dV stores), in steps, for the schedule
 
 
@@ -553,10 +559,9 @@ def tile_schedule(device, key_blocks: int, batch_kv_heads: int, chunk_heads: int
     free_at = [(0, p) for p in range(programs)]  # (steps done, program)
     walks = [[] for _ in range(programs)]
     for tile in range(n_tiles):
-        chunk, in_chunk = divmod(tile, chunk_heads * key_blocks)
-        key_block = in_chunk // min(chunk_heads, batch_kv_heads - chunk * chunk_heads)
         done, program = heapq.heappop(free_at)
         walks[program].append(tile)
+        key_block = tile_key_block(tile, key_blocks, batch_kv_heads, chunk_heads)
         heapq.heappush(free_at, (done + steps[key_block] + TILE_SETUP_STEPS, program))
     starts = [0]
     for walk in walks:
