@@ -8,6 +8,9 @@
 #   bash scripts/gpu_gluon.sh ncu D [ARGS ...]   # Nsight Compute on ws's kernel, B4 H16 N4096 head dim D (ARGS: more
 #                                                #   scripts/ncu_backward.py options): per-SASS-line stall samples
 #                                                #   ($OUT/ncu_<tag>_sass.csv), the details page and a top-stalls summary
+#   bash scripts/gpu_gluon.sh ncu_compare D [ARGS ...]  # cuDNN's backward kernel and ws's, same shape, Nsight Compute's
+#                                                #   full set: every raw metric of both as one flat table
+#                                                #   ($OUT/<gpu>_ncu_compare_<tag>.parquet: kernel, metric, unit, value)
 #
 # Tables: $OUT/<gpu>_gluon_<part>.parquet (+ .log); copy them to results/<gpu>/ and commit.
 set -uo pipefail
@@ -71,6 +74,37 @@ case "$PART" in
     ncu -i "$SCRATCH/$TAG.ncu-rep" --page source --csv --print-source sass > "$OUT/ncu_${TAG}_sass.csv"
     ncu -i "$SCRATCH/$TAG.ncu-rep" --page details --print-details all > "$OUT/ncu_${TAG}_details.txt"
     grep -E "^    (Duration|Compute \(SM\) Throughput|Issued Ipc Active|Warp Cycles Per Issued)" "$OUT/ncu_${TAG}_details.txt" ;;
+  ncu_compare)
+    shift
+    TAG="d$1${2:+$(echo "$*" | tr -cd 'a-z0-9')}"
+    for design in sdpa_cudnn ws; do  # the main backward kernel of each (skip: the first two backward runs)
+      kernel=$([ "$design" = ws ] && echo _ws_backward || echo bprop)
+      ncu --kernel-name "regex:$kernel" --launch-skip 2 --launch-count 1 --set full -o "$SCRATCH/${TAG}_$design" \
+        python scripts/ncu_backward.py --variant "$design" --head-dim "$@" > "$OUT/ncu_${TAG}_$design.log" 2>&1
+      ncu -i "$SCRATCH/${TAG}_$design.ncu-rep" --page raw --csv > "$SCRATCH/${TAG}_$design.csv"
+    done
+    python - "$OUT/${GPU}_ncu_compare_$TAG.parquet" "$SCRATCH/${TAG}"_*.csv <<'PY'
+import io, os, sys
+
+import pandas as pd
+
+rows = []
+for path in sys.argv[2:]:
+    raw = pd.read_csv(path)  # row 0: units, row 1: the profiled kernel
+    units, values = raw.iloc[0], raw.iloc[1]
+    design = os.path.basename(path)[:-4].split("_", 1)[1]
+    for metric in raw.columns:
+        rows.append(dict(design=design, kernel=str(values.get("Kernel Name", ""))[:80], metric=metric,
+                         unit=str(units[metric]), value=str(values[metric])))
+table = pd.DataFrame(rows)
+table.to_parquet(sys.argv[1])
+wide = table.pivot_table(index="metric", columns="design", values="value", aggfunc="first")
+keep = wide.index.str.contains("gpu__time_duration.sum|pipe_tensor|gmma|sm__throughput.avg.pct|"
+                               "mem_shared.*pct|issue_active.avg.pct|warp_issue_stalled.*per_warp_active", regex=True)
+pd.set_option("display.width", 250)
+print(wide[keep].to_string())
+PY
+    ;;
   table)
     shift
     if [ $# -eq 0 ]; then set -- "$OUT"/*_gluon_grid_*.parquet; fi
