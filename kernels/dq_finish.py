@@ -8,26 +8,34 @@ from kernels.forward import strides
 
 
 @triton.jit
-def _dq_finish_kernel(DQ_ACC, DQ, stride_dqb, stride_dqn, stride_dqh, stride_dqd, seq_q, heads, sm_scale,
-                      HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
-    """Grid (cdiv(Nq, BLOCK_M), B * H): dq = sm_scale * DQ_ACC[..., :D] in dq's dtype and strides. Row-wise, so
-    a packed batch is one sequence of total_q rows (B = 1); rows no program reached (queries of a document
-    without keys) stay 0."""
+def _dq_finish_kernel(DQ_ACC, DQ, stride_dqb, stride_dqn, stride_dqh, stride_dqd, seq_q, acc_rows, heads, sm_scale,
+                      HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
+                      SPREAD_ROWS: tl.constexpr):
+    """Grid (cdiv(Nq, BLOCK_M), B * H): dq = sm_scale * DQ_ACC[..., :D] in dq's dtype and strides; DQ_ACC has
+    acc_rows >= Nq rows per (batch, head). SPREAD_ROWS: query 8 g + 4 a + b is in row 8 g + 2 b + a (ws's
+    accumulator, `_bank_spread_rows`). Row-wise, so a packed batch is one sequence of total_q rows (B = 1); rows
+    no program reached (queries of a document without keys) stay 0."""
     i_m = tl.program_id(0)
     i_bh = tl.program_id(1)
     o_m = i_m * BLOCK_M + tl.arange(0, BLOCK_M)
     o_d = tl.arange(0, BLOCK_D)
     m_md = (o_m[:, None] < seq_q) & (o_d[None, :] < HEAD_DIM)
-    b_acc = tl.load(DQ_ACC + i_bh.to(tl.int64) * seq_q * BLOCK_D + o_m[:, None] * BLOCK_D + o_d[None, :],
+    if SPREAD_ROWS:
+        o_row = o_m - o_m % 8 + o_m % 4 * 2 + o_m % 8 // 4
+    else:
+        o_row = o_m
+    b_acc = tl.load(DQ_ACC + i_bh.to(tl.int64) * acc_rows * BLOCK_D + o_row[:, None] * BLOCK_D + o_d[None, :],
                     mask=m_md, other=0.)  # [BM, BD]
     tl.store(DQ + (i_bh // heads) * stride_dqb + (i_bh % heads) * stride_dqh + o_m[:, None] * stride_dqn
              + o_d[None, :] * stride_dqd, (b_acc * sm_scale).to(DQ.dtype.element_ty), mask=m_md)
 
 
-def dq_finish(dq_acc: torch.Tensor, dq: torch.Tensor, scale: float, BLOCK_M: int = 64) -> None:
-    """dq_acc [B, H, Nq, BLOCK_D] fp32 (BLOCK_D >= D, a power of two) -> dq [B, Nq, H, D] = scale * dq_acc[..., :D]."""
+def dq_finish(dq_acc: torch.Tensor, dq: torch.Tensor, scale: float, BLOCK_M: int = 64,
+              spread_rows: bool = False) -> None:
+    """dq_acc [B, H, rows >= Nq, BLOCK_D] fp32 (BLOCK_D >= D, a power of two) -> dq [B, Nq, H, D] =
+    scale * dq_acc[..., :D]; spread_rows: the accumulator's rows reordered within groups of 8 (ws)."""
     batch, seq_q, heads, head_dim = dq.shape
     if seq_q > 0:
         _dq_finish_kernel[(triton.cdiv(seq_q, BLOCK_M), batch * heads)](
-            dq_acc, dq, *strides(dq), seq_q, heads, scale, HEAD_DIM=head_dim, BLOCK_M=BLOCK_M,
-            BLOCK_D=dq_acc.shape[-1], num_warps=4)
+            dq_acc, dq, *strides(dq), seq_q, dq_acc.shape[-2], heads, scale, HEAD_DIM=head_dim, BLOCK_M=BLOCK_M,
+            BLOCK_D=dq_acc.shape[-1], SPREAD_ROWS=spread_rows, num_warps=4)

@@ -68,7 +68,7 @@ case "$PART" in
     table "$OUT/${PREFIX}_grid_$DTYPE${TAG:+_$TAG}.parquet" ;;
   ncu)
     shift
-    TAG="d$1${2:+$(echo "$*" | tr -cd 'a-z0-9')}"
+    TAG="d$1$(echo "${*:2}" | tr -cd 'a-z0-9')"
     ncu --kernel-name regex:_ws_backward --launch-skip 2 --launch-count 1 --set full --import-source yes \
       -o "$SCRATCH/$TAG" python scripts/ncu_backward.py --head-dim "$@" > "$OUT/ncu_${TAG}.log" 2>&1
     ncu -i "$SCRATCH/$TAG.ncu-rep" --page source --csv --print-source sass > "$OUT/ncu_${TAG}_sass.csv"
@@ -76,7 +76,7 @@ case "$PART" in
     grep -E "^    (Duration|Compute \(SM\) Throughput|Issued Ipc Active|Warp Cycles Per Issued)" "$OUT/ncu_${TAG}_details.txt" ;;
   ncu_compare)
     shift
-    TAG="d$1${2:+$(echo "$*" | tr -cd 'a-z0-9')}"
+    TAG="d$1$(echo "${*:2}" | tr -cd 'a-z0-9')"
     for design in sdpa_cudnn ws; do  # the main backward kernel of each (skip: the first two backward runs)
       kernel=$([ "$design" = ws ] && echo _ws_backward || echo bprop)
       ncu --kernel-name "regex:$kernel" --launch-skip 2 --launch-count 1 --set full -o "$SCRATCH/${TAG}_$design" \

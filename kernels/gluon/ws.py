@@ -47,7 +47,8 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK
     """Grid (cdiv(Nk, BLOCK_N) * B * Hkv,), one tile (key block of a (batch, kv head)) per program, batch_kv_heads
     = B * Hkv; PERSISTENT: grid (programs,), program p walks tiles TILES[TILE_STARTS[p]:TILE_STARTS[p + 1]] (int32,
     a schedule made on the host: `tile_schedule`). q/do_desc: [B * Nq, H * D] blocks [BM, D];
-    k/v_desc: [B * Nk, Hkv * D] blocks [BN, D]; dq_desc: the fp32 accumulator [B * H * Nq, D] blocks [BM, D]. LSE (base 2), DELTA: [B, H, Nq]
+    k/v_desc: [B * Nk, Hkv * D] blocks [BN, D]; dq_desc: the fp32 accumulator [B * H * dq_rows(Nq), D] blocks [BM, D],
+    rows reordered within groups of 8 (`_bank_spread_rows`). LSE (base 2), DELTA: [B, H, Nq]
     fp32. DK, DV: dense [B, Nk, Hkv, D]. MASKED: causal, or a sequence not a multiple of its block.
     WARP_SPECIALIZE: the num_warps warps only compute; one more warp issues the TMA loads (`_load_partition`)
     and one the dQ reduce-adds (`_dq_partition`), handing tiles over through mbarriers; else the compute warps
@@ -169,6 +170,13 @@ def _query_block(step, rows, BLOCK_M: gl.constexpr):
 
 
 @gluon.jit
+def _dq_row(rows, i_h, start_m):
+    """The fp32 accumulator's row of query start_m of head i_h: [B * H * dq_rows(Nq), D]."""
+    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
+    return (i_b * heads + i_h) * (gl.cdiv(seq_q, 8) * 8) + start_m
+
+
+@gluon.jit
 def _issue_kv(k_desc, v_desc, tiles, rows):
     k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, kv_empty, ready, empty, dq_full, dq_empty = tiles
     i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
@@ -267,7 +275,7 @@ def _dq_tile(k, slot, dq_desc, tiles, schedule, sizes, STAGES: gl.constexpr, BLO
         i_h, start_m = _query_block(step, rows, BLOCK_M)
         for g in gl.static_range(GROUPS):  # each compute group's dQ over its keys
             mbarrier.wait(dq_full.index(g), (slot + step) & 1)
-            tma_reduce_add(dq_desc, [(i_b * heads + i_h) * seq_q + start_m, 0], dq_smem.index(g))
+            tma_reduce_add(dq_desc, [_dq_row(rows, i_h, start_m), 0], dq_smem.index(g))
         mbarrier.arrive(empty.index((slot + step) % STAGES), count=1)  # the step's MMAs are done: stage free
         tma.store_wait(pendings=0)
         for g in gl.static_range(GROUPS):
@@ -370,6 +378,18 @@ def _gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, k_smem, p_smem, ds
 
 
 @gluon.jit
+def _bank_spread_rows(tile):
+    """tile [R, C] (fp32, a wgmma accumulator) with its rows reordered within each group of 8: row 4 a + b -> 2 b + a
+    (a < 2, b < 4). A 64-bit store of the accumulator writes 4 consecutive rows per half warp, 32 bytes each;
+    under the 128-byte swizzle rows 2 i and 2 i + 1 share their banks (2-way conflicts: Nsight Compute counted
+    34 M at D128 N4096, cuDNN 0.5 M). Reordered, the half warp writes rows 0, 2, 4, 6: distinct banks. The fp32
+    accumulator holds rows in this order (`dq_finish(..., spread_rows=True)` reads them back)."""
+    R: gl.constexpr = tile.shape[0]
+    C: gl.constexpr = tile.shape[1]
+    return gl.reshape(gl.permute(gl.reshape(tile, [R // 8, 2, 4, C]), [0, 2, 1, 3]), [R, C])
+
+
+@gluon.jit
 def _mma_partition(tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.constexpr,
                    KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                    MASKED: gl.constexpr, SPECIALIZED: gl.constexpr, EARLY_SCORES: gl.constexpr, WG: gl.constexpr,
@@ -468,13 +488,13 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, LSE, DELTA, q
             mbarrier.wait(dq_empty.index(WG), ((slot + step) & 1) ^ 1)  # the last reduce-add has read dq_smem
         else:
             tma.store_wait(pendings=0)
-        dq_smem.store(dq)
+        dq_smem.store(_bank_spread_rows(dq))
         fence_async_shared()
         if SPECIALIZED:  # the arrive waits for every compute warp (a barrier), then one thread signals
             mbarrier.arrive(dq_full.index(WG), count=1)  # also frees the stage (the dQ warp passes it on)
         else:
             cta_barrier()
-            tma_reduce_add(dq_desc, [(i_b * heads + i_h) * seq_q + start_m, 0], dq_smem)
+            tma_reduce_add(dq_desc, [_dq_row(rows, i_h, start_m), 0], dq_smem)
     if not SPECIALIZED:
         tma.store_wait(pendings=0)
     if EARLY_SCORES:
@@ -570,6 +590,12 @@ def tile_schedule(device, key_blocks: int, batch_kv_heads: int, chunk_heads: int
     return as_int32([t for walk in walks for t in walk]), as_int32(starts)
 
 
+def dq_rows(seq_q: int) -> int:
+    """Rows per (batch, head) of the fp32 dQ accumulator: Nq rounded up to the 8-row groups that
+    `_bank_spread_rows` reorders (a query's row stays inside its head's)."""
+    return triton.cdiv(seq_q, 8) * 8
+
+
 def dense_bnhd(t: torch.Tensor) -> bool:
     """Whether t [B, N, H, D] is dense in that order (what the 2-D TMA views need)."""
     return t.is_contiguous()
@@ -593,7 +619,8 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
     seq_k, kv_heads = k.shape[1], k.shape[2]
     q, k, v, do = (t if dense_bnhd(t) else t.contiguous() for t in (q, k, v, do))
     dk, dv = torch.empty_like(k), torch.empty_like(v)
-    dq_acc = torch.zeros(batch * heads * seq_q, head_dim, device=q.device, dtype=torch.float32)  # [B * H * Nq, D]
+    acc_rows = dq_rows(seq_q)
+    dq_acc = torch.zeros(batch * heads * acc_rows, head_dim, device=q.device, dtype=torch.float32)  # [B*H*rows, D]
     rows_q, rows_k = q.reshape(batch * seq_q, heads * head_dim), k.reshape(batch * seq_k, kv_heads * head_dim)
     masked = causal or seq_q % BLOCK_M != 0 or seq_k % BLOCK_N != 0
     groups = 2 if split_warpgroups and warp_specialize else 1  # compute partitions, each num_warps / groups warps
@@ -624,5 +651,5 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
         dk.zero_()
         dv.zero_()
     dq = torch.empty(q.shape, device=q.device, dtype=q.dtype)
-    dq_finish(dq_acc.view(batch, heads, seq_q, head_dim), dq, scale)
+    dq_finish(dq_acc.view(batch, heads, acc_rows, head_dim), dq, scale, spread_rows=True)
     return dq, dk, dv
