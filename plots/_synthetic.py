@@ -116,6 +116,59 @@ def block_sweep(*, variants=("atomic", "two_pass"), seqs=(2048, 8192), head_dim=
     return pd.DataFrame(rows)
 
 
+_STEP_MS = {"two_pass": 7.0, "atomic": 9.0, "fused": 8.5, "sdpa_flash": 8.0, "sdpa_cudnn": 6.5, "flex": 10.0}
+_MODELS = {"gpt_d64": {"layers": 2, "d_model": 256, "heads": 4, "kv_heads": 4, "head_dim": 64},
+           "gpt_d128": {"layers": 2, "d_model": 512, "heads": 4, "kv_heads": 4, "head_dim": 128}}
+
+
+def step_row(variant: str, mode: str = "eager", *, model: str = "gpt_d64", seq: int = 4096, batch: int = 2,
+             speed: float = 1.0, spread: float = 0.02, status: str = "ok", loss_max_dev: float = 1e-4,
+             gpu_name: str = "FAKE-GPU-A 80GB", commit: str = "a" * 40, timestamp: str = "2025-01-01T00:00:00Z",
+             device: str = "cuda", timing_meaningful: bool = True) -> dict:
+    """One fabricated model-step row (the columns runners.model_step writes). Step ms grow with seq; compiled
+    modes are faster; ``speed`` divides the time; p20/p80 = ±``spread``. ``status="wrong"`` keeps its timings
+    (a design off the loss curve), any other failure has none."""
+    config = {**_MODELS[model], "seq": seq, "batch": batch, "vocab": 128, "dtype": "bf16", "causal": True, "lag": 7,
+              "lr": 0.003, "steps": 30, "loss_floor": 0.01, "warmup": 5, "rep": 20}
+    timed = status in ("ok", "wrong")
+    ms = _STEP_MS.get(variant, 9.0) * seq / 4096 * (config["head_dim"] / 64) ** 0.5 / speed
+    ms *= {"eager": 1.0, "default": 0.6}.get(mode, 0.35)
+    share = 0.2 + 0.1 * (variant == "atomic") + 0.05 * (mode != "eager")
+    key = {"bench_kind": "model_step", "model": model, **config, "variant": variant, "compile_mode": mode,
+           "baseline": "sdpa_flash", "seed": 0}
+    nan = np.nan
+    return {
+        "sweep_id": "model_step", "config_key": json.dumps(key, sort_keys=True), "bench_kind": "model_step",
+        "variant": variant, "compile_mode": mode, "compiled": mode != "eager", "model": model, **config,
+        "seq_k": seq, "layout": "bnhd", "seed": 0, "agreement_baseline": "sdpa_flash", "agreement_steps": 30,
+        "timing_meaningful": timing_meaningful, "status": status, "correct": status == "ok",
+        "reason": "" if status == "ok" else f"fabricated {status}",
+        "ms": ms if timed else nan, "ms_p20": ms * (1 - spread) if timed else nan,
+        "ms_p80": ms * (1 + spread) if timed else nan,
+        "loss_max_dev": (0.05 if status == "wrong" else loss_max_dev) if timed else nan,
+        "loss_spread": 0.004 if timed else nan, "loss_tol": 0.01 if timed else nan,
+        "kernel_ms_sum": 0.9 * ms if timed else nan, "attn_bwd_ms": 0.9 * ms * share if timed else nan,
+        "attn_bwd_share": share if timed else nan,
+        "device": device, "gpu_name": gpu_name, "compute_capability": "9.0", "sm_count": 132, "driver": "000.00",
+        "cuda": "12.x", "torch": "2.x-fake", "triton": "3.x-fake", "python": "3.11", "hostname": "fake-host",
+        "commit": commit, "dirty": False, "timestamp": timestamp,
+    }
+
+
+def step_table(*, variants=("two_pass", "atomic", "fused", "sdpa_flash", "sdpa_cudnn"), modes=("eager", "default"),
+               models=(("gpt_d64", 4096), ("gpt_d128", 4096)), failures: bool = True, **kwargs) -> pd.DataFrame:
+    """A model-step table; with ``failures`` fused is wrong (off the loss curve) on the last model in the first mode
+    and flex is an oom there."""
+    rows = [step_row(v, m, model=name, seq=seq, **kwargs) for (name, seq), v, m in
+            itertools.product(models, variants, modes)]
+    if failures:
+        name, seq = models[-1]
+        rows = [step_row(r["variant"], r["compile_mode"], model=name, seq=seq, status="wrong", **kwargs)
+                if (r["variant"], r["compile_mode"], r["model"]) == ("fused", modes[0], name) else r for r in rows]
+        rows.append(step_row("flex", modes[0], model=name, seq=seq, status="oom", **kwargs))
+    return pd.DataFrame(rows)
+
+
 def write(df: pd.DataFrame, directory: str | Path, per_row: bool = False) -> Path:
     """Write ``df`` as parquet under ``directory``: one file, or one file per row like the runner does."""
     directory = Path(directory)

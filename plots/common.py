@@ -62,6 +62,16 @@ def print_paths(paths: list, empty: str) -> int:
     return 0
 
 
+def kernel_only(df: pd.DataFrame, prog: str) -> pd.DataFrame:
+    """The rows that time the backward alone: model-step rows (bench_kind=model_step, drawn by plots.step_time) are
+    never drawn as kernel points. Tables of model-step rows only are a one-line UsageError saying so."""
+    kernels = kernel_rows(df)  # noqa: F405 - runners.tables, re-exported above
+    if kernels.empty and len(df):
+        raise UsageError(f"{prog}: only model-step rows ({len(df)}) in the tables: "  # noqa: F405
+                         "python -m plots.step_time draws them")
+    return kernels
+
+
 def drawable(rows: pd.DataFrame) -> pd.Series:
     """Rows a figure can show: correct results, or failures drawn as markers (never skipped / unsupported)."""
     return is_result(rows) | is_failed(rows)  # noqa: F405 - runners.tables, re-exported above

@@ -41,6 +41,7 @@ def draw(df: pd.DataFrame, out: str | Path, *, gpu: str | None = None, dtype: st
          svg: bool = False, batch=None, heads=None) -> list[Path]:
     """One figure per selected GPU; returns the written paths. A GPU with nothing drawable (only skipped or
     unsupported rows, or correct rows without TFLOPS) gets no figure; none at all is a UsageError."""
+    df = C.kernel_only(df, PROG)
     everything = df
     df = C.select_shape(C.select_dtype(df, dtype, PROG), batch, heads)
     if df.empty:

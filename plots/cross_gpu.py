@@ -62,7 +62,7 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
 
 def draw(df: pd.DataFrame, out: str | Path, *, gpu: str | None = None, dtype: str | None = "bf16",
          causal: bool | None = None, head_dim=None, svg: bool = False) -> list[Path]:
-    df = C.select_dtype(df, dtype, PROG)
+    df = C.select_dtype(C.kernel_only(df, PROG), dtype, PROG)
     gpus = C.select_gpus(df, gpu, PROG)
     df = df[df[C.GPU].isin(gpus)]
     scope = []

@@ -49,7 +49,7 @@ def axis_pair(rows: pd.DataFrame) -> tuple[str, str] | None:
 def draw(df: pd.DataFrame, out: str | Path, *, gpu: str | None = None, dtype: str | None = "bf16",
          variant: str | None = None, sweep: str | None = None, svg: bool = False) -> list[Path]:
     """All heatmap figures the tables support; an empty list when there is no block sweep."""
-    df = C.select_dtype(df, dtype, PROG)
+    df = C.select_dtype(C.kernel_only(df, PROG), dtype, PROG)
     if sweep:
         df = df[df["sweep_id"].str.contains(sweep, case=False, regex=False)]
     if variant:

@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def draw(df: pd.DataFrame, out: str | Path, *, gpu: str | None = None, dtype: str | None = "bf16",
          svg: bool = False, batch=None, heads=None) -> list[Path]:
-    df = C.select_shape(C.select_dtype(df, dtype, PROG), batch, heads)
+    df = C.select_shape(C.select_dtype(C.kernel_only(df, PROG), dtype, PROG), batch, heads)
     paths = []
     for label in C.select_gpus(df, gpu, PROG) if len(df) else []:
         rows = C.latest(df[df[C.GPU] == label])

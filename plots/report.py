@@ -6,7 +6,8 @@
 Writes ``<out>/report.md`` and the figures it embeds (relative paths, same folder): the TFLOPS compare and
 peak-memory plots per GPU and dtype, block-size heatmaps and registers/spills-vs-TFLOPS views when the tables
 hold a block sweep, a resources section (per-kernel time shares, compiled resources), and the
-cross-GPU view when they hold more than one GPU. With ``baseline=`` it adds the regression check of
+cross-GPU view when they hold more than one GPU. Model-step rows (bench_kind=model_step) get their own section, "Step
+time by design" (plots.step_time's figure and a table), and are left out of every kernel section. With ``baseline=`` it adds the regression check of
 ``runners.regress`` (candidate = ``results``); the report still exits 0 — ``runners.regress`` is the gate.
 """
 from __future__ import annotations
@@ -21,11 +22,12 @@ from pathlib import Path
 import pandas as pd
 
 from plots import common as C
-from plots import compare, cross_gpu, heatmap, memory, resources
+from plots import compare, cross_gpu, heatmap, memory, resources, step_time
 
 PROG = "plots.report"
 DEFAULTS = {"results": None, "out": "plots/out", "gpu": None, "baseline": None, "threshold": 0.05, "svg": False}
 FA2, CUDNN = "sdpa_flash", "sdpa_cudnn"
+NO_KERNELS = "_(no kernel rows: the tables hold model-step rows only, under Step time by design)_\n"
 
 
 @C.cli
@@ -73,40 +75,71 @@ def write(df: pd.DataFrame, out: str | Path, *, source: str = "", baseline: str 
 
 def _write(df: pd.DataFrame, out: Path, *, source: str, baseline: str | None, threshold: float, svg: bool,
            unreadable) -> Path:
-    figures, notes = _figures(df, out, svg)
+    steps, df_all = C.step_rows(df), df
+    df = C.kernel_rows(df)  # the kernel sections; model-step rows have their own
+    figures, notes = _figures(df, out, svg) if len(df) or steps.empty else ([], [])
+    step_part = step_section(steps, out, svg) if len(steps) else []
     parts = [
         "# FlashAttention backward — results report\n",
-        f"Source: `{source}` · {len(df)} rows, {int(C.is_result(df).sum())} correct results, "
-        f"{int(C.is_wrong(df).sum())} wrong · generated "
+        f"Source: `{source}` · {len(df_all)} rows, {int(C.is_result(df_all).sum())} correct results, "
+        f"{int(C.is_wrong(df_all).sum())} wrong"
+        + (f" ({len(steps)} of the rows are model-step rows)" if len(steps) else "") + " · generated "
         f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC\n",
         f"TFLOPS follow the {C.FLOP_CONVENTION} (4·B·H·Nq·Nk·D per forward). Only rows with status `ok` and "
         "correct gradients are results; nothing else is ever drawn or ranked as a result.\n",
         "## Environments\n",
-        C.markdown_table(environments(df)),
+        C.markdown_table(environments(df_all)),
         "## Best variant per shape\n",
         "Fastest correct block config per variant; *×FA2* and *×cuDNN* are TFLOPS ratios to "
         f"`{FA2}` and `{CUDNN}` on the same GPU, shape and dtype (>1: faster). Rows whose timings are not "
         "meaningful (CPU interpreter) are left out.\n",
-        best_tables(df),
+        best_tables(df) if len(df) or steps.empty else NO_KERNELS,
         "## Failures and wrong points\n",
-        failures(df),
+        failures(df) if len(df) or steps.empty else NO_KERNELS,
         "## Left out\n",
         left_out(df, unreadable),
         "## Resources\n",
-        resources.section(df),
+        resources.section(df) if len(df) or steps.empty else NO_KERNELS,
+        *step_part,
     ]
     if baseline:
         parts += ["## Regressions\n", _regressions(baseline, source, threshold)]
     parts.append("## Plots\n")
     for title, path in figures:
         parts.append(f"### {title}\n\n![{title}]({path.name})\n")
-    if not figures:
+    if not figures and df.empty and len(steps):
+        parts.append("_(no kernel figures: the tables hold only model-step rows, drawn under Step time by design)_\n")
+    elif not figures:
         parts.append("_(no figures: no meaningful correct results)_\n")
     if notes:
         parts.append("\n".join(f"- {n}" for n in notes) + "\n")
     path = out / "report.md"
     path.write_text("\n".join(parts))
     return path
+
+
+def step_section(steps: pd.DataFrame, out: Path, svg: bool) -> list[str]:
+    """The "Step time by design" section of the model-step rows: plots.step_time's figure and its table."""
+    parts = ["## Step time by design\n",
+             "The model-step benchmark (`runners.model_step`): one training step (forward, backward, AdamW step) of a "
+             "small decoder whose attention is each design, eager and compiled. *step ms* is the median [p20–p80]; "
+             "*×sdpa_flash* is sdpa_flash's step time in the same mode over this one (>1: faster); *attn bwd share* "
+             "is the attention backward's share of the step's GPU kernel time. The accuracy gate is training "
+             "agreement: the max |Δloss| against the baseline's curve, the baseline's own run-to-run spread, and the "
+             "tolerance max(spread, floor); a design beyond it is `wrong` and has no step time here.\n"]
+    try:
+        paths = step_time.draw(steps, out, svg=svg)
+    except C.UsageError as err:
+        paths = []
+        parts.append(f"_(no figure: {err})_\n")
+    parts += [f"![Step time by design — {p.stem}]({p.name})\n" for p in paths if p.suffix == ".png"]
+    table = step_time.table(steps)
+    if table.empty:
+        return parts + ["_(no model-step row ran)_\n"]
+    for gpu, g in table.groupby("GPU", sort=True):
+        parts.append(f"### {gpu}\n")
+        parts.append(C.markdown_table(g.drop(columns=["GPU"])))
+    return parts
 
 
 def environments(df: pd.DataFrame) -> pd.DataFrame:
@@ -247,10 +280,14 @@ def _regressions(baseline: str, source: str, threshold: float) -> str:
     except C.UsageError as err:
         return f"_regression check not possible: {err}_\n"
     lines = [f"- baseline: {base.description}", f"- candidate: {cand.description}",
-             f"- {regress.rule_text(cmp.threshold, cmp.cross_gpu)}",
+             f"- {regress.rule_text(cmp.threshold, cmp.cross_gpu, regress.has_steps(cmp))}",
              *[f"- {s}" for s in regress.summary_lines(cmp)], ""]
     notable = regress.display_table(cmp, only_notable=not cmp.cross_gpu)
-    return "\n".join(lines) + "\n" + C.markdown_table(notable)
+    steps = regress.step_display_table(cmp, only_notable=not cmp.cross_gpu)
+    text = "\n".join(lines) + "\n" + C.markdown_table(notable)
+    if regress.has_steps(cmp):
+        text += "\n" + regress.STEP_HEADING + "\n\n" + C.markdown_table(steps)
+    return text
 
 
 def _figures(df: pd.DataFrame, out: Path, svg: bool) -> tuple[list[tuple[str, Path]], list[str]]:

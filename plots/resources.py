@@ -72,8 +72,8 @@ def resources_text(row) -> str:
 
 # ----------------------------------------------------------------------------------------------- report
 def section(df: pd.DataFrame) -> str:
-    """The report's resources section (Markdown)."""
-    rows = C.latest(df)
+    """The report's resources section (Markdown); model-step rows are left out (their kernels are a whole step's)."""
+    rows = C.latest(C.kernel_rows(df))
     rows = rows[rows["timing_meaningful"] & C.is_result(rows)]
     explained = rows[(rows["kernel_ms"] != "") | (rows["resources_json"] != "")]
     if explained.empty:
@@ -101,7 +101,7 @@ def section(df: pd.DataFrame) -> str:
 def draw(df: pd.DataFrame, out: str | Path, *, gpu: str | None = None, dtype: str | None = "bf16",
          variant: str | None = None, svg: bool = False) -> list[Path]:
     """Registers/spills vs TFLOPS figures of the block searches in the tables; [] when there is none."""
-    df = C.select_dtype(df, dtype, PROG)
+    df = C.select_dtype(C.kernel_only(df, PROG), dtype, PROG)
     if variant:
         df = df[df["variant"] == variant]
     paths = []

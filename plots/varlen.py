@@ -35,7 +35,7 @@ def draw(df: pd.DataFrame, out: str | Path, *, gpu: str | None = None, dtype: st
          dist: str = "lognormal", svg: bool = False) -> list[Path]:
     if "varlen_dist" not in df.columns or df.empty:
         return []
-    df = C.select_dtype(df, dtype, PROG)
+    df = C.select_dtype(C.kernel_only(df, PROG), dtype, PROG)
     paths = []
     for label in C.select_gpus(df, gpu, PROG) if len(df) else []:
         rows = C.latest(df[df[C.GPU] == label])

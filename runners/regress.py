@@ -39,6 +39,14 @@ Across GPUs (cross_gpu=true, or automatically when the two sides share no gpu_na
   failure such as oom on the other GPU is only reported; wrong gradients still count: WRONG when any of the
   candidate's configs of a shape is wrong and none of the baseline's was.
 
+Model-step rows (bench_kind=model_step, runners.model_step: one training step of a small decoder)
+  Join on their own key (runners.tables.step_join_key: the row's config_key, i.e. the model config, variant,
+  compile_mode, agreement baseline and seed, less the timing knobs warmup and rep) and the GPU, never on a kernel
+  row's. The same rule runs on their speed in steps/s, 1000 / ms (p20 and p80 likewise): SLOWER when the
+  candidate's fastest step time is more than ``threshold`` slower than the baseline's slowest, as for a kernel's
+  TFLOPS, which are an inverse time too. WRONG (the training-agreement gate) and BROKE count as for kernel rows.
+  They are printed in a table of their own (step ms per side).
+
 Compiled-resources tables (runners.compiled_table, results/compiled/: no timings, one row per architecture, design,
 config and kernel) are recognised by their columns and compared by runners/regress_compiled.py: new or more spills,
 a kernel that no longer fits or compiles, and registers up by more than regs_margin=<n> (default 8) count; the
@@ -69,9 +77,17 @@ def keep_columns() -> tuple:
     """The columns a comparison carries per side (the block fields come from the registry, read on first use)."""
     return ("config_key", "join_key", T.GPU, "variant", *T.SHAPE_COLUMNS, "dtype", *T.BLOCK_FIELDS, "status",
             "correct", "timing_meaningful", "tflops", "tflops_p20", "tflops_p80", "pct_peak", T.PEAK, "commit",
-            "reason", "timer")
+            "reason", "timer", *STEP_KEEP, *SPEED)
 
 
+def point_columns() -> tuple:
+    """The columns that name a point (taken from whichever side has it)."""
+    return ("variant", *T.SHAPE_COLUMNS, "dtype", *T.BLOCK_FIELDS, T.STEP_KIND_COLUMN, "compile_mode",
+            *T.step_config_columns())
+
+
+STEP_KEEP = (T.STEP_KIND_COLUMN, "compile_mode", "model", "layers", "d_model", "ms", "ms_p20", "ms_p80")
+SPEED = ("speed", "speed_p20", "speed_p80")  # what the rule compares, higher is faster: TFLOPS, or steps/s
 SHAPE_KEY = ("variant", *T.SHAPE_COLUMNS, "dtype", "timer")  # cross-GPU: one comparison per shape and variant
 COUNTED = ("SLOWER", "WRONG", "BROKE")
 
@@ -169,9 +185,20 @@ def _summary(rows: pd.DataFrame) -> str:
 
 
 # ----------------------------------------------------------------------------------------------------- rule
+def with_speed(df: pd.DataFrame) -> pd.DataFrame:
+    """``SPEED`` columns: a kernel row's TFLOPS (median, p20, p80), a model-step row's steps per second (1000 / ms
+    of each). Both are inverse times, so one rule (and one ratio, >1 faster) serves both."""
+    step = T.is_model_step(df)
+    out = {}
+    for speed, tflops, ms in zip(SPEED, ("tflops", "tflops_p20", "tflops_p80"), ("ms", "ms_p20", "ms_p80")):
+        per_step = 1000.0 / df[ms].astype(float).where(df[ms] > 0)
+        out[speed] = df[tflops].astype(float).where(~step, per_step)
+    return df.assign(**out)
+
+
 def _ends(df: pd.DataFrame, suffix: str) -> tuple[pd.Series, pd.Series]:
-    """(pessimistic, optimistic) TFLOPS of each point: min and max of p20, median, p80 (NaNs ignored)."""
-    cols = df[[f"tflops_p20{suffix}", f"tflops{suffix}", f"tflops_p80{suffix}"]].astype(float)
+    """(pessimistic, optimistic) speed of each point: min and max of p20, median, p80 (NaNs ignored)."""
+    cols = df[[f"speed_p20{suffix}", f"speed{suffix}", f"speed_p80{suffix}"]].astype(float)
     return cols.min(axis=1, skipna=True), cols.max(axis=1, skipna=True)
 
 
@@ -181,9 +208,10 @@ def best_per_shape(df: pd.DataFrame) -> pd.DataFrame:
     measured for that shape) and ``n_wrong`` (how many of them had wrong gradients)."""
     if df.empty:
         return df.assign(shape_key=pd.Series(dtype=object), n_configs=0, n_wrong=0)
-    df = df.assign(shape_key=T.row_keys(df, SHAPE_KEY), _wrong=T.is_wrong(df).astype(int))
+    shape_key = T.row_keys(df, SHAPE_KEY).where(~T.is_model_step(df), df["join_key"])  # a model step: its config
+    df = df.assign(shape_key=shape_key, _wrong=T.is_wrong(df).astype(int))
     rank = np.select([T.is_result(df) & df["timing_meaningful"], T.is_result(df), df["_wrong"] > 0], [0, 1, 2], 3)
-    df = df.assign(_rank=rank, _speed=df["tflops"].fillna(-np.inf))
+    df = df.assign(_rank=rank, _speed=df["speed"].fillna(-np.inf))
     groups = df.groupby("shape_key", sort=False)
     df = df.assign(n_configs=groups["shape_key"].transform("size"), n_wrong=groups["_wrong"].transform("sum"))
     best = df.sort_values(["_rank", "_speed"], ascending=[True, False], kind="stable")
@@ -195,7 +223,7 @@ def compare(base: pd.DataFrame, cand: pd.DataFrame, threshold: float = 0.05,
     """Join two normalised tables and give every point a verdict; see the module docstring for the rule."""
     if not 0 <= threshold < 1:
         raise T.UsageError(f"{PROG}: threshold={threshold}: must be in [0, 1)")
-    base, cand = T.latest(base), T.latest(cand)
+    base, cand = with_speed(T.latest(base)), with_speed(T.latest(cand))
     if cross_gpu is None:
         cross_gpu = not (set(base[T.GPU]) & set(cand[T.GPU]))
     if cross_gpu:  # per shape: each side's best correct config (block defaults differ per GPU)
@@ -210,7 +238,7 @@ def compare(base: pd.DataFrame, cand: pd.DataFrame, threshold: float = 0.05,
     c = cand[keep].add_suffix("_c").rename(columns={f"{k}_c": k for k in on})
     j = b.merge(c, on=on, how="outer", indicator=True)
     merged = {col: j[f"{col}_c"].where(j["_merge"] != "left_only", j[f"{col}_b"])
-              for col in ("variant", *T.SHAPE_COLUMNS, "dtype", *T.BLOCK_FIELDS)}
+              for col in dict.fromkeys(point_columns()) if f"{col}_c" in j.columns}
     j = pd.concat([j.drop(columns=[c for c in merged if c in j.columns]), pd.DataFrame(merged, index=j.index)],
                   axis=1)  # one insert, not one per column (a fragmented frame warns)
     if not cross_gpu:
@@ -226,7 +254,7 @@ def compare(base: pd.DataFrame, cand: pd.DataFrame, threshold: float = 0.05,
     timed = res_b & res_c & j["timing_meaningful_b"].astype(bool) & j["timing_meaningful_c"].astype(bool)
     lo_b, hi_b = _ends(j, "_b")
     lo_c, hi_c = _ends(j, "_c")
-    j["ratio"] = np.where(res_b & res_c, j["tflops_c"] / j["tflops_b"], np.nan)
+    j["ratio"] = np.where(res_b & res_c, j["speed_c"] / j["speed_b"], np.nan)
     slower = timed & (hi_c < lo_b * (1 - threshold))
     faster = timed & (lo_c > hi_b * (1 + threshold))
     j = j.copy()  # one block of columns again after the inserts above
@@ -278,13 +306,19 @@ def _status_text(row, side: str) -> str:
     return str(status)
 
 
-def display_table(cmp: Comparison, only_notable: bool = False) -> pd.DataFrame:
-    """The human-readable table: verdict, point, GPU, both sides' TFLOPS [p20–p80] or status, ratio."""
-    t = cmp.table
-    hidden = ("missing in candidate", "new", "still failing")
-    t = t[~t["verdict"].isin(hidden)]
+def _shown(cmp: Comparison, only_notable: bool, steps: bool) -> pd.DataFrame:
+    """The compared points of one kind (kernel or model-step) that a table lists."""
+    t = cmp.table[T.is_model_step(cmp.table) == steps]
+    t = t[~t["verdict"].isin(("missing in candidate", "new", "still failing"))]
     if only_notable:
         t = t[~t["verdict"].isin(("≈", "compared", "untimed", "faster (within noise)"))]
+    return t
+
+
+def display_table(cmp: Comparison, only_notable: bool = False) -> pd.DataFrame:
+    """The human-readable table of the kernel points: verdict, point, GPU, both sides' TFLOPS [p20–p80] or status,
+    ratio. (Model-step points: ``step_display_table``.)"""
+    t = _shown(cmp, only_notable, steps=False)
     rows = []
     for _, r in t.iterrows():
         base = _tflops_text(r["tflops_b"], r["tflops_p20_b"], r["tflops_p80_b"]) \
@@ -306,6 +340,20 @@ def display_table(cmp: Comparison, only_notable: bool = False) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def step_display_table(cmp: Comparison, only_notable: bool = False) -> pd.DataFrame:
+    """The model-step points: verdict, design, compile mode, model config, GPU, both sides' step ms [p20–p80] or
+    status, and the speed ratio baseline ms / candidate ms (<1: the candidate is slower)."""
+    rows = []
+    for _, r in _shown(cmp, only_notable, steps=True).iterrows():
+        sides = [_tflops_text(r[f"ms_{s}"], r[f"ms_p20_{s}"], r[f"ms_p80_{s}"])
+                 if r[f"status_{s}"] == "ok" and bool(r[f"correct_{s}"]) else _status_text(r, s) for s in "bc"]
+        rows.append({"verdict": r["verdict"], "variant": r["variant"], "mode": r["compile_mode"],
+                     "model": T.step_text(r), "gpu": r["gpu"], "baseline step ms": sides[0],
+                     "candidate step ms": sides[1],
+                     "base ms/cand ms": f"{r['ratio']:.3f}" if pd.notna(r["ratio"]) else "-"})
+    return pd.DataFrame(rows)
+
+
 def _pct(r, suffix: str) -> str:
     pct = r[f"pct_peak{suffix}"]
     if pd.isna(pct) and pd.notna(r[f"{T.PEAK}{suffix}"]) and pd.notna(r[f"tflops{suffix}"]):
@@ -315,7 +363,8 @@ def _pct(r, suffix: str) -> str:
 
 def summary_lines(cmp: Comparison) -> list[str]:
     c = cmp.counts
-    parts = [f"{cmp.n_both} point(s) in both tables"]
+    steps = int(T.is_model_step(cmp.table).sum())
+    parts = [f"{cmp.n_both} point(s) in both tables" + (f" ({steps} model-step point(s) in either)" if steps else "")]
     for key in ("SLOWER", "WRONG", "BROKE", "still wrong", "FASTER", "slower (within noise)",
                 "faster (within noise)", "compared", "fails on candidate GPU", "fixed", "untimed", "still failing",
                 "missing in candidate", "new"):
@@ -328,20 +377,36 @@ def summary_lines(cmp: Comparison) -> list[str]:
     return lines
 
 
-def rule_text(threshold: float, cross_gpu: bool) -> str:
+def rule_text(threshold: float, cross_gpu: bool, steps: bool = False) -> str:
+    """The rule in one line; ``steps``: the tables hold model-step rows (their speed is steps/s)."""
+    step_note = "; model-step rows: the same on steps/s (1000 / step ms)" if steps else ""
     if cross_gpu:
         return ("rule: cross-GPU — per shape, each side's fastest correct config; ratios reported, speed "
-                "never flagged; wrong gradients always count")
+                "never flagged; wrong gradients always count" + step_note)
     return (f"rule: SLOWER when candidate's max(p20,p50,p80) TFLOPS < baseline's min(p20,p50,p80) × "
-            f"{1 - threshold:g} (threshold {threshold:g}); WRONG / BROKE always count")
+            f"{1 - threshold:g} (threshold {threshold:g}); WRONG / BROKE always count" + step_note)
+
+
+def has_steps(cmp: Comparison) -> bool:
+    return bool(T.is_model_step(cmp.table).any())
 
 
 def markdown(cmp: Comparison, base: Side | None = None, cand: Side | None = None) -> str:
     lines = []
     if base is not None and cand is not None:
         lines += [f"- baseline: {base.description}", f"- candidate: {cand.description}"]
-    lines += [f"- {rule_text(cmp.threshold, cmp.cross_gpu)}", *[f"- {s}" for s in summary_lines(cmp)], ""]
-    return "\n".join(lines) + "\n" + T.markdown_table(display_table(cmp))
+    lines += [f"- {rule_text(cmp.threshold, cmp.cross_gpu, has_steps(cmp))}", *[f"- {s}" for s in summary_lines(cmp)],
+              ""]
+    text = "\n".join(lines) + "\n"
+    kernels, steps = display_table(cmp), step_display_table(cmp)
+    if len(kernels) or not len(steps):
+        text += T.markdown_table(kernels)
+    if len(steps):
+        text += "\n" + STEP_HEADING + "\n\n" + T.markdown_table(steps)
+    return text
+
+
+STEP_HEADING = "Model-step points (training step time, ms [p20–p80]; lower is faster):"
 
 
 def _compiled_tables(args: dict) -> bool:
@@ -375,12 +440,14 @@ def _main(argv: list[str] | None) -> int:
     cmp = compare(base.rows, cand.rows, args["threshold"], cross)
     print(f"baseline:  {base.description}")
     print(f"candidate: {cand.description}")
-    print(rule_text(cmp.threshold, cmp.cross_gpu))
-    table = display_table(cmp)
-    if len(table):
-        with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.width", 250,
-                               "display.max_colwidth", 60):
-            print(table.to_string(index=False))
+    print(rule_text(cmp.threshold, cmp.cross_gpu, has_steps(cmp)))
+    for heading, table in (("", display_table(cmp)), (STEP_HEADING, step_display_table(cmp))):
+        if len(table):
+            if heading:
+                print(heading)
+            with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.width", 250,
+                                   "display.max_colwidth", 60):
+                print(table.to_string(index=False))
     for line in summary_lines(cmp):
         print(line)
     if args["out"]:

@@ -148,12 +148,25 @@ EXPLAIN_COLUMNS = ("kernel_ms_sum", "kernel_launches", "top_kernel_share", "n_re
                    "compiled_num_warps", "compiled_num_stages", "programs_per_sm")  # numeric; runners/profile.py
 EXPLAIN_TEXT_COLUMNS = ("kernel_ms", "top_kernel", "resources_json", "top_triton_kernel", "occupancy_limiter",
                         "profile_note")  # JSON / names; '' when absent (rows before issue 10, CPU interpreter)
+STEP_KIND = "model_step"  # bench_kind of runners.model_step rows (a training step); any other: a kernel row
+STEP_MEASURE_COLUMNS = ("attn_bwd_ms", "attn_bwd_share", "loss_max_dev", "loss_spread", "loss_tol")
+STEP_KIND_COLUMN = "bench_kind"
+STEP_TIMING_KEYS = ("warmup", "rep")  # how long a step is timed, not what: out of its join key (as bench.rep is)
 GPU = "gpu_label"  # derived column: gpu_name, or the device ("cpu-interpreter") when there is no GPU name
 PEAK = "dtype_peak_tflops"  # derived column: the GPU's dense peak for the row's dtype (NaN when unknown)
 
 
 class UsageError(Exception):
     """A bad argument or unusable input: ``cli`` prints it as one line on stderr and exits 2."""
+
+
+def step_config_columns() -> tuple:
+    """A model-step row's config columns: `model` (the conf/model file) and every ModelConfig field, derived from
+    the dataclass (runners.model_config), so a key added there is a column here without an edit."""
+    from dataclasses import fields
+
+    from runners.model_config import ModelConfig
+    return ("model", *(f.name for f in fields(ModelConfig) if f.name != "name"))
 
 
 def cli(main):
@@ -248,13 +261,16 @@ def normalize(df: pd.DataFrame) -> pd.DataFrame:
     derived columns ``gpu_label`` (GPU), ``dtype_peak_tflops`` (PEAK) and ``_ts`` (parsed timestamp)."""
     df = df.reset_index(drop=True)  # tables concatenated from many files may repeat index labels
     block_cols = tuple(BLOCK_FIELDS)
-    for col in ("variant", "dtype", "layout", "status", "reason", "config_key", "blocks_json", "timer",
+    step_cols = step_config_columns()
+    expected = ("variant", "dtype", "layout", "status", "reason", "config_key", "blocks_json", "timer",
                 *SHAPE_COLUMNS, *block_cols, *ENV_COLUMNS, *MEASURE_COLUMNS, *EXPLAIN_COLUMNS,
-                *EXPLAIN_TEXT_COLUMNS, "correct", "timing_meaningful"):
-        if col not in df.columns:
-            df[col] = np.nan
+                *EXPLAIN_TEXT_COLUMNS, "correct", "timing_meaningful", "bench_kind", "compile_mode", *step_cols,
+                *STEP_MEASURE_COLUMNS)
+    missing = [col for col in dict.fromkeys(expected) if col not in df.columns]
+    if missing:  # one concat, not one insert per column (a fragmented frame warns)
+        df = pd.concat([df, pd.DataFrame(np.nan, index=df.index, columns=missing)], axis=1)
     for col in ("variant", "dtype", "layout", "config_key", "commit", "device", "sweep_id", "reason", "timer",
-                *EXPLAIN_TEXT_COLUMNS):
+                "bench_kind", "compile_mode", "model", *EXPLAIN_TEXT_COLUMNS):
         df[col] = text(df[col])
     df["status"] = text(df["status"]).replace("", "error")
     df["correct"] = df["correct"].map(_as_bool).fillna(False).astype(bool)
@@ -268,7 +284,7 @@ def normalize(df: pd.DataFrame) -> pd.DataFrame:
     deterministic = df["deterministic"].map(_as_bool).fillna(False).astype(bool)
     df["variant"] = df["variant"].where(~deterministic, df["variant"] + "+deterministic")
     for col in ("batch", "heads", "kv_heads", "seq", "seq_k", "head_dim", *MEASURE_COLUMNS, *EXPLAIN_COLUMNS,
-                "peak_tflops"):
+                *STEP_MEASURE_COLUMNS, "peak_tflops"):
         df[col] = pd.to_numeric(df[col], errors="coerce")
     df["seq_k"] = df["seq_k"].fillna(df["seq"])
     df["kv_heads"] = df["kv_heads"].fillna(df["heads"])
@@ -284,12 +300,14 @@ def normalize(df: pd.DataFrame) -> pd.DataFrame:
     df[GPU] = name.where(name != "", df["device"].where(df["device"] != "", "unknown device"))
     df["_ts"] = pd.to_datetime(df["timestamp"], utc=True, errors="coerce", format="mixed")
     if df["config_key"].eq("").any():  # no key: the config columns are the key
-        cols = ["variant", *SHAPE_COLUMNS, "dtype", *block_cols]
-        fallback = row_keys(df, cols)
+        steps = is_model_step(df)
+        kernel_key = row_keys(df, ["variant", *SHAPE_COLUMNS, "dtype", *block_cols])
+        step_key = row_keys(df, [STEP_KIND_COLUMN, "variant", "compile_mode", *step_cols])
+        fallback = kernel_key.where(~steps, step_key)
         df["config_key"] = df["config_key"].where(df["config_key"] != "", fallback)
     df = fill_block_defaults(df)
     df["join_key"] = join_keys(df)
-    return df
+    return df.copy()  # one block of columns again after the inserts above
 
 
 # ---------------------------------------------------------------------------------------------- join keys
@@ -356,9 +374,25 @@ def _same(value, default) -> bool:
     return value == default
 
 
+def step_join_key(config_key: str) -> str:
+    """The join key of a model-step row: its config_key (runners.model_step writes the whole config as JSON: the
+    model's keys, variant, compile_mode, agreement baseline, seed) less the timing knobs (``STEP_TIMING_KEYS``), in
+    one canonical form behind the bench kind, so that it never equals a kernel row's key. A key that is not JSON is
+    kept as it is."""
+    try:
+        config = json.loads(config_key)
+    except ValueError:
+        return f"{STEP_KIND}|{config_key}"
+    if not isinstance(config, dict):
+        return f"{STEP_KIND}|{config_key}"
+    config = {k: v for k, v in config.items() if k not in STEP_TIMING_KEYS}
+    return f"{STEP_KIND}|" + json.dumps(config, sort_keys=True, separators=(",", ":"))
+
+
 def join_keys(df: pd.DataFrame) -> pd.Series:
-    """``join_key`` of every row of a normalised table."""
-    keys = [join_key(_base_variant(row["variant"]), {c: row[c] for c in SHAPE_COLUMNS}, row["dtype"],
+    """``join_key`` of every row of a normalised table (``step_join_key`` for a model-step row)."""
+    keys = [step_join_key(row["config_key"]) if row[STEP_KIND_COLUMN] == STEP_KIND else
+            join_key(_base_variant(row["variant"]), {c: row[c] for c in SHAPE_COLUMNS}, row["dtype"],
                      row_blocks(row), row["timer"])
             for _, row in df.iterrows()]
     return pd.Series(keys, index=df.index, dtype=object)
@@ -366,12 +400,14 @@ def join_keys(df: pd.DataFrame) -> pd.Series:
 
 def fill_block_defaults(df: pd.DataFrame) -> pd.DataFrame:
     """Block columns a row's variant declares but the row lacks (written before the field existed) get the
-    field's declared default, so old and new rows of one config show the same blocks."""
-    for variant in df["variant"].unique():
+    field's declared default, so old and new rows of one config show the same blocks. Model-step rows have no
+    blocks of their own (the design picks them per layer): they are left as they are."""
+    kernel = ~is_model_step(df)
+    for variant in df.loc[kernel, "variant"].unique():
         fields = declared_defaults(_base_variant(variant))
         if not fields:
             continue
-        mine = df["variant"] == variant
+        mine = (df["variant"] == variant) & kernel
         for name, default in fields:
             if name not in df.columns:
                 df[name] = pd.Series(np.nan, index=df.index, dtype=object)
@@ -426,6 +462,23 @@ def _as_bool(value):
     except (TypeError, ValueError):
         pass
     return bool(value)
+
+
+def is_model_step(df: pd.DataFrame) -> pd.Series:
+    """Rows of the model-step benchmark (a training step); every other row times the backward kernel alone."""
+    if STEP_KIND_COLUMN not in df.columns:
+        return pd.Series(False, index=df.index, dtype=bool)
+    return df[STEP_KIND_COLUMN].eq(STEP_KIND).astype(bool)
+
+
+def kernel_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows that time the backward alone (what every TFLOPS figure and table is about)."""
+    return df[~is_model_step(df)]
+
+
+def step_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The model-step benchmark's rows."""
+    return df[is_model_step(df)]
 
 
 def is_result(df: pd.DataFrame) -> pd.Series:
@@ -535,6 +588,15 @@ def shape_text(row) -> str:
     return text
 
 
+def step_text(row) -> str:
+    """A model-step row's model config, as runners.model_config labels it: 'gpt_d64: L2 d256 H4/4 D64 B2 N4096 bf16
+    causal'."""
+    def n(col):
+        return _text(row[col]) or "?"
+    return (f"{row['model'] or '?'}: L{n('layers')} d{n('d_model')} H{n('heads')}/{n('kv_heads')} D{n('head_dim')} "
+            f"B{n('batch')} N{n('seq')} {row['dtype']}{' causal' if bool(row['causal']) else ''}")
+
+
 def blocks_text(row) -> str:
     """The block fields a row sets, compactly: 'M1=64 N1=128 M2=128 N2=64 w8 s3'."""
     parts = []
@@ -579,7 +641,8 @@ __all__ = [
     "registered_variants", "is_triton", "SWITCH_FIELDS", "declared_defaults", "row_blocks", "join_key",
     "join_keys", "fill_block_defaults", "BASELINE_VARIANTS", "VARIANT_ORDER", "VARIANT_LABELS", "BLOCK_FIELDS",
     "SHAPE_COLUMNS", "ENV_COLUMNS", "MEASURE_COLUMNS",
-    "EXPLAIN_COLUMNS", "EXPLAIN_TEXT_COLUMNS", "GPU", "PEAK", "UsageError", "cli", "parse_args", "require", "load",
+    "EXPLAIN_COLUMNS", "EXPLAIN_TEXT_COLUMNS", "STEP_KIND", "STEP_KIND_COLUMN", "STEP_MEASURE_COLUMNS",
+    "step_config_columns", "step_join_key", "is_model_step", "kernel_rows", "step_rows", "step_text", "GPU", "PEAK", "UsageError", "cli", "parse_args", "require", "load",
     "normalize", "text", "row_keys", "is_result", "is_wrong", "is_failed", "latest", "timed", "best_config",
     "pct_peak", "select_gpus", "select_dtype", "select_shape", "variant_order", "variant_label", "slug", "shape_text",
     "blocks_text", "geomean", "markdown_table",
