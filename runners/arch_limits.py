@@ -39,6 +39,13 @@ class ArchLimits:
                 "max_warps_per_sm": self.max_warps_per_sm, "max_programs_per_sm": self.max_programs_per_sm}
 
 
+# Checked against NVIDIA's own per-capability table in CCCL, cuda::arch::traits<id::sm_XX>() (max_shared_memory_per_
+# multiprocessor, max_shared_memory_per_block_optin = that - 1 KB reserved per block, max_blocks_per_multiprocessor,
+# max_threads_per_multiprocessor / 32; 64 K registers per SM, 255 per thread for all), every value below agrees:
+# https://github.com/NVIDIA/cccl/blob/efee2cf61c8e5d30b47ef60a100be4f9582e4f4b/libcudacxx/include/cuda/__device/arch_traits.h
+# sm120: 100 KB per SM, 99 KB per block, 1536 threads (48 warps), 32 blocks (sm86: 16 blocks, sm89: 24).
+# The Programming Guide's table the docstring names (its page could not be read back where this was checked):
+# https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#features-and-technical-specifications
 ARCHS = {a.name: a for a in (
     ArchLimits("sm80", 80, "A100", 65536, 255, 164 * KB, 163 * KB, 64, 32),
     ArchLimits("sm86", 86, "A10, A40, RTX 30xx", 65536, 255, 100 * KB, 99 * KB, 48, 16),

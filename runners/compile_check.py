@@ -8,9 +8,10 @@ Per architecture (default sm90; runners/arch_limits.py: sm80 sm86 sm89 sm90 sm10
 variant's backward launches: registers per thread, spill stores / loads (bytes, from `ptxas -v`), shared memory
 (the compiled kernel's metadata.shared) and resident programs per SM with what limits them
 (runners.profile.programs_per_sm with that architecture's limits), or why it cannot run (`OutOfResources: shared
-memory ...`, a compile error, `unsupported: ...` where the design needs a feature the architecture has not:
-Variant.arch_reason). Blocks default to that architecture's rule in conf/block_defaults.yaml (`blocks_source`:
-measured, compile_checked, or dataclass). Several `--blocks` give one row per (config, arch, kernel).
+memory ...`, a compile error, `unsupported: ...` where the design needs a feature the architecture has not,
+Variant.arch_reason, or does not cover the problem, Variant.problem_reason: ws at head dim 256). Blocks default
+to that architecture's rule in conf/block_defaults.yaml (`blocks_source`: measured, compile_checked, or
+dataclass). Several `--blocks` give one row per (config, arch, kernel).
 Numbers come from this machine's Triton and its bundled ptxas, not from a GPU: no timings (docs/compile_check.md).
 
 How: the backward runs once on a tiny CPU problem (sequence 4 x the largest block, so EVEN_M/EVEN_N match a
@@ -64,6 +65,19 @@ def _use_compiler_not_interpreter() -> None:
     knobs.runtime.interpret = False
 
 
+def probe_problem(head_dim, dtype_name, causal, heads, kv_heads):
+    """The Problem the default blocks and the design's own problem rule are asked about (a CPU one: no GPU here)."""
+    from variants.problem import DTYPES, Problem
+    return Problem(1, 256, 256, heads, kv_heads, head_dim, causal, DTYPES[dtype_name], "cpu")
+
+
+def unsupported_reason(variant, problem, arch: ArchLimits, blocks) -> str | None:
+    """Why the design cannot run this config on a GPU of `arch`, in its own words, or None: the architecture it
+    needs (Variant.arch_reason), else the problem its kernels do not cover (Variant.problem_reason: e.g. ws's head
+    dims). runners.compile_check compiles nothing where this answers."""
+    return variant.arch_reason(arch.capability, blocks) or variant.problem_reason(problem)
+
+
 def capture_launches(variant_name, head_dim, dtype_name, causal, heads, kv_heads, blocks_overrides,
                      arch: ArchLimits = ARCHS[DEFAULT_ARCH]):
     """(Blocks, blocks_source, [(JITFunction, args, kwargs)]) of one backward of the variant with `arch`'s default
@@ -77,7 +91,7 @@ def capture_launches(variant_name, head_dim, dtype_name, causal, heads, kv_heads
     from variants import get
     from variants.base import TritonVariant, default_scale
     from variants.block_defaults import default_block_rule, load_table, rule_source
-    from variants.problem import DTYPES, Problem
+    from variants.problem import DTYPES
 
     try:
         variant = get(variant_name)
@@ -87,7 +101,7 @@ def capture_launches(variant_name, head_dim, dtype_name, causal, heads, kv_heads
         raise CompileCheckError(f"variant {variant_name!r} has no Triton kernels (a baseline)")
     dtype = DTYPES[dtype_name]
     sizes = [v for k, v in blocks_overrides.items() if k.startswith("BLOCK_") and isinstance(v, int)]
-    probe = Problem(1, 256, 256, heads, kv_heads, head_dim, causal, dtype, "cpu")
+    probe = probe_problem(head_dim, dtype_name, causal, heads, kv_heads)
     try:
         rule = default_block_rule(variant_name, probe, arch=arch.table_key)
         defaults = variant.Blocks(**(rule["blocks"] if rule else {}))
@@ -199,12 +213,13 @@ def kernel_row(fn, args, kwargs, arch: ArchLimits = ARCHS[DEFAULT_ARCH]) -> dict
 def check(variant, head_dim, dtype, causal, heads, kv_heads, blocks_overrides, kernels=None,
           arch: ArchLimits = ARCHS[DEFAULT_ARCH]) -> list[dict]:
     """Rows (COLUMNS) of every distinct kernel launch of one backward config on `arch`; where the design cannot
-    run there (Variant.arch_reason), every kernel's row says `unsupported: <why>` and nothing is compiled."""
+    run there (unsupported_reason: the architecture, or a problem its kernels do not cover), every kernel's row says
+    `unsupported: <why>` and nothing is compiled."""
     blocks, source, launches = capture_launches(variant, head_dim, dtype, causal, heads, kv_heads, blocks_overrides,
                                                 arch)  # first: it decides compiler vs interpreter before any import
     from variants import get
 
-    reason = get(variant).arch_reason(arch.capability, blocks)
+    reason = unsupported_reason(get(variant), probe_problem(head_dim, dtype, causal, heads, kv_heads), arch, blocks)
     base = {"arch": arch.name, "variant": variant, "head_dim": head_dim, "dtype": dtype, "causal": causal,
             "heads": heads, "kv_heads": kv_heads, "blocks": json.dumps(blocks.as_dict(), separators=(",", ":")),
             "blocks_source": source}

@@ -3,8 +3,9 @@ with Triton's bundled ptxas (runners.compiled_table; docs/compile_check.md). Tri
 one subprocess (the compiler, not this process's interpreter), about a minute on 2 cores with a cold Triton cache.
 
 A default must fit (status ok), or the design must say why it cannot run there (`unsupported`, only where
-Variant.arch_reason refuses the defaults); a rule marked `source: compile_checked` also promises no spills (in the kernels its blocks shape: not the shared
-delta kernel, runners.arch_defaults.shared_kernels)."""
+runners.compile_check.unsupported_reason refuses: the design's arch_reason or problem_reason); a rule marked
+`source: compile_checked` also promises no spills (in the kernels its blocks shape: not the shared delta kernel,
+runners.arch_defaults.shared_kernels)."""
 import csv
 import json
 import os
@@ -41,14 +42,19 @@ def test_every_architecture_has_its_own_rules():
 @needs_ptxas
 def test_default_blocks_fit_every_architecture(rows):
     from runners.arch_defaults import shared_kernels, stock_designs
+    from runners.compile_check import probe_problem, unsupported_reason
     from variants import get
 
     assert {(r["arch"], r["variant"]) for r in rows} == {(a, v) for a in ARCHS for v in stock_designs()}
     for row in rows:
         where = f"{row['arch']} {row['variant']} {row['kernel']} {row['blocks']}"
         if row["status"].startswith("unsupported"):
-            blocks = get(row["variant"]).Blocks.from_dict(json.loads(row["blocks"]))
-            assert get(row["variant"]).arch_reason(ARCHS[row["arch"]].capability, blocks), where
+            impl = get(row["variant"])
+            problem = probe_problem(int(row["head_dim"]), row["dtype"], row["causal"] == "True", int(row["heads"]),
+                                    int(row["kv_heads"]))
+            blocks = impl.Blocks.from_dict(json.loads(row["blocks"]))
+            reason = unsupported_reason(impl, problem, ARCHS[row["arch"]], blocks)
+            assert row["status"] == f"unsupported: {reason}", where
             continue
         assert row["status"] == "ok", f"{where}: {row['status']}"
         assert not row["blocks_source"].endswith("(any)"), where

@@ -172,3 +172,14 @@ def test_tile_schedule_covers_every_tile_once_and_balances(seq_q, seq_k, causal,
     assert max(loads) - min(loads) <= max(steps) + TILE_SETUP_STEPS, (min(loads), max(loads))
     if causal and seq_q == seq_k:
         assert steps == tuple(sorted(steps, reverse=True)) and steps[0] > steps[-1]
+
+
+@pytest.mark.parametrize("head_dim, dtype, covered", [(64, torch.float16, True), (128, torch.bfloat16, True),
+                                                      (256, torch.bfloat16, False), (128, torch.float32, False)])
+def test_the_problem_rule_asks_no_gpu(head_dim, dtype, covered):
+    """Ws.problem_reason: the head dims and dtypes ws covers, on any device (runners.compile_check asks it on a
+    CPU); `supports` applies the same rule on an sm90 GPU."""
+    reason = get("ws").problem_reason(Problem(1, 64, 64, 2, 2, head_dim, False, dtype, "cpu"))
+    assert (reason is None) == covered, reason
+    if not covered and head_dim == 256:
+        assert "head dims" in reason and "256" in reason, reason

@@ -37,6 +37,11 @@ class Variant:
 
     def supports(self, problem: Problem) -> str | None:
         """None if this variant can run the problem, else the reason it cannot."""
+        return self.problem_reason(problem)
+
+    def problem_reason(self, problem: Problem) -> str | None:
+        """Why the design's kernels cannot serve this problem's shape, dtype or layout on any device, or None: the
+        part of `supports` that does not ask the GPU at hand (runners.compile_check asks it with none)."""
         return self.varlen_reason(problem)
 
     def arch_reason(self, capability: int, blocks: Blocks | None = None) -> str | None:
@@ -104,7 +109,7 @@ class TritonVariant(Variant):
             return "CPU tensors need the Triton interpreter (set TRITON_INTERPRET=1 before importing)"
         if problem.device not in ("cpu", "cuda"):
             return f"device {problem.device!r} is not supported"
-        return self.varlen_reason(problem)
+        return self.problem_reason(problem)
 
     def default_blocks(self, problem: Problem) -> Blocks:
         """The per-architecture table's blocks for the problem (conf/block_defaults.yaml); a design with no rules

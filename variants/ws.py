@@ -28,6 +28,9 @@ class Ws(TritonVariant):
         major, minor = torch.cuda.get_device_capability()
         if major != 9:
             return self.arch_reason(10 * major + minor)
+        return self.problem_reason(problem)
+
+    def problem_reason(self, problem):
         if problem.dtype not in WS_DTYPES:
             return f"ws runs fp16 and bf16 (wgmma), not {problem.dtype}"
         if problem.head_dim not in WS_HEAD_DIMS:
