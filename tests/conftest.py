@@ -30,3 +30,19 @@ def poison_fresh_outputs(monkeypatch):
 
     monkeypatch.setattr(torch, "empty", lambda *a, **kw: poisoned(real_empty(*a, **kw)))
     monkeypatch.setattr(torch, "empty_like", lambda *a, **kw: poisoned(real_empty_like(*a, **kw)))
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    """Every figure the plots save during the test, as (stem, figure), inspected before it is written and closed."""
+    from plots import common
+
+    seen = []
+    real_save = common.save
+
+    def spy(fig, out, stem, svg):
+        seen.append((stem, fig))
+        return real_save(fig, out, stem, svg)
+
+    monkeypatch.setattr(common, "save", spy)
+    return seen

@@ -43,20 +43,6 @@ def results(tmp_path_factory, tables):
     return root
 
 
-@pytest.fixture
-def figures(monkeypatch):
-    """Every figure saved during the test, inspected before it is written and closed."""
-    seen = []
-    real_save = C.save
-
-    def spy(fig, out, stem, svg):
-        seen.append((stem, fig))
-        return real_save(fig, out, stem, svg)
-
-    monkeypatch.setattr(C, "save", spy)
-    return seen
-
-
 def test_load_reads_the_runner_layout_recursively(results, tables):
     df = C.load(results)
     assert len(df) == sum(map(len, tables))

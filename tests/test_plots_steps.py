@@ -20,19 +20,6 @@ def assert_png(path):
 
 
 @pytest.fixture
-def figures(monkeypatch):
-    seen = []
-    real_save = C.save
-
-    def spy(fig, out, stem, svg):
-        seen.append((stem, fig))
-        return real_save(fig, out, stem, svg)
-
-    monkeypatch.setattr(C, "save", spy)
-    return seen
-
-
-@pytest.fixture
 def mixed(tmp_path):
     """Kernel rows and model-step rows in one results folder, as runners.sweep and runners.model_step write them."""
     root = tmp_path / "results"
