@@ -1,6 +1,6 @@
 """The Gluon names that differ between Triton releases, in one place (3.6 on the GPU machines, 3.9+ in CI).
 
-    from kernels.gluon.compat import gl, gluon, tma_load, tma_reduce_add, cta_barrier, ...
+    from kernels.gluon.compat import gl, gluon, tma_load, tma_store, tma_reduce_add, cta_barrier, ...
 
 `GLUON_MISSING` is None when this Triton has everything the Gluon designs use, else the reason it does not
 (an old Triton, no Gluon): the variants turn it into an `unsupported` row.
@@ -22,6 +22,9 @@ except ImportError as exc:  # no Gluon in this Triton
 if GLUON_MISSING is None:
     # TMA global -> shared: 3.9 calls it async_load; 3.6 has only async_copy_global_to_shared (same arguments).
     tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+
+    # TMA shared -> global: 3.9 calls it async_store; 3.6 has only async_copy_shared_to_global (same arguments).
+    tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
 
     # CTA-wide barrier (all warps): gl.barrier in 3.9, gl.thread_barrier in 3.6.
     cta_barrier = getattr(gl, "barrier", None) or gl.thread_barrier

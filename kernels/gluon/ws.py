@@ -13,7 +13,8 @@ dQ_i goes to shared memory and is added into an fp32 accumulator [B * H * Nq, D]
 `dq_finish` scales it into dq. Q and dO arrive through a STAGES-deep TMA ring (mbarriers `ready` / `empty`), the
 next blocks' loads in flight while this one computes. With WARP_SPECIALIZE (the default) a 1-warp partition issues
 the loads (and stages LSE / delta in shared memory), a 1-warp partition the dQ reduce-adds, and the compute warps
-(240 registers) only compute; without it, the compute warps issue both themselves (one partition). docs/ws.md
+(240 registers) only compute; without it, the compute warps issue both themselves (one partition). A key block's
+dK and dV leave through K's and V's shared tiles by TMA stores. docs/ws.md
 has the partitions, barriers and measured effects.
 
 Tensors are read as 2-D TMA views of dense [B, N, H, D] storage: rows b * N + n, columns h * D + d. A block
@@ -28,7 +29,7 @@ import triton
 
 from kernels.common import LOG2E
 from kernels.gluon.compat import (TensorDescriptor, cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma_load,
-                                  tma_reduce_add, tma, warpgroup_mma, warpgroup_mma_init,
+                                  tma_reduce_add, tma_store, tma, warpgroup_mma, warpgroup_mma_init,
                                   warpgroup_mma_wait)
 
 GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
@@ -37,8 +38,8 @@ GROUP_REGS = 240  # registers per thread of the second compute group (split_warp
 
 
 @gluon.jit
-def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK, DV, TILES, TILE_STARTS,
-                        seq_q, seq_k, heads, kv_heads, batch_kv_heads, chunk_heads, qk_scale, sm_scale,
+def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_desc, LSE, DELTA, DK, DV, TILES,
+                        TILE_STARTS, seq_q, seq_k, heads, kv_heads, batch_kv_heads, chunk_heads, qk_scale, sm_scale,
                         S_LAYOUT: gl.constexpr, KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr,
                         DS_SMEM: gl.constexpr, STATS_SMEM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                         MASKED: gl.constexpr, WARP_SPECIALIZE: gl.constexpr,
@@ -103,7 +104,7 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK
 
     tiles = (k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, kv_empty,
              ready, empty, dq_full, dq_empty)
-    stores = (DK, DV, sm_scale)
+    stores = (dk_desc, dv_desc, DK, DV, sm_scale)
     if WARP_SPECIALIZE:
         if GROUPS == 2:  # two compute warpgroups, each its own partition with its own half of the keys and dQ
             gl.warp_specialize([
@@ -499,16 +500,27 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, LSE, DELTA, q
         tma.store_wait(pendings=0)
     if EARLY_SCORES:
         warpgroup_mma_wait(num_outstanding=0, deps=(s_t, dp_t))  # the last step's spare scores
-    # every wgmma of the tile is done: K, V can take the next tile's (the arrive's barrier: in every warp)
-    mbarrier.arrive(kv_empty, count=1)
-    DK, DV, sm_scale = stores
-    o_n = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, KV_LAYOUT))
-    o_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, KV_LAYOUT))
-    offsets = (((i_b * seq_k + gl.expand_dims(o_n, 1)).to(gl.int64) * kv_heads + i_hk) * HEAD_DIM
-               + gl.expand_dims(o_d, 0))
-    in_seq = gl.expand_dims(o_n, 1) < seq_k
-    gl.store(DK + offsets, (dk * sm_scale).to(k_smem.dtype), mask=in_seq)
-    gl.store(DV + offsets, dv.to(k_smem.dtype), mask=in_seq)
+    dk_desc, dv_desc, DK, DV, sm_scale = stores
+    if start_n + BLOCK_N <= seq_k:  # a whole key block: dK, dV through K's and V's shared tiles, by TMA
+        cta_barrier()  # every warpgroup's last wgmmas (which read all of K) are done
+        k_smem.store((dk * sm_scale).to(k_smem.dtype))
+        v_smem.store(dv.to(v_smem.dtype))
+        fence_async_shared()
+        cta_barrier()
+        tma_store(dk_desc, [i_b * seq_k + start_n, i_hk * HEAD_DIM], k_smem)
+        tma_store(dv_desc, [i_b * seq_k + start_n, i_hk * HEAD_DIM], v_smem)
+        tma.store_wait(pendings=0)
+        # K, V can take the next tile's (the arrive's barrier: in every warp, after the stores have read them)
+        mbarrier.arrive(kv_empty, count=1)
+    else:  # a tail: its rows past Nk are the next batch's in the 2-D view, so masked stores from registers
+        mbarrier.arrive(kv_empty, count=1)  # every wgmma of the tile is done: K, V can take the next tile's
+        o_n = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, KV_LAYOUT))
+        o_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, KV_LAYOUT))
+        offsets = (((i_b * seq_k + gl.expand_dims(o_n, 1)).to(gl.int64) * kv_heads + i_hk) * HEAD_DIM
+                   + gl.expand_dims(o_d, 0))
+        in_seq = gl.expand_dims(o_n, 1) < seq_k
+        gl.store(DK + offsets, (dk * sm_scale).to(k_smem.dtype), mask=in_seq)
+        gl.store(DV + offsets, dv.to(k_smem.dtype), mask=in_seq)
     return slot + steps
 
 
@@ -641,6 +653,8 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
             v_desc=_descriptor(v.reshape(batch * seq_k, kv_heads * head_dim), [block_ng, head_dim]),
             do_desc=_descriptor(do.reshape(batch * seq_q, heads * head_dim), [BLOCK_M, head_dim]),
             dq_desc=_descriptor(dq_acc, [BLOCK_M, head_dim]),
+            dk_desc=_descriptor(dk.reshape(batch * seq_k, kv_heads * head_dim), [block_ng, head_dim]),
+            dv_desc=_descriptor(dv.reshape(batch * seq_k, kv_heads * head_dim), [block_ng, head_dim]),
             LSE=lse, DELTA=delta, DK=dk, DV=dv, TILES=tiles, TILE_STARTS=tile_starts, seq_q=seq_q, seq_k=seq_k,
             heads=heads, kv_heads=kv_heads, batch_kv_heads=batch * kv_heads, chunk_heads=heads_per_chunk,
             qk_scale=scale * LOG2E, sm_scale=scale, STAGES=num_stages, CAUSAL=causal, MASKED=masked,
