@@ -97,7 +97,8 @@ def band_blocks(start_r, seq_w, offset, BLOCK_R: tl.constexpr, BLOCK_W: tl.const
 
 @triton.jit
 def gate_values(G, o_r, seq, GATED: tl.constexpr):
-    """fp32 G (the forget gate's cumsum) at positions o_r (0 past seq), or zeros that nothing reads when not GATED."""
+    """fp32 G (the forget gate's cumsum, moved to the head's row) at positions o_r (0 past seq), or zeros that nothing
+    reads when not GATED (G may then be None)."""
     if GATED:
         b_g = tl.load(G + o_r, mask=o_r < seq, other=0.)
     else:
