@@ -173,3 +173,52 @@ def test_default_problem_has_no_modifiers():
     assert problem.modifiers == () and not problem.mods.active
     assert problem.with_modifiers(window_size=(-1, -1)).modifiers == ()  # causal, unbounded: plain causal
     assert problem.with_modifiers(window_size=(-1, 5)) == problem  # causal sets right = 0: no window left
+
+
+def blocks_with_visible_pairs(rows: int, cols: int, block_r: int, block_c: int, visible) -> int:
+    """Block pairs (resident block of rows, walked block of cols) holding at least one visible pair: what a loop that
+    skips every fully-masked block walks. visible(i, j) on index tensors (rows may be queries or keys)."""
+    i = torch.arange(rows)[:, None]
+    j = torch.arange(cols)[None, :]
+    seen = visible(i, j)  # [rows, cols]
+    per_block = seen.reshape(rows // block_r, block_r, cols // block_c, block_c).any(3).any(1)
+    return int(per_block.sum())
+
+
+@pytest.mark.parametrize("causal, window, nq, nk", [(True, (8, 0), 64, 64), (False, (5, 20), 48, 80),
+                                                    (True, (16, 0), 80, 48)], ids=["causal", "two-sided", "nq>nk"])
+def test_windowed_loops_walk_only_the_band(monkeypatch, causal, window, nq, nk, device):
+    """two_pass with a window: the dQ loop runs one step per (query block, key block) pair with a visible pair, and the
+    dK/dV loop one per (key block, query block) pair: fully-masked blocks are skipped, not masked (counted calls of
+    the shared steps, kernels/backward_steps.py, in the interpreter)."""
+    if device != "cpu":
+        pytest.skip("counts the interpreter's calls of the step functions")
+    import kernels.backward_steps as steps
+    calls = {"dq": 0, "dkdv": 0}
+    real_dq, real_dkdv = steps.dq_step, steps.dkdv_step
+
+    def counted(name, real):
+        def step(*args, **kwargs):
+            calls[name] += 1
+            return real(*args, **kwargs)
+        return step
+
+    monkeypatch.setattr(steps, "dq_step", counted("dq", real_dq))
+    monkeypatch.setattr(steps, "dkdv_step", counted("dkdv", real_dkdv))
+    block = 16
+    blocks = dict(BLOCK_M1=block, BLOCK_N1=block, BLOCK_M2=block, BLOCK_N2=block, num_stages1=1, num_stages2=1)
+    q, k, v, do, _ = make_case((1, nq, nk, 1, 1, 16), torch.float32, device, False, seed=7)
+    leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
+    attention(*leaves, causal=causal, variant="two_pass", blocks=blocks, window_size=window).backward(do)
+    left, right = window
+    right = 0 if causal else right
+
+    def visible(i, j):  # query i, key j
+        diagonal = i + nk - nq
+        return (j >= diagonal - left) & (j <= diagonal + right)
+
+    want_dq = blocks_with_visible_pairs(nq, nk, block, block, visible)
+    want_dkdv = blocks_with_visible_pairs(nk, nq, block, block, lambda kj, qi: visible(qi, kj))
+    assert (calls["dq"], calls["dkdv"]) == (want_dq, want_dkdv)
+    full = (nq // block) * (nk // block)
+    assert want_dq < full and want_dkdv < full, "the case must make skipping visible"
