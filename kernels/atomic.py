@@ -10,20 +10,22 @@ from kernels.two_pass import launch_dkdv, launch_dq
 
 
 def atomic_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
-                    num_warps: int, num_stages: int, deterministic: bool = False, longest_first: bool = False, varlen=None):
-    """-> dq like q, dk/dv like k/v. varlen: a kernels.varlen.Packing (q [1, total_q, H, D], k/v [1, total_k, Hkv, D])."""
+                    num_warps: int, num_stages: int, deterministic: bool = False, longest_first: bool = False, varlen=None,
+                    mods=None):
+    """-> dq like q, dk/dv like k/v. varlen: a kernels.varlen.Packing (q [1, total_q, H, D], k/v [1, total_k, Hkv, D]).
+    mods: window / softcap (variants.problem.Modifiers) or None (the gate is not wired here: no atomic dG sums)."""
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     if deterministic:
         dq = torch.empty_like(q)
         launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, causal=causal, scale=scale, accumulate_dq=False,
                     BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=num_warps, num_stages=num_stages,
-                    longest_first=longest_first, varlen=varlen)
+                    longest_first=longest_first, varlen=varlen, mods=mods)
         launch_dq(q, k, v, do, dq, lse, delta, causal=causal, scale=scale,
                   BLOCK_M=BLOCK_N, BLOCK_N=BLOCK_M, num_warps=num_warps, num_stages=num_stages,
-                  longest_first=longest_first, varlen=varlen)
+                  longest_first=longest_first, varlen=varlen, mods=mods)
         return dq, dk, dv
     dq_accum = torch.zeros_like(q, dtype=torch.float32)  # [B, Nq, H, D], q's memory layout
     launch_dkdv(q, k, v, do, dq_accum, dk, dv, lse, delta, causal=causal, scale=scale, accumulate_dq=True,
                 BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=num_warps, num_stages=num_stages,
-                longest_first=longest_first, varlen=varlen)
+                longest_first=longest_first, varlen=varlen, mods=mods)
     return dq_accum.mul_(scale).to(q.dtype), dk, dv

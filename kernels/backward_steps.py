@@ -5,11 +5,16 @@ Math (natural-log softmax, scores in log2 units s2 = scale * log2(e) * q.k):
     dQ = scale * dS K;     dK = scale * dS^T Q.
 Both loops split a causal range into blocks that need the causal mask (the diagonal, walked in
 slices of BLOCK / SLICE) and blocks every row fully sees. Sequence bounds are always masked.
+Score modifiers (issue 24; kernels.common, all constexpr-gated, off by default): a sliding window
+(WINDOW_LEFT / WINDOW_RIGHT >= 0: both loops walk only the blocks inside the band, kernels.common.band_blocks,
+masking its two edges), softcap (SOFTCAP > 0: dS is multiplied by 1 - tanh^2) and the forget gate (GATED:
+scores + G_i - G_j, with G [B, H, N] in LSE's layout; the dQ loop writes sum_j dS_ij per query to DG, the
+dK/dV loop sum_i dS_ij per key, kernels.gate turns them into dg).
 """
 import triton
 import triton.language as tl
 
-from kernels.common import load_tile, score_mask
+from kernels.common import band_blocks, gate_values, load_tile, modify_scores, score_mask, softcap_grad
 
 
 @triton.jit
@@ -19,12 +24,16 @@ def dkdv_step(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA,
               HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
               MASK_CAUSAL: tl.constexpr, PRESCALED: tl.constexpr, ACCUM_DQ: tl.constexpr,
               EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
-              GRADS: tl.constexpr, BLOCK_D2: tl.constexpr, EVEN_D2: tl.constexpr):
+              GRADS: tl.constexpr, BLOCK_D2: tl.constexpr, EVEN_D2: tl.constexpr,
+              G, b_gk, b_dgk, WINDOW_LEFT: tl.constexpr, WINDOW_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr,
+              GATED: tl.constexpr):
     """Adds one query block's contribution to a resident K/V block's dK, dV (and, with ACCUM_DQ,
     atomically adds the unscaled dS K to the fp32 DQ_ACC). b_k is pre-multiplied by qk_scale when PRESCALED.
     GRADS: which accumulators this program updates: 1 dV only (no dP, dS), 2 dK only (no P^T dO), 3 both.
     BLOCK_D2 > 0: the head dim is two chunks, [0, BLOCK_D) and [BLOCK_D, BLOCK_D + BLOCK_D2) (b_k2, b_v2, b_dk2,
-    b_dv2 hold the second; EVEN_D2: it ends at HEAD_DIM); else the *2 arguments are unused placeholders."""
+    b_dv2 hold the second; EVEN_D2: it ends at HEAD_DIM); else the *2 arguments are unused placeholders.
+    Modifiers: the window mask where WINDOW_LEFT / WINDOW_RIGHT >= 0, SOFTCAP, GATED (G the head's gate cumsum,
+    b_gk [BN] the resident keys' values; b_dgk [BN] accumulates sum_i dS_ij)."""
     o_m = start_m + tl.arange(0, BLOCK_M)
     o_d = tl.arange(0, BLOCK_D)
     m_m = o_m < seq_q
@@ -51,8 +60,13 @@ def dkdv_step(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA,
         b_sT += tl.dot(b_k2, b_qT2, input_precision=DOT_PRECISION)  # [BN, BD2] @ [BD2, BM]
     if not PRESCALED:
         b_sT = b_sT * qk_scale
-    if MASK_CAUSAL or not EVEN_M or not EVEN_N:
-        b_sT = tl.where(score_mask(o_m[None, :], o_n[:, None], seq_q, seq_k, MASK_CAUSAL, not EVEN_M, not EVEN_N),
+    b_tanhT = b_sT
+    if SOFTCAP > 0 or GATED:
+        b_gq = gate_values(G, o_m, seq_q, GATED)  # [BM]
+        b_sT, b_tanhT = modify_scores(b_sT, b_gq[None, :], b_gk[:, None], SOFTCAP, GATED)
+    if MASK_CAUSAL or WINDOW_LEFT >= 0 or WINDOW_RIGHT >= 0 or not EVEN_M or not EVEN_N:
+        b_sT = tl.where(score_mask(o_m[None, :], o_n[:, None], seq_q, seq_k, MASK_CAUSAL, not EVEN_M, not EVEN_N,
+                                   WINDOW_LEFT, WINDOW_RIGHT),
                         b_sT, float("-inf"))
     b_pT = tl.math.exp2(b_sT - b_lse[None, :])  # [BN, BM]
     if GRADS != 2:  # not dK only
@@ -64,6 +78,9 @@ def dkdv_step(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA,
         if BLOCK_D2 > 0:
             b_dpT += tl.dot(b_v2, tl.trans(b_do2), input_precision=DOT_PRECISION)  # [BN, BD2] @ [BD2, BM]
         b_dsT = b_pT * (b_dpT - b_delta[None, :])  # [BN, BM]
+        if GATED:
+            b_dgk += tl.sum(b_dsT, 1)  # [BN]
+        b_dsT = softcap_grad(b_dsT, b_tanhT, SOFTCAP)
         b_dk += tl.dot(b_dsT.to(b_qT.dtype), tl.trans(b_qT), input_precision=DOT_PRECISION)  # [BN, BM] @ [BM, BD]
         if BLOCK_D2 > 0:
             b_dk2 += tl.dot(b_dsT.to(b_qT.dtype), tl.trans(b_qT2), input_precision=DOT_PRECISION)  # -> [BN, BD2]
@@ -71,7 +88,7 @@ def dkdv_step(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA,
         b_dq = tl.dot(tl.trans(b_dsT.to(b_v.dtype)), b_k, input_precision=DOT_PRECISION)  # [BM, BN] @ [BN, BD]
         tl.atomic_add(DQ_ACC + o_m[:, None] * stride_dqn + o_d[None, :] * stride_dqd, b_dq,
                       mask=m_m[:, None] & m_d[None, :])
-    return b_dk, b_dv, b_dk2, b_dv2
+    return b_dk, b_dv, b_dk2, b_dv2, b_dgk
 
 
 @triton.jit
@@ -82,8 +99,53 @@ def dkdv_over_queries(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE
                       BLOCK_D: tl.constexpr, SLICE: tl.constexpr, CAUSAL: tl.constexpr,
                       PRESCALED: tl.constexpr, ACCUM_DQ: tl.constexpr,
                       EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
-                      GRADS: tl.constexpr, BLOCK_D2: tl.constexpr, EVEN_D2: tl.constexpr):
-    """Walks every query block that sees the key block [start_n, start_n + BLOCK_N) for one head."""
+                      GRADS: tl.constexpr, BLOCK_D2: tl.constexpr, EVEN_D2: tl.constexpr,
+                      G, b_gk, b_dgk, WINDOW_LEFT: tl.constexpr, WINDOW_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr,
+                      GATED: tl.constexpr):
+    """Walks every query block that sees the key block [start_n, start_n + BLOCK_N) for one head (windowed: only
+    those inside the band)."""
+    if WINDOW_LEFT >= 0 or WINDOW_RIGHT >= 0:
+        SLICE_W: tl.constexpr = BLOCK_M // SLICE
+        m_lo, m_full_lo, m_full_hi, m_hi = band_blocks(start_n, seq_q, seq_q - seq_k, BLOCK_N, BLOCK_M,
+                                                       WINDOW_RIGHT, WINDOW_LEFT)
+        for start_m in range(m_lo, m_full_lo, SLICE_W):  # the band's early edge: masked
+            b_dk, b_dv, b_dk2, b_dv2, b_dgk = dkdv_step(
+                b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA, DQ_ACC,
+                stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd, o_n, start_m, seq_q, seq_k,
+                qk_scale, HEAD_DIM, SLICE_W, BLOCK_D, False, PRESCALED, ACCUM_DQ, EVEN_M, EVEN_N, EVEN_D,
+                DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2, G, b_gk, b_dgk, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
+        for start_m in range(m_full_lo, m_full_hi, BLOCK_M):  # inside the band: no band mask
+            b_dk, b_dv, b_dk2, b_dv2, b_dgk = dkdv_step(
+                b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA, DQ_ACC,
+                stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd, o_n, start_m, seq_q, seq_k,
+                qk_scale, HEAD_DIM, BLOCK_M, BLOCK_D, False, PRESCALED, ACCUM_DQ, EVEN_M, EVEN_N, EVEN_D,
+                DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2, G, b_gk, b_dgk, -1, -1, SOFTCAP, GATED)
+        for start_m in range(m_full_hi, m_hi, SLICE_W):  # the band's late edge: masked
+            b_dk, b_dv, b_dk2, b_dv2, b_dgk = dkdv_step(
+                b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA, DQ_ACC,
+                stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd, o_n, start_m, seq_q, seq_k,
+                qk_scale, HEAD_DIM, SLICE_W, BLOCK_D, False, PRESCALED, ACCUM_DQ, EVEN_M, EVEN_N, EVEN_D,
+                DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2, G, b_gk, b_dgk, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
+    else:
+        b_dk, b_dv, b_dk2, b_dv2, b_dgk = dkdv_over_causal(
+            b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA, DQ_ACC,
+            stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd, o_n, start_n, seq_q, seq_k, qk_scale,
+            HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, SLICE, CAUSAL, PRESCALED, ACCUM_DQ, EVEN_M, EVEN_N, EVEN_D,
+            DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2, G, b_gk, b_dgk, SOFTCAP, GATED)
+    return b_dk, b_dv, b_dk2, b_dv2, b_dgk
+
+
+@triton.jit
+def dkdv_over_causal(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA, DQ_ACC,
+                     stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd,
+                     o_n, start_n, seq_q, seq_k, qk_scale,
+                     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                     BLOCK_D: tl.constexpr, SLICE: tl.constexpr, CAUSAL: tl.constexpr,
+                     PRESCALED: tl.constexpr, ACCUM_DQ: tl.constexpr,
+                     EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
+                     GRADS: tl.constexpr, BLOCK_D2: tl.constexpr, EVEN_D2: tl.constexpr,
+                     G, b_gk, b_dgk, SOFTCAP: tl.constexpr, GATED: tl.constexpr):
+    """dkdv_over_queries without a window: every query block from the causal diagonal on (or all of them)."""
     if CAUSAL:
         SLICE_M: tl.constexpr = BLOCK_M // SLICE
         shift = seq_k - seq_q  # query i sees key j iff j <= i + shift
@@ -91,21 +153,23 @@ def dkdv_over_queries(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE
         m_full = tl.maximum(start_n + BLOCK_N - 1 - shift, m_lo)  # first query that sees all of it
         m_mid = tl.minimum(m_lo + tl.cdiv(m_full - m_lo, SLICE_M) * SLICE_M, seq_q)
         for start_m in range(m_lo, m_mid, SLICE_M):
-            b_dk, b_dv, b_dk2, b_dv2 = dkdv_step(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA, DQ_ACC,
+            b_dk, b_dv, b_dk2, b_dv2, b_dgk = dkdv_step(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA, DQ_ACC,
                                    stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd,
                                    o_n, start_m, seq_q, seq_k, qk_scale,
                                    HEAD_DIM, SLICE_M, BLOCK_D, True, PRESCALED, ACCUM_DQ,
-                                   EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2)
+                                   EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2,
+                                   G, b_gk, b_dgk, -1, -1, SOFTCAP, GATED)
         m_start = m_mid
     else:
         m_start = 0
     for start_m in range(m_start, seq_q, BLOCK_M):
-        b_dk, b_dv, b_dk2, b_dv2 = dkdv_step(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA, DQ_ACC,
+        b_dk, b_dv, b_dk2, b_dv2, b_dgk = dkdv_step(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA, DQ_ACC,
                                stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd,
                                o_n, start_m, seq_q, seq_k, qk_scale,
                                HEAD_DIM, BLOCK_M, BLOCK_D, False, PRESCALED, ACCUM_DQ,
-                               EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2)
-    return b_dk, b_dv, b_dk2, b_dv2
+                               EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2,
+                               G, b_gk, b_dgk, -1, -1, SOFTCAP, GATED)
+    return b_dk, b_dv, b_dk2, b_dv2, b_dgk
 
 
 @triton.jit
@@ -114,10 +178,14 @@ def dq_step(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V, stride_kn
             HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
             MASK_CAUSAL: tl.constexpr, PRESCALED: tl.constexpr,
             EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
-            BLOCK_D2: tl.constexpr, EVEN_D2: tl.constexpr):
+            BLOCK_D2: tl.constexpr, EVEN_D2: tl.constexpr,
+            G, b_gq, b_dgq, WINDOW_LEFT: tl.constexpr, WINDOW_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr,
+            GATED: tl.constexpr):
     """Adds one key block's contribution to a resident query block's unscaled dQ (dS K).
     b_q is pre-multiplied by qk_scale when PRESCALED. BLOCK_D2 > 0: b_q2, b_do2, b_dq2 hold the head dim's
-    second chunk [BLOCK_D, BLOCK_D + BLOCK_D2) (else unused placeholders)."""
+    second chunk [BLOCK_D, BLOCK_D + BLOCK_D2) (else unused placeholders). Modifiers: the window mask where
+    WINDOW_LEFT / WINDOW_RIGHT >= 0, SOFTCAP, GATED (G the head's gate cumsum, b_gq [BM] the resident queries'
+    values; b_dgq [BM] accumulates sum_j dS_ij)."""
     o_n = start_n + tl.arange(0, BLOCK_N)
     o_d = tl.arange(0, BLOCK_D)
     m_n = o_n[None, :] < seq_k
@@ -133,18 +201,26 @@ def dq_step(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V, stride_kn
         b_s += tl.dot(b_q2, b_kT2, input_precision=DOT_PRECISION)  # [BM, BD2] @ [BD2, BN]
     if not PRESCALED:
         b_s = b_s * qk_scale
-    if MASK_CAUSAL or not EVEN_M or not EVEN_N:
-        b_s = tl.where(score_mask(o_m[:, None], o_n[None, :], seq_q, seq_k, MASK_CAUSAL, not EVEN_M, not EVEN_N),
+    b_tanh = b_s
+    if SOFTCAP > 0 or GATED:
+        b_gk = gate_values(G, o_n, seq_k, GATED)  # [BN]
+        b_s, b_tanh = modify_scores(b_s, b_gq[:, None], b_gk[None, :], SOFTCAP, GATED)
+    if MASK_CAUSAL or WINDOW_LEFT >= 0 or WINDOW_RIGHT >= 0 or not EVEN_M or not EVEN_N:
+        b_s = tl.where(score_mask(o_m[:, None], o_n[None, :], seq_q, seq_k, MASK_CAUSAL, not EVEN_M, not EVEN_N,
+                                  WINDOW_LEFT, WINDOW_RIGHT),
                        b_s, float("-inf"))
     b_p = tl.math.exp2(b_s - b_lse[:, None])  # [BM, BN]
     b_dp = tl.dot(b_do, b_vT, input_precision=DOT_PRECISION)  # [BM, BD] @ [BD, BN] -> [BM, BN]
     if BLOCK_D2 > 0:
         b_dp += tl.dot(b_do2, b_vT2, input_precision=DOT_PRECISION)  # [BM, BD2] @ [BD2, BN]
     b_ds = b_p * (b_dp - b_delta[:, None])  # [BM, BN]
+    if GATED:
+        b_dgq += tl.sum(b_ds, 1)  # [BM]
+    b_ds = softcap_grad(b_ds, b_tanh, SOFTCAP)
     b_dq += tl.dot(b_ds.to(b_kT.dtype), tl.trans(b_kT), input_precision=DOT_PRECISION)  # [BM, BN] @ [BN, BD]
     if BLOCK_D2 > 0:
         b_dq2 += tl.dot(b_ds.to(b_kT.dtype), tl.trans(b_kT2), input_precision=DOT_PRECISION)  # -> [BM, BD2]
-    return b_dq, b_dq2
+    return b_dq, b_dq2, b_dgq
 
 
 @triton.jit
@@ -153,26 +229,69 @@ def dq_over_keys(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V, stri
                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                  BLOCK_D: tl.constexpr, SLICE: tl.constexpr, CAUSAL: tl.constexpr, PRESCALED: tl.constexpr,
                  EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
-                 BLOCK_D2: tl.constexpr, EVEN_D2: tl.constexpr):
-    """Walks every key block that the query block [start_m, start_m + BLOCK_M) sees, for one head."""
+                 BLOCK_D2: tl.constexpr, EVEN_D2: tl.constexpr,
+                 G, b_gq, b_dgq, WINDOW_LEFT: tl.constexpr, WINDOW_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr,
+                 GATED: tl.constexpr):
+    """Walks every key block that the query block [start_m, start_m + BLOCK_M) sees, for one head (windowed: only
+    those inside the band)."""
+    if WINDOW_LEFT >= 0 or WINDOW_RIGHT >= 0:
+        SLICE_W: tl.constexpr = BLOCK_N // SLICE
+        n_lo, n_full_lo, n_full_hi, n_hi = band_blocks(start_m, seq_k, seq_k - seq_q, BLOCK_M, BLOCK_N,
+                                                       WINDOW_LEFT, WINDOW_RIGHT)
+        for start_n in range(n_lo, n_full_lo, SLICE_W):  # the band's early edge: masked
+            b_dq, b_dq2, b_dgq = dq_step(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V,
+                                         stride_kn, stride_kd, stride_vn, stride_vd, o_m, start_n, seq_q, seq_k,
+                                         qk_scale, HEAD_DIM, SLICE_W, BLOCK_D, False, PRESCALED, EVEN_M, EVEN_N,
+                                         EVEN_D, DOT_PRECISION, BLOCK_D2, EVEN_D2,
+                                         G, b_gq, b_dgq, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
+        for start_n in range(n_full_lo, n_full_hi, BLOCK_N):  # inside the band: no band mask
+            b_dq, b_dq2, b_dgq = dq_step(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V,
+                                         stride_kn, stride_kd, stride_vn, stride_vd, o_m, start_n, seq_q, seq_k,
+                                         qk_scale, HEAD_DIM, BLOCK_N, BLOCK_D, False, PRESCALED, EVEN_M, EVEN_N,
+                                         EVEN_D, DOT_PRECISION, BLOCK_D2, EVEN_D2,
+                                         G, b_gq, b_dgq, -1, -1, SOFTCAP, GATED)
+        for start_n in range(n_full_hi, n_hi, SLICE_W):  # the band's late edge: masked
+            b_dq, b_dq2, b_dgq = dq_step(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V,
+                                         stride_kn, stride_kd, stride_vn, stride_vd, o_m, start_n, seq_q, seq_k,
+                                         qk_scale, HEAD_DIM, SLICE_W, BLOCK_D, False, PRESCALED, EVEN_M, EVEN_N,
+                                         EVEN_D, DOT_PRECISION, BLOCK_D2, EVEN_D2,
+                                         G, b_gq, b_dgq, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
+    else:
+        b_dq, b_dq2, b_dgq = dq_over_causal(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V,
+                                            stride_kn, stride_kd, stride_vn, stride_vd, o_m, start_m, seq_q, seq_k,
+                                            qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, SLICE, CAUSAL, PRESCALED,
+                                            EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION, BLOCK_D2, EVEN_D2,
+                                            G, b_gq, b_dgq, SOFTCAP, GATED)
+    return b_dq, b_dq2, b_dgq
+
+
+@triton.jit
+def dq_over_causal(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V, stride_kn, stride_kd, stride_vn,
+                   stride_vd, o_m, start_m, seq_q, seq_k, qk_scale,
+                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                   BLOCK_D: tl.constexpr, SLICE: tl.constexpr, CAUSAL: tl.constexpr, PRESCALED: tl.constexpr,
+                   EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
+                   BLOCK_D2: tl.constexpr, EVEN_D2: tl.constexpr, G, b_gq, b_dgq, SOFTCAP: tl.constexpr,
+                   GATED: tl.constexpr):
+    """dq_over_keys without a window: every key block up to the causal diagonal (or all of them)."""
     if CAUSAL:
         SLICE_N: tl.constexpr = BLOCK_N // SLICE
         shift = seq_k - seq_q
         n_end = tl.minimum(tl.maximum(start_m + BLOCK_M + shift, 0), seq_k)  # past the last key any row sees
         n_mid = tl.minimum(tl.maximum(start_m + shift + 1, 0) // BLOCK_N * BLOCK_N, n_end)  # all rows see [0, n_mid)
         for start_n in range(n_mid, n_end, SLICE_N):
-            b_dq, b_dq2 = dq_step(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V,
+            b_dq, b_dq2, b_dgq = dq_step(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V,
                                   stride_kn, stride_kd, stride_vn, stride_vd, o_m, start_n, seq_q, seq_k, qk_scale,
                                   HEAD_DIM, SLICE_N, BLOCK_D, True, PRESCALED, EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
-                                  BLOCK_D2, EVEN_D2)
+                                  BLOCK_D2, EVEN_D2, G, b_gq, b_dgq, -1, -1, SOFTCAP, GATED)
     else:
         n_mid = seq_k
     for start_n in range(0, n_mid, BLOCK_N):
-        b_dq, b_dq2 = dq_step(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V,
+        b_dq, b_dq2, b_dgq = dq_step(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V,
                               stride_kn, stride_kd, stride_vn, stride_vd, o_m, start_n, seq_q, seq_k, qk_scale,
                               HEAD_DIM, BLOCK_N, BLOCK_D, False, PRESCALED, EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
-                              BLOCK_D2, EVEN_D2)
-    return b_dq, b_dq2
+                              BLOCK_D2, EVEN_D2, G, b_gq, b_dgq, -1, -1, SOFTCAP, GATED)
+    return b_dq, b_dq2, b_dgq
 
 
 @triton.jit
@@ -211,12 +330,15 @@ def dkdv_program(Q, K, V, DO, DK, DV, LSE, DELTA, DQ_ACC,
                  BLOCK_D: tl.constexpr, SLICE: tl.constexpr, CAUSAL: tl.constexpr,
                  PRESCALED: tl.constexpr, ACCUM_DQ: tl.constexpr,
                  EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
-                 GRADS: tl.constexpr = 3, BLOCK_D2: tl.constexpr = 0, EVEN_D2: tl.constexpr = True):
+                 GRADS: tl.constexpr = 3, BLOCK_D2: tl.constexpr = 0, EVEN_D2: tl.constexpr = True,
+                 G=None, DG=None, WINDOW_LEFT: tl.constexpr = -1, WINDOW_RIGHT: tl.constexpr = -1,
+                 SOFTCAP: tl.constexpr = 0.0, GATED: tl.constexpr = False):
     """dK, dV of key block i_n of kv-head i_hk, summed over the `group` query heads that share it (GQA).
     LSE, DELTA [B, H, stride_lse] fp32; seq_q, seq_k: this sequence's lengths (a varlen document's).
     GRADS = 1 (dV) or 2 (dK): only that gradient is computed and stored (a split dK/dV pass, half the
     accumulator registers). BLOCK_D2 > 0: the head dim in two chunks (BLOCK_D, then BLOCK_D2; no padding to
-    the next power of two when HEAD_DIM = BLOCK_D + BLOCK_D2, e.g. 192 = 128 + 64)."""
+    the next power of two when HEAD_DIM = BLOCK_D + BLOCK_D2, e.g. 192 = 128 + 64). Modifiers (module doc): G, DG
+    [B, H, stride_lse] fp32 like LSE; DG gets sum_i dS_ij of every key j and query head (GATED, GRADS != 1)."""
     qk_scale, sm_scale = tl.cast(qk_scale, tl.float32), tl.cast(sm_scale, tl.float32)  # fp32 loop carries whatever the caller passed
     start_n = i_n * BLOCK_N
     o_n = start_n + tl.arange(0, BLOCK_N)
@@ -238,14 +360,22 @@ def dkdv_program(Q, K, V, DO, DK, DV, LSE, DELTA, DQ_ACC,
     for i_g in range(group):
         i_h = i_hk * group + i_g
         i_bh = i_b * heads + i_h
-        b_dk, b_dv, b_dk2, b_dv2 = dkdv_over_queries(
+        G_h = G
+        if GATED:
+            G_h = G + i_bh * stride_lse
+        b_gk = gate_values(G_h, o_n, seq_k, GATED)  # [BN]
+        b_dgk = tl.zeros([BLOCK_N], dtype=tl.float32)
+        b_dk, b_dv, b_dk2, b_dv2, b_dgk = dkdv_over_queries(
             b_dk, b_dv, b_ks, b_v, b_dk2, b_dv2, b_k2, b_v2,
             Q + i_b * stride_qb + i_h * stride_qh, DO + i_b * stride_dob + i_h * stride_doh,
             LSE + i_bh * stride_lse, DELTA + i_bh * stride_lse, DQ_ACC + i_b * stride_dqb + i_h * stride_dqh,
             stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd,
             o_n, start_n, seq_q, seq_k, qk_scale,
             HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, SLICE, CAUSAL, PRESCALED, ACCUM_DQ,
-            EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2)
+            EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2,
+            G_h, b_gk, b_dgk, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
+        if GATED and GRADS != 1:
+            tl.store(DG + i_bh * stride_lse + o_n, b_dgk, mask=o_n < seq_k)
     if GRADS != 1:  # not dV only
         tl.store(DK + i_b * stride_dkb + i_hk * stride_dkh + o_n[:, None] * stride_dkn + o_d[None, :] * stride_dkd,
                  (b_dk * sm_scale).to(DK.dtype.element_ty), mask=m_nd)
@@ -274,9 +404,12 @@ def dq_program(Q, K, V, DO, DQ, LSE, DELTA,
                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                BLOCK_D: tl.constexpr, SLICE: tl.constexpr, CAUSAL: tl.constexpr, PRESCALED: tl.constexpr,
                EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
-               BLOCK_D2: tl.constexpr = 0, EVEN_D2: tl.constexpr = True):
+               BLOCK_D2: tl.constexpr = 0, EVEN_D2: tl.constexpr = True,
+               G=None, DG=None, WINDOW_LEFT: tl.constexpr = -1, WINDOW_RIGHT: tl.constexpr = -1,
+               SOFTCAP: tl.constexpr = 0.0, GATED: tl.constexpr = False):
     """dQ of query block i_m of head i_h (its kv-head is i_h // group). LSE, DELTA [B, H, stride_lse] fp32.
-    BLOCK_D2 > 0: the head dim in two chunks (see dkdv_program)."""
+    BLOCK_D2 > 0: the head dim in two chunks (see dkdv_program). Modifiers (module doc): G, DG like LSE; DG gets
+    sum_j dS_ij of every query i (GATED)."""
     qk_scale, sm_scale = tl.cast(qk_scale, tl.float32), tl.cast(sm_scale, tl.float32)  # fp32 loop carries whatever the caller passed
     start_m = i_m * BLOCK_M
     o_m = start_m + tl.arange(0, BLOCK_M)
@@ -295,14 +428,22 @@ def dq_program(Q, K, V, DO, DQ, LSE, DELTA,
     if PRESCALED:
         b_qs = (b_q * qk_scale).to(b_q.dtype)
     b_dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    G_h = G
+    if GATED:
+        G_h = G + i_bh * stride_lse
+    b_gq = gate_values(G_h, o_m, seq_q, GATED)  # [BM]
+    b_dgq = tl.zeros([BLOCK_M], dtype=tl.float32)
     b_q2, b_do2, b_dq2 = second_chunk(Q + i_b * stride_qb + i_h * stride_qh, DO + i_b * stride_dob + i_h * stride_doh,
                                       stride_qn, stride_qd, stride_don, stride_dod, o_m, m_m, qk_scale, b_qs, b_do,
                                       HEAD_DIM, BLOCK_M, BLOCK_D, BLOCK_D2, PRESCALED)  # [BM, BD2] x 3
-    b_dq, b_dq2 = dq_over_keys(b_dq, b_qs, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta,
+    b_dq, b_dq2, b_dgq = dq_over_keys(b_dq, b_qs, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta,
                         K + i_b * stride_kb + i_hk * stride_kh, V + i_b * stride_vb + i_hk * stride_vh,
                         stride_kn, stride_kd, stride_vn, stride_vd, o_m, start_m, seq_q, seq_k, qk_scale,
                         HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, SLICE, CAUSAL, PRESCALED,
-                        EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION, BLOCK_D2, EVEN_D2)
+                        EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION, BLOCK_D2, EVEN_D2,
+                        G_h, b_gq, b_dgq, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
+    if GATED:
+        tl.store(DG + i_bh * stride_lse + o_m, b_dgq, mask=m_m)
     tl.store(DQ + i_b * stride_dqb + i_h * stride_dqh + o_m[:, None] * stride_dqn + o_d[None, :] * stride_dqd,
              (b_dq * sm_scale).to(DQ.dtype.element_ty), mask=m_md)
     if BLOCK_D2 > 0:

@@ -8,6 +8,7 @@ LOG2E = 1.4426950408889634  # log2(e): exp(x) == exp2(x * LOG2E)
 LN2 = 0.6931471805599453  # ln(2) == 1 / LOG2E
 
 assert abs(LOG2E - 1.0 / math.log(2.0)) < 1e-15 and abs(LN2 - math.log(2.0)) < 1e-15
+LOG2E_C: tl.constexpr = tl.constexpr(LOG2E)  # the same, readable inside @triton.jit code
 
 
 def head_block(head_dim: int) -> int:
@@ -37,14 +38,16 @@ def head_dim_args(head_dim: int, split: bool) -> dict:
 
 
 @triton.jit
-def score_mask(i_q, i_k, seq_q, seq_k, CAUSAL: tl.constexpr, CHECK_Q: tl.constexpr, CHECK_K: tl.constexpr):
+def score_mask(i_q, i_k, seq_q, seq_k, CAUSAL: tl.constexpr, CHECK_Q: tl.constexpr, CHECK_K: tl.constexpr,
+               WINDOW_LEFT: tl.constexpr = -1, WINDOW_RIGHT: tl.constexpr = -1):
     """True where query i_q may attend key i_k; i_q, i_k are broadcastable index blocks
     ([M, 1] and [1, N] for an [M, N] score block, or the transpose for [N, M]).
 
     Causal masking is bottom-right aligned (FlashAttention >= 2.1): query i sees key j iff
     j <= i + seq_k - seq_q. CHECK_Q / CHECK_K also mask out-of-range queries / keys; a caller
     whose blocks all lie inside the sequence passes False (and then needs no mask at all when
-    not causal: `needs_score_mask`).
+    not causal: `needs_score_mask`). A sliding window (WINDOW_LEFT / WINDOW_RIGHT >= 0, FlashAttention's
+    window_size; -1 = unbounded) also needs i + seq_k - seq_q - WINDOW_LEFT <= j <= i + seq_k - seq_q + WINDOW_RIGHT.
     """
     if CAUSAL:
         m_valid = i_k <= i_q + (seq_k - seq_q)
@@ -58,7 +61,79 @@ def score_mask(i_q, i_k, seq_q, seq_k, CAUSAL: tl.constexpr, CHECK_Q: tl.constex
             m_valid = m_valid & (i_k < seq_k)
     else:
         m_valid = i_k < seq_k
+    if WINDOW_LEFT >= 0:
+        m_valid = m_valid & (i_k >= i_q + (seq_k - seq_q) - WINDOW_LEFT)
+    if WINDOW_RIGHT >= 0:
+        m_valid = m_valid & (i_k <= i_q + (seq_k - seq_q) + WINDOW_RIGHT)
     return m_valid
+
+
+@triton.jit
+def band_blocks(start_r, seq_w, offset, BLOCK_R: tl.constexpr, BLOCK_W: tl.constexpr,
+                BEFORE: tl.constexpr, AFTER: tl.constexpr):
+    """The blocks a windowed loop walks. Resident rows [start_r, start_r + BLOCK_R) see walked index w (of seq_w)
+    iff r + offset - BEFORE <= w <= r + offset + AFTER (-1 = unbounded). -> (lo, full_lo, full_hi, hi), lo,
+    full_lo and full_hi multiples of BLOCK_W (or hi): the loop walks [lo, hi), every block outside it fully
+    masked and skipped; [full_lo, full_hi) every resident row sees whole (no band mask), [lo, full_lo) and
+    [full_hi, hi) need it. dQ (rows = queries): offset = Nk - Nq, BEFORE = left, AFTER = right;
+    dK/dV (rows = keys): offset = Nq - Nk, BEFORE = right, AFTER = left."""
+    last_r = start_r + BLOCK_R - 1
+    if BEFORE >= 0:
+        lo = tl.maximum(start_r + offset - BEFORE, 0) // BLOCK_W * BLOCK_W
+        full_lo = tl.cdiv(tl.maximum(last_r + offset - BEFORE, lo), BLOCK_W) * BLOCK_W  # every row sees from here
+    else:
+        lo = 0
+        full_lo = 0
+    if AFTER >= 0:
+        hi = tl.minimum(tl.maximum(last_r + offset + AFTER + 1, 0), seq_w)
+        full_hi = tl.maximum(start_r + offset + AFTER + 1, 0) // BLOCK_W * BLOCK_W  # every row sees up to here
+    else:
+        hi = seq_w
+        full_hi = seq_w
+    full_lo = tl.minimum(full_lo, hi)
+    full_hi = tl.maximum(tl.minimum(full_hi, hi), full_lo)
+    return lo, full_lo, full_hi, hi
+
+
+@triton.jit
+def gate_values(G, o_r, seq, GATED: tl.constexpr):
+    """fp32 G (the forget gate's cumsum, moved to the head's row) at positions o_r (0 past seq), or zeros that nothing
+    reads when not GATED (G may then be None)."""
+    if GATED:
+        b_g = tl.load(G + o_r, mask=o_r < seq, other=0.)
+    else:
+        b_g = tl.zeros(o_r.shape, dtype=tl.float32)
+    return b_g
+
+
+@triton.jit
+def tanh(x):
+    """tanh from exp2, accurate near 0 and saturating at +-1 (the interpreter and every GPU run it)."""
+    e = tl.math.exp2(tl.abs(x) * (-2.0 * LOG2E_C))
+    t = (1.0 - e) / (1.0 + e)
+    return tl.where(x < 0, -t, t)
+
+
+@triton.jit
+def modify_scores(b_s, g_q, g_k, SOFTCAP: tl.constexpr, GATED: tl.constexpr):
+    """Scores in log2 units (s2 = log2(e) * s) -> (modified scores, tanh(s / softcap) for `modifier_grad`; b_s when
+    there is no softcap). SOFTCAP > 0: s -> softcap * tanh(s / softcap); GATED: s -> s + G_q - G_k (g_q, g_k
+    broadcast to b_s). Masks come after (tanh would turn -inf into -softcap)."""
+    b_tanh = b_s
+    if SOFTCAP > 0:
+        b_tanh = tanh(b_s * (1.0 / (SOFTCAP * LOG2E_C)))
+        b_s = b_tanh * (SOFTCAP * LOG2E_C)
+    if GATED:
+        b_s = b_s + (g_q - g_k) * LOG2E_C
+    return b_s, b_tanh
+
+
+@triton.jit
+def softcap_grad(b_ds, b_tanh, SOFTCAP: tl.constexpr):
+    """dS with respect to the capped score -> with respect to the scaled score s (d tanh = 1 - tanh^2)."""
+    if SOFTCAP > 0:
+        b_ds = b_ds * (1.0 - b_tanh * b_tanh)
+    return b_ds
 
 
 @triton.jit
@@ -88,6 +163,16 @@ def load_tile(pointers, m_rows, m_cols, CHECK_ROWS: tl.constexpr, CHECK_COLS: tl
     else:
         tile = tl.load(pointers)
     return tile
+
+
+def modifier_args(mods=None, gated: bool = False, causal: bool = False) -> dict:
+    """The modifier constexprs of a kernel built on these helpers (mods: variants.problem.Modifiers or None; all
+    off by default). A causal window has WINDOW_RIGHT = 0 (the windowed loops then walk the causal band too)."""
+    left, right = (-1, -1) if mods is None else (mods.window_left, mods.window_right)
+    if causal and (left >= 0 or right >= 0):
+        right = 0
+    return dict(WINDOW_LEFT=left, WINDOW_RIGHT=right, SOFTCAP=0.0 if mods is None else float(mods.softcap),
+                GATED=gated)
 
 
 def even_blocks(seq_q: int, seq_k: int, head_dim: int, block_d: int, *, walked: int, resident: int,

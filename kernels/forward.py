@@ -7,7 +7,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.common import LOG2E, document_block, head_block, score_mask
+from kernels.common import (LOG2E, band_blocks, document_block, gate_values, head_block, modifier_args,
+                            modify_scores, score_mask)
 from kernels.varlen import UNIFORM_ARGS
 
 
@@ -15,8 +16,12 @@ from kernels.varlen import UNIFORM_ARGS
 def _fwd_step(b_acc, b_m, b_l, b_q, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
               o_m, start_n, seq_q, seq_k, qk_scale,
               HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-              MASK_CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr):
-    """One online-softmax update of a [BLOCK_M] query block with keys [start_n, start_n + BLOCK_N)."""
+              MASK_CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
+              G=None, b_gq=None, WINDOW_LEFT: tl.constexpr = -1, WINDOW_RIGHT: tl.constexpr = -1,
+              SOFTCAP: tl.constexpr = 0.0, GATED: tl.constexpr = False):
+    """One online-softmax update of a [BLOCK_M] query block with keys [start_n, start_n + BLOCK_N).
+    Score modifiers (kernels.common.modify_scores): SOFTCAP, GATED (G the gate's cumsum, b_gq the block's rows
+    of it), and the window mask where WINDOW_LEFT / WINDOW_RIGHT >= 0."""
     o_n = start_n + tl.arange(0, BLOCK_N)
     o_d = tl.arange(0, BLOCK_D)
     m_n = o_n < seq_k
@@ -24,7 +29,11 @@ def _fwd_step(b_acc, b_m, b_l, b_q, K, V, stride_kn, stride_kd, stride_vn, strid
     b_kT = tl.load(K + o_n[None, :] * stride_kn + o_d[:, None] * stride_kd,
                    mask=m_n[None, :] & m_d[:, None], other=0.)  # [BD, BN]
     b_s = tl.dot(b_q, b_kT, input_precision=DOT_PRECISION) * qk_scale  # [BM, BD] @ [BD, BN] -> [BM, BN]
-    b_s = tl.where(score_mask(o_m[:, None], o_n[None, :], seq_q, seq_k, MASK_CAUSAL, True, True), b_s, float("-inf"))
+    if SOFTCAP > 0 or GATED:
+        b_gk = gate_values(G, o_n, seq_k, GATED)  # [BN]
+        b_s, _ = modify_scores(b_s, b_gq[:, None], b_gk[None, :], SOFTCAP, GATED)
+    b_s = tl.where(score_mask(o_m[:, None], o_n[None, :], seq_q, seq_k, MASK_CAUSAL, True, True,
+                              WINDOW_LEFT, WINDOW_RIGHT), b_s, float("-inf"))
     b_m_new = tl.maximum(b_m, tl.max(b_s, 1))  # [BM]
     b_m_use = tl.where(b_m_new == float("-inf"), 0., b_m_new)  # no (-inf) - (-inf) on empty rows
     b_p = tl.math.exp2(b_s - b_m_use[:, None])  # [BM, BN]
@@ -42,11 +51,14 @@ def _fwd_kernel(Q, K, V, O, LSE,
                 stride_kb, stride_kn, stride_kh, stride_kd,
                 stride_vb, stride_vn, stride_vh, stride_vd,
                 stride_ob, stride_on, stride_oh, stride_od,
-                seq_q, seq_k, heads, group, qk_scale, CU_SEQLENS_Q, CU_SEQLENS_K, BLOCK_INDICES,
+                seq_q, seq_k, heads, group, qk_scale, CU_SEQLENS_Q, CU_SEQLENS_K, BLOCK_INDICES, G,
                 HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-                CAUSAL: tl.constexpr, IS_VARLEN: tl.constexpr, DOT_PRECISION: tl.constexpr):
+                CAUSAL: tl.constexpr, IS_VARLEN: tl.constexpr, DOT_PRECISION: tl.constexpr,
+                WINDOW_LEFT: tl.constexpr, WINDOW_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, GATED: tl.constexpr):
     """Grid (cdiv(Nq, BLOCK_M), B * H). LSE is [B, H, Nq] fp32, base 2. IS_VARLEN: B = 1, LSE [1, H, total_q],
-    and the first axis runs over the (document, query block) pairs of BLOCK_INDICES."""
+    and the first axis runs over the (document, query block) pairs of BLOCK_INDICES.
+    Score modifiers: G [B, H, Nq] fp32 (LSE's layout) the gate's cumsum when GATED; a window
+    (WINDOW_LEFT / WINDOW_RIGHT >= 0) walks only the key blocks inside the band (kernels.common.band_blocks)."""
     qk_scale = tl.cast(qk_scale, tl.float32)  # an fp64 scalar (a caller's SymFloat) must not make b_m fp64 in the loop
     i_m = tl.program_id(0)
     i_bh = tl.program_id(1)
@@ -59,6 +71,8 @@ def _fwd_kernel(Q, K, V, O, LSE,
         Q += bos_q * stride_qn
         O += bos_q * stride_on
         LSE += bos_q
+        if GATED:
+            G += bos_q
         K += bos_k * stride_kn
         V += bos_k * stride_vn
     start_m = i_m * BLOCK_M
@@ -73,23 +87,44 @@ def _fwd_kernel(Q, K, V, O, LSE,
     b_m = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     b_l = tl.zeros([BLOCK_M], dtype=tl.float32)
     b_acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-    if CAUSAL:
+    if GATED:
+        G += i_bh * stride_lse
+    b_gq = gate_values(G, o_m, seq_q, GATED)  # [BM]
+    if WINDOW_LEFT >= 0 or WINDOW_RIGHT >= 0:  # only the key blocks inside the band; both edges masked
+        n_lo, n_full_lo, n_full_hi, n_hi = band_blocks(start_m, seq_k, seq_k - seq_q, BLOCK_M, BLOCK_N,
+                                                       WINDOW_LEFT, WINDOW_RIGHT)
+        for start_n in range(n_lo, n_full_lo, BLOCK_N):
+            b_acc, b_m, b_l = _fwd_step(b_acc, b_m, b_l, b_q, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
+                                        o_m, start_n, seq_q, seq_k, qk_scale, HEAD_DIM, BLOCK_N, BLOCK_D, False,
+                                        DOT_PRECISION, G, b_gq, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
+        for start_n in range(n_full_lo, n_full_hi, BLOCK_N):
+            b_acc, b_m, b_l = _fwd_step(b_acc, b_m, b_l, b_q, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
+                                        o_m, start_n, seq_q, seq_k, qk_scale, HEAD_DIM, BLOCK_N, BLOCK_D, False,
+                                        DOT_PRECISION, G, b_gq, -1, -1, SOFTCAP, GATED)
+        for start_n in range(n_full_hi, n_hi, BLOCK_N):
+            b_acc, b_m, b_l = _fwd_step(b_acc, b_m, b_l, b_q, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
+                                        o_m, start_n, seq_q, seq_k, qk_scale, HEAD_DIM, BLOCK_N, BLOCK_D, False,
+                                        DOT_PRECISION, G, b_gq, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
+    elif CAUSAL:
         shift = seq_k - seq_q  # bottom-right alignment: query i sees keys j <= i + shift
         n_end = tl.minimum(tl.maximum(start_m + BLOCK_M + shift, 0), seq_k)
         n_mid = tl.minimum(tl.maximum(start_m + shift + 1, 0) // BLOCK_N * BLOCK_N, n_end)
         for start_n in range(0, n_mid, BLOCK_N):  # every query of the block sees every key
             b_acc, b_m, b_l = _fwd_step(b_acc, b_m, b_l, b_q, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
                                         o_m, start_n, seq_q, seq_k, qk_scale,
-                                        HEAD_DIM, BLOCK_N, BLOCK_D, False, DOT_PRECISION)
+                                        HEAD_DIM, BLOCK_N, BLOCK_D, False, DOT_PRECISION,
+                                        G, b_gq, -1, -1, SOFTCAP, GATED)
         for start_n in range(n_mid, n_end, BLOCK_N):  # the diagonal: causal mask
             b_acc, b_m, b_l = _fwd_step(b_acc, b_m, b_l, b_q, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
                                         o_m, start_n, seq_q, seq_k, qk_scale,
-                                        HEAD_DIM, BLOCK_N, BLOCK_D, True, DOT_PRECISION)
+                                        HEAD_DIM, BLOCK_N, BLOCK_D, True, DOT_PRECISION,
+                                        G, b_gq, -1, -1, SOFTCAP, GATED)
     else:
         for start_n in range(0, seq_k, BLOCK_N):
             b_acc, b_m, b_l = _fwd_step(b_acc, b_m, b_l, b_q, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
                                         o_m, start_n, seq_q, seq_k, qk_scale,
-                                        HEAD_DIM, BLOCK_N, BLOCK_D, False, DOT_PRECISION)
+                                        HEAD_DIM, BLOCK_N, BLOCK_D, False, DOT_PRECISION,
+                                        G, b_gq, -1, -1, SOFTCAP, GATED)
 
     b_empty = b_l == 0.  # rows that saw no key
     b_l_safe = tl.where(b_empty, 1., b_l)
@@ -111,9 +146,10 @@ def strides(t: torch.Tensor) -> tuple[int, int, int, int]:
 
 
 def attention_forward(q, k, v, causal: bool, scale: float, *, BLOCK_M: int = 64, BLOCK_N: int = 64,
-                      num_warps: int = 4, num_stages: int = 2, varlen=None):
+                      num_warps: int = 4, num_stages: int = 2, varlen=None, mods=None, gate=None):
     """q [B, Nq, H, D], k/v [B, Nk, Hkv, D] (any strides) -> o like q, lse [B, H, Nq] fp32 (base 2).
-    varlen: a kernels.varlen.Packing; then B = 1 and N is the packed length (causal per document)."""
+    varlen: a kernels.varlen.Packing; then B = 1 and N is the packed length (causal per document).
+    mods: the window / softcap (variants.problem.Modifiers) or None; gate: G = cumsum(g) [B, H, Nq] fp32 or None."""
     batch, seq_q, heads, head_dim = q.shape
     seq_k, kv_heads = k.shape[1], k.shape[2]
     o = torch.empty_like(q)
@@ -123,8 +159,9 @@ def attention_forward(q, k, v, causal: bool, scale: float, *, BLOCK_M: int = 64,
         return o, lse
     grid = (blocks, batch * heads)
     _fwd_kernel[grid](q, k, v, o, lse, *strides(q), *strides(k), *strides(v), *strides(o),
-                      seq_q, seq_k, heads, heads // kv_heads, scale * LOG2E, **doc_args,
+                      seq_q, seq_k, heads, heads // kv_heads, scale * LOG2E, **doc_args, G=gate,
                       HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=head_block(head_dim),
                       CAUSAL=causal, DOT_PRECISION=dot_precision(q.dtype),
+                      **modifier_args(mods, gate is not None, causal),
                       num_warps=num_warps, num_stages=num_stages)
     return o, lse

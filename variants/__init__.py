@@ -11,8 +11,10 @@ other edit (docs/interface.md, "Adding a design"). Designs outside the repo: var
 import importlib
 import pkgutil
 
+import torch
+
 from variants.base import Baseline, TritonVariant, Variant, default_scale
-from variants.problem import Problem
+from variants.problem import Problem, check_gate, window_pair
 from variants.registry import get, names, register_variant
 from variants import op
 from spec import LAYOUTS
@@ -34,7 +36,8 @@ for _module in pkgutil.iter_modules(__path__):
 
 def attention(q, k, v, causal: bool = False, scale: float | None = None, variant: str = "two_pass",
               blocks=None, layout: str = "bnhd", cu_seqlens_q=None, cu_seqlens_k=None,
-              max_seqlen_q: int | None = None, max_seqlen_k: int | None = None):
+              max_seqlen_q: int | None = None, max_seqlen_k: int | None = None, window_size=None,
+              softcap: float = 0.0, g=None):
     """Differentiable attention whose backward is `variant`'s.
 
     layout "bnhd": q [B, Nq, H, D], k/v [B, Nk, Hkv, D] (FlashAttention's order, the default);
@@ -46,6 +49,12 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, variant
     0 first, total_q last) and cu_seqlens_k (None = cu_seqlens_q), q [total_q, H, D], k/v [total_k, Hkv, D];
     o is [total_q, H, D]. Causal is per document, bottom-right aligned where a document's Nq != Nk.
     max_seqlen_q / max_seqlen_k are optional (checked against the lengths, which are read once on the host).
+
+    Score modifiers (issue 24; a design that lacks one refuses the call with the reason): window_size=(left, right)
+    as in FlashAttention (-1 = unbounded; with causal, right = 0): query i sees key j when
+    i + Nk - Nq - left <= j <= i + Nk - Nq + right. softcap > 0: the scaled score s becomes softcap * tanh(s / softcap).
+    g: FLA's log forget gate, fp32 [B, Nq, H] (bhnd: [B, H, Nq]; packed: [total_q, H]); needs causal and Nq == Nk;
+    the score gets + G_i - G_j with G = cumsum(g) per sequence (per document), and g gets its gradient.
 
     A Triton design (stock Triton or Gluon) runs as the operator torch.ops.flash_bwd.attention (variants/op.py):
     torch.compile(fullgraph=True) traces through it and CUDA graphs replay it (dense calls). A baseline runs its
@@ -63,30 +72,37 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, variant
             if t.dim() != 4:
                 raise ValueError(f"{name} must be 4-D [B, H, N, D], got shape {tuple(t.shape)}")
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [B, N, H, D] views
+        if g is not None and isinstance(g, torch.Tensor) and g.dim() == 3:
+            g = g.transpose(1, 2)  # [B, Nq, H] view
     impl = get(variant)
     scale = default_scale(q.shape[-1]) if scale is None else scale
+    window_left, window_right = window_pair(window_size, bool(causal))
+    if g is not None:
+        check_gate(g, q)
+    modifiers = dict(window_size=(window_left, window_right), softcap=float(softcap), gate=g is not None)
     if isinstance(impl, TritonVariant) and impl.as_operator:
-        if not packed:
-            Problem.from_tensors(q, k, v, causal)  # one-line errors here, before the op's dispatch (e.g. devices)
+        if not packed:  # one-line errors here, before the op's dispatch (e.g. devices)
+            Problem.from_tensors(q, k, v, causal).with_modifiers(**modifiers)
         o, _ = op.attention_op(q, k, v, bool(causal), scale, variant, op.blocks_text(blocks), cu_seqlens_q,
-                               cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+                               cu_seqlens_k, max_seqlen_q, max_seqlen_k, window_left, window_right, float(softcap), g)
     elif packed:
         o = _packed_direct(impl, q, k, v, causal, scale, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                             max_seqlen_k)
+                           max_seqlen_k, modifiers, g)
     else:
-        problem = Problem.from_tensors(q, k, v, causal)
+        problem = Problem.from_tensors(q, k, v, causal).with_modifiers(**modifiers)
         impl.check(problem)
         config = impl.make_blocks(problem, blocks) if blocks is not None or isinstance(impl, TritonVariant) else None
-        o = impl.apply(q, k, v, bool(causal), float(scale), config)
+        o = impl.apply(q, k, v, bool(causal), float(scale), config, mods=problem.mods, g=g)
     return o.transpose(1, 2) if layout == "bhnd" else o
 
 
-def _packed_direct(impl, q, k, v, causal, scale, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
+def _packed_direct(impl, q, k, v, causal, scale, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                   modifiers, g):
     packing = op.make_packing(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-    problem = Problem.from_packed(q, k, v, causal, packing)
+    problem = Problem.from_packed(q, k, v, causal, packing).with_modifiers(**modifiers)
     impl.check(problem)
     config = impl.make_blocks(problem, blocks)
-    return impl.apply(q, k, v, bool(causal), float(scale), config, varlen=packing)
+    return impl.apply(q, k, v, bool(causal), float(scale), config, varlen=packing, mods=problem.mods, g=g)
 
 
 __all__ = ["attention", "names", "get", "register_variant", "Variant", "TritonVariant", "Baseline", "Problem"]

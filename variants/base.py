@@ -15,7 +15,7 @@ from typing import Callable, ClassVar
 import torch
 
 from variants.blocks import Blocks
-from variants.problem import Problem
+from variants.problem import NO_MODIFIERS, Modifiers, Problem
 
 Grads = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # dq [B, Nq, H, D], dk, dv [B, Nk, Hkv, D]
 
@@ -34,6 +34,9 @@ class Variant:
     # Elsewhere runners.compile_check reports `unsupported` with `arch_requirement` (what the design needs there)
     archs: ClassVar[tuple[int, ...] | None] = None
     arch_requirement: ClassVar[str] = ""
+    # the score modifiers (issue 24) the design implements, of "window", "softcap", "gate"; a problem using another
+    # one is refused with the reason (`modifier_reason`), never run without it
+    modifiers: ClassVar[tuple[str, ...]] = ()
 
     def supports(self, problem: Problem) -> str | None:
         """None if this variant can run the problem, else the reason it cannot."""
@@ -42,7 +45,14 @@ class Variant:
     def problem_reason(self, problem: Problem) -> str | None:
         """Why the design's kernels cannot serve this problem's shape, dtype or layout on any device, or None: the
         part of `supports` that does not ask the GPU at hand (runners.compile_check asks it with none)."""
-        return self.varlen_reason(problem)
+        return self.modifier_reason(problem) or self.varlen_reason(problem)
+
+    def modifier_reason(self, problem: Problem) -> str | None:
+        """The reason a problem's score modifiers (window, softcap, gate) cannot run here, or None."""
+        missing = [name for name in problem.modifiers if name not in self.modifiers]
+        if missing:
+            return f"{self.name} does not implement {' / '.join(missing)} (score modifiers, issue 24)"
+        return None
 
     def arch_reason(self, capability: int, blocks: Blocks | None = None) -> str | None:
         """Why this design (with these blocks) cannot run on a GPU of that compute capability (90 = sm90), or None."""
@@ -82,12 +92,16 @@ class Variant:
         """Extra device memory the backward allocates beyond dq, dk, dv (e.g. an fp32 dQ accumulator)."""
         return 0
 
-    def apply(self, q, k, v, causal: bool, scale: float, blocks: Blocks, varlen=None) -> torch.Tensor:
-        """Differentiable o [B, Nq, H, D] (varlen: [total_q, H, D]) whose backward is this variant's."""
+    def apply(self, q, k, v, causal: bool, scale: float, blocks: Blocks, varlen=None, mods: Modifiers = NO_MODIFIERS,
+              g=None) -> torch.Tensor:
+        """Differentiable o [B, Nq, H, D] (varlen: [total_q, H, D]) whose backward is this variant's.
+        mods: window / softcap (Problem.mods); g: the forget gate [B, Nq, H] fp32 (varlen: [total_q, H]) or None."""
         raise NotImplementedError
 
-    def prepare(self, q, k, v, do, causal: bool, scale: float, blocks: Blocks, varlen=None) -> Callable[[], Grads]:
-        """Runs the forward once and returns a closure that runs the backward alone -> (dq, dk, dv)."""
+    def prepare(self, q, k, v, do, causal: bool, scale: float, blocks: Blocks, varlen=None,
+                mods: Modifiers = NO_MODIFIERS, g=None) -> Callable[[], Grads]:
+        """Runs the forward once and returns a closure that runs the backward alone -> (dq, dk, dv), and dg
+        after them when a gate g is given."""
         raise NotImplementedError
 
 
@@ -124,54 +138,70 @@ class TritonVariant(Variant):
         raise NotImplementedError
 
     def backward(self, q, k, v, o, lse, do, delta=None, *, causal: bool, scale: float, blocks: Blocks,
-                 varlen=None) -> Grads:
-        """(q, k, v, o, lse, do, delta or None) -> (dq, dk, dv). delta = rowsum(dO * O) is computed if None.
+                 varlen=None, mods: Modifiers = NO_MODIFIERS, g=None) -> Grads:
+        """(q, k, v, o, lse, do, delta or None) -> (dq, dk, dv), then dg (like g) when a gate g is given.
+        delta = rowsum(dO * O) is computed if None.
         varlen: q, o, do [total_q, H, D], k, v [total_k, Hkv, D], lse [1, H, total_q]; the design sees them
-        as one sequence [1, total, H, D] plus the Packing."""
+        as one sequence [1, total, H, D] plus the Packing. A design sees mods= / gate= (kernels.gate.GateSums) in
+        run_backward only when a modifier is on, so one that implements none keeps its signature."""
+        from kernels.gate import gate_grad, gate_sums
         from kernels.preprocess import attention_delta
         if varlen is not None:
             q, k, v, o, do = (t.unsqueeze(0) for t in (q, k, v, o, do))
         if delta is None:
             delta = attention_delta(o, do)  # row-wise: a packed batch is one sequence of total_q rows
-        if varlen is None:
-            return self.run_backward(q, k, v, o, lse, do, delta, causal=causal, scale=scale, blocks=blocks)
-        grads = self.run_backward(q, k, v, o, lse, do, delta, causal=causal, scale=scale, blocks=blocks, varlen=varlen)
-        return tuple(g.squeeze(0) for g in grads)
+        extra = {} if varlen is None else dict(varlen=varlen)
+        if mods.active:
+            extra["mods"] = mods
+        if g is not None:
+            extra["gate"] = gate_sums(g, varlen)
+        grads = self.run_backward(q, k, v, o, lse, do, delta, causal=causal, scale=scale, blocks=blocks, **extra)
+        if varlen is not None:
+            grads = tuple(grad.squeeze(0) for grad in grads)
+        if g is not None:
+            grads = (*grads, gate_grad(extra["gate"], varlen))
+        return grads
 
-    def forward(self, q, k, v, causal: bool, scale: float, varlen=None):
+    def forward(self, q, k, v, causal: bool, scale: float, varlen=None, mods: Modifiers = NO_MODIFIERS, g=None):
         """The shared Triton forward -> (o [B, Nq, H, D], lse [B, H, Nq] fp32 base 2);
-        varlen: o [total_q, H, D], lse [1, H, total_q]."""
+        varlen: o [total_q, H, D], lse [1, H, total_q]. mods, g: the score modifiers (Variant.apply)."""
         from kernels.forward import attention_forward
+        from kernels.gate import gate_cumsum
         block_n = 64 if q.shape[-1] <= 128 else 32
+        gate = None if g is None else gate_cumsum(g, varlen)  # [B, H, Nq] fp32 (packed [1, H, total_q])
         if varlen is None:
-            return attention_forward(q, k, v, causal, scale, BLOCK_N=block_n)
+            return attention_forward(q, k, v, causal, scale, BLOCK_N=block_n, mods=mods, gate=gate)
         o, lse = attention_forward(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), causal, scale, BLOCK_N=block_n,
-                                   varlen=varlen)
+                                   varlen=varlen, mods=mods, gate=gate)
         return o.squeeze(0), lse
 
-    def apply(self, q, k, v, causal, scale, blocks, varlen=None):
-        return _TritonAttention.apply(q, k, v, causal, scale, self, blocks, varlen)
+    def apply(self, q, k, v, causal, scale, blocks, varlen=None, mods=NO_MODIFIERS, g=None):
+        if g is None:
+            return _TritonAttention.apply(q, k, v, causal, scale, self, blocks, varlen, mods)
+        return _TritonAttention.apply(q, k, v, causal, scale, self, blocks, varlen, mods, g)
 
-    def prepare(self, q, k, v, do, causal, scale, blocks, varlen=None):
+    def prepare(self, q, k, v, do, causal, scale, blocks, varlen=None, mods=NO_MODIFIERS, g=None):
         with torch.no_grad():
-            o, lse = self.forward(q, k, v, causal, scale, varlen)
-        return lambda: self.backward(q, k, v, o, lse, do, causal=causal, scale=scale, blocks=blocks, varlen=varlen)
+            o, lse = self.forward(q, k, v, causal, scale, varlen, mods, g)
+        return lambda: self.backward(q, k, v, o, lse, do, causal=causal, scale=scale, blocks=blocks, varlen=varlen,
+                                     mods=mods, g=g)
 
 
 class _TritonAttention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, causal, scale, variant, blocks, varlen=None):
-        o, lse = variant.forward(q, k, v, causal, scale, varlen)
-        ctx.save_for_backward(q, k, v, o, lse)
-        ctx.causal, ctx.scale, ctx.variant, ctx.blocks, ctx.varlen = causal, scale, variant, blocks, varlen
+    def forward(ctx, q, k, v, causal, scale, variant, blocks, varlen=None, mods=NO_MODIFIERS, g=None):
+        o, lse = variant.forward(q, k, v, causal, scale, varlen, mods, g)
+        ctx.save_for_backward(q, k, v, o, lse, g)
+        ctx.causal, ctx.scale, ctx.variant, ctx.blocks, ctx.varlen, ctx.mods = causal, scale, variant, blocks, varlen, mods
         return o
 
     @staticmethod
     def backward(ctx, do):
-        q, k, v, o, lse = ctx.saved_tensors
-        dq, dk, dv = ctx.variant.backward(q, k, v, o, lse, do, causal=ctx.causal, scale=ctx.scale, blocks=ctx.blocks,
-                                          varlen=ctx.varlen)
-        return dq, dk, dv, None, None, None, None, None
+        q, k, v, o, lse, g = ctx.saved_tensors
+        grads = ctx.variant.backward(q, k, v, o, lse, do, causal=ctx.causal, scale=ctx.scale, blocks=ctx.blocks,
+                                     varlen=ctx.varlen, mods=ctx.mods, g=g)
+        dg = grads[3] if g is not None else None
+        return *grads[:3], None, None, None, None, None, None, dg
 
 
 class Baseline(Variant):
@@ -185,14 +215,17 @@ class Baseline(Variant):
         """q [total_q, H, D], k/v [total_k, Hkv, D], varlen a kernels.varlen.Packing -> o [total_q, H, D]."""
         raise NotImplementedError
 
-    def apply(self, q, k, v, causal, scale, blocks, varlen=None):
+    def apply(self, q, k, v, causal, scale, blocks, varlen=None, mods=NO_MODIFIERS, g=None):
+        """A baseline that implements score modifiers takes mods= and g= in function / varlen_function (it
+        sees them only when one is on)."""
+        extra = dict(mods=mods, g=g) if mods.active or g is not None else {}
         if varlen is not None:
-            return self.varlen_function(q, k, v, causal, scale, varlen)
-        return self.function(q, k, v, causal, scale)
+            return self.varlen_function(q, k, v, causal, scale, varlen, **extra)
+        return self.function(q, k, v, causal, scale, **extra)
 
-    def prepare(self, q, k, v, do, causal, scale, blocks, varlen=None):
-        leaves = [t.detach().requires_grad_(True) for t in (q, k, v)]
-        o = self.apply(*leaves, causal, scale, blocks, varlen)
+    def prepare(self, q, k, v, do, causal, scale, blocks, varlen=None, mods=NO_MODIFIERS, g=None):
+        leaves = [t.detach().requires_grad_(True) for t in (q, k, v) + (() if g is None else (g,))]
+        o = self.apply(*leaves[:3], causal, scale, blocks, varlen, mods, None if g is None else leaves[3])
         return lambda: torch.autograd.grad(o, leaves, do, retain_graph=True)
 
 

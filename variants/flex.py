@@ -1,5 +1,7 @@
 """FlexAttention compiled with torch.compile: the stock-Triton backward baseline.
-Packed varlen batches: one sequence of total tokens with a document mask (bottom-right causal per document)."""
+Packed varlen batches: one sequence of total tokens with a document mask (bottom-right causal per document).
+Score modifiers (issue 24) as a user would write them: the window (with causal) as a mask_mod and its block mask,
+softcap and the forget gate as a score_mod (G = cumsum(g) a captured tensor, so autograd yields dg)."""
 import functools
 
 import torch
@@ -99,25 +101,116 @@ def _document_block_mask(cu_q: tuple, cu_k: tuple, causal: bool, device: str):
                                     mask_mod=document_mask, seq_lengths=(cu_q[-1], cu_k[-1]))
 
 
+def band_mask_mod(seq_q: int, seq_k: int, causal: bool, window_left: int, window_right: int):
+    """mask_mod of bottom-right aligned causal / window attention: query i sees key j when
+    i + shift - left <= j <= i + shift + right (shift = Nk - Nq; causal: right = 0; -1 = unbounded)."""
+    shift = seq_k - seq_q
+    right = 0 if causal else window_right
+
+    def band(b, h, q_idx, kv_idx):
+        visible = kv_idx >= 0  # all True, as a tensor
+        if window_left >= 0:
+            visible = visible & (kv_idx >= q_idx + shift - window_left)
+        if right >= 0:
+            visible = visible & (kv_idx <= q_idx + shift + right)
+        return visible
+
+    return band
+
+
+def modifier_score_mod(softcap: float, gate_cumsum):
+    """score_mod of softcap (s -> softcap * tanh(s / softcap)) then the gate (+ G[b, h, i] - G[b, h, j], G [B, H, N]),
+    or None when neither is on."""
+    if not softcap and gate_cumsum is None:
+        return None
+
+    def modify(score, b, h, q_idx, kv_idx):
+        if softcap:
+            score = softcap * torch.tanh(score / softcap)
+        if gate_cumsum is not None:
+            score = score + gate_cumsum[b, h, q_idx] - gate_cumsum[b, h, kv_idx]
+        return score
+
+    return modify
+
+
+def _gate_cumsum(g, varlen=None):
+    """Differentiable G [B, H, N] (packed [1, H, total]) of g [B, N, H] (packed [total, H]), per sequence / document."""
+    if varlen is None:
+        return g.cumsum(1).transpose(1, 2)
+    parts = [g[a:b].cumsum(0) for a, b in zip(varlen.cu_q_host, varlen.cu_q_host[1:])]
+    return torch.cat(parts, 0).transpose(0, 1).unsqueeze(0)
+
+
+def modified_flex(q_, k_, v_, causal: bool, scale: float, mods, g, *, compiled: bool = True, varlen=None):
+    """FlexAttention with the modifiers: q_ [B, H, Nq, D], k_/v_ [B, Hkv, Nk, D] -> o [B, H, Nq, D]. compiled=False
+    runs flex_attention eagerly (the CPU tests). A packed batch (B = 1) adds the document mask."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    seq_q, seq_k = q_.shape[2], k_.shape[2]
+    windowed = mods.window_left >= 0 or mods.window_right >= 0
+    mask_mod = None
+    if varlen is not None:
+        mask_mod = _document_band_mask(varlen, causal, mods, q_.device)
+    elif causal or windowed:
+        mask_mod = band_mask_mod(seq_q, seq_k, causal, mods.window_left, mods.window_right)
+    block_mask = None if mask_mod is None else create_block_mask(mask_mod, B=None, H=None, Q_LEN=seq_q, KV_LEN=seq_k,
+                                                                 device=q_.device.type)
+    score_mod = modifier_score_mod(mods.softcap, None if g is None else _gate_cumsum(g, varlen))
+    run = _compiled_flex() if compiled else flex_attention
+    return run(q_, k_, v_, score_mod=score_mod, block_mask=block_mask, scale=scale,
+               enable_gqa=q_.shape[1] != k_.shape[1])
+
+
+def _document_band_mask(varlen, causal: bool, mods, device):
+    """mask_mod of a packed batch with a window: same document, and the band bottom-right aligned per document."""
+    cu_q, cu_k = varlen.cu_q_host, varlen.cu_k_host
+    docs = torch.arange(len(cu_q) - 1, device=device)
+    doc_q = torch.repeat_interleave(docs, torch.tensor(varlen.lens_q, device=device))  # [total_q]
+    doc_k = torch.repeat_interleave(docs, torch.tensor(varlen.lens_k, device=device))  # [total_k]
+    shift = torch.tensor([bk - bq for bq, bk in zip(cu_q[1:], cu_k[1:])], device=device)  # [docs]: end_k - end_q
+    right = 0 if causal else mods.window_right
+
+    def document_band(b, h, q_idx, kv_idx):
+        d = doc_q[q_idx]
+        visible = d == doc_k[kv_idx]
+        diagonal = q_idx + shift[d]  # the key aligned with query q_idx, in packed positions
+        if mods.window_left >= 0:
+            visible = visible & (kv_idx >= diagonal - mods.window_left)
+        if right >= 0:
+            visible = visible & (kv_idx <= diagonal + right)
+        return visible
+
+    return document_band
+
+
 @register_variant("flex")
 class Flex(Baseline):
     supports_varlen = True  # document mask over the packed sequence
+    modifiers = ("window", "softcap", "gate")  # mask_mod + block mask, score_mod (modified_flex)
 
     def supports(self, problem):
+        if self.modifier_reason(problem):
+            return self.modifier_reason(problem)
         if problem.device != "cuda":
             return "compiled FlexAttention is benchmarked on CUDA only"
         if problem.head_dim < 16 or problem.head_dim & (problem.head_dim - 1):
             return f"FlexAttention needs a power-of-two head dim >= 16, got {problem.head_dim}"
         return None
 
-    def function(self, q, k, v, causal, scale):
+    def function(self, q, k, v, causal, scale, mods=None, g=None):
+        if mods is not None:
+            q_, k_, v_ = (t.transpose(1, 2) for t in (q, k, v))  # [B, H, N, D] views
+            return modified_flex(q_, k_, v_, causal, scale, mods, g).transpose(1, 2)
         q_, k_, v_ = (t.transpose(1, 2) for t in (q, k, v))  # [B, H, N, D] views
         block_mask = _causal_block_mask(q.shape[1], k.shape[1], q.device.type) if causal else None
         o = _compiled_flex()(q_, k_, v_, block_mask=block_mask, scale=scale, enable_gqa=q.shape[2] != k.shape[2])
         return o.transpose(1, 2)
 
-    def varlen_function(self, q, k, v, causal, scale, varlen):
+    def varlen_function(self, q, k, v, causal, scale, varlen, mods=None, g=None):
         q_, k_, v_ = (t.transpose(0, 1).unsqueeze(0) for t in (q, k, v))  # [1, H, total, D] views
+        if mods is not None:
+            o = modified_flex(q_, k_, v_, causal, scale, mods, g, varlen=varlen)
+            return o.squeeze(0).transpose(0, 1)  # [total_q, H, D]
         block_mask = _document_block_mask(varlen.cu_q_host, varlen.cu_k_host, causal, q.device.type)
         o = _compiled_flex()(q_, k_, v_, block_mask=block_mask, scale=scale, enable_gqa=q.shape[1] != k.shape[1])
         return o.squeeze(0).transpose(0, 1)  # [total_q, H, D]

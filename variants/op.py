@@ -1,8 +1,11 @@
 """The Triton designs as PyTorch operators, so that torch.compile and CUDA graphs see one opaque op per call.
 
     torch.ops.flash_bwd.attention(q, k, v, causal, scale, variant, blocks, cu_seqlens_q, cu_seqlens_k,
-                                  max_seqlen_q, max_seqlen_k) -> (o, lse)
-    torch.ops.flash_bwd.attention_backward(do, q, k, v, o, lse, <the same arguments>) -> (dq, dk, dv)
+                                  max_seqlen_q, max_seqlen_k, window_left, window_right, softcap, g) -> (o, lse)
+    torch.ops.flash_bwd.attention_backward(do, q, k, v, o, lse, <the same arguments>) -> (dq, dk, dv, dg)
+
+The score modifiers (issue 24): window_left / window_right as normalized by variants.problem.window_pair (-1 =
+unbounded), softcap (0 = off) and the forget gate g (None = off); dg is an empty tensor when g is None.
 
 `attention()` (variants/__init__.py) calls the first for every TritonVariant (stock Triton and Gluon, dense and
 packed); autograd runs the second. Each is a `torch.library.custom_op` with a fake implementation (shapes and
@@ -20,7 +23,7 @@ import ast
 import torch
 from torch import Tensor
 
-from variants.problem import Problem
+from variants.problem import Problem, check_gate
 from variants.registry import get
 
 NAMESPACE = "flash_bwd"
@@ -59,17 +62,21 @@ def make_packing(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
     return packing
 
 
-def _resolve(q, k, v, causal, variant, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
-    """(design, its validated Blocks, Packing or None) for one call; one-line ValueError on anything wrong."""
+def _resolve(q, k, v, causal, variant, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+             window_left=-1, window_right=-1, softcap=0.0, g=None):
+    """(design, its validated Blocks, Packing or None, Problem) for one call; one-line ValueError on anything wrong."""
     impl = get(variant)
     if cu_seqlens_q is None:
         problem, packing = Problem.from_tensors(q, k, v, causal), None
     else:
         packing = make_packing(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
         problem = Problem.from_packed(q, k, v, causal, packing)
+    if g is not None:
+        check_gate(g, q)
+    problem = problem.with_modifiers((window_left, window_right), softcap, g is not None)
     impl.check(problem)
     config = impl.make_blocks(problem, blocks_from_text(blocks))
-    return impl, config, packing
+    return impl, config, packing, problem
 
 
 def _lse_shape(q: Tensor, packed: bool) -> tuple[int, int, int]:
@@ -89,16 +96,18 @@ def _like(grad: Tensor, of: Tensor) -> Tensor:
 @torch.library.custom_op(f"{NAMESPACE}::attention", mutates_args=())
 def attention_op(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float, variant: str, blocks: str,
                  cu_seqlens_q: Tensor | None, cu_seqlens_k: Tensor | None, max_seqlen_q: int | None,
-                 max_seqlen_k: int | None) -> tuple[Tensor, Tensor]:
+                 max_seqlen_k: int | None, window_left: int = -1, window_right: int = -1, softcap: float = 0.0,
+                 g: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """(o like q, lse fp32 base 2): the shared Triton forward, after the design's checks."""
-    impl, _, packing = _resolve(q, k, v, causal, variant, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                                max_seqlen_k)
-    o, lse = impl.forward(q, k, v, causal, float(scale), packing)
+    impl, _, packing, problem = _resolve(q, k, v, causal, variant, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                         max_seqlen_k, window_left, window_right, softcap, g)
+    o, lse = impl.forward(q, k, v, causal, float(scale), packing, problem.mods, g)
     return _like(o, q), lse
 
 
 @attention_op.register_fake
-def _attention_fake(q, k, v, causal, scale, variant, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
+def _attention_fake(q, k, v, causal, scale, variant, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                    window_left=-1, window_right=-1, softcap=0.0, g=None):
     lse = q.new_empty(_lse_shape(q, cu_seqlens_q is not None), dtype=torch.float32)
     return torch.empty_like(q), lse
 
@@ -107,34 +116,40 @@ def _attention_fake(q, k, v, causal, scale, variant, blocks, cu_seqlens_q, cu_se
 def attention_backward_op(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, causal: bool,
                           scale: float, variant: str, blocks: str, cu_seqlens_q: Tensor | None,
                           cu_seqlens_k: Tensor | None, max_seqlen_q: int | None,
-                          max_seqlen_k: int | None) -> tuple[Tensor, Tensor, Tensor]:
-    """(dq like q, dk like k, dv like v): the design's backward."""
-    impl, config, packing = _resolve(q, k, v, causal, variant, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                                     max_seqlen_k)
-    grads = impl.backward(q, k, v, o, lse, do, causal=causal, scale=float(scale), blocks=config, varlen=packing)
-    return tuple(_like(grad, of) for grad, of in zip(grads, (q, k, v)))
+                          max_seqlen_k: int | None, window_left: int = -1, window_right: int = -1,
+                          softcap: float = 0.0, g: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """(dq like q, dk like k, dv like v, dg like g or empty): the design's backward."""
+    impl, config, packing, problem = _resolve(q, k, v, causal, variant, blocks, cu_seqlens_q, cu_seqlens_k,
+                                              max_seqlen_q, max_seqlen_k, window_left, window_right, softcap, g)
+    grads = impl.backward(q, k, v, o, lse, do, causal=causal, scale=float(scale), blocks=config, varlen=packing,
+                          mods=problem.mods, g=g)
+    dg = grads[3] if g is not None else q.new_empty(0, dtype=torch.float32)
+    return (*(_like(grad, of) for grad, of in zip(grads, (q, k, v))), dg)
 
 
 @attention_backward_op.register_fake
 def _attention_backward_fake(do, q, k, v, o, lse, causal, scale, variant, blocks, cu_seqlens_q, cu_seqlens_k,
-                             max_seqlen_q, max_seqlen_k):
-    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+                             max_seqlen_q, max_seqlen_k, window_left=-1, window_right=-1, softcap=0.0, g=None):
+    dg = torch.empty_like(g) if g is not None else q.new_empty(0, dtype=torch.float32)
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), dg
 
 
 def _setup_context(ctx, inputs, output):
-    q, k, v, causal, scale, variant, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k = inputs
+    (q, k, v, causal, scale, variant, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+     window_left, window_right, softcap, g) = inputs
     o, lse = output
-    ctx.save_for_backward(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k)
+    ctx.save_for_backward(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, g)
     ctx.arguments = (causal, scale, variant, blocks)
     ctx.max_seqlens = (max_seqlen_q, max_seqlen_k)
+    ctx.modifiers = (window_left, window_right, softcap)
     ctx.mark_non_differentiable(lse)
 
 
 def _backward(ctx, do, dlse):
-    q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k = ctx.saved_tensors
-    dq, dk, dv = attention_backward_op(do, q, k, v, o, lse, *ctx.arguments, cu_seqlens_q, cu_seqlens_k,
-                                       *ctx.max_seqlens)
-    return dq, dk, dv, None, None, None, None, None, None, None, None
+    q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, g = ctx.saved_tensors
+    dq, dk, dv, dg = attention_backward_op(do, q, k, v, o, lse, *ctx.arguments, cu_seqlens_q, cu_seqlens_k,
+                                           *ctx.max_seqlens, *ctx.modifiers, g)
+    return dq, dk, dv, None, None, None, None, None, None, None, None, None, None, None, dg if g is not None else None
 
 
 attention_op.register_autograd(_backward, setup_context=_setup_context)

@@ -1,4 +1,5 @@
 """One attention problem: shapes, dtype, device, and its FLOP counts (FlashAttention convention)."""
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -7,6 +8,21 @@ from spec import DTYPE_NAMES, MAX_HEAD_DIM
 
 _TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 DTYPES = {name: _TORCH_DTYPES[name] for name in DTYPE_NAMES}  # name -> torch dtype
+
+
+@dataclass(frozen=True)
+class Modifiers:
+    """The window and softcap of a call, as normalized by window_pair (Problem.mods); all off by default."""
+    window_left: int = -1
+    window_right: int = -1
+    softcap: float = 0.0
+
+    @property
+    def active(self) -> bool:
+        return self.window_left >= 0 or self.window_right >= 0 or self.softcap > 0
+
+
+NO_MODIFIERS = Modifiers()
 
 
 @dataclass(frozen=True)
@@ -23,6 +39,36 @@ class Problem:
     # A packed varlen batch: per-document query / key lengths (batch = documents, seq_q / seq_k = the longest).
     lens_q: tuple[int, ...] | None = None
     lens_k: tuple[int, ...] | None = None
+    # Score modifiers (issue 24), all off by default. A sliding window as FlashAttention's window_size: query i sees
+    # key j when i + Nk - Nq - window_left <= j <= i + Nk - Nq + window_right (-1 = unbounded; causal: right = 0).
+    window_left: int = -1
+    window_right: int = -1
+    softcap: float = 0.0  # > 0: the scaled score s becomes softcap * tanh(s / softcap) before the softmax
+    gate: bool = False  # FLA's log forget gate g [B, Nq, H]: the score gets + G_i - G_j, G = cumsum(g) per sequence
+
+    def with_modifiers(self, window_size=None, softcap: float = 0.0, gate: bool = False) -> "Problem":
+        """This problem with score modifiers (window_size (left, right) or None, softcap, gate), validated."""
+        left, right = window_pair(window_size, self.causal)
+        problem = dataclasses.replace(self, window_left=left, window_right=right, softcap=float(softcap),
+                                      gate=bool(gate))
+        problem.validate()
+        return problem
+
+    @property
+    def windowed(self) -> bool:
+        """A sliding window bounds at least one side (window_pair leaves causal alone as (-1, -1))."""
+        return self.window_left >= 0 or self.window_right >= 0
+
+    @property
+    def mods(self) -> "Modifiers":
+        """The score modifiers the kernels take (the gate travels as its tensor)."""
+        return Modifiers(self.window_left, self.window_right, self.softcap)
+
+    @property
+    def modifiers(self) -> tuple[str, ...]:
+        """The score modifiers this problem uses, of 'window', 'softcap', 'gate' (() for plain attention)."""
+        used = (("window", self.windowed), ("softcap", self.softcap > 0), ("gate", self.gate))
+        return tuple(name for name, on in used if on)
 
     @classmethod
     def from_tensors(cls, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> "Problem":
@@ -93,6 +139,20 @@ class Problem:
             raise ValueError(f"head_dim must be <= {MAX_HEAD_DIM}, got {self.head_dim}")
         if self.dtype not in DTYPES.values():
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype}")
+        self.validate_modifiers()
+
+    def validate_modifiers(self) -> None:
+        for name in ("window_left", "window_right"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < -1:
+                raise ValueError(f"window_size entries must be ints >= -1 (-1 = unbounded), got {name}="
+                                 f"{getattr(self, name)!r}")
+        if not self.softcap >= 0:  # NaN too
+            raise ValueError(f"softcap must be >= 0 (0 = off), got {self.softcap}")
+        if self.gate and not self.causal:
+            raise ValueError("the forget gate g needs causal=True (FLA's parallel_attn)")
+        if self.gate and (self.lens_q != self.lens_k if self.is_varlen else self.seq_q != self.seq_k):
+            raise ValueError(f"the forget gate g needs Nq == Nk (per document when packed), got "
+                             f"{self.lens_q or self.seq_q} and {self.lens_k or self.seq_k}")
 
     @property
     def visible_pairs(self) -> float:
@@ -124,6 +184,22 @@ class Problem:
         return 2.0 * matmuls * self.heads * self.total_pairs * self.head_dim
 
 
+def window_pair(window_size, causal: bool) -> tuple[int, int]:
+    """FlashAttention's window_size (left, right), -1 = unbounded, None = (-1, -1); with causal, right = 0 (as
+    FlashAttention sets it). One-line ValueError on anything but two ints >= -1."""
+    if window_size is None:
+        return -1, -1
+    if isinstance(window_size, (str, bytes)) or len(window_size) != 2 or \
+            not all(isinstance(w, int) and not isinstance(w, bool) for w in window_size):
+        raise ValueError(f"window_size must be two ints (left, right), -1 = unbounded, got {window_size!r}")
+    left, right = (int(w) for w in window_size)
+    if left < -1 or right < -1:
+        raise ValueError(f"window_size entries must be >= -1 (-1 = unbounded), got {(left, right)}")
+    if causal:  # right = 0; a causal window unbounded on the left is plain causal attention: no window at all
+        return (left, 0) if left >= 0 else (-1, -1)
+    return left, right
+
+
 def pair_count(seq_q: int, seq_k: int, causal: bool) -> float:
     """Counted (query, key) pairs of one sequence and head: Nq*Nk, halved when causal with Nq == Nk
     (FlashAttention's convention), counted exactly when causal with Nq != Nk (bottom-right aligned)."""
@@ -134,3 +210,16 @@ def pair_count(seq_q: int, seq_k: int, causal: bool) -> float:
     shift = seq_k - seq_q  # query i sees min(Nk, max(0, i + shift + 1)) keys
     rows = torch.arange(seq_q, dtype=torch.float64)
     return float((rows + shift + 1).clamp(0, seq_k).sum())
+
+
+def check_gate(g, q) -> None:
+    """The forget gate of q [B, Nq, H, D] (packed: [total_q, H, D]) must be fp32 [B, Nq, H] (packed: [total_q, H])
+    on q's device; one-line ValueError otherwise."""
+    want = tuple(q.shape[:-1])
+    if not isinstance(g, torch.Tensor) or tuple(g.shape) != want:
+        got = tuple(g.shape) if isinstance(g, torch.Tensor) else type(g).__name__
+        raise ValueError(f"the forget gate g must have shape {want} (q without its head dim), got {got}")
+    if g.dtype != torch.float32:
+        raise ValueError(f"the forget gate g must be fp32, got {g.dtype}")
+    if g.device != q.device:
+        raise ValueError(f"the forget gate g is on {g.device}, q on {q.device}")

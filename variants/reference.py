@@ -6,6 +6,10 @@ causal is bottom-right aligned (query i sees key j iff j <= i + Nk - Nq, FlashAt
 a query row that sees no key outputs 0 and gets zero gradient (as FlashAttention).
 Packed varlen batches (cu_seqlens_q / cu_seqlens_k given): q [total_q, H, D], k/v [total_k, Hkv, D],
 computed by a loop over the documents, each one the uniform case above (causal per document).
+Score modifiers (issue 24), on the scaled score s = scale * q.k, in this order: softcap (s -> softcap *
+tanh(s / softcap)), the forget gate (s + G_i - G_j, G = cumsum(g) along each sequence / document; g [B, Nq, H]
+fp32, packed [total_q, H]), then the causal and window masks (window_size (left, right), -1 = unbounded:
+query i sees key j iff i + Nk - Nq - left <= j <= i + Nk - Nq + right).
 """
 import math
 
@@ -13,10 +17,12 @@ import torch
 
 
 def reference_forward(q, k, v, causal: bool = False, scale: float | None = None,
-                      compute_dtype: torch.dtype = torch.float32, cu_seqlens_q=None, cu_seqlens_k=None) -> torch.Tensor:
-    """-> o [B, Nq, H, D] (varlen: [total_q, H, D]) in compute_dtype. Differentiable."""
+                      compute_dtype: torch.dtype = torch.float32, cu_seqlens_q=None, cu_seqlens_k=None,
+                      window_size=None, softcap: float = 0.0, g=None) -> torch.Tensor:
+    """-> o [B, Nq, H, D] (varlen: [total_q, H, D]) in compute_dtype. Differentiable (in g too)."""
     if cu_seqlens_q is not None:
-        return _packed_forward(q, k, v, causal, scale, compute_dtype, cu_seqlens_q, cu_seqlens_k)
+        return _packed_forward(q, k, v, causal, scale, compute_dtype, cu_seqlens_q, cu_seqlens_k,
+                               window_size, softcap, g)
     seq_q, heads, head_dim = q.shape[1], q.shape[2], q.shape[3]
     seq_k, kv_heads = k.shape[1], k.shape[2]
     scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
@@ -25,10 +31,13 @@ def reference_forward(q, k, v, causal: bool = False, scale: float | None = None,
     k_ = k_.repeat_interleave(group, dim=1)  # [B, H, Nk, D]
     v_ = v_.repeat_interleave(group, dim=1)
     scores = torch.matmul(q_, k_.transpose(-1, -2)) * scale  # [B, H, Nq, Nk]
-    if causal:
-        i = torch.arange(seq_q, device=q.device)[:, None]
-        j = torch.arange(seq_k, device=q.device)[None, :]
-        visible = j <= i + (seq_k - seq_q)  # [Nq, Nk]
+    if softcap:
+        scores = softcap * torch.tanh(scores / softcap)
+    if g is not None:
+        gate = g.to(compute_dtype).cumsum(dim=1).transpose(1, 2)  # [B, H, N]: G = cumsum(g) along the sequence
+        scores = scores + gate[..., :, None] - gate[..., None, :]
+    visible = visible_pairs(seq_q, seq_k, causal, window_size, q.device)  # [Nq, Nk] or None
+    if visible is not None:
         scores = scores.masked_fill(~visible, float("-inf"))
         probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # empty rows -> 0
     else:
@@ -36,7 +45,25 @@ def reference_forward(q, k, v, causal: bool = False, scale: float | None = None,
     return torch.matmul(probs, v_).transpose(1, 2)  # [B, Nq, H, D]
 
 
-def _packed_forward(q, k, v, causal, scale, compute_dtype, cu_seqlens_q, cu_seqlens_k):
+def visible_pairs(seq_q: int, seq_k: int, causal: bool, window_size, device):
+    """bool [Nq, Nk]: query i sees key j (causal and window bottom-right aligned), or None when it sees every key."""
+    left, right = (-1, -1) if window_size is None else window_size
+    right = 0 if causal else right
+    if left < 0 and right < 0:
+        return None
+    i = torch.arange(seq_q, device=device)[:, None]
+    j = torch.arange(seq_k, device=device)[None, :]
+    diagonal = i + (seq_k - seq_q)  # [Nq, 1]: the key aligned with query i
+    visible = torch.ones(seq_q, seq_k, dtype=torch.bool, device=device)
+    if left >= 0:
+        visible &= j >= diagonal - left
+    if right >= 0:
+        visible &= j <= diagonal + right
+    return visible
+
+
+def _packed_forward(q, k, v, causal, scale, compute_dtype, cu_seqlens_q, cu_seqlens_k, window_size=None,
+                    softcap=0.0, g=None):
     """The per-document loop: document d is q[cu_q[d]:cu_q[d+1]] against k/v[cu_k[d]:cu_k[d+1]]."""
     cu_q = [int(x) for x in cu_seqlens_q.tolist()]
     cu_k = cu_q if cu_seqlens_k is None else [int(x) for x in cu_seqlens_k.tolist()]
@@ -48,20 +75,25 @@ def _packed_forward(q, k, v, causal, scale, compute_dtype, cu_seqlens_q, cu_seql
         if k1 == k0:  # a document without keys: its queries see nothing, output 0
             outs.append(torch.zeros((q1 - q0, *q.shape[1:]), dtype=compute_dtype, device=q.device))
             continue
-        outs.append(reference_forward(q[None, q0:q1], k[None, k0:k1], v[None, k0:k1], causal, scale, compute_dtype)[0])
+        gate = None if g is None else g[None, q0:q1]  # [1, Nq_d, H]: cumsum restarts per document
+        outs.append(reference_forward(q[None, q0:q1], k[None, k0:k1], v[None, k0:k1], causal, scale, compute_dtype,
+                                      window_size=window_size, softcap=softcap, g=gate)[0])
     if not outs:
         return torch.zeros(q.shape, dtype=compute_dtype, device=q.device)
     return torch.cat(outs, dim=0)  # [total_q, H, D]
 
 
 def reference_grads(q, k, v, do, causal: bool = False, scale: float | None = None,
-                    compute_dtype: torch.dtype = torch.float32, cu_seqlens_q=None, cu_seqlens_k=None):
-    """-> (o, dq, dk, dv) in compute_dtype, shaped like q, q, k, v (varlen: cu_seqlens_q / cu_seqlens_k given)."""
-    q_, k_, v_ = (t.detach().to(compute_dtype).requires_grad_(True) for t in (q, k, v))
-    o = reference_forward(q_, k_, v_, causal, scale, compute_dtype, cu_seqlens_q, cu_seqlens_k)
-    dq, dk, dv = torch.autograd.grad(o, (q_, k_, v_), do.to(compute_dtype), allow_unused=True)
-    dq, dk, dv = (torch.zeros_like(t) if g is None else g for t, g in zip((q_, k_, v_), (dq, dk, dv)))
-    return o.detach(), dq, dk, dv
+                    compute_dtype: torch.dtype = torch.float32, cu_seqlens_q=None, cu_seqlens_k=None,
+                    window_size=None, softcap: float = 0.0, g=None):
+    """-> (o, dq, dk, dv) in compute_dtype, shaped like q, q, k, v (varlen: cu_seqlens_q / cu_seqlens_k given);
+    with a forget gate g: (o, dq, dk, dv, dg), dg shaped like g."""
+    leaves = [t.detach().to(compute_dtype).requires_grad_(True) for t in (q, k, v) + (() if g is None else (g,))]
+    o = reference_forward(*leaves[:3], causal, scale, compute_dtype, cu_seqlens_q, cu_seqlens_k, window_size, softcap,
+                          None if g is None else leaves[3])
+    grads = torch.autograd.grad(o, leaves, do.to(compute_dtype), allow_unused=True)
+    grads = (torch.zeros_like(t) if grad is None else grad for t, grad in zip(leaves, grads))
+    return (o.detach(), *grads)
 
 
 from variants.base import Baseline  # noqa: E402  (registration below the math it wraps)
@@ -74,9 +106,18 @@ class Reference(Baseline):
     backward_matmuls = 5
     supports_varlen = True
 
-    def function(self, q, k, v, causal, scale):
-        return reference_forward(q, k, v, causal, scale).to(q.dtype)
+    modifiers = ("window", "softcap", "gate")
 
-    def varlen_function(self, q, k, v, causal, scale, varlen):
-        return reference_forward(q, k, v, causal, scale, torch.float32, varlen.cu_seqlens_q, varlen.cu_seqlens_k
-                                 ).to(q.dtype)
+    def function(self, q, k, v, causal, scale, mods=None, g=None):
+        return reference_forward(q, k, v, causal, scale, **modifier_args(mods, g)).to(q.dtype)
+
+    def varlen_function(self, q, k, v, causal, scale, varlen, mods=None, g=None):
+        return reference_forward(q, k, v, causal, scale, torch.float32, varlen.cu_seqlens_q, varlen.cu_seqlens_k,
+                                 **modifier_args(mods, g)).to(q.dtype)
+
+
+def modifier_args(mods, g) -> dict:
+    """reference_forward's modifier keywords from a Problem carrying them (or None: none) and the gate."""
+    if mods is None:
+        return dict(g=g)
+    return dict(window_size=(mods.window_left, mods.window_right), softcap=mods.softcap, g=g)

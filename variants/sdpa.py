@@ -60,6 +60,8 @@ class _Sdpa(Baseline):
     varlen_op: str | None = None  # "flash" / "cudnn": the aten varlen op pair behind this backend
 
     def supports(self, problem):
+        if problem.modifiers:  # SDPA has no window, softcap or gate (an attn_mask would leave the fused kernels)
+            return self.modifier_reason(problem)
         if problem.device != "cuda":
             return "SDPA backends flash/cudnn/efficient need a CUDA device"
         if problem.dtype == torch.float32 and self.backend != SDPBackend.EFFICIENT_ATTENTION:

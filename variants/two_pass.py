@@ -8,6 +8,7 @@ from variants.registry import register_variant
 @register_variant("two_pass")
 class TwoPass(TritonVariant):
     supports_varlen = True  # kernels take varlen= (a kernels.varlen.Packing)
+    modifiers = ("window", "softcap", "gate")  # kernels take mods= and gate= (kernels/backward_steps.py)
     Blocks = TwoPassBlocks
     backward_matmuls = 7  # dK/dV kernel: S, dP, dV, dK; dQ kernel: S, dP, dQ (14 N^2 d)
 
@@ -15,6 +16,6 @@ class TwoPass(TritonVariant):
         # split_dkdv recomputes S in the dK pass: 8 matmuls (16 N^2 d); split_d changes no FLOP
         return problem.matmul_flops(self.backward_matmuls + (1 if blocks.split_dkdv else 0))
 
-    def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks, varlen=None):
-        return two_pass_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, varlen=varlen,
-                                 **blocks.as_dict())
+    def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks, varlen=None, mods=None, gate=None):
+        return two_pass_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, varlen=varlen, mods=mods,
+                                 gate=gate, **blocks.as_dict())

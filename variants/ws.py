@@ -21,6 +21,8 @@ class Ws(TritonVariant):
     arch_requirement = "sm90 (a Gluon kernel written for Hopper: wgmma, TMA, mbarriers)"
 
     def supports(self, problem):
+        if problem.modifiers:  # window / softcap / gate: not in the Gluon kernel
+            return self.modifier_reason(problem)
         if GLUON_MISSING is not None:
             return GLUON_MISSING
         if interpreter_on() or problem.device != "cuda":
@@ -35,7 +37,7 @@ class Ws(TritonVariant):
             return f"ws runs fp16 and bf16 (wgmma), not {problem.dtype}"
         if problem.head_dim not in WS_HEAD_DIMS:
             return f"ws covers head dims {WS_HEAD_DIMS} so far, not {problem.head_dim}"
-        return self.varlen_reason(problem)
+        return self.modifier_reason(problem) or self.varlen_reason(problem)
 
     def executed_flops(self, problem, blocks):
         return problem.matmul_flops(5)  # S, dP, dV, dK, dQ: 10 N^2 d
