@@ -155,8 +155,9 @@ def test_bad_modifier_arguments(kwargs, message, device):
     causal = kwargs.get("g") != "full"
     if "g" in kwargs:
         kind = kwargs.pop("g")
-        kwargs["g"] = {"shape": torch.zeros(1, 8, 1), "dtype": torch.zeros(1, 8, 2, dtype=torch.float16)}.get(
-            kind, torch.zeros(1, 8, 2))
+        kwargs["g"] = {"shape": torch.zeros(1, 8, 1, device=device),
+                       "dtype": torch.zeros(1, 8, 2, dtype=torch.float16, device=device)}.get(
+            kind, torch.zeros(1, 8, 2, device=device))
         if kind == "nq!=nk":
             k, v = k[:, :6], v[:, :6]
     with pytest.raises(ValueError, match=message) as info:
