@@ -44,7 +44,7 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_de
                         DS_SMEM: gl.constexpr, STATS_SMEM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                         MASKED: gl.constexpr, WARP_SPECIALIZE: gl.constexpr,
                         EARLY_SCORES: gl.constexpr, GROUPS: gl.constexpr, GROUP_REGS: gl.constexpr,
-                        SWAP_AB: gl.constexpr, PERSISTENT: gl.constexpr):
+                        SWAP_AB: gl.constexpr, PERSISTENT: gl.constexpr, WITH_DQ: gl.constexpr = True):
     """Grid (cdiv(Nk, BLOCK_N) * B * Hkv,), one tile (key block of a (batch, kv head)) per program, batch_kv_heads
     = B * Hkv; PERSISTENT: grid (programs,), program p walks tiles TILES[TILE_STARTS[p]:TILE_STARTS[p + 1]] (int32,
     a schedule made on the host: `tile_schedule`). q/do_desc: [B * Nq, H * D] blocks [BM, D];
@@ -55,7 +55,8 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_de
     and one the dQ reduce-adds (`_dq_partition`), handing tiles over through mbarriers; else the compute warps
     issue both themselves. GROUPS = 2 (split_warpgroups): two compute partitions of num_warps warps, each with
     BLOCK_N / 2 keys (k_desc's block), its own dS^T and dQ tiles; GROUP_REGS: the second one's registers.
-    Every partition walks the same tiles and steps; the Q / dO ring and the dQ hand-over count steps across tiles,
+    WITH_DQ=False (ws_two_pass's dK/dV kernel; WARP_SPECIALIZE, one group): no dQ, no dQ warp; the compute warps
+    hand each step's stage back themselves. Every partition walks the same tiles and steps; the Q / dO ring and the dQ hand-over count steps across tiles,
     and K / V of the next tile load once the compute warps are done with this one's (`kv_empty`), while they
     store its dK, dV."""
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
@@ -83,7 +84,10 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_de
     else:  # dS and P [BM, BN]: A operands of dK, dV (read transposed) and dQ
         ds_smem = gl.allocate_shared_memory(dtype, [1, BLOCK_M, BLOCK_N], DS_SMEM)
         p_smem = gl.allocate_shared_memory(dtype, [1, BLOCK_M, BLOCK_N], DS_SMEM)
-    dq_smem = gl.allocate_shared_memory(gl.float32, [GROUPS, BLOCK_M, HEAD_DIM], dq_desc.layout)  # each group's dQ
+    if WITH_DQ:
+        dq_smem = gl.allocate_shared_memory(gl.float32, [GROUPS, BLOCK_M, HEAD_DIM], dq_desc.layout)  # each group's dQ
+    else:  # no dQ: a placeholder
+        dq_smem = gl.allocate_shared_memory(gl.float32, [GROUPS, 8, HEAD_DIM], dq_desc.layout)
     # LSE and delta of each stage's query block, staged by the load warp (WARP_SPECIALIZE)
     lse_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], STATS_SMEM)
     delta_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], STATS_SMEM)
@@ -105,7 +109,15 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_de
     tiles = (k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, kv_empty,
              ready, empty, dq_full, dq_empty)
     stores = (dk_desc, dv_desc, DK, DV, sm_scale)
-    if WARP_SPECIALIZE:
+    if not WITH_DQ:  # the compute warps and the load warp only
+        gl.warp_specialize([
+            (_mma_partition, (tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT,
+                              DQ_LAYOUT, STAGES, CAUSAL, MASKED, True, False, 0, SWAP_AB, PERSISTENT, None, None,
+                              None, None, None, False)),
+            (_load_partition, (q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE, DELTA, STAGES,
+                               CAUSAL, PERSISTENT)),
+        ], [1], [24])
+    elif WARP_SPECIALIZE:
         if GROUPS == 2:  # two compute warpgroups, each its own partition with its own half of the keys and dQ
             gl.warp_specialize([
                 (_mma_partition, (tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT,
@@ -333,7 +345,7 @@ def _probabilities(s, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, KEYS_O
 @gluon.jit
 def _gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, ds_smem, o_m, start_n, start_m,
                seq_q, seq_k, qk_scale, KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, CAUSAL: gl.constexpr,
-               MASKED: gl.constexpr):
+               MASKED: gl.constexpr, WITH_DQ: gl.constexpr = True):
     """One step from its S^T, dP^T in flight (the last two wgmma groups): P^T and dS^T, then dV += P^T dO,
     dK += dS^T Q and dQ = dS K issued -> (dq [BM, D], dk, dv [BN, D]), their three wgmma groups in flight."""
     HEAD_DIM: gl.constexpr = k_smem.shape[1]
@@ -345,18 +357,23 @@ def _gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, ds_smem, 
     dv = warpgroup_mma(gl.convert_layout(p_t.to(dtype), P_OPERAND), do_tile, dv, is_async=True)  # [BN, BM] @ [BM, D]
     dp_t = warpgroup_mma_wait(num_outstanding=1, deps=(dp_t,))
     ds_t = (p_t * (dp_t - gl.expand_dims(delta, 0))).to(dtype)  # [BN, BM]
-    ds_smem.store(ds_t)
+    if WITH_DQ:
+        ds_smem.store(ds_t)
     dk = warpgroup_mma(gl.convert_layout(ds_t, P_OPERAND), q_tile, dk, is_async=True)  # [BN, BM] @ [BM, D]
-    fence_async_shared()
-    cta_barrier()  # every warpgroup's rows of dS^T are in shared memory before dQ reads all of them
-    dq = warpgroup_mma(ds_smem.permute((1, 0)), k_smem, gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, DQ_LAYOUT),
-                       use_acc=False, is_async=True)  # [BM, BN] @ [BN, D] -> [BM, D]
+    if WITH_DQ:
+        fence_async_shared()
+        cta_barrier()  # every warpgroup's rows of dS^T are in shared memory before dQ reads all of them
+        dq = warpgroup_mma(ds_smem.permute((1, 0)), k_smem, gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, DQ_LAYOUT),
+                           use_acc=False, is_async=True)  # [BM, BN] @ [BN, D] -> [BM, D]
+    else:
+        dq = dk  # no dQ (ws_two_pass): a placeholder
     return dq, dk, dv
 
 
 @gluon.jit
 def _gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, k_smem, p_smem, ds_smem, o_m, start_n, start_m,
-                  seq_q, seq_k, qk_scale, DQ_LAYOUT: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr):
+                  seq_q, seq_k, qk_scale, DQ_LAYOUT: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr,
+                  WITH_DQ: gl.constexpr = True):
     """Without swap AB (each warpgroup owns query rows of S, dP): P and dS go to shared memory, where dV += P^T dO
     and dK += dS^T Q read them transposed (each warpgroup its key rows) and dQ = dS K as they are
     -> (dq [BM, D], dk, dv [BN, D]), their three wgmma groups in flight."""
@@ -373,8 +390,11 @@ def _gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, k_smem, p_smem, ds
     cta_barrier()  # every warpgroup's rows of P and dS are in shared memory before the wgmmas read all of them
     dv = warpgroup_mma(p_smem.permute((1, 0)), do_tile, dv, is_async=True)  # [BN, BM] @ [BM, D]
     dk = warpgroup_mma(ds_smem.permute((1, 0)), q_tile, dk, is_async=True)  # [BN, BM] @ [BM, D]
-    dq = warpgroup_mma(ds_smem, k_smem, gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, DQ_LAYOUT),
-                       use_acc=False, is_async=True)  # [BM, BN] @ [BN, D] -> [BM, D]
+    if WITH_DQ:
+        dq = warpgroup_mma(ds_smem, k_smem, gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, DQ_LAYOUT),
+                           use_acc=False, is_async=True)  # [BM, BN] @ [BN, D] -> [BM, D]
+    else:
+        dq = dk  # no dQ (ws_two_pass): a placeholder
     return dq, dk, dv
 
 
@@ -395,30 +415,32 @@ def _mma_partition(tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOU
                    KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                    MASKED: gl.constexpr, SPECIALIZED: gl.constexpr, EARLY_SCORES: gl.constexpr, WG: gl.constexpr,
                    SWAP_AB: gl.constexpr, PERSISTENT: gl.constexpr,
-                   q_desc=None, k_desc=None, v_desc=None, do_desc=None, dq_desc=None):
+                   q_desc=None, k_desc=None, v_desc=None, do_desc=None, dq_desc=None, WITH_DQ: gl.constexpr = True):
     """Compute group WG (its rows of the key block, its shared tiles): per tile, per step, the five matmuls and the
     softmax gradient; at the end of a tile it stores its rows of dK (scaled) and dV (stores: DK, DV, sm_scale).
     SPECIALIZED: the loads and reduce-adds are other warps' (signalled through mbarriers); else issued here
     (the descriptors given). EARLY_SCORES (SPECIALIZED only): the next step's S^T, dP^T are issued right
-    behind this step's dQ, so they run while dQ is handed over and the next step starts with them done."""
+    behind this step's dQ, so they run while dQ is handed over and the next step starts with them done.
+    WITH_DQ=False (SPECIALIZED, not EARLY_SCORES): dK and dV only, each step's stage handed back here."""
     TILES, first_tile, end_tile = schedule
     if PERSISTENT:
         slot = 0  # steps before this tile's, over the program's tiles: the ring's and the dQ hand-over's position
         for k in range(first_tile, end_tile):
             slot = _mma_tile(k, slot, k - first_tile, tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT,
                              KV_LAYOUT, DQ_LAYOUT, STAGES, CAUSAL, MASKED, SPECIALIZED, EARLY_SCORES, WG, SWAP_AB,
-                             PERSISTENT, q_desc, k_desc, v_desc, do_desc, dq_desc)
+                             PERSISTENT, q_desc, k_desc, v_desc, do_desc, dq_desc, WITH_DQ)
     else:
         _mma_tile(first_tile, 0, 0, tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT,
                   DQ_LAYOUT, STAGES, CAUSAL, MASKED, SPECIALIZED, EARLY_SCORES, WG, SWAP_AB, PERSISTENT, q_desc,
-                  k_desc, v_desc, do_desc, dq_desc)
+                  k_desc, v_desc, do_desc, dq_desc, WITH_DQ)
 
 
 @gluon.jit
 def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.constexpr,
               KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
               MASKED: gl.constexpr, SPECIALIZED: gl.constexpr, EARLY_SCORES: gl.constexpr, WG: gl.constexpr,
-              SWAP_AB: gl.constexpr, PERSISTENT: gl.constexpr, q_desc, k_desc, v_desc, do_desc, dq_desc):
+              SWAP_AB: gl.constexpr, PERSISTENT: gl.constexpr, q_desc, k_desc, v_desc, do_desc, dq_desc,
+              WITH_DQ: gl.constexpr = True):
     """The k-th tile of compute group WG, its steps at ring positions slot, slot + 1, ... (tile_count: the
     program's tiles before it) -> the ring position after it."""
     k_all, v_all, q_smem, do_smem, ds_all, p_all, dq_all, lse_smem, delta_smem, kv_ready, kv_empty, ready, empty, dq_full, dq_empty = tiles
@@ -472,11 +494,16 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, LSE, DELTA, q
             delta = gl.load(DELTA + row_stats, mask=o_m < seq_q, other=0.)  # [BM]
         if SWAP_AB:
             dq, dk, dv = _gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, ds_smem, o_m,
-                                    start_n, start_m, seq_q, seq_k, qk_scale, KV_LAYOUT, DQ_LAYOUT, CAUSAL, MASKED)
+                                    start_n, start_m, seq_q, seq_k, qk_scale, KV_LAYOUT, DQ_LAYOUT, CAUSAL, MASKED,
+                                    WITH_DQ)
         else:
             dq, dk, dv = _gradients_mn(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, p_smem, ds_smem,
-                                       o_m, start_n, start_m, seq_q, seq_k, qk_scale, DQ_LAYOUT, CAUSAL, MASKED)
-        if EARLY_SCORES:  # the last step re-issues its own scores (its stage is still loaded; never read)
+                                       o_m, start_n, start_m, seq_q, seq_k, qk_scale, DQ_LAYOUT, CAUSAL, MASKED,
+                                       WITH_DQ)
+        if not WITH_DQ:  # ws_two_pass's dK/dV kernel: the step's MMAs done, its stage goes back to the load warp
+            dk, dv = warpgroup_mma_wait(num_outstanding=0, deps=(dk, dv))
+            mbarrier.arrive(empty.index(stage), count=1)
+        elif EARLY_SCORES:  # the last step re-issues its own scores (its stage is still loaded; never read)
             nxt = slot + gl.minimum(step + 1, steps - 1)
             if step + 1 < steps:
                 mbarrier.wait(ready.index(nxt % STAGES), (nxt // STAGES) & 1)
@@ -485,17 +512,18 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, LSE, DELTA, q
             dq, dk, dv = warpgroup_mma_wait(num_outstanding=2, deps=(dq, dk, dv))  # the next S^T, dP^T run on
         else:
             dq, dk, dv = warpgroup_mma_wait(num_outstanding=0, deps=(dq, dk, dv))
-        if SPECIALIZED:
-            mbarrier.wait(dq_empty.index(WG), ((slot + step) & 1) ^ 1)  # the last reduce-add has read dq_smem
-        else:
-            tma.store_wait(pendings=0)
-        dq_smem.store(_bank_spread_rows(dq))
-        fence_async_shared()
-        if SPECIALIZED:  # the arrive waits for every compute warp (a barrier), then one thread signals
-            mbarrier.arrive(dq_full.index(WG), count=1)  # also frees the stage (the dQ warp passes it on)
-        else:
-            cta_barrier()
-            tma_reduce_add(dq_desc, [_dq_row(rows, i_h, start_m), 0], dq_smem)
+        if WITH_DQ:
+            if SPECIALIZED:
+                mbarrier.wait(dq_empty.index(WG), ((slot + step) & 1) ^ 1)  # the last reduce-add has read dq_smem
+            else:
+                tma.store_wait(pendings=0)
+            dq_smem.store(_bank_spread_rows(dq))
+            fence_async_shared()
+            if SPECIALIZED:  # the arrive waits for every compute warp (a barrier), then one thread signals
+                mbarrier.arrive(dq_full.index(WG), count=1)  # also frees the stage (the dQ warp passes it on)
+            else:
+                cta_barrier()
+                tma_reduce_add(dq_desc, [_dq_row(rows, i_h, start_m), 0], dq_smem)
     if not SPECIALIZED:
         tma.store_wait(pendings=0)
     if EARLY_SCORES:
@@ -628,42 +656,59 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
     from kernels.dq_finish import dq_finish
 
     batch, seq_q, heads, head_dim = q.shape
-    seq_k, kv_heads = k.shape[1], k.shape[2]
     q, k, v, do = (t if dense_bnhd(t) else t.contiguous() for t in (q, k, v, do))
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     acc_rows = dq_rows(seq_q)
     dq_acc = torch.zeros(batch * heads * acc_rows, head_dim, device=q.device, dtype=torch.float32)  # [B*H*rows, D]
+    ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, causal=causal, scale=scale, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
+            num_warps=num_warps, num_stages=num_stages, warp_specialize=warp_specialize, early_scores=early_scores,
+            split_warpgroups=split_warpgroups, swap_ab=swap_ab, longest_first=longest_first, persistent=persistent)
+    dq = torch.empty(q.shape, device=q.device, dtype=q.dtype)
+    dq_finish(dq_acc.view(batch, heads, acc_rows, head_dim), dq, scale, spread_rows=True)
+    return dq, dk, dv
+
+
+def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
+            num_warps: int, num_stages: int, warp_specialize: bool = True, early_scores: bool = False,
+            split_warpgroups: bool = False, swap_ab: bool = True, longest_first: bool = True,
+            persistent: bool = False) -> None:
+    """The main kernel's launch: dk, dv (like k, v, dense) and, given dq_acc ([B * H * dq_rows(Nq), D] fp32, zeroed),
+    dQ reduce-added into it; dq_acc=None (ws_two_pass, warp_specialize only): dk and dv alone."""
+    batch, seq_q, heads, head_dim = q.shape
+    seq_k, kv_heads = k.shape[1], k.shape[2]
+    with_dq = dq_acc is not None
+    if not with_dq and not (warp_specialize and not early_scores and not split_warpgroups):
+        raise ValueError("ws_dkdv without dQ: warp_specialize only, without early_scores or split_warpgroups")
     rows_q, rows_k = q.reshape(batch * seq_q, heads * head_dim), k.reshape(batch * seq_k, kv_heads * head_dim)
     masked = causal or seq_q % BLOCK_M != 0 or seq_k % BLOCK_N != 0
     groups = 2 if split_warpgroups and warp_specialize else 1  # compute partitions, each num_warps / groups warps
     block_ng, group_warps = BLOCK_N // groups, num_warps // groups
-    if seq_k > 0:
-        key_blocks = triton.cdiv(seq_k, BLOCK_N)
-        heads_per_chunk = chunk_heads(q.device, seq_k, BLOCK_N, batch * kv_heads, causal and longest_first)
-        if persistent:
-            tiles, tile_starts = tile_schedule(q.device, key_blocks, batch * kv_heads, heads_per_chunk,
-                                               query_steps(seq_q, seq_k, BLOCK_M, BLOCK_N, heads // kv_heads, causal))
-            grid = (tile_starts.numel() - 1,)
-        else:
-            tiles = tile_starts = dq_acc  # unused
-            grid = (key_blocks * batch * kv_heads,)
-        _ws_backward_kernel[grid](
-            q_desc=_descriptor(rows_q, [BLOCK_M, head_dim]),
-            k_desc=_descriptor(rows_k, [block_ng, head_dim]),
-            v_desc=_descriptor(v.reshape(batch * seq_k, kv_heads * head_dim), [block_ng, head_dim]),
-            do_desc=_descriptor(do.reshape(batch * seq_q, heads * head_dim), [BLOCK_M, head_dim]),
-            dq_desc=_descriptor(dq_acc, [BLOCK_M, head_dim]),
-            dk_desc=_descriptor(dk.reshape(batch * seq_k, kv_heads * head_dim), [block_ng, head_dim]),
-            dv_desc=_descriptor(dv.reshape(batch * seq_k, kv_heads * head_dim), [block_ng, head_dim]),
-            LSE=lse, DELTA=delta, DK=dk, DV=dv, TILES=tiles, TILE_STARTS=tile_starts, seq_q=seq_q, seq_k=seq_k,
-            heads=heads, kv_heads=kv_heads, batch_kv_heads=batch * kv_heads, chunk_heads=heads_per_chunk,
-            qk_scale=scale * LOG2E, sm_scale=scale, STAGES=num_stages, CAUSAL=causal, MASKED=masked,
-            WARP_SPECIALIZE=warp_specialize, EARLY_SCORES=early_scores and warp_specialize, GROUPS=groups,
-            GROUP_REGS=GROUP_REGS, SWAP_AB=swap_ab, PERSISTENT=persistent, num_warps=group_warps,
-            **layouts(BLOCK_M, block_ng, head_dim, group_warps, q.dtype, swap_ab))
-    else:
+    if seq_k == 0:
         dk.zero_()
         dv.zero_()
-    dq = torch.empty(q.shape, device=q.device, dtype=q.dtype)
-    dq_finish(dq_acc.view(batch, heads, acc_rows, head_dim), dq, scale, spread_rows=True)
-    return dq, dk, dv
+        return
+    if dq_acc is None:  # no dQ: a placeholder descriptor (the kernel never touches it)
+        dq_acc = torch.empty(BLOCK_M, head_dim, device=q.device, dtype=torch.float32)
+    key_blocks = triton.cdiv(seq_k, BLOCK_N)
+    heads_per_chunk = chunk_heads(q.device, seq_k, BLOCK_N, batch * kv_heads, causal and longest_first)
+    if persistent:
+        tiles, tile_starts = tile_schedule(q.device, key_blocks, batch * kv_heads, heads_per_chunk,
+                                           query_steps(seq_q, seq_k, BLOCK_M, BLOCK_N, heads // kv_heads, causal))
+        grid = (tile_starts.numel() - 1,)
+    else:
+        tiles = tile_starts = dq_acc  # unused
+        grid = (key_blocks * batch * kv_heads,)
+    _ws_backward_kernel[grid](
+        q_desc=_descriptor(rows_q, [BLOCK_M, head_dim]),
+        k_desc=_descriptor(rows_k, [block_ng, head_dim]),
+        v_desc=_descriptor(v.reshape(batch * seq_k, kv_heads * head_dim), [block_ng, head_dim]),
+        do_desc=_descriptor(do.reshape(batch * seq_q, heads * head_dim), [BLOCK_M, head_dim]),
+        dq_desc=_descriptor(dq_acc, [BLOCK_M, head_dim]),
+        dk_desc=_descriptor(dk.reshape(batch * seq_k, kv_heads * head_dim), [block_ng, head_dim]),
+        dv_desc=_descriptor(dv.reshape(batch * seq_k, kv_heads * head_dim), [block_ng, head_dim]),
+        LSE=lse, DELTA=delta, DK=dk, DV=dv, TILES=tiles, TILE_STARTS=tile_starts, seq_q=seq_q, seq_k=seq_k,
+        heads=heads, kv_heads=kv_heads, batch_kv_heads=batch * kv_heads, chunk_heads=heads_per_chunk,
+        qk_scale=scale * LOG2E, sm_scale=scale, STAGES=num_stages, CAUSAL=causal, MASKED=masked,
+        WARP_SPECIALIZE=warp_specialize, EARLY_SCORES=early_scores and warp_specialize, GROUPS=groups,
+        GROUP_REGS=GROUP_REGS, SWAP_AB=swap_ab, PERSISTENT=persistent, WITH_DQ=with_dq, num_warps=group_warps,
+        **layouts(BLOCK_M, block_ng, head_dim, group_warps, q.dtype, swap_ab))

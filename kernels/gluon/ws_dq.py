@@ -1,0 +1,166 @@
+"""ws_two_pass's dQ kernel (Gluon, sm90): the atomic-free twin of ws's dQ. One program per (query block, batch,
+query head): Q, dO, LSE and delta stay resident, a 1-warp partition streams K and V blocks through a STAGES-deep
+TMA ring, and the compute warps (240 registers) run per key block
+
+    S  = Q K^T      [BM, D] @ [D, BN] -> [BM, BN]    (async wgmma, both operands in shared memory)
+    dP = dO V^T     [BM, D] @ [D, BN] -> [BM, BN]
+    P  = exp2(S * scale * log2 e - lse),  dS = P * (dP - delta)
+    dQ += dS K      [BM, BN] (registers) @ [BN, D] -> [BM, D]
+
+dQ stays in registers and is written once (x scale) through Q's shared tile by a TMA store (a tail block by
+masked stores): no fp32 accumulator, no reduce-adds, no conversion pass, bitwise reproducible. Under causal
+masking a program walks the key blocks up to its diagonal, and programs are numbered last query block first
+(the longest walks start first). Tensors are read as ws reads them: 2-D TMA views of dense [B, N, H, D].
+"""
+import triton
+
+from kernels.common import LOG2E
+from kernels.gluon.compat import (cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma, tma_load, tma_store,
+                                  warpgroup_mma, warpgroup_mma_wait)
+from kernels.gluon.ws import GL_DTYPES, _descriptor, _issue_products, _probabilities
+
+
+@gluon.jit
+def _ws_dq_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DQ, seq_q, seq_k, heads, kv_heads,
+                  qk_scale, sm_scale, S_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, STAGES: gl.constexpr,
+                  CAUSAL: gl.constexpr, MASKED: gl.constexpr):
+    """Grid (cdiv(Nq, BM) * B * H,). q/do/dq_desc: [B * Nq, H * D] blocks [BM, D]; k/v_desc: [B * Nk, Hkv * D]
+    blocks [BN, D]. LSE (base 2), DELTA: [B, H, Nq] fp32; DQ: dense [B, Nq, H, D] (tails' masked stores)."""
+    BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
+    HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    dtype: gl.constexpr = q_desc.dtype
+    rows = _program_rows(seq_q, seq_k, heads, kv_heads, BLOCK_M, BLOCK_N, CAUSAL)
+
+    q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], q_desc.layout)
+    do_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], do_desc.layout)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
+    q_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())  # K, V of a stage landed
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())  # a stage's MMAs are done
+    mbarrier.init(q_ready, count=1)
+    for s in gl.static_range(STAGES):
+        mbarrier.init(ready.index(s), count=1)
+        mbarrier.init(empty.index(s), count=1)
+    tiles = (q_smem, do_smem, k_smem, v_smem, q_ready, ready, empty)
+    gl.warp_specialize([
+        (_dq_compute, (tiles, rows, dq_desc, LSE, DELTA, DQ, qk_scale, sm_scale, S_LAYOUT, DQ_LAYOUT, STAGES, CAUSAL,
+                       MASKED)),
+        (_dq_loads, (q_desc, k_desc, v_desc, do_desc, tiles, rows, STAGES)),
+    ], [1], [24])
+
+
+@gluon.jit
+def _program_rows(seq_q, seq_k, heads, kv_heads, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                  CAUSAL: gl.constexpr):
+    """(i_b, i_h, i_hk, seq_q, seq_k, heads, kv_heads, start_m, key_blocks) of this program: query blocks last first,
+    then (batch, head) pairs; key_blocks: how many key blocks its queries see (causal: up to the diagonal)."""
+    query_blocks = gl.cdiv(seq_q, BLOCK_M)
+    pid = gl.program_id(0)
+    i_m = query_blocks - 1 - pid // (gl.num_programs(0) // query_blocks)
+    i_bh = pid % (gl.num_programs(0) // query_blocks)
+    i_b = i_bh // heads
+    i_h = i_bh % heads
+    i_hk = i_h // (heads // kv_heads)
+    start_m = i_m * BLOCK_M
+    if CAUSAL:  # bottom-right: query i sees key j iff j <= i + Nk - Nq
+        n_end = gl.minimum(gl.maximum(start_m + BLOCK_M + seq_k - seq_q, 0), seq_k)
+    else:
+        n_end = seq_k
+    return (i_b, i_h, i_hk, seq_q, seq_k, heads, kv_heads, start_m, gl.cdiv(n_end, BLOCK_N))
+
+
+@gluon.jit
+def _dq_loads(q_desc, k_desc, v_desc, do_desc, tiles, rows, STAGES: gl.constexpr):
+    """One warp: Q and dO once, then each key block's K and V as soon as the compute warps freed its stage."""
+    q_smem, do_smem, k_smem, v_smem, q_ready, ready, empty = tiles
+    i_b, i_h, i_hk, seq_q, seq_k, heads, kv_heads, start_m, key_blocks = rows
+    HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    mbarrier.expect(q_ready, 2 * q_desc.block_type.nbytes)
+    tma_load(q_desc, [i_b * seq_q + start_m, i_h * HEAD_DIM], q_ready, q_smem)
+    tma_load(do_desc, [i_b * seq_q + start_m, i_h * HEAD_DIM], q_ready, do_smem)
+    for j in range(key_blocks):
+        stage = j % STAGES
+        mbarrier.wait(empty.index(stage), ((j // STAGES) & 1) ^ 1)  # passes at once on the first lap
+        mbarrier.expect(ready.index(stage), 2 * k_desc.block_type.nbytes)
+        tma_load(k_desc, [i_b * seq_k + j * BLOCK_N, i_hk * HEAD_DIM], ready.index(stage), k_smem.index(stage))
+        tma_load(v_desc, [i_b * seq_k + j * BLOCK_N, i_hk * HEAD_DIM], ready.index(stage), v_smem.index(stage))
+
+
+@gluon.jit
+def _dq_compute(tiles, rows, dq_desc, LSE, DELTA, DQ, qk_scale, sm_scale, S_LAYOUT: gl.constexpr,
+                DQ_LAYOUT: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr):
+    """The compute warps: per key block S, dP, then dS and dQ += dS K; at the end dQ (x scale) out."""
+    q_smem, do_smem, k_smem, v_smem, q_ready, ready, empty = tiles
+    i_b, i_h, i_hk, seq_q, seq_k, heads, kv_heads, start_m, key_blocks = rows
+    BLOCK_M: gl.constexpr = q_smem.shape[0]
+    HEAD_DIM: gl.constexpr = q_smem.shape[1]
+    BLOCK_N: gl.constexpr = k_smem.shape[1]
+    dtype: gl.constexpr = q_smem.dtype
+    DS_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=DQ_LAYOUT, k_width=2)
+    o_m = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, S_LAYOUT))  # query of each S row
+    row_stats = (i_b * heads + i_h) * seq_q + o_m
+    lse = gl.load(LSE + row_stats, mask=o_m < seq_q, other=float("inf"))  # [BM]; rows past Nq: P = 0
+    delta = gl.load(DELTA + row_stats, mask=o_m < seq_q, other=0.)  # [BM]
+    dq = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, DQ_LAYOUT)
+    mbarrier.wait(q_ready, 0)
+    for j in range(key_blocks):
+        stage = j % STAGES
+        mbarrier.wait(ready.index(stage), (j // STAGES) & 1)
+        k_tile = k_smem.index(stage)
+        s, dp = _issue_products(q_smem, k_tile, do_smem, v_smem.index(stage), S_LAYOUT)  # [BM, BN] each
+        s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))
+        p = _probabilities(s, lse, o_m, j * BLOCK_N, start_m, seq_q, seq_k, qk_scale, False, CAUSAL, MASKED)
+        dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
+        ds = (p * (dp - gl.expand_dims(delta, 1))).to(dtype)  # [BM, BN]
+        dq = warpgroup_mma(gl.convert_layout(ds, DS_OPERAND), k_tile, dq, is_async=True)  # [BM, BN] @ [BN, D]
+        dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq,))
+        mbarrier.arrive(empty.index(stage), count=1)  # the stage's MMAs are done (the arrive: a barrier first)
+    dq = dq * sm_scale
+    if start_m + BLOCK_M <= seq_q:  # a whole query block: out through Q's shared tile by TMA
+        cta_barrier()  # every warpgroup's wgmmas that read Q are done
+        q_smem.store(dq.to(dtype))
+        fence_async_shared()
+        cta_barrier()
+        tma_store(dq_desc, [i_b * seq_q + start_m, i_h * HEAD_DIM], q_smem)
+        tma.store_wait(pendings=0)
+    else:  # a tail: its rows past Nq are the next batch's in the 2-D view
+        o_qm = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, DQ_LAYOUT))
+        o_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, DQ_LAYOUT))
+        offsets = (((i_b * seq_q + gl.expand_dims(o_qm, 1)).to(gl.int64) * heads + i_h) * HEAD_DIM
+                   + gl.expand_dims(o_d, 0))
+        gl.store(DQ + offsets, dq.to(dtype), mask=gl.expand_dims(o_qm, 1) < seq_q)
+
+
+def dq_layouts(block_m: int, block_n: int, head_dim: int, num_warps: int) -> dict:
+    """S / dP [BM, BN] and dQ [BM, D] split by 16-row slices over the warps (BM = 16 x num_warps x k)."""
+    return dict(S_LAYOUT=gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                   instr_shape=[16, block_n, 16]),
+                DQ_LAYOUT=gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                    instr_shape=[16, head_dim, 16]))
+
+
+def ws_dq(q, k, v, do, lse, delta, dq, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int, num_warps: int,
+          num_stages: int) -> None:
+    """dq [B, Nq, H, D] (dense, q's dtype) = the attention gradient of q; q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D]
+    dense fp16 / bf16; lse (base 2), delta [B, H, Nq] fp32."""
+    batch, seq_q, heads, head_dim = q.shape
+    seq_k, kv_heads = k.shape[1], k.shape[2]
+    if seq_q == 0:
+        return
+    view = lambda t, n, h: t.reshape(batch * n, h * head_dim)  # noqa: E731 - [B * N, H * D]
+    masked = causal or seq_q % BLOCK_M != 0 or seq_k % BLOCK_N != 0
+    _ws_dq_kernel[(triton.cdiv(seq_q, BLOCK_M) * batch * heads,)](
+        q_desc=_descriptor(view(q, seq_q, heads), [BLOCK_M, head_dim]),
+        k_desc=_descriptor(view(k, seq_k, kv_heads), [BLOCK_N, head_dim]),
+        v_desc=_descriptor(view(v, seq_k, kv_heads), [BLOCK_N, head_dim]),
+        do_desc=_descriptor(view(do, seq_q, heads), [BLOCK_M, head_dim]),
+        dq_desc=_descriptor(view(dq, seq_q, heads), [BLOCK_M, head_dim]),
+        LSE=lse, DELTA=delta, DQ=dq, seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads,
+        qk_scale=scale * LOG2E, sm_scale=scale, STAGES=num_stages, CAUSAL=causal, MASKED=masked,
+        num_warps=num_warps, **dq_layouts(BLOCK_M, BLOCK_N, head_dim, num_warps))
+
+
+__all__ = ["ws_dq", "GL_DTYPES"]
