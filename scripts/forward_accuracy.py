@@ -2,7 +2,7 @@
 forwards on the same inputs: max and mean |error|, and the mean signed error (a bias that training would
 accumulate where random rounding would not).
 
-    python scripts/forward_accuracy.py --out table.parquet [--seqs 4096 16384] [--head-dims 64 128] [--q-scale 1 4]
+    python scripts/forward_accuracy.py --out table.csv [--seqs 4096 16384] [--head-dims 64 128] [--q-scale 1 4]
 
 Inputs: q, k, v ~ N(0, 1) in bf16, q multiplied by --q-scale (sharper softmax rows, as trained models have), causal.
 Only query rows [--rows] at the end of the sequence are checked (the reference is built for them alone, in fp64).
@@ -78,7 +78,7 @@ def main() -> None:
                             row.update(lse_max_abs=lse_err.abs().max().item(), lse_mean_signed=lse_err.mean().item())
                         rows_out.append(row)
     table = pd.DataFrame(rows_out)
-    table.to_parquet(args.out)
+    table.to_csv(args.out, index=False)  # a CSV: not a result table (plots and regress read parquet)
     pd.set_option("display.width", 250)
     summary = table.groupby(["seq", "head_dim", "q_scale", "design"])[
         ["o_max_abs", "o_mean_abs", "o_mean_signed", "o_rel_fro", "lse_max_abs", "lse_mean_signed"]].mean()

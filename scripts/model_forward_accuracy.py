@@ -3,7 +3,7 @@ AdamW steps with sdpa_flash, then one more forward whose attention inputs are ke
 the Triton forward, aten's FA2 and cuDNN forwards against fp64 on the last `--rows` queries, and how peaked the rows
 are (mean of each row's largest probability).
 
-    python scripts/model_forward_accuracy.py --out table.parquet [--model gpt_d128] [--seq 16384] [--steps 40]
+    python scripts/model_forward_accuracy.py --out table.csv [--model gpt_d128] [--seq 16384] [--steps 40]
 
 Checks nothing: it prints and writes a table (issue 27: which property of the forward makes training drift).
 """
@@ -78,7 +78,7 @@ def main() -> None:
                                lse_mean_signed=lse_errors[name].mean().item())
                 rows.append(row)
     table = pd.DataFrame(rows)
-    table.to_parquet(args.out)
+    table.to_csv(args.out, index=False)  # a CSV: not a result table (plots and regress read parquet)
     pd.set_option("display.width", 250)
     print(table.groupby(["layer", "head", "design"])[["peak", "o_max_abs", "o_mean_abs", "o_mean_signed", "o_rel_fro",
                                                        "lse_max_abs", "lse_mean_signed"]].mean()
