@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from runners.tables import *  # noqa: E402,F401,F403  (re-exported: plots use C.load, C.is_result, ...)
-from runners.tables import _coerce  # noqa: E402,F401
+from runners.tables import coerce  # noqa: E402,F401
 
 # Fixed colours so a variant looks the same in every figure; red is kept for "wrong" markers.
 VARIANT_COLORS = {
@@ -115,12 +115,12 @@ def log2_seq_axis(ax, seqs) -> None:
 def gpu_title(rows: pd.DataFrame, gpu: str) -> str:
     """'NVIDIA H100 80GB HBM3 (sm 9.0, 132 SMs) · torch X · triton Y · commit abc1234'."""
     parts = [gpu]
-    cc, sms = _one(rows, "compute_capability"), _one(rows, "sm_count")
+    cc, sms = one_value(rows, "compute_capability"), one_value(rows, "sm_count")
     extra = ", ".join(p for p in (f"sm {cc}" if cc else "", f"{int(float(sms))} SMs" if sms else "") if p)
     if extra:
         parts[0] += f" ({extra})"
     for col in ("torch", "triton"):
-        value = _one(rows, col)
+        value = one_value(rows, col)
         if value:
             parts.append(f"{col} {value}")
     commits = sorted({c[:7] for c in rows["commit"] if c})
@@ -129,7 +129,7 @@ def gpu_title(rows: pd.DataFrame, gpu: str) -> str:
     return " · ".join(parts)
 
 
-def _one(rows: pd.DataFrame, col: str) -> str:
+def one_value(rows: pd.DataFrame, col: str) -> str:
     values = [str(v) for v in rows[col].dropna().unique() if str(v) not in ("", "nan")]
     if not values:
         return ""

@@ -28,7 +28,7 @@ GPU_COLORS = ("#4477aa", "#ee6677", "#228833", "#ccbb44", "#66ccee", "#aa3377", 
 def main(argv: list[str] | None = None) -> int:
     args = C.parse_args(argv, DEFAULTS, PROG, __doc__)
     df = C.load(C.require(args, "results", PROG))
-    causal = None if args["causal"] is None else C._coerce(PROG, "causal", args["causal"], True)
+    causal = None if args["causal"] is None else C.coerce(PROG, "causal", args["causal"], True)
     paths = draw(df, args["out"], gpu=args["gpu"], dtype=args["dtype"], causal=causal,
                  head_dim=args["head_dim"], svg=args["svg"])
     return C.print_paths(paths, f"{PROG}: no variant has a correct timed result on every GPU")

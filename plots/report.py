@@ -149,10 +149,10 @@ def environments(df: pd.DataFrame) -> pd.DataFrame:
         stamps = g["_ts"].dropna()
         when = "" if stamps.empty else f"{stamps.min():%Y-%m-%d}" + (
             "" if stamps.max().date() == stamps.min().date() else f" … {stamps.max():%Y-%m-%d}")
-        rows.append({"GPU": gpu, "device": C._one(g, "device"), "cc": C._one(g, "compute_capability"),
-                     "SMs": _int_text(C._one(g, "sm_count")), "driver": C._one(g, "driver"),
-                     "CUDA": C._one(g, "cuda"), "torch": C._one(g, "torch"), "triton": C._one(g, "triton"),
-                     "python": C._one(g, "python"), "commit": ", ".join(commits) + (" (dirty)" if g["dirty"].any()
+        rows.append({"GPU": gpu, "device": C.one_value(g, "device"), "cc": C.one_value(g, "compute_capability"),
+                     "SMs": _int_text(C.one_value(g, "sm_count")), "driver": C.one_value(g, "driver"),
+                     "CUDA": C.one_value(g, "cuda"), "torch": C.one_value(g, "torch"), "triton": C.one_value(g, "triton"),
+                     "python": C.one_value(g, "python"), "commit": ", ".join(commits) + (" (dirty)" if g["dirty"].any()
                                                                                      else ""),
                      "sweeps": ", ".join(sorted(set(g["sweep_id"]) - {""})), "rows": len(g), "measured": when,
                      "timings": "meaningful" if g["timing_meaningful"].all() else

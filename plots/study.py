@@ -144,7 +144,7 @@ def draw(df: pd.DataFrame, out: str | Path, *, study: str | None = None, grid: p
     for name, rows in rows_all.groupby("study", sort=True):
         rows = rows.reset_index(drop=True)
         space = T.space_from_rows(rows)
-        gpu = C._one(rows, "gpu_name") or C._one(rows, "device")
+        gpu = C.one_value(rows, "gpu_name") or C.one_value(rows, "device")
         timed = bool(rows["timing_meaningful"].fillna(False).astype(bool).any())
         ok = int(_is_result(rows).sum())
         grid_row, points = grid_best(grid, rows) if grid is not None else (None, 0)

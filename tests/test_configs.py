@@ -108,7 +108,7 @@ def test_sweep_presets(preset, variant):
     assert len(jobs) == expected
     composed = {}
     for job in jobs:  # every point of every grid is a valid block combo for its variant
-        schema.check(sweep._compose_job(list(job), composed), DEVICE)
+        schema.check(sweep.compose_job(list(job), composed), DEVICE)
 
 
 def test_sweep_presets_compose_for_every_variant():

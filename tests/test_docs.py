@@ -133,7 +133,7 @@ def check_sweep(args: list[str]) -> None:
             skip = True
         elif not arg.startswith("-") or arg in ("-m", "--multirun"):
             overrides.append(arg)
-    overrides, multirun, _ = sweep._split_argv(overrides)
+    overrides, multirun, _ = sweep.split_argv(overrides)
     GlobalHydra.instance().clear()
     try:
         assert sweep.preflight(overrides, multirun) >= 1

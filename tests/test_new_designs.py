@@ -270,7 +270,7 @@ def test_a_design_without_yaml_files_composes_and_sweeps_its_tunable_fields(hydr
         "blocks.BLOCK_M": "16,32", "blocks.num_warps": "2,4,8", "blocks.loose_switch": "false,true"}
     jobs = sweep.expand_jobs(["sweep=blocks", f"variant={name}"], multirun=True)
     assert len(jobs) == 12
-    points = {schema.check(sweep._compose_job(list(job), {}), "cpu").blocks for job in jobs}
+    points = {schema.check(sweep.compose_job(list(job), {}), "cpu").blocks for job in jobs}
     assert len(points) == 12 and all(p.mode == 0 for p in points)
     assert tune.grid_space(name) == {"BLOCK_M": (16, 32), "num_warps": (2, 4, 8), "loose_switch": (False, True)}
 

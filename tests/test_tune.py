@@ -303,7 +303,7 @@ def test_warm_start_enqueues_the_default_in_every_group(tmp_path, monkeypatch):
     measured = synthetic(monkeypatch, separable_tables())
     cfg = cfg_for(tmp_path, *GRID_STUDY, "trials=3", "warm_start=true", base=[])
     result = tune.tune(cfg, out=lambda _: None)
-    default = {k: v for k, v in schema.check(cfg, sweep._device_kind()).blocks_dict.items() if k in result.space}
+    default = {k: v for k, v in schema.check(cfg, env.device_kind()).blocks_dict.items() if k in result.space}
     assert len(default) == len(result.space)  # the shape's default lies in the grid
     assert {k: measured[0][k] for k in result.space} == default
     for group in result.groups.values():

@@ -6,8 +6,8 @@ import math
 
 import torch
 
-from runners import decoder
-from runners.model_config import ModelConfig
+from runners.model import decoder
+from runners.model.config import ModelConfig
 
 
 def new_optimizer(model, config: ModelConfig, device: str):

@@ -7,7 +7,7 @@ import dataclasses
 
 from omegaconf import DictConfig
 
-from runners.schema import ConfigError
+from runners.point.schema import ConfigError
 
 DECOMPOSE_CHOICES = ("auto", True, False)
 JOINT = "joint"  # the one group of a study that is not decomposed: every field, told the total ms
@@ -55,7 +55,7 @@ class Group:
 
     @property
     def dists(self) -> dict:
-        from runners import trials as T
+        from runners.tuning import trials as T
         return T.distributions(self.space)
 
     @property
@@ -71,7 +71,7 @@ class Search:
     def __init__(self, cfg: DictConfig, name: str, space: dict, layout: list, out):
         import optuna
 
-        from runners import trials as T
+        from runners.tuning import trials as T
 
         self.space, self.dists, self.out, self.fell_back = space, T.distributions(space), out, False
         self.groups = []
@@ -89,7 +89,7 @@ class Search:
         """(state, {group name: objective}) of a row: its kernel's time, or the total ms for an untagged group and
         for every group when the row has no per-kernel time (said once)."""
         from optuna.trial import TrialState
-        from runners import trials as T
+        from runners.tuning import trials as T
 
         state, ms = T.outcome(row)
         if state != TrialState.COMPLETE:
@@ -105,7 +105,7 @@ class Search:
 
     def add(self, params: dict, row: dict) -> None:
         """A restored row: one finished trial in every group (and in the record)."""
-        from runners import trials as T
+        from runners.tuning import trials as T
 
         _, values = self.values(row)
         for g in self.groups:
@@ -126,7 +126,7 @@ class Search:
         """Tells every group its objective of `row` (None: the row could not be read back, a FAIL); a new row
         also gives the trials its status / reason attributes and goes into the record."""
         from optuna.trial import TrialState
-        from runners import trials as T
+        from runners.tuning import trials as T
 
         if row is None:
             for g, trial in zip(self.groups, trials):

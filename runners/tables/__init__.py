@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from runners.results import TableError as _TableError
-from runners.results import load as _runner_load  # the one way to read tables
+from runners.tables.results import TableError as _TableError
+from runners.tables.results import load as _runner_load  # the one way to read tables
 
 FLOP_CONVENTION = "FA convention: bwd = 2.5×fwd, causal halved"
 # Designs and block fields come from the variant registry and the Blocks dataclasses (issue 23), read on first use:
@@ -36,7 +36,7 @@ def _variants():
     """The ``variants`` package, imported on first use with the interpreter switch set first as the runner does."""
     global _VARIANTS_MODULE
     if _VARIANTS_MODULE is None:
-        from runners import env
+        from runners.point import env
         env.use_interpreter_without_gpu()
         import variants
         _VARIANTS_MODULE = variants
@@ -165,7 +165,7 @@ def step_config_columns() -> tuple:
     the dataclass (runners.model_config), so a key added there is a column here without an edit."""
     from dataclasses import fields
 
-    from runners.model_config import ModelConfig
+    from runners.model.config import ModelConfig
     return ("model", *(f.name for f in fields(ModelConfig) if f.name != "name"))
 
 
@@ -200,11 +200,11 @@ def parse_args(argv: list[str] | None, defaults: dict, prog: str, usage: str) ->
         key = key.replace("-", "_")
         if key not in defaults:
             raise UsageError(f"{prog}: unknown key {key!r}; known keys: {', '.join(defaults)}")
-        args[key] = _coerce(prog, key, value, defaults[key])
+        args[key] = coerce(prog, key, value, defaults[key])
     return args
 
 
-def _coerce(prog: str, key: str, value: str, default):
+def coerce(prog: str, key: str, value: str, default):
     if isinstance(default, bool):
         low = value.strip().lower()
         if low in ("true", "1", "yes", "on"):

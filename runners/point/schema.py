@@ -133,7 +133,7 @@ def store_variant_configs() -> list[str]:
     is one, wins (Hydra reads the conf folder first). Idempotent; run again after a plugin registers designs.
     The names stored."""
     import variants
-    from runners import env
+    from runners.point import env
 
     store, stored = ConfigStore.instance(), []
     for name in variants.registry.registered():
@@ -312,7 +312,7 @@ def import_plugins(modules) -> None:
 
 def _packed_args(cfg, seq: int, seq_k: int) -> dict:
     """{} for a uniform batch; else the Point fields of a packed varlen batch (its document lengths)."""
-    from runners.varlen_inputs import DISTS, doc_lengths
+    from runners.point.varlen_inputs import DISTS, doc_lengths
     spec = cfg.get("varlen")
     if spec is None or spec.dist == "none":
         return {}

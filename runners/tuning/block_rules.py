@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from runners import trials as T
+from runners.tuning import trials as T
 
 ANY = "any"
 _TOP_KEY = re.compile(r'^("?)([^\s:"#][^:"]*)\1:\s*(.*)$')
@@ -68,7 +68,7 @@ def _rule_blocks(blocks_cls, row: dict, serving: dict | None) -> dict:
     listed = set((serving or {}).get("blocks", {}))
     out = {}
     for f in fields(blocks_cls):
-        value = T._plain(row[f.name])
+        value = T.plain_value(row[f.name])
         if isinstance(f.default, bool):
             value = bool(value)
         elif isinstance(f.default, int):
@@ -175,7 +175,7 @@ def _check(new_table: dict, variant: str, found: list[dict], blocks_cls) -> None
     for w in found:
         got = default_block_fields(variant, _winner_problem(w), {ANY: new_table[w["arch"]]})
         resolved = blocks_cls(**got).as_dict()
-        want = {f.name: T._plain(w["row"][f.name]) for f in fields(blocks_cls)}
+        want = {f.name: T.plain_value(w["row"][f.name]) for f in fields(blocks_cls)}
         if any(resolved[k] != want[k] for k in want):
             raise RuntimeError(f"block_defaults: the new rules would not give the winner for {w}: {got}")
 

@@ -25,18 +25,18 @@ def distributions(space: dict) -> dict:
 
 def params_key(params: dict) -> str:
     """Stable identity of one config of the space (the tuner's duplicate check)."""
-    return json.dumps({k: _plain(v) for k, v in sorted(params.items())})
+    return json.dumps({k: plain_value(v) for k, v in sorted(params.items())})
 
 
-def _plain(value):
+def plain_value(value):
     if hasattr(value, "item"):  # numpy scalars from parquet
         value = value.item()
     return value
 
 
-def _candidate(value, candidates: tuple):
+def matching_candidate(value, candidates: tuple):
     """The candidate equal to a row's value (64.0 from a float column -> 64), else None."""
-    value = _plain(value)
+    value = plain_value(value)
     for c in candidates:
         if type(c) is bool or type(value) is bool:
             if type(c) is bool and type(value) is bool and c == value:
@@ -52,7 +52,7 @@ def row_params(row: dict, space: dict) -> dict | None:
     for name, candidates in space.items():
         if name not in row:
             return None
-        value = _candidate(row[name], tuple(candidates))
+        value = matching_candidate(row[name], tuple(candidates))
         if value is None:
             return None
         params[name] = value
@@ -130,7 +130,7 @@ def space_from_rows(rows) -> dict:
     """{field: sorted values seen}: the space a plot shows when only the rows are at hand."""
     space = {}
     for name in searched_fields(rows):
-        values = [_plain(v) for v in rows[name].dropna().unique()]
+        values = [plain_value(v) for v in rows[name].dropna().unique()]
         space[name] = tuple(sorted(values, key=lambda v: (isinstance(v, bool), v)))
     return space
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from runners import tables as T
+from runners.regression.refs import is_commit_like, resolve_ref
 
 KEY = ["arch", "variant", "head_dim", "causal", "dtype", "heads", "kv_heads", "kernel", "launch"]
 COUNTED = ("SPILLS", "BROKE", "REGS UP")
@@ -152,7 +153,7 @@ def _true(value) -> bool:
 def arch_design_view(j: pd.DataFrame) -> pd.DataFrame:
     """Architecture x design: per cell the counted verdicts ('SPILLS 2, BROKE 1'), else 'ok (fit/n fit)' of the
     candidate's n kernels, 'unsupported' where every candidate row of the cell is, '-' where the cell has no rows."""
-    from runners.arch_limits import ARCHS
+    from runners.compile.arch_limits import ARCHS
     order = list(ARCHS)
     archs = sorted(dict.fromkeys(j["arch"]), key=lambda a: (order.index(a) if a in order else len(order), a))
     designs = list(dict.fromkeys(j["variant"]))
@@ -203,7 +204,6 @@ def run(args: dict, out=print) -> int:
         base, cand = load(baseline), load(candidate)
         base_text, cand_text = describe(base, baseline), describe(cand, candidate)
     else:
-        from runners.regress import is_commit_like, resolve_ref
         sha = baseline if is_commit_like(baseline) else resolve_ref(baseline)
         if sha is None:
             raise T.UsageError(f"runners.regress: baseline={baseline!r} is neither an existing path nor a git commit")

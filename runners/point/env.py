@@ -15,7 +15,7 @@ import sys
 import warnings
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CONF_DIR = REPO / "conf"
 CPU_DEVICE = "cpu-interpreter"
 MEASURING_CODE = ("kernels", "variants", "runners", "conf")  # what a measurement depends on (resume key)
@@ -36,6 +36,11 @@ def use_interpreter_without_gpu() -> bool:
 
 def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def device_kind() -> str:
+    """The device a config is checked for (runners.point.schema.check): "cpu" under the interpreter, else "cuda"."""
+    return "cpu" if interpreting() else "cuda"
 
 
 def torch_device(gpu_index: int) -> str:
@@ -126,7 +131,7 @@ def _device_info(gpu_index: int) -> dict:
     if interpreting():
         return {**info, "device": CPU_DEVICE, "gpu_name": CPU_DEVICE, "compute_capability": None,
                 "sm_count": None, "gpu_mem_bytes": None, "driver": None, "gpu_index": None, "gpu_uuid": None}
-    from runners import lease
+    from runners.isolation import lease
 
     physical = lease.physical_indices(info["cuda_visible_devices"], torch.cuda.device_count())[gpu_index]
     info.update(gpu_index=physical, gpu_uuid=lease.device_uuid(gpu_index))  # the node's numbering, the board

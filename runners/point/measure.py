@@ -9,7 +9,7 @@ import gc
 import math
 import time
 
-from runners import env, profile
+from runners.point import env, profile
 
 env.use_interpreter_without_gpu()  # before `import variants`: @triton.jit reads TRITON_INTERPRET at import
 
@@ -21,7 +21,7 @@ from variants.accuracy import REL_TOL, error  # noqa: E402
 from variants.base import default_scale  # noqa: E402
 from variants.problem import DTYPES  # noqa: E402
 from variants.reference import reference_grads  # noqa: E402
-from runners import varlen_inputs  # noqa: E402
+from runners.point import varlen_inputs  # noqa: E402
 
 QUANTILES = [0.5, 0.2, 0.8]  # -> ms, ms_p20, ms_p80
 REF_FULL_LIMIT_BYTES = 8 * 2**30  # fp32 B*H*Nq*Nk above this: check batch 0 and the first kv-head group only

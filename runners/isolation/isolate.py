@@ -27,7 +27,7 @@ import threading
 import time
 from multiprocessing.connection import wait
 
-from runners import env
+from runners.point import env
 
 STARTUP_TIMEOUT_S = 300.0  # a fresh worker's imports (not part of any point's point_timeout_s)
 REAP_TIMEOUT_S = 60.0  # wait for a killed or exiting worker (a GPU context with a hung kernel takes a moment)
@@ -54,7 +54,7 @@ def call(cfg, fn, *args, **kwargs) -> dict:
 
 def fault_row(status: str, reason: str, timer: str | None = None) -> dict:
     """The measurement columns of a point that crashed or timed out: empty numbers, status and reason."""
-    from runners import measure
+    from runners.point import measure
 
     return {**measure.EMPTY, "timing_meaningful": not env.interpreting(), "timer": timer,
             "status": status, "reason": reason}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from runners.env import CONF_DIR
+from runners.point.env import CONF_DIR
 
 MODEL_DIR = Path(CONF_DIR) / "model"
 DTYPE_NAMES = ("fp32", "fp16", "bf16")

@@ -3,7 +3,7 @@ trained on a lag copy task (target at position t = the token at t - lag), which 
 import torch
 from torch import nn
 
-from runners.model_config import ModelConfig
+from runners.model.config import ModelConfig
 from variants import attention
 
 

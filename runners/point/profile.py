@@ -17,7 +17,7 @@ import json
 import math
 import re
 
-from runners.arch_limits import ARCHS
+from runners.compile.arch_limits import ARCHS
 
 PROFILE_CALLS = 3  # backward calls under the profiler; kernel_ms is their mean per call
 MAX_PROGRAMS_PER_SM = ARCHS["sm90"].max_programs_per_sm  # resident blocks per SM; torch does not expose it
@@ -31,7 +31,7 @@ EMPTY = {"kernel_ms": None, "kernel_ms_sum": math.nan, "kernel_launches": math.n
          "compiled_num_stages": math.nan, "programs_per_sm": math.nan, "occupancy_limiter": None,
          "profile_note": None}
 
-_GENERIC = ("elementwise_kernel", "vectorized_elementwise_kernel", "unrolled_elementwise_kernel", "reduce_kernel")
+GENERIC_KERNELS = ("elementwise_kernel", "vectorized_elementwise_kernel", "unrolled_elementwise_kernel", "reduce_kernel")
 
 
 def explain(fn, *, on_gpu: bool, device: str = "cuda", calls: int = PROFILE_CALLS) -> dict:
@@ -43,7 +43,7 @@ def explain(fn, *, on_gpu: bool, device: str = "cuda", calls: int = PROFILE_CALL
         with capture_compiled() as launched:
             kernel_ms, launches = kernel_breakdown(fn, calls, device)
     except Exception as exc:  # noqa: BLE001 - the explanation is optional; the measurement stands
-        return {**EMPTY, "profile_note": f"profiled run failed: {_one_line(exc)}"}
+        return {**EMPTY, "profile_note": f"profiled run failed: {exception_line(exc)}"}
     row = dict(EMPTY)
     if kernel_ms:
         total = sum(kernel_ms.values())
@@ -56,7 +56,7 @@ def explain(fn, *, on_gpu: bool, device: str = "cuda", calls: int = PROFILE_CALL
         resources = compiled_resources(launched, device_limits(device))
     except Exception as exc:  # noqa: BLE001
         resources = {}
-        notes.append(f"compiled metadata unreadable: {_one_line(exc)}")
+        notes.append(f"compiled metadata unreadable: {exception_line(exc)}")
     if resources:
         row["resources_json"] = json.dumps(resources, sort_keys=True)
         heavy = max(resources, key=lambda name: (kernel_ms or {}).get(name, -1.0))
@@ -108,7 +108,7 @@ def short_kernel_name(name: str) -> str:
     text = re.sub(r"^void\s+", "", name.strip())
     head = re.split(r"[<(]", text, maxsplit=1)[0].strip()
     base = head.rsplit("::", 1)[-1] or head or name
-    if base in _GENERIC:
+    if base in GENERIC_KERNELS:
         functor = re.search(r"(\w*Functor\w*|\w+_kernel_cuda\w*)", text[len(head):])
         if functor:
             base += f"[{functor.group(1)}]"
@@ -193,6 +193,6 @@ def programs_per_sm(n_regs, shared: int, num_warps: int, limits: dict, warp_size
     return int(bounds[limiter]), limiter
 
 
-def _one_line(exc: BaseException, limit: int = 200) -> str:
+def exception_line(exc: BaseException, limit: int = 200) -> str:
     text = " ".join(f"{type(exc).__name__}: {exc}".split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
