@@ -52,7 +52,8 @@ case "$PART" in
       echo "regress exit status: $? (cross-GPU: 1 only for wrong gradients)"
       python - "$OUT/h100_fa_grid.parquet" <<'EOF'
 import sys
-from runners import regress, tables as T
+from runners import tables as T
+from runners.regression import measured as regress
 base, cand = T.load("results/h200/fa_grid.parquet"), T.load(sys.argv[1])
 cmp = regress.compare(base, cand)
 both = cmp.table[cmp.table["_merge"] == "both"]

@@ -42,7 +42,7 @@ done
 
 python - "$WORK" "$OUT" >>"$LOG" 2>&1 <<'EOF'
 import sys
-from runners.results import load
+from runners.tables.results import load
 work, out = sys.argv[1:]
 load(f"{work}/grid").to_parquet(f"{out}/grid.parquet", index=False)
 load([f"{work}/tune_{mode}" for mode in ("cold", "warm", "joint")]).to_parquet(f"{out}/tune.parquet", index=False)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from hydra.core.global_hydra import GlobalHydra
 
-from runners import env
+from runners.point import env
 
 REPO = env.REPO
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]

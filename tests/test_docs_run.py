@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from runners import env
+from runners.point import env
 from tests.test_docs import COMMANDS, SYNOPSIS, split_commands
 
 REPO = env.REPO

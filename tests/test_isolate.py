@@ -8,7 +8,10 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
-from runners import env, isolate, measure, results, sweep
+from runners import sweep
+from runners.point import env, measure
+from runners.isolation import isolate
+from runners.tables import results
 from variants import registry
 
 PLUGIN = "tests.fault_variants"

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from runners import env, profile
+from runners.point import env, profile
 
 HOPPER = dict(profile.HOPPER_LIMITS)
 

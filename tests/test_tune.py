@@ -15,9 +15,12 @@ import yaml
 from hydra import compose, initialize_config_dir
 from optuna.trial import TrialState
 
-from runners import block_rules, env, measure, profile, results, trials, tune  # runners.* set TRITON_INTERPRET first
+from runners import tune  # runners.* set TRITON_INTERPRET first
+from runners.tuning import block_rules, trials
+from runners.point import env, measure, profile
+from runners.tables import results
 import variants
-from runners.schema import ConfigError
+from runners.point.schema import ConfigError
 from variants.block_defaults import default_block_fields
 from variants.blocks import AtomicBlocks, FusedBlocks, TwoPassBlocks
 from variants.problem import Problem
@@ -298,7 +301,7 @@ def test_the_last_trial_joins_every_groups_best_also_after_a_resume(tmp_path, mo
 
 
 def test_warm_start_enqueues_the_default_in_every_group(tmp_path, monkeypatch):
-    from runners import schema, sweep
+    from runners.point import schema
 
     measured = synthetic(monkeypatch, separable_tables())
     cfg = cfg_for(tmp_path, *GRID_STUDY, "trials=3", "warm_start=true", base=[])
