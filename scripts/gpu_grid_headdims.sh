@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Issue 9 on one GPU (run it on an H100 and on an H200): accuracy-gated runner rows for the Hopper design and the
+# The Hopper design and the large head dims on one GPU (issue 9) (run it on an H100 and on an H200): accuracy-gated runner rows for the Hopper design and the
 # large head dims, and the issue's targets checked on them.
 #
-#   bash scripts/gpu_issue9.sh grid bf16   # FA grid (N 1k/4k/16k x D 64/128 x causal/not): every flash-bwd design
-#   bash scripts/gpu_issue9.sh grid fp16   #   + atomic_tma deterministic + FA2, cuDNN, flex (~5-6 min each)
-#   bash scripts/gpu_issue9.sh headdims    # B2 H16 N4096, D 96/192/256, causal and not, bf16, every variant (~4 min)
-#   bash scripts/gpu_issue9.sh targets [TABLE ...]   # no GPU needed: the targets on merged tables (default: $OUT's)
+#   bash scripts/gpu_grid_headdims.sh grid bf16   # FA grid (N 1k/4k/16k x D 64/128 x causal/not): every flash-bwd design
+#   bash scripts/gpu_grid_headdims.sh grid fp16   #   + atomic_tma deterministic + FA2, cuDNN, flex (~5-6 min each)
+#   bash scripts/gpu_grid_headdims.sh headdims    # B2 H16 N4096, D 96/192/256, causal and not, bf16, every variant (~4 min)
+#   bash scripts/gpu_grid_headdims.sh targets [TABLE ...]   # no GPU needed: the targets on merged tables (default: $OUT's)
 #
 # Tables: $OUT/<gpu>_issue9_<part>.parquet (+ .log), <gpu> = h100 / h200 / gpu. Copy them to results/<gpu>/ and
 # commit before the targets step. The targets (issue 9): on the grid, the best flash-bwd design >= 1.0x flex and
@@ -13,7 +13,7 @@
 # the atomic family (atomic, atomic_tma, either mode) >= 0.9x two_pass on every grid cell.
 set -uo pipefail
 OUT=${OUT:?set OUT to the output folder}
-PART=${1:?usage: gpu_issue9.sh grid bf16|fp16 | headdims | targets [TABLE ...]}
+PART=${1:?usage: gpu_grid_headdims.sh grid bf16|fp16 | headdims | targets [TABLE ...]}
 DESIGNS=two_pass,fused,atomic,atomic_tma
 BASELINES=sdpa_flash,sdpa_cudnn,flex
 GRID=(tokens=16384 hidden=2048 seq=1024,4096,16384 head_dim=64,128 causal=true,false)
@@ -77,7 +77,7 @@ EOF
 
 case "$PART" in
   grid)
-    DTYPE=${2:?usage: gpu_issue9.sh grid bf16|fp16}
+    DTYPE=${2:?usage: gpu_grid_headdims.sh grid bf16|fp16}
     run_part "grid_$DTYPE" "${GRID[@]}" dtype="$DTYPE" variant=$DESIGNS,$BASELINES \
       -- "${GRID[@]}" dtype="$DTYPE" variant=atomic_tma blocks.deterministic=true
     targets "$OUT/${PREFIX}_grid_$DTYPE.parquet" | tail -8 ;;

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Issue 10 on one GPU (an H100): the FlashAttention grid as results/h200/fa_grid.parquet was run (NOTES.md,
+# The FlashAttention grid on one GPU with the explain columns, then a cross-GPU regression check (issue 10), on an H100: the FlashAttention grid as results/h200/fa_grid.parquet was run (NOTES.md,
 # issue 5; fa_grid.log), now with the per-kernel and compiled-resource columns, then runners.regress of the
 # committed H200 grid against it (cross-GPU: per shape, each side's best correct config).
 #
-#   bash scripts/gpu_issue10.sh bf16      # 72 grid points + 12 deterministic atomic, bf16      (~4-5 min on an H100)
-#   bash scripts/gpu_issue10.sh fp16      # 72 grid points, fp16                                (~4 min)
-#   bash scripts/gpu_issue10.sh extra     # GQA (B2 H32/8 N8192) + long context (B1 H16 N32768), bf16+fp16 (~2-3 min)
-#   bash scripts/gpu_issue10.sh blocks    # optional: sweep=blocks two_pass N4096 D128 causal (64 configs, ~3-4 min),
+#   bash scripts/gpu_fa_grid_regress.sh bf16      # 72 grid points + 12 deterministic atomic, bf16      (~4-5 min on an H100)
+#   bash scripts/gpu_fa_grid_regress.sh fp16      # 72 grid points, fp16                                (~4 min)
+#   bash scripts/gpu_fa_grid_regress.sh extra     # GQA (B2 H32/8 N8192) + long context (B1 H16 N32768), bf16+fp16 (~2-3 min)
+#   bash scripts/gpu_fa_grid_regress.sh blocks    # optional: sweep=blocks two_pass N4096 D128 causal (64 configs, ~3-4 min),
 #                                         # the data of the registers/spills-vs-TFLOPS view
-#   bash scripts/gpu_issue10.sh regress [DIR]   # no GPU needed: merges DIR/h100_fa_grid_{bf16,fp16,extra}.parquet
+#   bash scripts/gpu_fa_grid_regress.sh regress [DIR]   # no GPU needed: merges DIR/h100_fa_grid_{bf16,fp16,extra}.parquet
 #                                         # (default DIR=results/h100) and compares with results/h200/fa_grid.parquet
 #
 # Each grid part writes into $OUT: h100_fa_grid_<part>.parquet (one flat merged table) and h100_fa_grid_<part>.log,
@@ -17,7 +17,7 @@
 # $OUT/h100_fa_grid.parquet, $OUT/regress_h200_vs_h100.md and $OUT/regress.log.
 set -uo pipefail
 OUT=${OUT:?set OUT to the output folder}
-PART=${1:?usage: gpu_issue10.sh bf16|fp16|extra|blocks|regress [DIR]}
+PART=${1:?usage: gpu_fa_grid_regress.sh bf16|fp16|extra|blocks|regress [DIR]}
 SCRATCH=${TMPDIR:-/tmp}/flash_bwd_issue10/$PART   # the runner's one-file-per-point rows (not in $OUT)
 VARIANTS=two_pass,fused,atomic,sdpa_flash,sdpa_cudnn,flex
 GRID=(tokens=16384 hidden=2048 seq=1024,4096,16384 head_dim=64,128 causal=true,false)

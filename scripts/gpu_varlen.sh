@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 11: packed variable-length batches on one GPU (245 s on an H100 before atomic_tma and E were added;
+# Packed variable-length batches on one GPU (245 s on an H100 before atomic_tma and E were added;
 # the sweeps stop at ISSUE11_DEADLINE_S=530 s so merge and table fit one 600 s device call).
 #   A) varlen=lognormal (mean doc length 2048), tokens 16k / 64k, D 64 / 128, causal, bf16:
 #      two_pass, atomic, fused, atomic_tma, flex, sdpa_flash (FA2 varlen); sdpa_cudnn in its own process (ragged cuDNN path)

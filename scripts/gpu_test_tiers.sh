@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Issue 13: wall time of the GPU test tiers, for the README (docs/testing.md).
-#   scripts/gpu_issue13.sh fast   # `pytest -m "not slow"` from a COLD Triton cache (a fresh, empty TRITON_CACHE_DIR)
-#   scripts/gpu_issue13.sh full   # the full suite (`pytest -q tests`, what CI runs), after `fast` on the same machine:
+# Wall time of the GPU test tiers, for the README (docs/testing.md).
+#   scripts/gpu_test_tiers.sh fast   # `pytest -m "not slow"` from a COLD Triton cache (a fresh, empty TRITON_CACHE_DIR)
+#   scripts/gpu_test_tiers.sh full   # the full suite (`pytest -q tests`, what CI runs), after `fast` on the same machine:
 #                                 # its cache holds the fast tier's kernels, the rest compiles (the log says how warm)
-#   ISSUE13_WORKERS=12 scripts/gpu_issue13.sh full   # the same across 12 pytest-xdist workers (`-n 12`; xdist is
+#   ISSUE13_WORKERS=12 scripts/gpu_test_tiers.sh full   # the same across 12 pytest-xdist workers (`-n 12`; xdist is
 #                                 # optional, not a dependency: the GPU image has it, CI does not use it)
 # Run each as its own call (each stays under ~9.5 min). Writes to $OUT: tiers.log (one line per run, appended when
 # $OUT is kept), fast.log / full.log (pytest output with the 30 slowest tests). Prints tiers.log last.

@@ -7,7 +7,7 @@
 #   then: gpu_index counts per sweep, `runners.merge` of A + B + C (each point exactly once), both wall times.
 # Every sweep compiles into its own empty Triton cache, so A and B both pay the compile.
 #
-#   bash runners/two_gpu_check.sh            # from the repository root; logs and the merged table go to $OUT
+#   bash scripts/gpu_two_gpu_scaling.sh            # from the repository root; logs and the merged table go to $OUT
 #
 # Needs: hydra-core, omegaconf, antlr4, hydra-joblib-launcher, joblib (>= 1.6 needs cloudpickle >= 3) on the
 # path. Where joblib is missing and .whl/ holds joblib and cloudpickle wheels, they are installed into
