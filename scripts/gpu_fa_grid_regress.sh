@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The FlashAttention grid on one GPU with the explain columns, then a cross-GPU regression check (issue 10), on an H100: the FlashAttention grid as results/h200/fa_grid.parquet was run (NOTES.md,
+# The FlashAttention grid on one GPU (an H100; written for issue 10), as results/h200/fa_grid.parquet was run (NOTES.md,
 # issue 5; fa_grid.log), now with the per-kernel and compiled-resource columns, then runners.regress of the
 # committed H200 grid against it (cross-GPU: per shape, each side's best correct config).
 #

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Fault isolation on a GPU (issue 14): a 5-point multirun whose middle point stores through a wild pointer (illegal memory
-# access) and whose 4th spins forever must finish with 3 ok rows, 1 crashed and 1 timeout, in bounded time.
+# Fault isolation on a GPU (issue 14): a 5-point multirun whose middle point stores through a wild pointer
+# (illegal memory access) and whose 4th spins forever must finish with 3 ok rows, 1 crashed and 1 timeout, in bounded time.
 # Then the cost of isolation (worker start, round trip, a small point in-process vs isolated).
 # Run from the repository root: bash scripts/gpu_fault_isolation.sh   (writes flat files under $OUT; ~2-3 min on an H100)
 set -uo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Hopper design and the large head dims on one GPU (issue 9) (run it on an H100 and on an H200): accuracy-gated runner rows for the Hopper design and the
+# On one GPU (run it on an H100 and on an H200; written for issue 9): accuracy-gated runner rows for the Hopper design and the
 # large head dims, and the issue's targets checked on them.
 #
 #   bash scripts/gpu_grid_headdims.sh grid bf16   # FA grid (N 1k/4k/16k x D 64/128 x causal/not): every flash-bwd design

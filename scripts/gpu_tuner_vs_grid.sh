@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The tuner against the exhaustive grid on one GPU (issue 12) (H100 or H200): the Optuna tuner vs the exhaustive sweep=blocks grid, two_pass D=128 causal
+# On one GPU (H100 or H200; written for issue 12): the Optuna tuner vs the exhaustive sweep=blocks grid, two_pass D=128 causal
 # N=4096 (B=4, H=16, bf16). Expected wall time: ~4-6 min on an H100 (64 grid points + 3 x 16 tuner trials).
 #   1. the exhaustive grid:  python -m runners.sweep -m sweep=blocks variant=two_pass head_dim=128 causal=true seq=4096
 #   2. the tuner on the same space (space=grid: conf/sweep_grid/blocks_two_pass.yaml's fields and values) with
