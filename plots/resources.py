@@ -1,4 +1,4 @@
-"""Why a point is as fast as it is: per-kernel time shares and compiled resources (runners/profile.py columns).
+"""Why a point is as fast as it is: per-kernel time shares and compiled resources (runners/point/profile.py columns).
 
     python -m plots.resources results=<dir or file> [gpu=<substring>] [dtype=bf16] [variant=<name>]
                               [out=plots/out] [svg=true]
@@ -78,7 +78,7 @@ def section(df: pd.DataFrame) -> str:
     rows = rows[rows["timing_meaningful"] & T.is_result(rows)]
     explained = rows[(rows["kernel_ms"] != "") | (rows["resources_json"] != "")]
     if explained.empty:
-        return ("_(no per-kernel data: the rows predate runners/profile.py, or come from the CPU interpreter, "
+        return ("_(no per-kernel data: the rows predate runners/point/profile.py, or come from the CPU interpreter, "
                 "where there are no CUDA kernels)_\n")
     best = T.best_config(explained)
     parts = ["For each variant's fastest correct config per shape: each kernel's share of the GPU time of one "

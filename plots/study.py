@@ -7,7 +7,7 @@ One figure per study, `study_<name>.png`: left, the optimization history (each m
 backward ms in measuring order, the best so far, pruned trials as X markers on top: red = wrong gradients,
 grey = resources / oom / compile_error / error / unsupported, i.e. invalid blocks); right, the parameter
 importances Optuna computes (`optuna.importance`, PED-ANOVA: which block fields the time depends on). The
-study is rebuilt from its rows (runners/trials.py), never measured. Drawn here rather than with
+study is rebuilt from its rows (runners/tuning/trials.py), never measured. Drawn here rather than with
 `optuna.visualization.matplotlib`, whose history leaves pruned trials out and which makes one figure per view.
 
 With grid=<rows of an exhaustive `sweep=blocks` run> the history also draws the grid's best (and best + 2 %),

@@ -119,7 +119,7 @@ def run_point(cfg: DictConfig, index: int = 0, total: int | None = 1, out=print,
     """Check, resume-or-measure and record one point; the row written, or None when resume skipped it.
     `gpu_index`: the device leased for it (main() holds the lease), else cfg.gpu.index (auto: 0).
     Raises ConfigError for a bad config (before writing anything); never raises for a failing measurement.
-    With cfg.isolate on, the measurement runs in a worker process (runners/isolate.py): a crash or hang of
+    With cfg.isolate on, the measurement runs in a worker process (runners/isolation/isolate.py): a crash or hang of
     the point is a `crashed` / `timeout` row written here, by the parent."""
     point = schema.check(cfg, env.device_kind())
     timer = measure.timer_name(cfg.bench, env.interpreting())
@@ -198,7 +198,7 @@ def note_lost(line: str, reason: str) -> dict:
 
 
 def job_lease(cfg: DictConfig, hydra_cfg=None) -> lease.Lease:
-    """This job's GPU lease (runners/lease.py): gpu.index's device, or the first free GPU when
+    """This job's GPU lease (runners/isolation/lease.py): gpu.index's device, or the first free GPU when
     gpu.index=auto or the launcher runs several jobs of this node at once (joblib's n_jobs != 1,
     hydra/launcher=local_gpus). Waits while the GPU is taken. None needed on the CPU interpreter."""
     if env.interpreting():

@@ -10,7 +10,7 @@ fixed seed; each searched field is one categorical parameter whose candidates co
 declarations (variants/blocks.py `tunable`), or from the sweep=blocks grid (space=grid). A trial that is
 not ok (wrong, resources, oom, compile_error, error, or an invalid block combination, recorded as an
 `unsupported` row with the reason) is PRUNED with its status and reason. The study lives in its rows:
-a restarted study re-adds them as trials (runners/trials.py) and measures only new configs.
+a restarted study re-adds them as trials (runners/tuning/trials.py) and measures only new configs.
 
 Per-kernel decomposition (`decompose`): when the searched fields belong to independent kernels (Blocks fields
 tagged `tunable(..., kernel=...)`, two_pass's dK/dV and dQ kernels), one TPE study per kernel is asked for its

@@ -1,11 +1,11 @@
-"""CI: every stock design's default blocks compile for every architecture of runners/arch_limits.py, on the CPU
+"""CI: every stock design's default blocks compile for every architecture of runners/compile/arch_limits.py, on the CPU
 with Triton's bundled ptxas (runners.compiled_table; docs/compile_check.md). Trimmed to D128, bf16, not causal:
 one subprocess (the compiler, not this process's interpreter), about a minute on 2 cores with a cold Triton cache.
 
 A default must fit (status ok), or the design must say why it cannot run there (`unsupported`, only where
-runners.compile_check.unsupported_reason refuses: the design's arch_reason or problem_reason); a rule marked
+runners.compile.resources.unsupported_reason refuses: the design's arch_reason or problem_reason); a rule marked
 `source: compile_checked` also promises no spills (in the kernels its blocks shape: not the shared delta kernel,
-runners.arch_defaults.shared_kernels)."""
+runners.compile.arch_defaults.shared_kernels)."""
 import csv
 import json
 import os

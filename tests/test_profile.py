@@ -1,4 +1,4 @@
-"""runners.profile: per-kernel times from profiler events, kernel names, occupancy, compiled resources, and the
+"""runners.point.profile: per-kernel times from profiler events, kernel names, occupancy, compiled resources, and the
 empty columns (with the reason) where there is nothing to read. CPU only, except the last test (GPU)."""
 import json
 import math

@@ -49,7 +49,7 @@ class FlashBwdSlurmLauncher(SlurmLauncher):
 
 
 def collect(jobs, job_overrides, initial_job_idx: int, **wait) -> list[JobReturn]:
-    """Waits for the jobs (runners.slurm_jobs.collect) and accounts for each in this process: a row written
+    """Waits for the jobs (runners.isolation.slurm_jobs.collect) and accounts for each in this process: a row written
     or found goes to the summary, a job without a result is runners.sweep.note_lost's line. Every job is
     returned as COMPLETED (Hydra's sweeper raises on a failed one: the summary and the count come instead)."""
     from runners import sweep

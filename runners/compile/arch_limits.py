@@ -1,4 +1,4 @@
-"""Per-architecture hardware limits: the one table runners.compile_check (and runners.profile's Hopper numbers)
+"""Per-architecture hardware limits: the one table runners.compile_check (and runners.point.profile's Hopper numbers)
 read. Keys are the `--arch` names (sm80 ... sm120); `capability` is Triton's target arch (GPUTarget("cuda", 90, 32))
 and `table_key` the conf/block_defaults.yaml key of that compute capability ("9.0").
 
@@ -34,7 +34,7 @@ class ArchLimits:
         return f"{self.capability // 10}.{self.capability % 10}"
 
     def occupancy_limits(self) -> dict:
-        """The dict runners.profile.programs_per_sm reads."""
+        """The dict runners.point.profile.programs_per_sm reads."""
         return {"regs_per_sm": self.regs_per_sm, "smem_per_sm": self.smem_per_sm,
                 "max_warps_per_sm": self.max_warps_per_sm, "max_programs_per_sm": self.max_programs_per_sm}
 

@@ -4,10 +4,10 @@
         [--arch sm80,sm90,sm100,sm120] [--blocks BLOCK_M1=64,BLOCK_N1=64,num_warps1=8 ...] \\
         [--kernels _dkdv_kernel] [--out table.csv]
 
-Per architecture (default sm90; runners/arch_limits.py: sm80 sm86 sm89 sm90 sm100 sm120) and Triton kernel the
+Per architecture (default sm90; runners/compile/arch_limits.py: sm80 sm86 sm89 sm90 sm100 sm120) and Triton kernel the
 variant's backward launches: registers per thread, spill stores / loads (bytes, from `ptxas -v`), shared memory
 (the compiled kernel's metadata.shared) and resident programs per SM with what limits them
-(runners.profile.programs_per_sm with that architecture's limits), or why it cannot run (`OutOfResources: shared
+(runners.point.profile.programs_per_sm with that architecture's limits), or why it cannot run (`OutOfResources: shared
 memory ...`, a compile error, `unsupported: ...` where the design needs a feature the architecture has not,
 Variant.arch_reason, or does not cover the problem, Variant.problem_reason: ws at head dim 256). Blocks default
 to that architecture's rule in conf/block_defaults.yaml (`blocks_source`: measured, compile_checked, or
@@ -260,7 +260,7 @@ def main(argv=None) -> int:
     parser.add_argument("--heads", type=int, default=16)
     parser.add_argument("--kv-heads", type=int, help="default: --heads (GQA: fewer)")
     parser.add_argument("--arch", default=DEFAULT_ARCH,
-                        help=f"comma list of {', '.join(ARCHS)} (default {DEFAULT_ARCH}; runners/arch_limits.py)")
+                        help=f"comma list of {', '.join(ARCHS)} (default {DEFAULT_ARCH}; runners/compile/arch_limits.py)")
     parser.add_argument("--blocks", action="append", default=[],
                         help="overrides of the architecture's defaults: FIELD=VALUE,... or a JSON object; "
                              "repeat for a sweep")

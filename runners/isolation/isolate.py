@@ -7,7 +7,7 @@ So, with `isolate` on (default on a GPU), `call()` runs the measurement in a wor
 - one persistent worker per sweep process (multiprocessing *spawn*: CUDA forbids fork after init), reused
   across points so imports, the CUDA context and Triton's in-memory kernel cache stay warm; replaced after a
   crash or a timeout, and when a point needs another GPU index or other plugins;
-- the parent holds the GPU lease (runners/lease.py) and writes the row: a dying worker never loses a row; the
+- the parent holds the GPU lease (runners/isolation/lease.py) and writes the row: a dying worker never loses a row; the
   worker uses the leased index it is given;
 - the worker dies (signal, exit, or reports a sticky CUDA error and exits) -> status `crashed`, reason = the
   first line of the error; no result within `point_timeout_s` -> the worker is killed, status `timeout`;

@@ -1,4 +1,4 @@
-"""The model-step benchmark: forward + backward + AdamW step of a small decoder (runners/decoder.py) whose attention
+"""The model-step benchmark: forward + backward + AdamW step of a small decoder (runners/model/decoder.py) whose attention
 is each design and each baseline, eager and compiled; one row per (variant, compile mode), `bench_kind=model_step`,
 in the same tables as runners.sweep (results/<gpu>/<sweep_id>/*.parquet; runners.merge flattens them).
 
@@ -9,7 +9,7 @@ Arguments (key=value): model (conf/model/<name>.yaml), variant (comma-separated,
 and baseline but the fp32 reference), compile (eager, default, reduce-overhead, max-autotune...; torch.compile's mode),
 baseline (the agreement baseline; default: the first of sdpa_flash, sdpa_efficient, reference that runs the
 problem), seed, results_dir, sweep_id; any other key overrides the model file's (seq=16384, head_dim=128, ...).
-Hydra is not needed. Every row is accuracy-gated by training agreement (runners/agreement.py). A bad argument is
+Hydra is not needed. Every row is accuracy-gated by training agreement (runners/model/agreement.py). A bad argument is
 one line on stderr and exit code 2.
 """
 import datetime
@@ -245,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def environment_columns() -> dict:
-    """runners.env's columns; without omegaconf (a GPU machine without Hydra) the GPU is named by its device name
+    """runners.point.env's columns; without omegaconf (a GPU machine without Hydra) the GPU is named by its device name
     and has no peak numbers."""
     try:
         return env.environment({"name": "auto", "index": 0})

@@ -121,12 +121,12 @@ def reference_flops(problem) -> float:
 
 
 def backward_calls(bench) -> int:
-    """Backwards one point runs: the accuracy call, `cpu_warmup` untimed, `cpu_rep` timed (runners.measure)."""
+    """Backwards one point runs: the accuracy call, `cpu_warmup` untimed, `cpu_rep` timed (runners.point.measure)."""
     return 1 + int(bench.cpu_warmup) + int(bench.cpu_rep)
 
 
 def estimate_point(point, bench) -> float:
-    """Seconds the CPU interpreter needs for a checked runners.schema.Point."""
+    """Seconds the CPU interpreter needs for a checked runners.point.schema.Point."""
     import variants
     from variants.base import TritonVariant
 

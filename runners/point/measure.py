@@ -28,8 +28,8 @@ REF_FULL_LIMIT_BYTES = 8 * 2**30  # fp32 B*H*Nq*Nk above this: check batch 0 and
 REF_CHUNK_BYTES = 2**30  # fp32 scores per reference call; longer problems are checked in query chunks
 
 STATUSES = ("ok", "wrong", "oom", "compile_error", "resources", "unsupported", "error", "crashed", "timeout",
-            "skipped")  # skipped: not run, e.g. over cpu_budget_s in the CPU interpreter (runners/cpu_cost.py)
-FAULT_STATUSES = ("crashed", "timeout")  # the point took its process down or never finished (runners/isolate.py)
+            "skipped")  # skipped: not run, e.g. over cpu_budget_s in the CPU interpreter (runners/point/cpu_cost.py)
+FAULT_STATUSES = ("crashed", "timeout")  # the point took its process down or never finished (runners/isolation/isolate.py)
 # Sticky CUDA errors: the context is dead after one, every later CUDA call in the process fails.
 FATAL_CUDA_ERRORS = ("illegal memory access", "illegal address", "unspecified launch failure", "device-side assert",
                      "misaligned address", "illegal instruction", "hardware stack error", "uncorrectable ecc",
@@ -275,7 +275,7 @@ EMPTY = {"ms": math.nan, "ms_p20": math.nan, "ms_p80": math.nan, "tflops": math.
 
 
 def not_measured(point, timer: str, status: str, reason: str) -> dict:
-    """The measurement columns of a point decided without running it (runners/cpu_cost.py: skipped over the CPU
+    """The measurement columns of a point decided without running it (runners/point/cpu_cost.py: skipped over the CPU
     budget, unsupported bf16 in the interpreter): no timing, no accuracy, the FLOP-convention FLOPs."""
     return {**EMPTY, "flops": point.problem("cpu").backward_flops(), "timing_meaningful": False, "timer": timer,
             "status": status, "reason": reason}

@@ -23,7 +23,7 @@ PROFILE_CALLS = 3  # backward calls under the profiler; kernel_ms is their mean 
 MAX_PROGRAMS_PER_SM = ARCHS["sm90"].max_programs_per_sm  # resident blocks per SM; torch does not expose it
 SMEM_RESERVED_PER_PROGRAM = 1024  # bytes the CUDA runtime reserves per resident block (sm_80 and later)
 REG_ALLOC_UNIT = 256  # registers are allocated per warp in units of 256 (8 per thread)
-HOPPER_LIMITS = {**ARCHS["sm90"].occupancy_limits(), "sm_count": 132}  # H100 SXM (runners/arch_limits.py)
+HOPPER_LIMITS = {**ARCHS["sm90"].occupancy_limits(), "sm_count": 132}  # H100 SXM (runners/compile/arch_limits.py)
 
 EMPTY = {"kernel_ms": None, "kernel_ms_sum": math.nan, "kernel_launches": math.nan, "top_kernel": None,
          "top_kernel_share": math.nan, "resources_json": None, "top_triton_kernel": None, "n_regs": math.nan,

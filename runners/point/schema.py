@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from spec import DTYPE_NAMES, LAYOUTS, MAX_HEAD_DIM  # noqa: F401 - re-exported (runners.schema.DTYPE_NAMES, ...)
+from spec import DTYPE_NAMES, LAYOUTS, MAX_HEAD_DIM  # noqa: F401 - re-exported (runners.point.schema.DTYPE_NAMES, ...)
 
 ISOLATE_CHOICES = ("auto", True, False)
 
@@ -24,7 +24,7 @@ class VariantConf:
 @dataclass
 class GpuConf:
     name: str = MISSING  # "auto": detected, numbers taken from the gpu/*.yaml whose `match` fits
-    index: Any = 0  # CUDA device index, or "auto": the first GPU whose lease is free (runners/lease.py)
+    index: Any = 0  # CUDA device index, or "auto": the first GPU whose lease is free (runners/isolation/lease.py)
     match: List[str] = field(default_factory=list)  # substrings of torch.cuda.get_device_name() this file describes
     peak_tflops_bf16: Optional[float] = None  # dense tensor-core peak (vendor datasheet)
     peak_tflops_fp16: Optional[float] = None
@@ -72,9 +72,9 @@ class SweepConfig:
     hidden: Optional[int] = None  # if set, heads = hidden // head_dim (FlashAttention papers: 2048)
     results_dir: str = MISSING
     resume: bool = MISSING  # skip points already recorded for the same config_key, GPU and commit
-    cpu_budget_s: float = 60.0  # CPU interpreter: points estimated longer are `skipped` rows (runners/cpu_cost.py)
+    cpu_budget_s: float = 60.0  # CPU interpreter: points estimated longer are `skipped` rows (runners/point/cpu_cost.py)
     sweep_id: str = MISSING
-    isolate: Any = "auto"  # each point in a worker process (runners/isolate.py): auto (GPU yes, CPU no), true, false
+    isolate: Any = "auto"  # each point in a worker process (runners/isolation/isolate.py): auto (GPU yes, CPU no), true, false
     point_timeout_s: float = 300.0  # isolated point with no result after this many seconds: killed, status timeout
     plugins: List[str] = field(default_factory=list)  # modules imported before checking and measuring (own variants)
     study: Optional[str] = None  # set by runners.tune: the Optuna study a row belongs to (its `study` column)
@@ -225,7 +225,7 @@ def _int_at_least(cfg, name: str, low: int, value=None) -> int:
 
 def check(cfg: DictConfig, device: str) -> Point:
     """The semantic check: a Point, or a ConfigError naming the first bad field. Imports `variants`
-    (so TRITON_INTERPRET must already be decided, see runners.env.use_interpreter_without_gpu)."""
+    (so TRITON_INTERPRET must already be decided, see runners.point.env.use_interpreter_without_gpu)."""
     import variants
 
     import_plugins(cfg.get("plugins") or [])

@@ -48,7 +48,7 @@ Model-step rows (bench_kind=model_step, runners.model_step: one training step of
   They are printed in a table of their own (step ms per side).
 
 Compiled-resources tables (runners.compiled_table, results/compiled/: no timings, one row per architecture, design,
-config and kernel) are recognised by their columns and compared by runners/regress_compiled.py: new or more spills,
+config and kernel) are recognised by their columns and compared by runners/regression/compiled.py: new or more spills,
 a kernel that no longer fits or compiles, and registers up by more than regs_margin=<n> (default 8) count; the
 report adds an architecture x design view. baseline=<commit> results=results/compiled works as for timing rows.
 

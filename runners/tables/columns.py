@@ -130,7 +130,7 @@ MEASURE_COLUMNS = ("ms", "ms_p20", "ms_p80", "tflops", "tflops_p20", "tflops_p80
                    "peak_mem_bytes", "workspace_bytes", "max_abs_dq", "max_abs_dk", "max_abs_dv", "rel_dq",
                    "rel_dk", "rel_dv")
 EXPLAIN_COLUMNS = ("kernel_ms_sum", "kernel_launches", "top_kernel_share", "n_regs", "n_spills", "smem_bytes",
-                   "compiled_num_warps", "compiled_num_stages", "programs_per_sm")  # numeric; runners/profile.py
+                   "compiled_num_warps", "compiled_num_stages", "programs_per_sm")  # numeric; runners/point/profile.py
 EXPLAIN_TEXT_COLUMNS = ("kernel_ms", "top_kernel", "resources_json", "top_triton_kernel", "occupancy_limiter",
                         "profile_note")  # JSON / names; '' when absent (rows before issue 10, CPU interpreter)
 STEP_KIND = "model_step"  # bench_kind of runners.model_step rows (a training step); any other: a kernel row
@@ -143,7 +143,7 @@ PEAK = "dtype_peak_tflops"  # derived column: the GPU's dense peak for the row's
 
 def step_config_columns() -> tuple:
     """A model-step row's config columns: `model` (the conf/model file) and every ModelConfig field, derived from
-    the dataclass (runners.model_config), so a key added there is a column here without an edit."""
+    the dataclass (runners.model.config), so a key added there is a column here without an edit."""
     from dataclasses import fields
 
     from runners.model.config import ModelConfig

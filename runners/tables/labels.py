@@ -31,7 +31,7 @@ def shape_text(row) -> str:
 
 
 def step_text(row) -> str:
-    """A model-step row's model config, as runners.model_config labels it: 'gpt_d64: L2 d256 H4/4 D64 B2 N4096 bf16
+    """A model-step row's model config, as runners.model.config labels it: 'gpt_d64: L2 d256 H4/4 D64 B2 N4096 bf16
     causal'."""
     def n(col):
         return text_value(row[col]) or "?"

@@ -4,8 +4,8 @@
     python -m runners.merge results/ out=merged/          # a directory: writes merged/merged.parquet
     python -m runners.merge results/ out=m.parquet strict=false   # skip (and list) files that are not result tables
 
-Every input (a directory, searched recursively, or a parquet file) is read with `runners.results.load`, and
-the rows are de-duplicated with `runners.results.dedupe`: one row per (config_key, gpu_name, commit), the
+Every input (a directory, searched recursively, or a parquet file) is read with `runners.tables.results.load`, and
+the rows are de-duplicated with `runners.tables.results.dedupe`: one row per (config_key, gpu_name, commit), the
 newest by timestamp. A row is a duplicate when that key was seen before: either an exact copy (the same
 measurement reached twice, e.g. a folder copied from another machine: same timestamp) or a re-measurement
 (`resume=false`, or two machines with the same GPU model at one commit: the newest is kept). The output is

@@ -25,7 +25,7 @@ def load(path: str | Path, strict: bool = False, skipped: list | None = None) ->
     A file that is not a result table (corrupt, foreign, empty, unreadable) is skipped with one
     ``warning: skipped <file>: <why>`` line on stderr, or, with ``strict``, is a UsageError naming it (exit 2).
     ``skipped``: a list that also receives each skipped file as ``'<file>: <why>'`` (a report names them).
-    Reads with ``runners.results.load``.
+    Reads with ``runners.tables.results.load``.
     """
     path = Path(path)
     if not path.exists() and not path.is_symlink():

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 # Statuses that a rerun would reproduce: resume skips them. oom, error, crashed and timeout may be transient: rerun.
-# skipped (over the CPU budget, runners/cpu_cost.py) is estimated again, so a larger cpu_budget_s runs the point.
+# skipped (over the CPU budget, runners/point/cpu_cost.py) is estimated again, so a larger cpu_budget_s runs the point.
 RESUME_STATUSES = ("ok", "wrong", "unsupported", "compile_error", "resources")
 CONFIG_COLUMNS = ("variant", "batch", "heads", "kv_heads", "seq", "seq_k", "head_dim", "causal", "dtype", "layout")
 DEDUPE_KEY = ("config_key", "gpu_name", "commit")
@@ -216,7 +216,7 @@ def status_counts(df: pd.DataFrame) -> str:
     return " (" + ", ".join(f"{n} {status}" for status, n in counts.items()) + ")"
 
 
-FAULT_STATUSES = ("crashed", "timeout")  # = runners.measure.FAULT_STATUSES (results does not import measure)
+FAULT_STATUSES = ("crashed", "timeout")  # = runners.point.measure.FAULT_STATUSES (results does not import measure)
 
 
 def fault_lines(df: pd.DataFrame) -> list[str]:
