@@ -103,7 +103,7 @@ def test_four_trial_study_rows_pruned_trials_and_written_defaults(tmp_path, monk
 
     from plots import study as plot_study
     paths, table = plot_study.draw(results.load(result.rows_dir), tmp_path / "plots")
-    assert [p.name for p in paths] == [f"study_{plot_study.C.slug(result.name)}.png"] and table is None
+    assert [p.name for p in paths] == [f"study_{plot_study.T.slug(result.name)}.png"] and table is None
 
 
 def test_a_resumed_study_measures_only_new_configs(tmp_path, monkeypatch):
