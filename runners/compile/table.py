@@ -4,9 +4,10 @@ every architecture on a CPU (runners.compile_check), one row per (arch, design, 
     python -m runners.compiled_table [--arch sm80,...] [--variants two_pass,...] [--head-dims 64,128,256] \
         [--dtypes bf16,fp16] [--causal false,true] [--out results/compiled/compiled_<sha7>.csv]
 
-Columns: runners.compile.resources.COLUMNS plus `commit`, `dirty` (the tree had uncommitted changes), `timestamp`
-(UTC) and `triton` (the compiler's version). `runners.regress baseline=<table> candidate=<table>` compares two of
-them (runners/regression/compiled.py): new spills, a config that no longer fits, registers up by more than a margin.
+Columns: runners.compile.resources.COLUMNS plus `commit`, `dirty` (as in every result row: tracked files differ
+from HEAD; runners.point.env.code_version), `timestamp` (UTC) and `triton` (the compiler's version).
+`runners.regress baseline=<table> candidate=<table>` compares two of them (runners/regression/compiled.py): new
+spills, a config that no longer fits, registers up by more than a margin.
 Takes about 10-20 minutes on 2 cores (cold Triton cache); no GPU.
 """
 import argparse
