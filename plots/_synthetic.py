@@ -188,7 +188,7 @@ _KERNELS = {"two_pass": (("_dkdv_kernel", 0.62), ("_dq_kernel", 0.33), ("_delta_
 
 
 def with_explanation(df: pd.DataFrame, coverage: float = 0.97) -> pd.DataFrame:
-    """FABRICATED per-kernel times and compiled resources (the columns runners/profile.py writes) for the
+    """FABRICATED per-kernel times and compiled resources (the columns runners/point/profile.py writes) for the
     timed rows of a table: kernels add up to ``coverage`` × ms; registers grow with the block sizes."""
     df = df.copy()
     for col in ("kernel_ms", "resources_json", "top_kernel", "top_triton_kernel", "occupancy_limiter"):

@@ -1,4 +1,5 @@
-"""Shared drawing helpers for plots/: colours, axes, titles, saving. Table reading lives in runners.tables.
+"""Shared drawing helpers for plots/: colours, axes, titles, saving. Table reading lives in runners.tables (its
+public API: plots import it as `from runners import tables as T`).
 
 Plots read tables; they never measure. A row is a *result* only when ``status == "ok"`` and ``correct`` is
 True; every other row may only ever be drawn as a failure marker.
@@ -13,8 +14,7 @@ matplotlib.use("Agg")  # before pyplot: plots run headless (CI, GPU hosts)
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from runners.tables import *  # noqa: E402,F401,F403  (re-exported: plots use C.load, C.is_result, ...)
-from runners.tables import _coerce  # noqa: E402,F401
+from runners.tables import UsageError, is_failed, is_result, is_triton, is_wrong, kernel_rows  # noqa: E402
 
 # Fixed colours so a variant looks the same in every figure; red is kept for "wrong" markers.
 VARIANT_COLORS = {
@@ -39,7 +39,7 @@ def variant_color(variant: str) -> str:
 
 def variant_style(variant: str) -> dict:
     """Triton designs solid and thick; baselines dashed."""
-    if is_triton(variant):  # noqa: F405 - runners.tables, re-exported above
+    if is_triton(variant):
         return {"color": variant_color(variant), "linestyle": "-", "linewidth": 2.0, "marker": "o", "markersize": 4}
     return {"color": variant_color(variant), "linestyle": "--", "linewidth": 1.4, "marker": "s", "markersize": 3.5}
 
@@ -56,7 +56,7 @@ def seq_label(n: float) -> str:
 def print_paths(paths: list, empty: str) -> int:
     """A figure command's end: UsageError(empty) when it drew nothing, else each written path on its own line."""
     if not paths:
-        raise UsageError(empty)  # noqa: F405 - runners.tables, re-exported above
+        raise UsageError(empty)
     for p in paths:
         print(p)
     return 0
@@ -65,36 +65,36 @@ def print_paths(paths: list, empty: str) -> int:
 def kernel_only(df: pd.DataFrame, prog: str) -> pd.DataFrame:
     """The rows that time the backward alone: model-step rows (bench_kind=model_step, drawn by plots.step_time) are
     never drawn as kernel points. Tables of model-step rows only are a one-line UsageError saying so."""
-    kernels = kernel_rows(df)  # noqa: F405 - runners.tables, re-exported above
+    kernels = kernel_rows(df)
     if kernels.empty and len(df):
-        raise UsageError(f"{prog}: only model-step rows ({len(df)}) in the tables: "  # noqa: F405
+        raise UsageError(f"{prog}: only model-step rows ({len(df)}) in the tables: "
                          "python -m plots.step_time draws them")
     return kernels
 
 
 def drawable(rows: pd.DataFrame) -> pd.Series:
     """Rows a figure can show: correct results, or failures drawn as markers (never skipped / unsupported)."""
-    return is_result(rows) | is_failed(rows)  # noqa: F405 - runners.tables, re-exported above
+    return is_result(rows) | is_failed(rows)
 
 
 def status_text(rows: pd.DataFrame) -> str:
     """'3 skipped, 1 unsupported': the rows' statuses (checked-and-wrong rows counted as wrong)."""
-    status = rows["status"].where(~is_wrong(rows), "wrong")  # noqa: F405
+    status = rows["status"].where(~is_wrong(rows), "wrong")
     return ", ".join(f"{n} {s}" for s, n in status.value_counts().sort_index().items())
 
 
 def nothing_to_draw(prog: str, rows: pd.DataFrame, *, dtype: str | None = None, everything: pd.DataFrame | None = None,
-                    need: str = "a correct result with TFLOPS or a failure") -> UsageError:  # noqa: F405
+                    need: str = "a correct result with TFLOPS or a failure") -> UsageError:
     """The one-line UsageError (exit 2) of a figure command with nothing to draw, naming the rows' statuses and
     the other dtypes that have correct results."""
     where = f" for dtype={dtype}" if dtype else ""
     counts = status_text(rows) if len(rows) else "no rows"
     text = f"{prog}: nothing to draw{where}: {len(rows)} row(s) ({counts}), none is {need}"
     if dtype and everything is not None and len(everything):
-        others = sorted(set(everything.loc[is_result(everything), "dtype"]) - {dtype, ""})  # noqa: F405
+        others = sorted(set(everything.loc[is_result(everything), "dtype"]) - {dtype, ""})
         if others:
             text += "; correct results exist for " + ", ".join(f"dtype={d}" for d in others)
-    return UsageError(text)  # noqa: F405
+    return UsageError(text)
 
 
 def log2_seq_axis(ax, seqs) -> None:
@@ -115,12 +115,12 @@ def log2_seq_axis(ax, seqs) -> None:
 def gpu_title(rows: pd.DataFrame, gpu: str) -> str:
     """'NVIDIA H100 80GB HBM3 (sm 9.0, 132 SMs) · torch X · triton Y · commit abc1234'."""
     parts = [gpu]
-    cc, sms = _one(rows, "compute_capability"), _one(rows, "sm_count")
+    cc, sms = one_value(rows, "compute_capability"), one_value(rows, "sm_count")
     extra = ", ".join(p for p in (f"sm {cc}" if cc else "", f"{int(float(sms))} SMs" if sms else "") if p)
     if extra:
         parts[0] += f" ({extra})"
     for col in ("torch", "triton"):
-        value = _one(rows, col)
+        value = one_value(rows, col)
         if value:
             parts.append(f"{col} {value}")
     commits = sorted({c[:7] for c in rows["commit"] if c})
@@ -129,7 +129,7 @@ def gpu_title(rows: pd.DataFrame, gpu: str) -> str:
     return " · ".join(parts)
 
 
-def _one(rows: pd.DataFrame, col: str) -> str:
+def one_value(rows: pd.DataFrame, col: str) -> str:
     values = [str(v) for v in rows[col].dropna().unique() if str(v) not in ("", "nan")]
     if not values:
         return ""

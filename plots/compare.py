@@ -19,6 +19,7 @@ from matplotlib.lines import Line2D
 from matplotlib.transforms import blended_transform_factory
 
 from plots import common as C
+from runners import tables as T
 
 PROG = "plots.compare"
 DEFAULTS = {"results": None, "gpu": None, "dtype": "bf16", "out": "plots/out", "svg": False, "batch": None,
@@ -26,10 +27,10 @@ DEFAULTS = {"results": None, "gpu": None, "dtype": "bf16", "out": "plots/out", "
 FAMILY = ("batch", "heads", "kv_heads", "seq_k", "layout")  # what else must match for one line to be one shape
 
 
-@C.cli
+@T.cli
 def main(argv: list[str] | None = None) -> int:
-    args = C.parse_args(argv, DEFAULTS, PROG, __doc__)
-    df = C.load(C.require(args, "results", PROG))
+    args = T.parse_args(argv, DEFAULTS, PROG, __doc__)
+    df = T.load(T.require(args, "results", PROG))
     paths = draw(df, args["out"], gpu=args["gpu"], dtype=args["dtype"], svg=args["svg"], batch=args["batch"],
                  heads=args["heads"])
     for p in paths:
@@ -43,12 +44,12 @@ def draw(df: pd.DataFrame, out: str | Path, *, gpu: str | None = None, dtype: st
     unsupported rows, or correct rows without TFLOPS) gets no figure; none at all is a UsageError."""
     df = C.kernel_only(df, PROG)
     everything = df
-    df = C.select_shape(C.select_dtype(df, dtype, PROG), batch, heads)
+    df = T.select_shape(T.select_dtype(df, dtype, PROG), batch, heads)
     if df.empty:
-        raise C.UsageError(f"{PROG}: no rows left after the batch=/heads= filters")
+        raise T.UsageError(f"{PROG}: no rows left after the batch=/heads= filters")
     paths, seen = [], []
-    for label in C.select_gpus(df, gpu, PROG):
-        rows = C.latest(df[df[C.GPU] == label])
+    for label in T.select_gpus(df, gpu, PROG):
+        rows = T.latest(df[df[T.GPU] == label])
         seen.append(rows)
         paths += _figure(rows, label, dtype, out, svg)
     if not paths:
@@ -60,7 +61,7 @@ def pick_family(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """At each (seq, head_dim, causal) keep one shape family: the one with the most rows (notes what was dropped)."""
     notes = []
     keys = ["seq", "head_dim", "causal"]
-    fam = C.row_keys(rows, FAMILY)
+    fam = T.row_keys(rows, FAMILY)
     rows = rows.assign(_family=fam)
     counts = rows.groupby(keys + ["_family"]).size().rename("n").reset_index()
     counts = counts.sort_values(keys + ["n", "_family"], ascending=[True, True, True, False, True])
@@ -72,7 +73,7 @@ def pick_family(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     return rows.drop(columns="_family"), notes
 
 
-def _family_text(rows: pd.DataFrame) -> str:
+def family_text(rows: pd.DataFrame) -> str:
     parts = []
     for col, name in (("batch", "B"), ("heads", "H"), ("kv_heads", "KV heads")):
         values = sorted(rows[col].dropna().unique())
@@ -85,16 +86,16 @@ def _family_text(rows: pd.DataFrame) -> str:
 
 
 def _figure(rows: pd.DataFrame, gpu: str, dtype: str | None, out, svg: bool) -> list[Path]:
-    rows, meaningful = C.timed(rows)
+    rows, meaningful = T.timed(rows)
     rows, notes = pick_family(rows)
-    results = C.best_config(rows[C.is_result(rows)])
-    failed = C.uncovered_failures(rows[C.is_failed(rows)], results)  # marked only where no config gave a result
+    results = T.best_config(rows[T.is_result(rows)])
+    failed = C.uncovered_failures(rows[T.is_failed(rows)], results)  # marked only where no config gave a result
     if results.empty and failed.empty:
         return []  # nothing but skipped / unsupported rows (or results without TFLOPS): no empty figure
-    variants = C.variant_order(rows["variant"])
+    variants = T.variant_order(rows["variant"])
     fig, ncols, cells = C.seq_panels(rows, extra_height=1.6)
-    peak = rows[C.PEAK].median()
-    multi_configs = (rows[C.is_result(rows)].groupby(["variant", "seq", "head_dim", "causal"]).size() > 1).any()
+    peak = rows[T.PEAK].median()
+    multi_configs = (rows[T.is_result(rows)].groupby(["variant", "seq", "head_dim", "causal"]).size() > 1).any()
     for ax, hd, causal, is_bottom, is_left in cells:
         panel = results[(results["head_dim"] == hd) & (results["causal"] == causal)]
         fails = failed[(failed["head_dim"] == hd) & (failed["causal"] == causal)]
@@ -103,17 +104,17 @@ def _figure(rows: pd.DataFrame, gpu: str, dtype: str | None, out, svg: bool) -> 
             if line.empty:
                 continue
             style = C.variant_style(v)
-            ax.plot(line["seq"], line["tflops"], label=C.variant_label(v), **style)
+            ax.plot(line["seq"], line["tflops"], label=T.variant_label(v), **style)
             band = line.dropna(subset=["tflops_p20", "tflops_p80"])
             if len(band):
                 ax.fill_between(band["seq"], band["tflops_p20"], band["tflops_p80"], color=style["color"],
                                 alpha=0.15, linewidth=0)
-        _draw_failures(ax, fails, variants)
+        draw_failures(ax, fails, variants)
         if pd.notna(peak):
             ax.axhline(peak, color="black", linestyle="--", linewidth=1.0)
         C.finish_seq_panel(ax, rows, hd, causal, is_bottom, is_left, "backward TFLOPS")
         ax.set_ylim(bottom=0)
-    handles = [Line2D([], [], label=C.variant_label(v), **C.variant_style(v)) for v in variants
+    handles = [Line2D([], [], label=T.variant_label(v), **C.variant_style(v)) for v in variants
                if (results["variant"] == v).any()]
     if pd.notna(peak):
         handles.append(Line2D([], [], color="black", linestyle="--", label=f"GPU dense {dtype or ''} peak ({peak:.0f})"))
@@ -122,20 +123,20 @@ def _figure(rows: pd.DataFrame, gpu: str, dtype: str | None, out, svg: bool) -> 
                fontsize=9, frameon=False)
     how = "fastest correct block config per point" if multi_configs else "median"
     lines = [f"FlashAttention backward TFLOPS — {gpu}, {dtype or 'all dtypes'}{C.untimed_note(meaningful)}",
-             C.gpu_title(rows, gpu), f"{C.FLOP_CONVENTION} · {how}, band = p20–p80", _family_text(rows), *notes]
+             C.gpu_title(rows, gpu), f"{T.FLOP_CONVENTION} · {how}, band = p20–p80", family_text(rows), *notes]
     fig.suptitle("\n".join(lines), fontsize=10)
-    stem = f"compare_{C.slug(gpu)}_{dtype or 'all'}"
+    stem = f"compare_{T.slug(gpu)}_{dtype or 'all'}"
     return C.save(fig, out, stem, svg)
 
 
-def _draw_failures(ax, fails: pd.DataFrame, variants: list[str]) -> None:
+def draw_failures(ax, fails: pd.DataFrame, variants: list[str]) -> None:
     """X markers sitting on the x axis (no throughput), each labelled '<variant> <status>' — never a data point."""
     if fails.empty:
         return
     trans = blended_transform_factory(ax.transData, ax.transAxes)
     fails = fails.assign(_k=[variants.index(v) for v in fails["variant"]]).sort_values(["seq", "_k"])
     for seq, group in fails.groupby("seq", sort=False):
-        for slot, ((_, r), wrong) in enumerate(zip(group.iterrows(), C.is_wrong(group))):
+        for slot, ((_, r), wrong) in enumerate(zip(group.iterrows(), T.is_wrong(group))):
             x = seq * 2 ** (0.16 * (slot - (len(group) - 1) / 2))  # spread markers that share a seq
             color = "red" if wrong else "dimgray"
             ax.plot([x], [0.0], transform=trans, linestyle="none", marker="X", markersize=9,

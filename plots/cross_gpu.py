@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from plots import common as C
+from runners import tables as T
 
 PROG = "plots.cross_gpu"
 DEFAULTS = {"results": None, "gpu": None, "dtype": "bf16", "causal": None, "head_dim": None, "out": "plots/out",
@@ -24,11 +25,11 @@ DEFAULTS = {"results": None, "gpu": None, "dtype": "bf16", "causal": None, "head
 GPU_COLORS = ("#4477aa", "#ee6677", "#228833", "#ccbb44", "#66ccee", "#aa3377", "#bbbbbb")
 
 
-@C.cli
+@T.cli
 def main(argv: list[str] | None = None) -> int:
-    args = C.parse_args(argv, DEFAULTS, PROG, __doc__)
-    df = C.load(C.require(args, "results", PROG))
-    causal = None if args["causal"] is None else C._coerce(PROG, "causal", args["causal"], True)
+    args = T.parse_args(argv, DEFAULTS, PROG, __doc__)
+    df = T.load(T.require(args, "results", PROG))
+    causal = None if args["causal"] is None else T.coerce(PROG, "causal", args["causal"], True)
     paths = draw(df, args["out"], gpu=args["gpu"], dtype=args["dtype"], causal=causal,
                  head_dim=args["head_dim"], svg=args["svg"])
     return C.print_paths(paths, f"{PROG}: no variant has a correct timed result on every GPU")
@@ -36,35 +37,35 @@ def main(argv: list[str] | None = None) -> int:
 
 def summary(df: pd.DataFrame) -> pd.DataFrame:
     """Per variant × GPU: geomean TFLOPS (p20, p80) and % of peak over the shapes common to all GPUs."""
-    rows = C.latest(df)
+    rows = T.latest(df)
     rows = rows[rows["timing_meaningful"]]
-    results = C.best_config(rows[C.is_result(rows)])
-    results = results.assign(_pct=C.pct_peak(results))
-    gpus = sorted(rows[C.GPU].unique())
+    results = T.best_config(rows[T.is_result(rows)])
+    results = results.assign(_pct=T.pct_peak(results))
+    gpus = sorted(rows[T.GPU].unique())
     out = []
-    for v in C.variant_order(results["variant"]):
+    for v in T.variant_order(results["variant"]):
         mine = results[results["variant"] == v]
-        keys = C.row_keys(mine, C.SHAPE_COLUMNS)
-        per_gpu = {g: set(keys[mine[C.GPU] == g]) for g in gpus}
+        keys = T.row_keys(mine, T.SHAPE_COLUMNS)
+        per_gpu = {g: set(keys[mine[T.GPU] == g]) for g in gpus}
         common = set.intersection(*per_gpu.values()) if per_gpu else set()
         if not common:
             continue
         shared = mine[keys.isin(common)]
         for g in gpus:
-            sub = shared[shared[C.GPU] == g]
-            peak = sub[C.PEAK].median()
-            out.append({"variant": v, "gpu": g, "shapes": len(common), "tflops": C.geomean(sub["tflops"]),
-                        "tflops_p20": C.geomean(sub["tflops_p20"]), "tflops_p80": C.geomean(sub["tflops_p80"]),
-                        "pct_peak": C.geomean(sub["_pct"]), "peak_tflops": peak})
+            sub = shared[shared[T.GPU] == g]
+            peak = sub[T.PEAK].median()
+            out.append({"variant": v, "gpu": g, "shapes": len(common), "tflops": T.geomean(sub["tflops"]),
+                        "tflops_p20": T.geomean(sub["tflops_p20"]), "tflops_p80": T.geomean(sub["tflops_p80"]),
+                        "pct_peak": T.geomean(sub["_pct"]), "peak_tflops": peak})
     return pd.DataFrame(out, columns=["variant", "gpu", "shapes", "tflops", "tflops_p20", "tflops_p80",
                                       "pct_peak", "peak_tflops"])
 
 
 def draw(df: pd.DataFrame, out: str | Path, *, gpu: str | None = None, dtype: str | None = "bf16",
          causal: bool | None = None, head_dim=None, svg: bool = False) -> list[Path]:
-    df = C.select_dtype(C.kernel_only(df, PROG), dtype, PROG)
-    gpus = C.select_gpus(df, gpu, PROG)
-    df = df[df[C.GPU].isin(gpus)]
+    df = T.select_dtype(C.kernel_only(df, PROG), dtype, PROG)
+    gpus = T.select_gpus(df, gpu, PROG)
+    df = df[df[T.GPU].isin(gpus)]
     scope = []
     if causal is not None:
         df = df[df["causal"] == bool(causal)]
@@ -97,7 +98,7 @@ def draw(df: pd.DataFrame, out: str | Path, *, gpu: str | None = None, dtype: st
         ax_p.bar_label(bars, labels=[f"{p:.0f}%" if pd.notna(p) else "n/a" for p in sub["pct_peak"]], fontsize=7,
                        padding=2)
     shapes = table.drop_duplicates("variant").set_index("variant")["shapes"]
-    ax_p.set_xticks(x, [f"{C.variant_label(v)}\n({shapes[v]} shapes)" for v in variants], fontsize=8)
+    ax_p.set_xticks(x, [f"{T.variant_label(v)}\n({shapes[v]} shapes)" for v in variants], fontsize=8)
     ax_t.set_ylabel("backward TFLOPS (geomean)")
     ax_p.set_ylabel("% of GPU dense peak (geomean)")
     for ax in (ax_t, ax_p):
@@ -107,8 +108,8 @@ def draw(df: pd.DataFrame, out: str | Path, *, gpu: str | None = None, dtype: st
     where = ", ".join(scope) if scope else "all shapes"
     fig.suptitle(f"Cross-GPU: backward TFLOPS and % of peak per variant — {dtype or 'all dtypes'}, {where}\n"
                  f"geomean over shapes correct on every GPU, fastest correct block config per GPU · whiskers p20–p80"
-                 f"\n{C.FLOP_CONVENTION}", fontsize=10)
-    stem = f"cross_gpu_{dtype or 'all'}" + ("_" + C.slug("_".join(scope)) if scope else "")
+                 f"\n{T.FLOP_CONVENTION}", fontsize=10)
+    stem = f"cross_gpu_{dtype or 'all'}" + ("_" + T.slug("_".join(scope)) if scope else "")
     return C.save(fig, out, stem, svg)
 
 

@@ -20,6 +20,7 @@ import pandas as pd
 from matplotlib.patches import Rectangle
 
 from plots import common as C
+from runners import tables as T
 
 PROG = "plots.heatmap"
 DEFAULTS = {"results": None, "gpu": None, "dtype": "bf16", "variant": None, "sweep": None, "out": "plots/out",
@@ -30,10 +31,10 @@ STATUS_SHORT = {"resources": "resources", "compile_error": "compile\nerror", "oo
                 "unsupported": "unsup."}
 
 
-@C.cli
+@T.cli
 def main(argv: list[str] | None = None) -> int:
-    args = C.parse_args(argv, DEFAULTS, PROG, __doc__)
-    df = C.load(C.require(args, "results", PROG))
+    args = T.parse_args(argv, DEFAULTS, PROG, __doc__)
+    df = T.load(T.require(args, "results", PROG))
     paths = draw(df, args["out"], gpu=args["gpu"], dtype=args["dtype"], variant=args["variant"],
                  sweep=args["sweep"], svg=args["svg"])
     return C.print_paths(paths, f"{PROG}: no block sweep found (no shape with two or more tried cells of the block-size pair)")
@@ -49,22 +50,22 @@ def axis_pair(rows: pd.DataFrame) -> tuple[str, str] | None:
 def draw(df: pd.DataFrame, out: str | Path, *, gpu: str | None = None, dtype: str | None = "bf16",
          variant: str | None = None, sweep: str | None = None, svg: bool = False) -> list[Path]:
     """All heatmap figures the tables support; an empty list when there is no block sweep."""
-    df = C.select_dtype(C.kernel_only(df, PROG), dtype, PROG)
+    df = T.select_dtype(C.kernel_only(df, PROG), dtype, PROG)
     if sweep:
         df = df[df["sweep_id"].str.contains(sweep, case=False, regex=False)]
     if variant:
         df = df[df["variant"] == variant]
     paths = []
-    for label in C.select_gpus(df, gpu, PROG) if len(df) else []:
-        rows = C.latest(df[df[C.GPU] == label])
-        rows, meaningful = C.timed(rows)
-        for v in C.variant_order(rows["variant"]):
+    for label in T.select_gpus(df, gpu, PROG) if len(df) else []:
+        rows = T.latest(df[df[T.GPU] == label])
+        rows, meaningful = T.timed(rows)
+        for v in T.variant_order(rows["variant"]):
             mine = rows[rows["variant"] == v]
             pair = axis_pair(mine)
             if pair is None:
                 continue
             # a block search at a shape: at least two cells of the heatmap's axis pair were tried
-            shapes = [(key, g) for key, g in mine.groupby(list(C.SHAPE_COLUMNS), sort=True, dropna=False)
+            shapes = [(key, g) for key, g in mine.groupby(list(T.SHAPE_COLUMNS), sort=True, dropna=False)
                       if len(g[list(pair)].drop_duplicates()) >= 2 and C.drawable(g).any()]
             if not shapes:
                 continue
@@ -84,7 +85,7 @@ def _figure(shapes, variant, pair, gpu, dtype, meaningful, out, svg) -> list[Pat
                              layout="constrained")
     m_col, n_col = pair
     all_rows = pd.concat([g for _, g in shapes])
-    others = [f for f in C.BLOCK_FIELDS if f not in pair and C.text(all_rows[f]).nunique() > 1]
+    others = [f for f in T.BLOCK_FIELDS if f not in pair and T.text(all_rows[f]).nunique() > 1]
     for ax in axes.flat[len(shapes):]:
         ax.set_visible(False)
     for ax, (_, rows) in zip(axes.flat, shapes):
@@ -92,11 +93,11 @@ def _figure(shapes, variant, pair, gpu, dtype, meaningful, out, svg) -> list[Pat
     over = ", ".join(others) if others else "nothing else (one config per cell)"
     lines = [f"Block-size sweep: {variant} — {gpu}, {dtype or 'all dtypes'}{C.untimed_note(meaningful)}",
              C.gpu_title(all_rows, gpu),
-             f"cell = best correct TFLOPS over {over}", C.FLOP_CONVENTION,
+             f"cell = best correct TFLOPS over {over}", T.FLOP_CONVENTION,
              "black frame = best cell · hatched = tried, no correct result", "blank = not tried · "
              "red ! = a wrong config in the cell", *notes]
     fig.suptitle("\n".join(lines), fontsize=9.5)
-    stem = f"heatmap_{variant}_{C.slug(gpu)}_{dtype or 'all'}"
+    stem = f"heatmap_{variant}_{T.slug(gpu)}_{dtype or 'all'}"
     return C.save(fig, out, stem, svg)
 
 
@@ -104,7 +105,7 @@ def _panel(ax, rows: pd.DataFrame, m_col: str, n_col: str, others: list[str]) ->
     ms = sorted(rows[m_col].dropna().unique())
     ns = sorted(rows[n_col].dropna().unique())
     grid = np.full((len(ms), len(ns)), np.nan)
-    results = rows[C.is_result(rows) & rows["tflops"].notna()]
+    results = rows[T.is_result(rows) & rows["tflops"].notna()]
     for (m, n), g in results.groupby([m_col, n_col]):
         grid[ms.index(m), ns.index(n)] = g["tflops"].max()
     finite = grid[np.isfinite(grid)]
@@ -114,14 +115,14 @@ def _panel(ax, rows: pd.DataFrame, m_col: str, n_col: str, others: list[str]) ->
     mid = (finite.min() + finite.max()) / 2 if len(finite) else 0
     for (m, n), cell in rows.groupby([m_col, n_col]):
         i, j = ms.index(m), ns.index(n)
-        any_wrong = C.is_wrong(cell).any()
+        any_wrong = T.is_wrong(cell).any()
         if np.isfinite(grid[i, j]):
             ax.text(j, i, f"{grid[i, j]:.0f}", ha="center", va="center", fontsize=9,
                     color="white" if grid[i, j] < mid else "black")
         else:
             ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor="0.85", hatch="xx", edgecolor="0.5",
                                    linewidth=0))
-            failed = cell[C.is_failed(cell)]
+            failed = cell[T.is_failed(cell)]
             status = failed["status"].mode().iloc[0] if len(failed) else cell["status"].mode().iloc[0]
             label = "WRONG" if any_wrong else STATUS_SHORT.get(status, status)
             ax.text(j, i, label, ha="center", va="center", fontsize=8, fontweight="bold",
@@ -138,7 +139,7 @@ def _panel(ax, rows: pd.DataFrame, m_col: str, n_col: str, others: list[str]) ->
     ax.set_yticks(range(len(ms)), [str(int(m)) for m in ms])
     ax.set_xlabel(n_col)
     ax.set_ylabel(m_col)
-    title = C.shape_text(rows.iloc[0])
+    title = T.shape_text(rows.iloc[0])
     if best_row is not None:
         best = " ".join(f"{f}={_fmt(best_row[f])}" for f in others if pd.notna(best_row[f])) or "-"
         title += f"\nbest {best_row['tflops']:.0f} TFLOPS: {m_col}={int(best_row[m_col])} " \

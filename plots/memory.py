@@ -18,17 +18,18 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
 from plots import common as C
-from plots.compare import _draw_failures, _family_text, pick_family
+from runners import tables as T
+from plots.compare import draw_failures, family_text, pick_family
 
 PROG = "plots.memory"
 DEFAULTS = {"results": None, "gpu": None, "dtype": "bf16", "out": "plots/out", "svg": False, "batch": None,
             "heads": None}
 
 
-@C.cli
+@T.cli
 def main(argv: list[str] | None = None) -> int:
-    args = C.parse_args(argv, DEFAULTS, PROG, __doc__)
-    df = C.load(C.require(args, "results", PROG))
+    args = T.parse_args(argv, DEFAULTS, PROG, __doc__)
+    df = T.load(T.require(args, "results", PROG))
     paths = draw(df, args["out"], gpu=args["gpu"], dtype=args["dtype"], svg=args["svg"], batch=args["batch"],
                  heads=args["heads"])
     return C.print_paths(paths, f"{PROG}: no correct row with peak_mem_bytes in the tables")
@@ -36,11 +37,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def draw(df: pd.DataFrame, out: str | Path, *, gpu: str | None = None, dtype: str | None = "bf16",
          svg: bool = False, batch=None, heads=None) -> list[Path]:
-    df = C.select_shape(C.select_dtype(C.kernel_only(df, PROG), dtype, PROG), batch, heads)
+    df = T.select_shape(T.select_dtype(C.kernel_only(df, PROG), dtype, PROG), batch, heads)
     paths = []
-    for label in C.select_gpus(df, gpu, PROG) if len(df) else []:
-        rows = C.latest(df[df[C.GPU] == label])
-        if not (C.is_result(rows) & rows["peak_mem_bytes"].notna()).any():
+    for label in T.select_gpus(df, gpu, PROG) if len(df) else []:
+        rows = T.latest(df[df[T.GPU] == label])
+        if not (T.is_result(rows) & rows["peak_mem_bytes"].notna()).any():
             continue
         paths += _figure(rows, label, dtype, out, svg)
     return paths
@@ -55,13 +56,13 @@ def _bytes(value: float, _pos=None) -> str:
 
 def _figure(rows: pd.DataFrame, gpu: str, dtype: str | None, out, svg: bool) -> list[Path]:
     rows, notes = pick_family(rows)
-    ranked, _ = C.timed(rows)  # fastest config by meaningful timings when there are any
-    results = C.best_config(ranked[C.is_result(ranked)])
+    ranked, _ = T.timed(rows)  # fastest config by meaningful timings when there are any
+    results = T.best_config(ranked[T.is_result(ranked)])
     if results.empty:  # untimed: any correct row per point
-        results = rows[C.is_result(rows)].drop_duplicates(["variant", *C.SHAPE_COLUMNS])
+        results = rows[T.is_result(rows)].drop_duplicates(["variant", *T.SHAPE_COLUMNS])
     results = results[results["peak_mem_bytes"].notna()]
-    failed = C.uncovered_failures(rows[C.is_failed(rows)], results)
-    variants = C.variant_order(rows["variant"])
+    failed = C.uncovered_failures(rows[T.is_failed(rows)], results)
+    variants = T.variant_order(rows["variant"])
     fig, ncols, cells = C.seq_panels(rows, extra_height=1.5)
     any_workspace = False
     for ax, hd, causal, is_bottom, is_left in cells:
@@ -71,16 +72,16 @@ def _figure(rows: pd.DataFrame, gpu: str, dtype: str | None, out, svg: bool) -> 
             if line.empty:
                 continue
             style = C.variant_style(v)
-            ax.plot(line["seq"], line["peak_mem_bytes"], label=C.variant_label(v), **style)
+            ax.plot(line["seq"], line["peak_mem_bytes"], label=T.variant_label(v), **style)
             ws = line[line["workspace_bytes"] > 0]
             if len(ws):
                 any_workspace = True
                 ax.plot(ws["seq"], ws["workspace_bytes"], color=style["color"], linestyle=":", linewidth=1.4)
         ax.set_yscale("log", base=2)
-        _draw_failures(ax, failed[(failed["head_dim"] == hd) & (failed["causal"] == causal)], variants)
+        draw_failures(ax, failed[(failed["head_dim"] == hd) & (failed["causal"] == causal)], variants)
         C.finish_seq_panel(ax, rows, hd, causal, is_bottom, is_left, "peak memory of the backward")
         ax.yaxis.set_major_formatter(FuncFormatter(_bytes))
-    handles = [Line2D([], [], label=C.variant_label(v), **C.variant_style(v)) for v in variants
+    handles = [Line2D([], [], label=T.variant_label(v), **C.variant_style(v)) for v in variants
                if (results["variant"] == v).any()]
     if any_workspace:
         handles.append(Line2D([], [], color="black", linestyle=":", label="workspace_bytes (same colour)"))
@@ -88,10 +89,10 @@ def _figure(rows: pd.DataFrame, gpu: str, dtype: str | None, out, svg: bool) -> 
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 3 if ncols < 3 else 5),
                fontsize=9, frameon=False)
     lines = [f"FlashAttention backward peak memory — {gpu}, {dtype or 'all dtypes'}", C.gpu_title(rows, gpu),
-             "config = fastest correct block config per point (as in the TFLOPS plot)", _family_text(rows),
+             "config = fastest correct block config per point (as in the TFLOPS plot)", family_text(rows),
              *notes]
     fig.suptitle("\n".join(lines), fontsize=10)
-    stem = f"memory_{C.slug(gpu)}_{dtype or 'all'}"
+    stem = f"memory_{T.slug(gpu)}_{dtype or 'all'}"
     return C.save(fig, out, stem, svg)
 
 

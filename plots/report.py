@@ -22,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from plots import common as C
+from runners import tables as T
 from plots import compare, cross_gpu, heatmap, memory, resources, step_time
 
 PROG = "plots.report"
@@ -30,13 +31,13 @@ FA2, CUDNN = "sdpa_flash", "sdpa_cudnn"
 NO_KERNELS = "_(no kernel rows: the tables hold model-step rows only, under Step time by design)_\n"
 
 
-@C.cli
+@T.cli
 def main(argv: list[str] | None = None) -> int:
-    args = C.parse_args(argv, DEFAULTS, PROG, __doc__)
-    results = C.require(args, "results", PROG)
+    args = T.parse_args(argv, DEFAULTS, PROG, __doc__)
+    results = T.require(args, "results", PROG)
     df, unreadable = load(results)
     if args["gpu"]:
-        df = df[df[C.GPU].isin(C.select_gpus(df, args["gpu"], PROG))]
+        df = df[df[T.GPU].isin(T.select_gpus(df, args["gpu"], PROG))]
     path = write(df, args["out"], source=results, baseline=args["baseline"], threshold=args["threshold"],
                  svg=args["svg"], unreadable=unreadable)
     if not any(C.drawable(df)):
@@ -47,10 +48,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def load(path: str | Path) -> tuple[pd.DataFrame, list[str]]:
-    """``C.load`` (not strict), also returning the files it skipped ('<file>: <why>'), each still warned about in
+    """``T.load`` (not strict), also returning the files it skipped ('<file>: <why>'), each still warned about in
     one line on stderr, so that the report can name them."""
     unreadable: list[str] = []
-    return C.load(path, skipped=unreadable), unreadable
+    return T.load(path, skipped=unreadable), unreadable
 
 
 def write(df: pd.DataFrame, out: str | Path, *, source: str = "", baseline: str | None = None,
@@ -60,7 +61,7 @@ def write(df: pd.DataFrame, out: str | Path, *, source: str = "", baseline: str 
     (and no empty ``out``) behind."""
     out = Path(out)
     if out.exists() and not out.is_dir():
-        raise C.UsageError(f"{PROG}: out={str(out)!r} is a file, not a folder")
+        raise T.UsageError(f"{PROG}: out={str(out)!r} is a file, not a folder")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
     try:
@@ -75,20 +76,20 @@ def write(df: pd.DataFrame, out: str | Path, *, source: str = "", baseline: str 
 
 def _write(df: pd.DataFrame, out: Path, *, source: str, baseline: str | None, threshold: float, svg: bool,
            unreadable) -> Path:
-    steps, df_all = C.step_rows(df), df
-    df = C.kernel_rows(df)  # the kernel sections; model-step rows have their own
+    steps, df_all = T.step_rows(df), df
+    df = T.kernel_rows(df)  # the kernel sections; model-step rows have their own
     figures, notes = _figures(df, out, svg) if len(df) or steps.empty else ([], [])
     step_part = step_section(steps, out, svg) if len(steps) else []
     parts = [
         "# FlashAttention backward — results report\n",
-        f"Source: `{source}` · {len(df_all)} rows, {int(C.is_result(df_all).sum())} correct results, "
-        f"{int(C.is_wrong(df_all).sum())} wrong"
+        f"Source: `{source}` · {len(df_all)} rows, {int(T.is_result(df_all).sum())} correct results, "
+        f"{int(T.is_wrong(df_all).sum())} wrong"
         + (f" ({len(steps)} of the rows are model-step rows)" if len(steps) else "") + " · generated "
         f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC\n",
-        f"TFLOPS follow the {C.FLOP_CONVENTION} (4·B·H·Nq·Nk·D per forward). Only rows with status `ok` and "
+        f"TFLOPS follow the {T.FLOP_CONVENTION} (4·B·H·Nq·Nk·D per forward). Only rows with status `ok` and "
         "correct gradients are results; nothing else is ever drawn or ranked as a result.\n",
         "## Environments\n",
-        C.markdown_table(environments(df_all)),
+        T.markdown_table(environments(df_all)),
         "## Best variant per shape\n",
         "Fastest correct block config per variant; *×FA2* and *×cuDNN* are TFLOPS ratios to "
         f"`{FA2}` and `{CUDNN}` on the same GPU, shape and dtype (>1: faster). Rows whose timings are not "
@@ -129,7 +130,7 @@ def step_section(steps: pd.DataFrame, out: Path, svg: bool) -> list[str]:
              "tolerance max(spread, floor); a design beyond it is `wrong` and has no step time here.\n"]
     try:
         paths = step_time.draw(steps, out, svg=svg)
-    except C.UsageError as err:
+    except T.UsageError as err:
         paths = []
         parts.append(f"_(no figure: {err})_\n")
     parts += [f"![Step time by design — {p.stem}]({p.name})\n" for p in paths if p.suffix == ".png"]
@@ -138,21 +139,21 @@ def step_section(steps: pd.DataFrame, out: Path, svg: bool) -> list[str]:
         return parts + ["_(no model-step row ran)_\n"]
     for gpu, g in table.groupby("GPU", sort=True):
         parts.append(f"### {gpu}\n")
-        parts.append(C.markdown_table(g.drop(columns=["GPU"])))
+        parts.append(T.markdown_table(g.drop(columns=["GPU"])))
     return parts
 
 
 def environments(df: pd.DataFrame) -> pd.DataFrame:
     rows = []
-    for gpu, g in df.groupby(C.GPU, sort=True):
+    for gpu, g in df.groupby(T.GPU, sort=True):
         commits = sorted({c[:10] for c in g["commit"] if c})
         stamps = g["_ts"].dropna()
         when = "" if stamps.empty else f"{stamps.min():%Y-%m-%d}" + (
             "" if stamps.max().date() == stamps.min().date() else f" … {stamps.max():%Y-%m-%d}")
-        rows.append({"GPU": gpu, "device": C._one(g, "device"), "cc": C._one(g, "compute_capability"),
-                     "SMs": _int_text(C._one(g, "sm_count")), "driver": C._one(g, "driver"),
-                     "CUDA": C._one(g, "cuda"), "torch": C._one(g, "torch"), "triton": C._one(g, "triton"),
-                     "python": C._one(g, "python"), "commit": ", ".join(commits) + (" (dirty)" if g["dirty"].any()
+        rows.append({"GPU": gpu, "device": C.one_value(g, "device"), "cc": C.one_value(g, "compute_capability"),
+                     "SMs": _int_text(C.one_value(g, "sm_count")), "driver": C.one_value(g, "driver"),
+                     "CUDA": C.one_value(g, "cuda"), "torch": C.one_value(g, "torch"), "triton": C.one_value(g, "triton"),
+                     "python": C.one_value(g, "python"), "commit": ", ".join(commits) + (" (dirty)" if g["dirty"].any()
                                                                                      else ""),
                      "sweeps": ", ".join(sorted(set(g["sweep_id"]) - {""})), "rows": len(g), "measured": when,
                      "timings": "meaningful" if g["timing_meaningful"].all() else
@@ -169,27 +170,27 @@ def _int_text(text: str) -> str:
 
 def best_table(df: pd.DataFrame) -> pd.DataFrame:
     """One row per (GPU, dtype, shape): best variant overall and best Triton design, with ratios to FA2/cuDNN."""
-    rows = C.latest(df)
-    rows = rows[rows["timing_meaningful"] & C.is_result(rows)]
-    best = C.best_config(rows)
+    rows = T.latest(df)
+    rows = rows[rows["timing_meaningful"] & T.is_result(rows)]
+    best = T.best_config(rows)
     if best.empty:
         return pd.DataFrame()
-    best = best.assign(_pct=C.pct_peak(best))
+    best = best.assign(_pct=T.pct_peak(best))
     out = []
-    keys = [C.GPU, "dtype", *C.SHAPE_COLUMNS]
+    keys = [T.GPU, "dtype", *T.SHAPE_COLUMNS]
     for key, g in best.groupby(keys, sort=True, dropna=False):
         g = g.set_index("variant")
         top = g["tflops"].idxmax()
-        triton = g[g.index.map(C.is_triton).astype(bool)]
+        triton = g[g.index.map(T.is_triton).astype(bool)]
         fa2 = g["tflops"].get(FA2)
         cudnn = g["tflops"].get(CUDNN)
-        row = {"GPU": key[0], "dtype": key[1], "shape": C.shape_text(g.iloc[0]),
+        row = {"GPU": key[0], "dtype": key[1], "shape": T.shape_text(g.iloc[0]),
                "best": f"{top} {g.at[top, 'tflops']:.1f}", "% peak": _pct(g.at[top, "_pct"]),
                "best ×FA2": _ratio(g.at[top, "tflops"], fa2), "best ×cuDNN": _ratio(g.at[top, "tflops"], cudnn)}
         if len(triton):
             t = triton["tflops"].idxmax()
             row.update({"best Triton": f"{t} {triton.at[t, 'tflops']:.1f}",
-                        "Triton blocks": C.blocks_text(triton.loc[t]) or "-",
+                        "Triton blocks": T.blocks_text(triton.loc[t]) or "-",
                         "Triton ×FA2": _ratio(triton.at[t, "tflops"], fa2),
                         "Triton ×cuDNN": _ratio(triton.at[t, "tflops"], cudnn)})
         else:
@@ -206,7 +207,7 @@ def best_tables(df: pd.DataFrame) -> str:
     parts = []
     for (gpu, dtype), g in table.groupby(["GPU", "dtype"], sort=True):
         parts.append(f"### {gpu} — {dtype}\n")
-        parts.append(C.markdown_table(g.drop(columns=["GPU", "dtype"])))
+        parts.append(T.markdown_table(g.drop(columns=["GPU", "dtype"])))
     return "\n".join(parts)
 
 
@@ -223,22 +224,22 @@ def _pct(value) -> str:
 
 
 def failures(df: pd.DataFrame) -> str:
-    rows = C.latest(df)
-    bad = rows[~C.is_result(rows)]
+    rows = T.latest(df)
+    bad = rows[~T.is_result(rows)]
     if bad.empty:
         return "Every point is a correct result.\n"
-    status = bad["status"].where(~C.is_wrong(bad), "wrong")
+    status = bad["status"].where(~T.is_wrong(bad), "wrong")
     counts = pd.crosstab(bad["variant"], status).reset_index().rename(columns={"variant": "variant \\ status"})
-    parts = ["Points that are not results, by variant and status:\n", C.markdown_table(counts.astype(str))]
-    wrong = bad[C.is_wrong(bad)]
+    parts = ["Points that are not results, by variant and status:\n", T.markdown_table(counts.astype(str))]
+    wrong = bad[T.is_wrong(bad)]
     if len(wrong):
         listing = pd.DataFrame({
-            "GPU": wrong[C.GPU], "variant": wrong["variant"], "shape": [C.shape_text(r) for _, r in wrong.iterrows()],
-            "dtype": wrong["dtype"], "blocks": [C.blocks_text(r) or "-" for _, r in wrong.iterrows()],
+            "GPU": wrong[T.GPU], "variant": wrong["variant"], "shape": [T.shape_text(r) for _, r in wrong.iterrows()],
+            "dtype": wrong["dtype"], "blocks": [T.blocks_text(r) or "-" for _, r in wrong.iterrows()],
             "max |Δ| dq/dk/dv": [f"{r['max_abs_dq']:.3g}/{r['max_abs_dk']:.3g}/{r['max_abs_dv']:.3g}"
                                  for _, r in wrong.iterrows()],
             "reason": wrong["reason"].fillna("").astype(str)})
-        parts += ["\n**Wrong gradients** (never plotted as results):\n", C.markdown_table(listing)]
+        parts += ["\n**Wrong gradients** (never plotted as results):\n", T.markdown_table(listing)]
     return "\n".join(parts)
 
 
@@ -253,18 +254,18 @@ def left_out(df: pd.DataFrame, unreadable) -> str:
     if unreadable:
         parts.append(f"**{len(unreadable)} file(s) not read** (not result tables):\n")
         parts.append("\n".join(f"- `{u}`" for u in unreadable) + "\n")
-    rows = C.latest(df)
+    rows = T.latest(df)
     never = rows[rows["status"].isin(("skipped", "unsupported"))]
     if len(never):
         parts.append(f"**{len(never)} point(s) not run** ({C.status_text(never)}), never drawn or ranked:\n")
-        never = never.sort_values([C.GPU, "dtype", "variant", "seq", "head_dim"], kind="stable")
+        never = never.sort_values([T.GPU, "dtype", "variant", "seq", "head_dim"], kind="stable")
         listing = pd.DataFrame({
-            "GPU": never[C.GPU], "variant": never["variant"], "shape": [C.shape_text(r) for _, r in never.iterrows()],
+            "GPU": never[T.GPU], "variant": never["variant"], "shape": [T.shape_text(r) for _, r in never.iterrows()],
             "dtype": never["dtype"], "status": never["status"], "reason": never["reason"].astype(str)})
-        parts.append(C.markdown_table(listing.head(MAX_LISTED)))
+        parts.append(T.markdown_table(listing.head(MAX_LISTED)))
         if len(listing) > MAX_LISTED:
             parts.append(f"_… and {len(listing) - MAX_LISTED} more._\n")
-    untimed = rows[C.is_result(rows) & ~rows["timing_meaningful"]]
+    untimed = rows[T.is_result(rows) & ~rows["timing_meaningful"]]
     if len(untimed):
         parts.append(f"- {len(untimed)} correct result(s) with timings that are not meaningful (CPU interpreter): "
                      "left out of the best-variant tables.\n")
@@ -272,21 +273,21 @@ def left_out(df: pd.DataFrame, unreadable) -> str:
 
 
 def _regressions(baseline: str, source: str, threshold: float) -> str:
-    from runners import regress
+    from runners.regression import measured as regress
 
     try:
         base, cand = regress.resolve_sides(baseline, source, None)
         cmp = regress.compare(base.rows, cand.rows, threshold)
-    except C.UsageError as err:
+    except T.UsageError as err:
         return f"_regression check not possible: {err}_\n"
     lines = [f"- baseline: {base.description}", f"- candidate: {cand.description}",
              f"- {regress.rule_text(cmp.threshold, cmp.cross_gpu, regress.has_steps(cmp))}",
              *[f"- {s}" for s in regress.summary_lines(cmp)], ""]
     notable = regress.display_table(cmp, only_notable=not cmp.cross_gpu)
     steps = regress.step_display_table(cmp, only_notable=not cmp.cross_gpu)
-    text = "\n".join(lines) + "\n" + C.markdown_table(notable)
+    text = "\n".join(lines) + "\n" + T.markdown_table(notable)
     if regress.has_steps(cmp):
-        text += "\n" + regress.STEP_HEADING + "\n\n" + C.markdown_table(steps)
+        text += "\n" + regress.STEP_HEADING + "\n\n" + T.markdown_table(steps)
     return text
 
 
@@ -298,14 +299,14 @@ def _figures(df: pd.DataFrame, out: Path, svg: bool) -> tuple[list[tuple[str, Pa
                              ("Block-size heatmap", heatmap), ("Registers / spills vs TFLOPS", resources)):
             try:
                 paths = module.draw(df, out, dtype=dtype, svg=svg)
-            except C.UsageError as err:
+            except T.UsageError as err:
                 notes.append(f"{name} ({dtype}): {err}")
                 continue
             figures += [(f"{name} — {_describe(p)}", p) for p in paths if p.suffix == ".png"]
-        if df[C.GPU].nunique() > 1:
+        if df[T.GPU].nunique() > 1:
             try:
                 paths = cross_gpu.draw(df, out, dtype=dtype, svg=svg)
-            except C.UsageError as err:
+            except T.UsageError as err:
                 notes.append(f"cross-GPU ({dtype}): {err}")
                 paths = []
             figures += [(f"Cross-GPU — {dtype}", p) for p in paths if p.suffix == ".png"]

@@ -1,4 +1,4 @@
-"""Why a point is as fast as it is: per-kernel time shares and compiled resources (runners/profile.py columns).
+"""Why a point is as fast as it is: per-kernel time shares and compiled resources (runners/point/profile.py columns).
 
     python -m plots.resources results=<dir or file> [gpu=<substring>] [dtype=bf16] [variant=<name>]
                               [out=plots/out] [svg=true]
@@ -18,16 +18,17 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from plots import common as C
+from runners import tables as T
 
 PROG = "plots.resources"
 DEFAULTS = {"results": None, "gpu": None, "dtype": "bf16", "variant": None, "out": "plots/out", "svg": False}
 MAX_KERNELS_SHOWN = 4
 
 
-@C.cli
+@T.cli
 def main(argv: list[str] | None = None) -> int:
-    args = C.parse_args(argv, DEFAULTS, PROG, __doc__)
-    df = C.load(C.require(args, "results", PROG))
+    args = T.parse_args(argv, DEFAULTS, PROG, __doc__)
+    df = T.load(T.require(args, "results", PROG))
     paths = draw(df, args["out"], gpu=args["gpu"], dtype=args["dtype"], variant=args["variant"], svg=args["svg"])
     return C.print_paths(paths, f"{PROG}: no block search with compiled resources (resources_json) in the tables")
 
@@ -73,27 +74,27 @@ def resources_text(row) -> str:
 # ----------------------------------------------------------------------------------------------- report
 def section(df: pd.DataFrame) -> str:
     """The report's resources section (Markdown); model-step rows are left out (their kernels are a whole step's)."""
-    rows = C.latest(C.kernel_rows(df))
-    rows = rows[rows["timing_meaningful"] & C.is_result(rows)]
+    rows = T.latest(T.kernel_rows(df))
+    rows = rows[rows["timing_meaningful"] & T.is_result(rows)]
     explained = rows[(rows["kernel_ms"] != "") | (rows["resources_json"] != "")]
     if explained.empty:
-        return ("_(no per-kernel data: the rows predate runners/profile.py, or come from the CPU interpreter, "
+        return ("_(no per-kernel data: the rows predate runners/point/profile.py, or come from the CPU interpreter, "
                 "where there are no CUDA kernels)_\n")
-    best = C.best_config(explained)
+    best = T.best_config(explained)
     parts = ["For each variant's fastest correct config per shape: each kernel's share of the GPU time of one "
              "backward (PyTorch profiler, a few calls after the timing), how much of the timed `ms` the kernels "
              "cover, and each Triton kernel's registers per thread, spilled registers, shared memory, warps, "
              "stages and resident programs per SM (what limits them).\n"]
-    for (gpu, dtype), g in best.groupby([C.GPU, "dtype"], sort=True):
+    for (gpu, dtype), g in best.groupby([T.GPU, "dtype"], sort=True):
         g = g.sort_values(["seq", "head_dim", "causal", "variant"], kind="stable")
         table = pd.DataFrame({
-            "variant": g["variant"], "shape": [C.shape_text(r) for _, r in g.iterrows()],
+            "variant": g["variant"], "shape": [T.shape_text(r) for _, r in g.iterrows()],
             "TFLOPS": [f"{t:.1f}" for t in g["tflops"]],
             "kernels / ms": [f"{s / m:.0%}" if pd.notna(s) and m > 0 else "-"
                              for s, m in zip(g["kernel_ms_sum"], g["ms"])],
             "kernel shares": [kernel_shares(r) for _, r in g.iterrows()],
             "Triton kernels": [resources_text(r) for _, r in g.iterrows()]})
-        parts += [f"### {gpu} — {dtype}\n", C.markdown_table(table)]
+        parts += [f"### {gpu} — {dtype}\n", T.markdown_table(table)]
     return "\n".join(parts)
 
 
@@ -101,16 +102,16 @@ def section(df: pd.DataFrame) -> str:
 def draw(df: pd.DataFrame, out: str | Path, *, gpu: str | None = None, dtype: str | None = "bf16",
          variant: str | None = None, svg: bool = False) -> list[Path]:
     """Registers/spills vs TFLOPS figures of the block searches in the tables; [] when there is none."""
-    df = C.select_dtype(C.kernel_only(df, PROG), dtype, PROG)
+    df = T.select_dtype(C.kernel_only(df, PROG), dtype, PROG)
     if variant:
         df = df[df["variant"] == variant]
     paths = []
-    for label in C.select_gpus(df, gpu, PROG) if len(df) else []:
-        rows = C.latest(df[df[C.GPU] == label])
-        rows = rows[rows["timing_meaningful"] & C.is_result(rows) & (rows["resources_json"] != "")]
-        for v in C.variant_order(rows["variant"]):
+    for label in T.select_gpus(df, gpu, PROG) if len(df) else []:
+        rows = T.latest(df[df[T.GPU] == label])
+        rows = rows[rows["timing_meaningful"] & T.is_result(rows) & (rows["resources_json"] != "")]
+        for v in T.variant_order(rows["variant"]):
             mine = rows[rows["variant"] == v]
-            for _, g in mine.groupby(list(C.SHAPE_COLUMNS), sort=True, dropna=False):
+            for _, g in mine.groupby(list(T.SHAPE_COLUMNS), sort=True, dropna=False):
                 if len(g) >= 2:
                     paths += _figure(g, v, label, dtype, out, svg)
     return paths
@@ -152,10 +153,10 @@ def _figure(rows: pd.DataFrame, variant: str, gpu: str, dtype, out, svg) -> list
     axes[0][0].set_ylabel("TFLOPS (correct results)")
     if scatter is not None:
         fig.colorbar(scatter, ax=axes[0].tolist(), label="resident programs per SM")
-    shape = C.shape_text(rows.iloc[0])
+    shape = T.shape_text(rows.iloc[0])
     fig.suptitle(f"{variant}: registers / spills vs TFLOPS — {shape} {dtype} ({len(rows)} configs)\n"
-                 f"{C.gpu_title(rows, gpu)} · {C.FLOP_CONVENTION}", fontsize=10)
-    stem = f"resources_{variant}_{C.slug(gpu)}-{C.slug(shape)}_{dtype}"
+                 f"{C.gpu_title(rows, gpu)} · {T.FLOP_CONVENTION}", fontsize=10)
+    stem = f"resources_{variant}_{T.slug(gpu)}-{T.slug(shape)}_{dtype}"
     return C.save(fig, out, stem, svg)
 
 

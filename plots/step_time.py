@@ -22,6 +22,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from plots import common as C
+from runners import tables as T
 
 PROG = "plots.step_time"
 DEFAULTS = {"results": None, "gpu": None, "out": "plots/out", "svg": False}
@@ -30,10 +31,10 @@ MODE_HATCH = {"eager": "", "default": "..", "reduce-overhead": "//", "max-autotu
 PER_MODE = ("variant", "compile_mode")  # what a bar is, within a panel
 
 
-@C.cli
+@T.cli
 def main(argv: list[str] | None = None) -> int:
-    args = C.parse_args(argv, DEFAULTS, PROG, __doc__)
-    df = C.load(C.require(args, "results", PROG))
+    args = T.parse_args(argv, DEFAULTS, PROG, __doc__)
+    df = T.load(T.require(args, "results", PROG))
     paths = draw(df, args["out"], gpu=args["gpu"], svg=args["svg"])
     return C.print_paths(paths, f"{PROG}: no model-step row (bench_kind=model_step) that is a correct result or a "
                                 "failure in the tables")
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
 # ------------------------------------------------------------------------------------------------------ rows
 def model_key(config_key: str) -> str:
     """A model-step row's config less what varies within a panel (design, compile mode): the panel's key."""
-    key = C.step_join_key(config_key)
+    key = T.step_join_key(config_key)
     kind, _, body = key.partition("|")
     try:
         config = json.loads(body)
@@ -53,7 +54,7 @@ def model_key(config_key: str) -> str:
 
 def step_rows(df: pd.DataFrame) -> pd.DataFrame:
     """The newest model-step row of each point, with ``_model`` (the panel key) and ``_mode_rank``."""
-    rows = C.latest(C.step_rows(df))
+    rows = T.latest(T.step_rows(df))
     return rows.assign(_model=[model_key(k) for k in rows["config_key"]],
                        _mode_rank=[mode_rank(m) for m in rows["compile_mode"]])
 
@@ -61,7 +62,7 @@ def step_rows(df: pd.DataFrame) -> pd.DataFrame:
 def panel_order(rows: pd.DataFrame) -> list[str]:
     """The model configs (``_model``) of ``rows``, by head dim, sequence, batch, then label."""
     first = rows.drop_duplicates("_model")
-    key = {r["_model"]: (r["head_dim"], r["seq"], r["batch"], C.step_text(r)) for _, r in first.iterrows()}
+    key = {r["_model"]: (r["head_dim"], r["seq"], r["batch"], T.step_text(r)) for _, r in first.iterrows()}
     return sorted(key, key=key.get)
 
 
@@ -88,24 +89,24 @@ def table(df: pd.DataFrame, fa2: str = "sdpa_flash") -> pd.DataFrame:
     rows = rows[~rows["status"].isin(("skipped",))]
     out = []
     rank = {k: i for i, k in enumerate(panel_order(rows))} if len(rows) else {}
-    for (gpu, _), g in rows.assign(_panel=rows["_model"].map(rank)).groupby([C.GPU, "_panel"], sort=True):
-        results = g[C.is_result(g)]
+    for (gpu, _), g in rows.assign(_panel=rows["_model"].map(rank)).groupby([T.GPU, "_panel"], sort=True):
+        results = g[T.is_result(g)]
         base = {m: ms for m, ms in zip(results.loc[results["variant"] == fa2, "compile_mode"],
                                         results.loc[results["variant"] == fa2, "ms"])}
-        order = {v: i for i, v in enumerate(C.variant_order(g["variant"]))}
+        order = {v: i for i, v in enumerate(T.variant_order(g["variant"]))}
         g = g.assign(_v=g["variant"].map(order)).sort_values(["_v", "_mode_rank"], kind="stable")
         for _, r in g.iterrows():
-            ok = bool(C.is_result(g.loc[[r.name]]).iloc[0])
+            ok = bool(T.is_result(g.loc[[r.name]]).iloc[0])
             timed = r["status"] in ("ok", "wrong") and pd.notna(r["loss_max_dev"])
             out.append({
-                "GPU": gpu, "model": C.step_text(r), "design": r["variant"], "mode": r["compile_mode"],
+                "GPU": gpu, "model": T.step_text(r), "design": r["variant"], "mode": r["compile_mode"],
                 "step ms [p20–p80]": ms_text(r) if ok and pd.notna(r["ms"]) else "-",
                 f"×{fa2}": f"{base[r['compile_mode']] / r['ms']:.2f}" if ok and r["compile_mode"] in base
                 and pd.notna(r["ms"]) else "-",
                 "attn bwd share": f"{r['attn_bwd_share']:.0%}" if ok and pd.notna(r["attn_bwd_share"]) else "-",
                 "loss dev / spread / tol": (f"{r['loss_max_dev']:.2g} / {r['loss_spread']:.2g} / {r['loss_tol']:.2g}"
                                             if timed else "-"),
-                "status": "wrong" if C.is_wrong(g.loc[[r.name]]).iloc[0] else r["status"]})
+                "status": "wrong" if T.is_wrong(g.loc[[r.name]]).iloc[0] else r["status"]})
     return pd.DataFrame(out)
 
 
@@ -115,9 +116,9 @@ def draw(df: pd.DataFrame, out: str | Path, *, gpu: str | None = None, svg: bool
     rows = step_rows(df)
     rows = rows[C.drawable(rows)]
     paths = []
-    for label in C.select_gpus(rows, gpu, PROG) if len(rows) else []:
-        here = rows[rows[C.GPU] == label]
-        here, meaningful = C.timed(here)
+    for label in T.select_gpus(rows, gpu, PROG) if len(rows) else []:
+        here = rows[rows[T.GPU] == label]
+        here, meaningful = T.timed(here)
         paths += _figure(here, label, meaningful, out, svg)
     return paths
 
@@ -135,9 +136,9 @@ def _figure(rows: pd.DataFrame, gpu: str, meaningful: bool, out, svg: bool) -> l
         ax.set_visible(False)
     handles = [Patch(facecolor="white", edgecolor="black", hatch=MODE_HATCH.get(m, "++"), label=m) for m in mode_list]
     handles.append(Patch(facecolor="black", alpha=0.45, label="attention backward kernels (GPU ms per step)"))
-    failed = rows[C.is_failed(rows)]
-    for present, color, label in ((C.is_wrong(failed).any(), "red", "wrong: training off the baseline (not a result)"),
-                                  ((~C.is_wrong(failed)).any(), "dimgray", "failed: oom / compile / error")):
+    failed = rows[T.is_failed(rows)]
+    for present, color, label in ((T.is_wrong(failed).any(), "red", "wrong: training off the baseline (not a result)"),
+                                  ((~T.is_wrong(failed)).any(), "dimgray", "failed: oom / compile / error")):
         if present:
             handles.append(Line2D([], [], linestyle="none", marker="X", markersize=9, markerfacecolor="white",
                                   markeredgecolor=color, label=label))
@@ -145,13 +146,13 @@ def _figure(rows: pd.DataFrame, gpu: str, meaningful: bool, out, svg: bool) -> l
     fig.suptitle(f"Step time by design: forward + backward + AdamW step of the model-step decoder\n"
                  f"{C.gpu_title(rows, gpu)}{C.untimed_note(meaningful)}\n"
                  "label: attention backward's share of the step's kernel time", fontsize=9)
-    return C.save(fig, out, f"step_time_{C.slug(gpu)}", svg)
+    return C.save(fig, out, f"step_time_{T.slug(gpu)}", svg)
 
 
 def _panel(ax, rows: pd.DataFrame, mode_list: list[str]) -> None:
-    variants = C.variant_order(rows["variant"])
+    variants = T.variant_order(rows["variant"])
     width = 0.8 / len(mode_list)
-    results, failed = rows[C.is_result(rows)], rows[C.is_failed(rows)]
+    results, failed = rows[T.is_result(rows)], rows[T.is_failed(rows)]
     top = float(results["ms_p80"].max()) if len(results) else 1.0
     for i, variant in enumerate(variants):
         for j, mode in enumerate(mode_list):
@@ -173,15 +174,15 @@ def _panel(ax, rows: pd.DataFrame, mode_list: list[str]) -> None:
                 continue
             bad = failed[(failed["variant"] == variant) & (failed["compile_mode"] == mode)]
             if len(bad):
-                color = "red" if C.is_wrong(bad).any() else "dimgray"
+                color = "red" if T.is_wrong(bad).any() else "dimgray"
                 ax.plot([x], [0], linestyle="none", marker="X", markersize=9, markerfacecolor="white",
                         markeredgecolor=color, clip_on=False, zorder=5)
     ax.set_xticks(range(len(variants)))
-    ax.set_xticklabels([C.variant_label(v) for v in variants], rotation=30, ha="right", fontsize=8)
+    ax.set_xticklabels([T.variant_label(v) for v in variants], rotation=30, ha="right", fontsize=8)
     ax.set_xlim(-0.6, len(variants) - 0.4)
     ax.set_ylim(0, top * 1.18)
     ax.set_ylabel("ms per training step")
-    ax.set_title(C.step_text(rows.iloc[0]), fontsize=10)
+    ax.set_title(T.step_text(rows.iloc[0]), fontsize=10)
     ax.grid(True, axis="y", alpha=0.3)
 
 

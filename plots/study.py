@@ -7,7 +7,7 @@ One figure per study, `study_<name>.png`: left, the optimization history (each m
 backward ms in measuring order, the best so far, pruned trials as X markers on top: red = wrong gradients,
 grey = resources / oom / compile_error / error / unsupported, i.e. invalid blocks); right, the parameter
 importances Optuna computes (`optuna.importance`, PED-ANOVA: which block fields the time depends on). The
-study is rebuilt from its rows (runners/trials.py), never measured. Drawn here rather than with
+study is rebuilt from its rows (runners/tuning/trials.py), never measured. Drawn here rather than with
 `optuna.visualization.matplotlib`, whose history leaves pruned trials out and which makes one figure per view.
 
 With grid=<rows of an exhaustive `sweep=blocks` run> the history also draws the grid's best (and best + 2 %),
@@ -23,7 +23,8 @@ import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
 from plots import common as C  # noqa: I001 - sets the Agg backend first
-from runners import trials as T
+from runners import tables as T
+from runners.tuning import trials
 
 PROG = "plots.study"
 DEFAULTS = {"results": None, "study": None, "grid": None, "out": "plots/out", "svg": False}
@@ -31,14 +32,14 @@ SHAPE = ("variant", "batch", "heads", "kv_heads", "seq", "seq_k", "head_dim", "c
 WITHIN = 1.02  # "within 2 % of the exhaustive best"
 
 
-@C.cli
+@T.cli
 def main(argv: list[str] | None = None) -> int:
-    args = C.parse_args(argv, DEFAULTS, PROG, __doc__)
-    df = C.load(C.require(args, "results", PROG))
-    grid = C.load(args["grid"]) if args["grid"] else None
+    args = T.parse_args(argv, DEFAULTS, PROG, __doc__)
+    df = T.load(T.require(args, "results", PROG))
+    grid = T.load(args["grid"]) if args["grid"] else None
     paths, table = draw(df, args["out"], study=args["study"], grid=grid, svg=args["svg"])
     if not paths:
-        raise C.UsageError(f"{PROG}: no study rows (no `study` column set) in {args['results']}")
+        raise T.UsageError(f"{PROG}: no study rows (no `study` column set) in {args['results']}")
     if table is not None:
         print(table)
     for p in paths:
@@ -135,7 +136,7 @@ def draw(df: pd.DataFrame, out: str | Path, *, study: str | None = None, grid: p
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    rows_all = T.study_rows(df)
+    rows_all = trials.study_rows(df)
     if study:
         rows_all = rows_all[rows_all["study"].str.contains(study, case=False, regex=False)]
     paths, compared = [], []
@@ -143,23 +144,23 @@ def draw(df: pd.DataFrame, out: str | Path, *, study: str | None = None, grid: p
         return paths, None
     for name, rows in rows_all.groupby("study", sort=True):
         rows = rows.reset_index(drop=True)
-        space = T.space_from_rows(rows)
-        gpu = C._one(rows, "gpu_name") or C._one(rows, "device")
+        space = trials.space_from_rows(rows)
+        gpu = C.one_value(rows, "gpu_name") or C.one_value(rows, "device")
         timed = bool(rows["timing_meaningful"].fillna(False).astype(bool).any())
         ok = int(_is_result(rows).sum())
         grid_row, points = grid_best(grid, rows) if grid is not None else (None, 0)
         fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6), gridspec_kw={"width_ratios": [3, 2]})
         _history(left, rows, grid_row, points)
-        _importance(right, T.study_from_rows(rows, space, name=name))
+        _importance(right, trials.study_from_rows(rows, space, name=name))
         fig.suptitle(f"study {name}: {len(rows)} configs measured ({ok} correct, {len(rows) - ok} pruned), "
                      f"{len(space)} fields searched\n{gpu}{C.untimed_note(timed)}", fontsize=9)
         fig.tight_layout()
-        paths += C.save(fig, out, f"study_{C.slug(name)}", svg)
+        paths += C.save(fig, out, f"study_{T.slug(name)}", svg)
         if grid is not None:
             compared.append(comparison(name, rows, grid))
     table = None
     if compared:
-        table = C.markdown_table(pd.DataFrame(compared))
+        table = T.markdown_table(pd.DataFrame(compared))
         Path(out).mkdir(parents=True, exist_ok=True)
         path = Path(out) / "study_comparison.md"
         path.write_text(f"# Tuner vs exhaustive grid\n\n{table}\n")

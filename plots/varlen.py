@@ -18,15 +18,16 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from plots import common as C
+from runners import tables as T
 
 PROG = "plots.varlen"
 DEFAULTS = {"results": None, "gpu": None, "dtype": "bf16", "dist": "lognormal", "out": "plots/out", "svg": False}
 
 
-@C.cli
+@T.cli
 def main(argv: list[str] | None = None) -> int:
-    args = C.parse_args(argv, DEFAULTS, PROG, __doc__)
-    df = C.load(C.require(args, "results", PROG))
+    args = T.parse_args(argv, DEFAULTS, PROG, __doc__)
+    df = T.load(T.require(args, "results", PROG))
     paths = draw(df, args["out"], gpu=args["gpu"], dtype=args["dtype"], dist=args["dist"], svg=args["svg"])
     return C.print_paths(paths, f"{PROG}: no correct varlen row (varlen_dist={args['dist']}) in the tables")
 
@@ -35,11 +36,11 @@ def draw(df: pd.DataFrame, out: str | Path, *, gpu: str | None = None, dtype: st
          dist: str = "lognormal", svg: bool = False) -> list[Path]:
     if "varlen_dist" not in df.columns or df.empty:
         return []
-    df = C.select_dtype(C.kernel_only(df, PROG), dtype, PROG)
+    df = T.select_dtype(C.kernel_only(df, PROG), dtype, PROG)
     paths = []
-    for label in C.select_gpus(df, gpu, PROG) if len(df) else []:
-        rows = C.latest(df[df[C.GPU] == label])
-        rows = rows[C.is_result(rows) & rows["tflops"].notna() & rows["varlen_dist"].isin([dist, "none"])]
+    for label in T.select_gpus(df, gpu, PROG) if len(df) else []:
+        rows = T.latest(df[df[T.GPU] == label])
+        rows = rows[T.is_result(rows) & rows["tflops"].notna() & rows["varlen_dist"].isin([dist, "none"])]
         if "longest_first" in rows.columns:  # the default order only: one point per (variant, batch)
             rows = rows[rows["longest_first"].astype("boolean").fillna(False).eq(False)]
         if not (rows["varlen_dist"] == dist).any():
@@ -55,9 +56,9 @@ def _figure(rows: pd.DataFrame, gpu: str, dtype, dist: str, out, svg: bool) -> l
                              layout="constrained")
     for ax, (tokens, head_dim, causal) in zip(axes[0], panels):
         here = rows[(rows["tokens_total"] == tokens) & (rows["head_dim"] == head_dim) & (rows["causal"] == causal)]
-        for variant in C.variant_order(here["variant"].unique()):
+        for variant in T.variant_order(here["variant"].unique()):
             style = C.variant_style(variant)
-            for kind, extra, name in ((dist, {}, f"{C.variant_label(variant)}"),
+            for kind, extra, name in ((dist, {}, f"{T.variant_label(variant)}"),
                                       ("none", {"linestyle": ":", "marker": "."}, None)):
                 line = here[(here["variant"] == variant) & (here["varlen_dist"] == kind)].sort_values("mean_doc_len")
                 if len(line):
@@ -72,9 +73,9 @@ def _figure(rows: pd.DataFrame, gpu: str, dtype, dist: str, out, svg: bool) -> l
     handles.append(plt.Line2D([], [], color="black", linestyle=":", marker="."))
     labels.append("same colour, dotted: uniform batch, seq = mean doc length")
     fig.legend(handles, labels, loc="outside lower center", ncols=min(3, len(labels)), fontsize=8)
-    fig.suptitle(f"packed {dist} documents vs uniform batches · {dtype} · {C.FLOP_CONVENTION}, per document"
+    fig.suptitle(f"packed {dist} documents vs uniform batches · {dtype} · {T.FLOP_CONVENTION}, per document"
                  + f"\n{C.gpu_title(rows, gpu)}" + C.untimed_note(bool(rows["timing_meaningful"].all())), fontsize=9)
-    return C.save(fig, out, f"varlen_{C.slug(gpu)}_{dtype}_{dist}", svg)
+    return C.save(fig, out, f"varlen_{T.slug(gpu)}_{dtype}_{dist}", svg)
 
 
 if __name__ == "__main__":

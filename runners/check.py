@@ -14,7 +14,7 @@ from spec import DTYPE_NAMES
 def check_point(variant_name, batch, seq, heads, kv_heads, head_dim, causal, dtype, device="cuda") -> dict:
     import torch
 
-    from runners.measure import check_accuracy  # first: it decides TRITON_INTERPRET before `import variants`
+    from runners.point.measure import check_accuracy  # first: it decides TRITON_INTERPRET before `import variants`
     from variants import get
     from variants.accuracy import error
     from variants.base import default_scale
@@ -58,7 +58,7 @@ def main(argv=None) -> int:
     import pandas as pd
     import torch
 
-    from runners.measure import check_accuracy  # noqa: F401 - first: it decides TRITON_INTERPRET before `variants`
+    from runners.point.measure import check_accuracy  # noqa: F401 - first: it decides TRITON_INTERPRET before `variants`
     from variants import get, names
     from variants.base import TritonVariant
     from variants.problem import DTYPES

@@ -16,7 +16,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from runners import env
+from runners.point import env
 
 env.use_interpreter_without_gpu()  # before anything imports `variants`
 
@@ -26,8 +26,10 @@ from hydra.experimental.callback import Callback  # noqa: E402
 from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
-from runners import cpu_cost, isolate, lease, measure, results, schema, sweep_help, varlen_inputs  # noqa: E402
-from runners.schema import ConfigError  # noqa: E402
+from runners.isolation import isolate, lease  # noqa: E402
+from runners.point import cpu_cost, measure, schema, varlen_inputs  # noqa: E402
+from runners.tables import results  # noqa: E402
+from runners.point.schema import ConfigError  # noqa: E402
 
 schema.store_variant_configs()  # `variant=<name>` for every registered design, with or without conf/variant/<name>.yaml
 
@@ -39,11 +41,49 @@ CPU_BANNER = ("CPU run (no GPU): Triton kernels run in the interpreter; times ar
 EXIT_FAULTS = 3  # the run finished, but some point crashed or timed out (docs/fault_isolation.md)
 EXIT_LOST = 4  # the run finished, but some point's row could not be written (not recorded)
 # jobs of the current run (cli()'s preflight); crashed/timeout rows; why each point not recorded was lost
-_run_state = {"total": None, "faults": 0, "lost": []}
+run_state = {"total": None, "faults": 0, "lost": []}
 
 
-def _device_kind() -> str:
-    return "cpu" if env.interpreting() else "cuda"
+# what `--help` prints ahead of Hydra's own help, and the one command that plots the rows a run just wrote
+USAGE = """\
+usage: python -m runners.sweep [-m] [key=value ...]      measure one point, or -m: every combination
+
+  python -m runners.sweep seq=4096 variant=two_pass                           one point, one row
+  python -m runners.sweep seq=256 batch=1 heads=2 head_dim=64 dtype=fp16      a point that fits a CPU
+  python -m runners.sweep -m seq=1024,4096 causal=true,false variant=two_pass,fused    a sweep (-m)
+
+main keys (defaults in conf/config.yaml; every key: docs/runner.md):
+  variant=two_pass|atomic|fused|atomic_tma|ws   a design; sdpa_flash|sdpa_cudnn|flex|...: baselines (conf/variant/)
+  seq= seq_k= batch= heads= kv_heads= head_dim= causal= dtype=bf16|fp16|fp32  the shape
+  blocks.<field>=   block sizes (default: conf/block_defaults.yaml)   sweep=<preset>   a -m preset
+  results_dir=results   resume=true   sweep_id=<name>   hydra/launcher=local_gpus|slurm (docs/scaling.md)
+
+rows: one parquet file per point in <results_dir>/<gpu>/<sweep_id>/; a rerun skips points already recorded.
+exit status: 0 all recorded, 2 config error, 3 a point crashed or timed out, 4 a point not recorded.
+
+next:
+  python -m plots.compare results=results/<gpu> dtype=<dtype>   TFLOPS vs sequence length (docs/plots.md)
+  python -m plots.report results=results/<gpu>                  report.md with every table and figure
+  python -m runners.regress baseline=<commit> results=results/<gpu>    against a baseline (docs/regression.md)
+
+Hydra's help follows: config groups, the composed config, Hydra's flags.
+"""
+
+
+def shown(path) -> str:
+    """A path as a user would type it: relative to the current folder when under it."""
+    path = Path(path).resolve()
+    try:
+        return str(path.relative_to(Path.cwd().resolve())) or "."
+    except ValueError:
+        return str(path)
+
+
+def plot_command(folders, dtype: str | None) -> str:
+    """`python -m plots.compare results=<the folder holding all of them> [dtype=...]`."""
+    common = os.path.commonpath([str(Path(f).resolve()) for f in folders])
+    extra = f" dtype={dtype}" if dtype and dtype != "bf16" else ""  # plots.compare draws bf16 by default
+    return f"plot: python -m plots.compare results={shown(common)}{extra}"
 
 
 def config_columns(point: schema.Point, cfg: DictConfig, timer: str) -> dict:
@@ -79,9 +119,9 @@ def run_point(cfg: DictConfig, index: int = 0, total: int | None = 1, out=print,
     """Check, resume-or-measure and record one point; the row written, or None when resume skipped it.
     `gpu_index`: the device leased for it (main() holds the lease), else cfg.gpu.index (auto: 0).
     Raises ConfigError for a bad config (before writing anything); never raises for a failing measurement.
-    With cfg.isolate on, the measurement runs in a worker process (runners/isolate.py): a crash or hang of
+    With cfg.isolate on, the measurement runs in a worker process (runners/isolation/isolate.py): a crash or hang of
     the point is a `crashed` / `timeout` row written here, by the parent."""
-    point = schema.check(cfg, _device_kind())
+    point = schema.check(cfg, env.device_kind())
     timer = measure.timer_name(cfg.bench, env.interpreting())
     if gpu_index is None:
         gpu_index = 0 if cfg.gpu.index == lease.AUTO else int(cfg.gpu.index)
@@ -125,16 +165,16 @@ def main(cfg: DictConfig) -> dict:
     hydra_cfg = HydraConfig.get()
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
     index = int(hydra_cfg.job.num) if multirun else 0
-    total = _run_state["total"] if multirun else 1
+    total = run_state["total"] if multirun else 1
     before = len(results.session_paths()), len(results.session_found())
     try:
         with job_lease(cfg, hydra_cfg) as held:  # before any CUDA work; released when the job ends
             row = run_point(cfg, index, total, gpu_index=held.index)
         if row is not None and row["status"] in measure.FAULT_STATUSES:
-            _run_state["faults"] += 1
+            run_state["faults"] += 1
         if not multirun and row is not None and row["status"] == "ok" and row.get("correct"):
             gpu_dir = Path(str(cfg.results_dir)) / row["gpu"]
-            print(sweep_help.plot_command([gpu_dir], row["dtype"]) + "   # every row of this GPU")
+            print(plot_command([gpu_dir], row["dtype"]) + "   # every row of this GPU")
     except ConfigError as exc:
         if not multirun:
             print(f"config error: {exc}", file=sys.stderr)
@@ -153,12 +193,12 @@ def note_lost(line: str, reason: str) -> dict:
     """A point whose row was not written: one line on stderr, its reason counted for cli()'s exit status
     EXIT_LOST (also for the launcher of jobs run elsewhere: hydra_plugins/flash_bwd_slurm)."""
     print(line, file=sys.stderr)
-    _run_state["lost"].append(reason)
+    run_state["lost"].append(reason)
     return {"lost": reason}
 
 
 def job_lease(cfg: DictConfig, hydra_cfg=None) -> lease.Lease:
-    """This job's GPU lease (runners/lease.py): gpu.index's device, or the first free GPU when
+    """This job's GPU lease (runners/isolation/lease.py): gpu.index's device, or the first free GPU when
     gpu.index=auto or the launcher runs several jobs of this node at once (joblib's n_jobs != 1,
     hydra/launcher=local_gpus). Waits while the GPU is taken. None needed on the CPU interpreter."""
     if env.interpreting():
@@ -189,14 +229,14 @@ class SummaryCallback(Callback):
             print(f"\nsweep {config.sweep_id}: {len(df)} rows{_counts(df, files)}")
             print(results.summary_table(df))
             faults = results.fault_lines(df)
-            _run_state["faults"] = len(faults)  # also counts jobs run by other processes (parallel launchers)
+            run_state["faults"] = len(faults)  # also counts jobs run by other processes (parallel launchers)
             for line in faults:
                 print(line)
             for d in sweep_dirs:
                 print(f"rows: {d}")
             drawable = df[(df["status"] == "ok") & df["correct"].astype(bool)] if "correct" in df else df[:0]
             if len(drawable):
-                print(sweep_help.plot_command({Path(f).parent for f in files},
+                print(plot_command({Path(f).parent for f in files},
                                               drawable["dtype"].value_counts().index[0]))
         except Exception as exc:  # noqa: BLE001 - a summary never fails the sweep
             print(f"summary failed: {measure.one_line(exc)}", file=sys.stderr)
@@ -214,7 +254,7 @@ def _counts(df, files) -> str:
 
 # ---- preflight: compose and check every point before Hydra writes anything --------------------------
 
-def _split_argv(argv: list[str]) -> tuple[list[str], bool, bool]:
+def split_argv(argv: list[str]) -> tuple[list[str], bool, bool]:
     """(overrides, multirun, passthrough): any flag but -m/--multirun (--help, --cfg, ...) goes to Hydra as is."""
     overrides, multirun, passthrough = [], False, False
     for arg in argv:
@@ -256,7 +296,7 @@ def expand_jobs(overrides: list[str], multirun: bool) -> list[list[str]]:
     try:
         base = compose(CONFIG_NAME, fixed, return_hydra_config=True)
     except Exception as exc:  # noqa: BLE001 - Hydra's composition error, reported as one line
-        _compose_job(fixed, {})  # an unknown key among them: our own one line (ConfigError), not Hydra's hint
+        compose_job(fixed, {})  # an unknown key among them: our own one line (ConfigError), not Hydra's hint
         raise _PreflightError(hydra_error_line(exc) + _blocks_hint(fixed, exc)) from None
     sweeper = base.hydra.sweeper
     if not str(sweeper.get("_target_", "")).endswith("BasicSweeper"):
@@ -302,13 +342,13 @@ def preflight(overrides: list[str], multirun: bool) -> int:
         checked_dirs: set = set()
         for job in jobs:
             try:
-                cfg = _compose_job(list(job), composed)
+                cfg = compose_job(list(job), composed)
             except ConfigError:
                 raise
             except Exception as exc:  # noqa: BLE001 - Hydra's composition error, reported as one line
                 raise _PreflightError(hydra_error_line(exc) + _blocks_hint(list(job), exc)) from None
             try:
-                schema.check(cfg, _device_kind())
+                schema.check(cfg, env.device_kind())
                 if cfg.results_dir not in checked_dirs:
                     check_results_dir(cfg.results_dir)
                     checked_dirs.add(cfg.results_dir)
@@ -399,7 +439,7 @@ def check_keys(values, cfg) -> None:
         raise ConfigError(key, "", text)
 
 
-def _compose_job(job: list[str], composed: dict) -> DictConfig:
+def compose_job(job: list[str], composed: dict) -> DictConfig:
     """compose(config, job), composing once per set of config-group choices and applying the job's value
     overrides to a copy (Hydra's own order: groups build the config, then values are applied)."""
     import copy
@@ -459,12 +499,12 @@ def lost_line(lost: list[str], total: int | None) -> str:
 def cli(argv: list[str] | None = None) -> None:
     """`python -m runners.sweep ...`: preflight (exit 2 on a bad config), then Hydra's main."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    overrides, multirun, passthrough = _split_argv(argv)
+    overrides, multirun, passthrough = split_argv(argv)
     if "--help" in argv or "-h" in argv:
-        print(sweep_help.USAGE, flush=True)
+        print(USAGE, flush=True)
     if not passthrough:
         try:
-            _run_state["total"] = preflight(overrides, multirun)
+            run_state["total"] = preflight(overrides, multirun)
         except ConfigError as exc:
             print(f"config error: {exc}", file=sys.stderr)
             sys.exit(EXIT_CONFIG)
@@ -474,21 +514,21 @@ def cli(argv: list[str] | None = None) -> None:
         if env.interpreting():  # after the config check: a config error is one line, with no banner before it
             print(CPU_BANNER, flush=True)
     sys.argv = [sys.argv[0], *argv]
-    _run_state["faults"] = 0
-    _run_state["lost"] = []
+    run_state["faults"] = 0
+    run_state["lost"] = []
     main()
-    lost = _run_state["lost"]
+    lost = run_state["lost"]
     if lost:
-        print(lost_line(lost, _run_state["total"]), file=sys.stderr)
+        print(lost_line(lost, run_state["total"]), file=sys.stderr)
         sys.exit(EXIT_LOST)
-    if _run_state["faults"]:
-        print(f"{_run_state['faults']} point(s) crashed or timed out (rows recorded; exit status {EXIT_FAULTS})",
+    if run_state["faults"]:
+        print(f"{run_state['faults']} point(s) crashed or timed out (rows recorded; exit status {EXIT_FAULTS})",
               file=sys.stderr)
         sys.exit(EXIT_FAULTS)
 
 
 if __name__ == "__main__":
-    # run from the module `runners.sweep`, not from `__main__`: the run's state (_run_state) and its task
+    # run from the module `runners.sweep`, not from `__main__`: the run's state (run_state) and its task
     # function are then the ones the callback and the Slurm launcher (hydra_plugins/flash_bwd_slurm) import
     from runners.sweep import cli as _cli
 

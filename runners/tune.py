@@ -10,7 +10,7 @@ fixed seed; each searched field is one categorical parameter whose candidates co
 declarations (variants/blocks.py `tunable`), or from the sweep=blocks grid (space=grid). A trial that is
 not ok (wrong, resources, oom, compile_error, error, or an invalid block combination, recorded as an
 `unsupported` row with the reason) is PRUNED with its status and reason. The study lives in its rows:
-a restarted study re-adds them as trials (runners/trials.py) and measures only new configs.
+a restarted study re-adds them as trials (runners/tuning/trials.py) and measures only new configs.
 
 Per-kernel decomposition (`decompose`): when the searched fields belong to independent kernels (Blocks fields
 tagged `tunable(..., kernel=...)`, two_pass's dK/dV and dQ kernels), one TPE study per kernel is asked for its
@@ -26,7 +26,7 @@ import random
 import sys
 from pathlib import Path
 
-from runners import env
+from runners.point import env
 
 env.use_interpreter_without_gpu()  # before anything imports `variants`
 
@@ -34,9 +34,11 @@ import hydra  # noqa: E402
 import yaml  # noqa: E402
 from omegaconf import DictConfig, OmegaConf, open_dict  # noqa: E402
 
-from runners import measure, results, schema, sweep  # noqa: E402
-from runners.schema import ConfigError  # noqa: E402
-from runners.search import Search, field_groups, startup_trials  # noqa: E402
+from runners import sweep  # noqa: E402
+from runners.point import measure, schema  # noqa: E402
+from runners.tables import results  # noqa: E402
+from runners.point.schema import ConfigError  # noqa: E402
+from runners.tuning.search import Search, field_groups, startup_trials  # noqa: E402
 
 CONFIG_NAME = "tune"
 SPACES = ("declared", "grid", "search")
@@ -154,7 +156,7 @@ def found_row(cfg: DictConfig, trial_cfg: DictConfig, before: int, environment: 
     new = results.session_paths()[before:]  # results.find_done notes the row it found
     if new:
         return results.load(new[-1]).iloc[-1].to_dict()
-    point = schema.check(trial_cfg, sweep._device_kind())
+    point = schema.check(trial_cfg, env.device_kind())
     config_key = point.config_key(measure.timer_name(cfg.bench, env.interpreting()))
     base = Path(cfg.results_dir) / environment["gpu"]
     df = results.load(base, strict=False) if base.is_dir() else None  # a bad file: skipped, named
@@ -168,7 +170,7 @@ def run_trial(cfg, base, params, index, total, environment, rows_dir, gpu_index)
     """(row, progress line) of one config: measured by run_point, or recorded as invalid."""
     trial_cfg = trial_config(cfg, params)
     try:
-        schema.check(trial_cfg, sweep._device_kind())
+        schema.check(trial_cfg, env.device_kind())
     except ConfigError as exc:
         row = record_invalid(cfg, base, params, str(exc), index, environment, rows_dir)
         label = dataclasses.replace(base, block_overrides={**base.block_overrides, **params}).label()
@@ -186,7 +188,7 @@ def run_trial(cfg, base, params, index, total, environment, rows_dir, gpu_index)
 def restore(rows_dir: Path, name: str, space: dict, environment: dict, out) -> list[tuple[dict, dict]]:
     """[(params, row)] of the study's rows measured on this GPU by this code (the resume of a study).
     Rows with a transient status (oom, error) are left out, so their configs may be measured again."""
-    from runners import trials as T
+    from runners.tuning import trials as T
 
     if not rows_dir.is_dir():
         return []
@@ -219,12 +221,12 @@ def tune(cfg: DictConfig, out=print, gpu_index: int | None = None) -> StudyResul
     import optuna
     import variants
 
-    from runners import trials as T
+    from runners.tuning import trials as T
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     if not isinstance(cfg.trials, int) or cfg.trials < 0:
         raise ConfigError("trials", f"must be an integer >= 0, got {cfg.trials!r}")
-    base = schema.check(cfg, sweep._device_kind())  # the shape, the user's fixed blocks, their defaults
+    base = schema.check(cfg, env.device_kind())  # the shape, the user's fixed blocks, their defaults
     blocks_cls = variants.get(base.variant).Blocks
     space = search_space(cfg, blocks_cls, base.block_overrides)
     layout = field_groups(cfg, blocks_cls, space)
@@ -254,8 +256,8 @@ def tune(cfg: DictConfig, out=print, gpu_index: int | None = None) -> StudyResul
         next_index = max(next_index, int(row["point_index"]) + 1)
     if cfg.warm_start and not restored:
         default = {k: v for k, v in base.blocks_dict.items() if k in space}
-        if all(T._candidate(v, space[k]) is not None for k, v in default.items()):
-            search.enqueue({k: T._candidate(v, space[k]) for k, v in default.items()})
+        if all(T.matching_candidate(v, space[k]) is not None for k, v in default.items()):
+            search.enqueue({k: T.matching_candidate(v, space[k]) for k, v in default.items()})
 
     rng = random.Random(int(cfg.sampler_seed))
     duplicates = streak = 0
@@ -307,7 +309,7 @@ def tune(cfg: DictConfig, out=print, gpu_index: int | None = None) -> StudyResul
 
 def _faster(best: dict | None, row: dict) -> dict | None:
     """The faster of the best ok row so far and `row` (by total ms)."""
-    from runners import trials as T
+    from runners.tuning import trials as T
 
     _, value = T.outcome(row)
     return row if value is not None and (best is None or value < best["ms"]) else best
@@ -315,7 +317,7 @@ def _faster(best: dict | None, row: dict) -> dict | None:
 
 def _unmeasured(space: dict, seen: dict, rng: random.Random) -> dict:
     """A random config of the space that has no trial yet (the space is known not to be exhausted)."""
-    from runners import trials as T
+    from runners.tuning import trials as T
 
     names = list(space)
     if space_size(space) <= 4096:
@@ -337,7 +339,7 @@ def defaults_rows_path(cfg: DictConfig, gpu_index: int | None) -> Path:
 
 def run(cfg: DictConfig, out=print, gpu_index: int | None = None) -> StudyResult | None:
     """The study (trials > 0), then write_defaults when asked."""
-    from runners import block_rules
+    from runners.tuning import block_rules
 
     result = tune(cfg, out, gpu_index) if cfg.trials > 0 else None
     if result is None and not cfg.write_defaults:

@@ -1,6 +1,6 @@
 """Exploration on one GPU (issue 9, large head dims): two_pass's two kernels timed apart over candidate tiles,
 each checked against the fp32 reference on one (batch, head) slice. A guide for conf/block_defaults.yaml, not a
-result table (those come from runners.sweep: scripts/gpu_issue9.sh headdims).
+result table (those come from runners.sweep: scripts/gpu_grid_headdims.sh headdims).
 
     python scripts/headdim_bench.py [--dims 192,256] [--causal 0,1] [--configs padded|split_d|d128|causal128|causal] [--budget 420] [--out DIR]
 

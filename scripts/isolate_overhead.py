@@ -12,7 +12,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from omegaconf import OmegaConf  # noqa: E402
 
-from runners import env, isolate  # noqa: E402
+from runners.point import env  # noqa: E402
+from runners.isolation import isolate  # noqa: E402
 
 env.use_interpreter_without_gpu()
 

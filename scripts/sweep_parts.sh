@@ -1,4 +1,4 @@
-# Shared by the scripts/gpu_issue*.sh drivers (source it): run_part runs one or more multiruns into $SCRATCH,
+# Shared by the scripts/gpu_*.sh drivers (source it): run_part runs one or more multiruns into $SCRATCH,
 # merges them into one flat table $OUT/${PREFIX}_<part>.parquet (log: .log) and checks, for every ok GPU row,
 # that the per-kernel times add up to the measured backward (kernel_ms_sum / ms within 10 %).
 # Needs OUT, SCRATCH, PREFIX (table names) and SWEEP_ID (sweep ids: $SWEEP_ID-<part>-<n>).

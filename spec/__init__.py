@@ -1,6 +1,6 @@
 """What a problem may be: names and limits shared by runners/ (config checks) and variants/ (input checks).
 
-One home for them that imports nothing (no torch, no kernels): ``runners/schema.py`` checks a config with these
+One home for them that imports nothing (no torch, no kernels): ``runners/point/schema.py`` checks a config with these
 without importing ``variants`` (whose ``__init__`` imports every variant and so the Triton kernels).
 """
 DTYPE_NAMES = ("bf16", "fp16", "fp32")  # variants.problem.DTYPES maps each to its torch dtype

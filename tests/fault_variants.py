@@ -1,4 +1,4 @@
-"""Fault-injection variants for the isolation tests and scripts/gpu_issue14.sh. NOT in the product registry:
+"""Fault-injection variants for the isolation tests and scripts/gpu_fault_isolation.sh. NOT in the product registry:
 they exist only where this module is imported, e.g. by the runner's `plugins=[tests.fault_variants]`
 (imported by the sweep process and by its worker) or by a test.
 

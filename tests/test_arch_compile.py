@@ -1,11 +1,11 @@
-"""CI: every stock design's default blocks compile for every architecture of runners/arch_limits.py, on the CPU
+"""CI: every stock design's default blocks compile for every architecture of runners/compile/arch_limits.py, on the CPU
 with Triton's bundled ptxas (runners.compiled_table; docs/compile_check.md). Trimmed to D128, bf16, not causal:
 one subprocess (the compiler, not this process's interpreter), about a minute on 2 cores with a cold Triton cache.
 
 A default must fit (status ok), or the design must say why it cannot run there (`unsupported`, only where
-runners.compile_check.unsupported_reason refuses: the design's arch_reason or problem_reason); a rule marked
+runners.compile.resources.unsupported_reason refuses: the design's arch_reason or problem_reason); a rule marked
 `source: compile_checked` also promises no spills (in the kernels its blocks shape: not the shared delta kernel,
-runners.arch_defaults.shared_kernels)."""
+runners.compile.arch_defaults.shared_kernels)."""
 import csv
 import json
 import os
@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from runners import env
-from runners.arch_limits import ARCHS
+from runners.point import env
+from runners.compile.arch_limits import ARCHS
 from tests.test_compile_check import needs_ptxas
 from variants.block_defaults import load_table
 
@@ -41,8 +41,8 @@ def test_every_architecture_has_its_own_rules():
 
 @needs_ptxas
 def test_default_blocks_fit_every_architecture(rows):
-    from runners.arch_defaults import shared_kernels, stock_designs
-    from runners.compile_check import probe_problem, unsupported_reason
+    from runners.compile.arch_defaults import shared_kernels, stock_designs
+    from runners.compile.resources import probe_problem, unsupported_reason
     from variants import get
 
     assert {(r["arch"], r["variant"]) for r in rows} == {(a, v) for a in ARCHS for v in stock_designs()}
@@ -63,7 +63,7 @@ def test_default_blocks_fit_every_architecture(rows):
 
 
 def test_the_search_shrinks_only_the_failing_kernels_fields():
-    from runners.arch_defaults import failing, runnable_start, shrink
+    from runners.compile.arch_defaults import failing, runnable_start, shrink
     start = {"BLOCK_M1": 64, "BLOCK_N1": 64, "num_warps1": 4, "num_stages1": 2,
              "BLOCK_M2": 128, "BLOCK_N2": 64, "num_warps2": 8, "num_stages2": 3}
     smem = {"kernel": "_dq_kernel", "status": "OutOfResources: shared memory, Required: 1, Hardware limit: 0",

@@ -10,7 +10,9 @@ import pandas as pd
 import pytest
 
 from plots import _synthetic as S
-from runners import env, merge, regress, results
+from runners.point import env
+from runners.tables import merge, results
+from runners.regression import measured as regress
 
 SEQS, HEAD_DIMS, VARIANTS = (1024,), (64, 128), ("two_pass", "atomic")
 

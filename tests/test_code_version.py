@@ -10,7 +10,7 @@ def code_version_in_subprocess(env_commit: str | None) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "FLASH_BWD_COMMIT"}
     if env_commit is not None:
         env["FLASH_BWD_COMMIT"] = env_commit
-    code = "import json; from runners.env import code_version; print(json.dumps(code_version()))"
+    code = "import json; from runners.point.env import code_version; print(json.dumps(code_version()))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])

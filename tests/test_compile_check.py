@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from runners import env
-from runners.compile_check import MAX_SMEM_PER_BLOCK, parse_blocks, parse_ptxas_log
+from runners.point import env
+from runners.compile.resources import MAX_SMEM_PER_BLOCK, parse_blocks, parse_ptxas_log
 
 
 def _ptxas_present() -> bool:
@@ -81,7 +81,7 @@ def test_bad_arch_exits_2_with_one_line():
 
 
 def test_arch_names_parse_and_every_limit_is_set():
-    from runners.arch_limits import ARCHS, parse_archs
+    from runners.compile.arch_limits import ARCHS, parse_archs
     assert [a.name for a in parse_archs("sm80, 9.0,120,sm80")] == ["sm80", "sm90", "sm120"]
     assert ARCHS["sm120"].table_key == "12.0" and ARCHS["sm90"].table_key == "9.0"
     for arch in ARCHS.values():

@@ -7,7 +7,8 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, ValidationError
 
-from runners import env, schema, sweep  # runners.sweep turns the interpreter on before `import variants`
+from runners import sweep  # runners.sweep turns the interpreter on before `import variants`
+from runners.point import env, schema
 import variants
 
 CONF = env.CONF_DIR
@@ -108,7 +109,7 @@ def test_sweep_presets(preset, variant):
     assert len(jobs) == expected
     composed = {}
     for job in jobs:  # every point of every grid is a valid block combo for its variant
-        schema.check(sweep._compose_job(list(job), composed), DEVICE)
+        schema.check(sweep.compose_job(list(job), composed), DEVICE)
 
 
 def test_sweep_presets_compose_for_every_variant():
@@ -150,7 +151,7 @@ def test_semantic_check_names_the_field(overrides, field):
 
 
 def test_tokens_and_hidden_fix_batch_times_seq_and_heads_times_head_dim():
-    from runners.schema import check
+    from runners.point.schema import check
     cfg = compose("config", ["seq=4096", "head_dim=64", "tokens=16384", "hidden=2048"])
     point = check(cfg, "cpu")
     assert (point.batch, point.heads, point.kv_heads) == (4, 32, 32)

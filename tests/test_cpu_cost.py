@@ -9,7 +9,9 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from runners import cpu_cost, env, measure, results, sweep  # runners.* set TRITON_INTERPRET before `variants`
+from runners import sweep  # runners.* set TRITON_INTERPRET before `variants`
+from runners.point import cpu_cost, env, measure
+from runners.tables import results
 import variants
 from variants.problem import Problem
 
@@ -142,7 +144,7 @@ def test_bf16_torch_reference_still_runs(tmp_path):
 
 @interpreter_only
 def test_budget_must_be_positive(tmp_path):
-    from runners.schema import ConfigError, check
+    from runners.point.schema import ConfigError, check
     with pytest.raises(ConfigError, match="cpu_budget_s"):
         check(cfg_for(tmp_path, "cpu_budget_s=0"), "cpu")
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from hydra.core.global_hydra import GlobalHydra
 
-from runners import env
+from runners.point import env
 
 REPO = env.REPO
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -133,7 +133,7 @@ def check_sweep(args: list[str]) -> None:
             skip = True
         elif not arg.startswith("-") or arg in ("-m", "--multirun"):
             overrides.append(arg)
-    overrides, multirun, _ = sweep._split_argv(overrides)
+    overrides, multirun, _ = sweep.split_argv(overrides)
     GlobalHydra.instance().clear()
     try:
         assert sweep.preflight(overrides, multirun) >= 1

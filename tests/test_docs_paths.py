@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from runners import env
+from runners.point import env
 
 PAGES = ["README.md", "docs/plots.md", "docs/regression.md", "docs/tuning.md", "docs/results.md"]
 KEYS = ("results", "baseline", "candidate", "grid")

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from runners import env
+from runners.point import env
 from tests.test_docs import COMMANDS, SYNOPSIS, split_commands
 
 REPO = env.REPO
@@ -28,7 +28,7 @@ NOT_RUN = [
     (r"hydra/launcher=slurm", "needs a Slurm cluster; bash scripts/slurm_smoke.sh runs the CPU recipe on one machine"),
     (r"hydra/launcher=local_gpus", "needs the GPUs of a node"),
     (r"slurm_smoke\.sh", "as root: installs and starts Slurm daemons"),
-    (r"gpu_issue\d+\.sh|gpu_model_step\.sh|two_gpu_check\.sh|compile_check_triton\.sh|isolate_overhead\.py", "a GPU machine's script"),
+    (r"gpu_\w+\.sh|compile_check_triton\.sh|isolate_overhead\.py", "a GPU machine's script"),
     (r"^(git|mv) ", "changes the repository (the baseline refresh recipe)"),
     (r"^for ", "the head of a loop of Slurm sweeps"),
     (r"^python -m [\w.]+$", "names a module in prose (its commands are run where the docs show them)"),

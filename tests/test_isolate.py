@@ -8,7 +8,10 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
-from runners import env, isolate, measure, results, sweep
+from runners import sweep
+from runners.point import env, measure
+from runners.isolation import isolate
+from runners.tables import results
 from variants import registry
 
 PLUGIN = "tests.fault_variants"
@@ -42,7 +45,7 @@ def rows(tmp_path):
 
 
 def test_multirun_crash_in_the_middle_and_a_hang_lose_only_their_points(tmp_path, monkeypatch, capsys, faults):
-    """The GPU check of scripts/gpu_issue14.sh, on the CPU: 5 points, the 3rd a real crash (the wild store
+    """The GPU check of scripts/gpu_fault_isolation.sh, on the CPU: 5 points, the 3rd a real crash (the wild store
     segfaults the interpreter), the 4th a hang; 3 ok rows, 1 crashed, 1 timeout; the run exits 3."""
     monkeypatch.setattr(sys, "argv", ["runners/sweep.py"])
     with pytest.raises(SystemExit) as info:

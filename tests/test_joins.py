@@ -10,7 +10,9 @@ import pandas as pd
 import pytest
 from hydra import compose, initialize_config_dir
 
-from runners import env, regress, schema, sweep  # runners.sweep turns the interpreter on before `import variants`
+from runners import sweep  # runners.sweep turns the interpreter on before `import variants`
+from runners.point import env, schema
+from runners.regression import measured as regress
 from runners import tables as T
 import variants
 

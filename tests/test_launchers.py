@@ -9,7 +9,10 @@ from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 
-from runners import env, lease, results, sweep  # runners.sweep registers the schema and the resolver
+from runners import sweep  # runners.sweep registers the schema and the resolver
+from runners.point import env
+from runners.isolation import lease
+from runners.tables import results
 
 pytest.importorskip("hydra_plugins.hydra_joblib_launcher", reason="pip install -e '.[scale]'")
 pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="pip install -e '.[scale]'")

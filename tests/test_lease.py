@@ -11,14 +11,16 @@ import time
 import pytest
 from omegaconf import OmegaConf
 
-from runners import env, lease, sweep
+from runners import sweep
+from runners.point import env
+from runners.isolation import lease
 
 REPO = env.REPO
 
 # One contender: takes a lease among `n` fake devices, holds it `hold` seconds, logs (device, start, end).
 HOLDER = textwrap.dedent("""
     import json, os, sys, time
-    from runners import lease
+    from runners.isolation import lease
     n, hold, log, go = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4]
     devices = [lease.Device(i, i, f"fake{i}") for i in range(n)]
     print("ready", flush=True)
@@ -95,7 +97,7 @@ def test_never_more_holders_than_devices(tmp_path):
 def test_lock_is_released_when_its_process_is_killed(tmp_path):
     script = textwrap.dedent("""
         import sys, time
-        from runners import lease
+        from runners.isolation import lease
         held = lease.acquire([lease.Device(0, 0, "fake0")], directory=sys.argv[1])
         print("held", flush=True)
         time.sleep(60)

@@ -5,7 +5,10 @@ import pandas as pd
 import pytest
 
 from plots import _synthetic as S
-from runners import env, merge, regress, results, sweep
+from runners import sweep
+from runners.point import env
+from runners.tables import merge, results
+from runners.regression import measured as regress
 
 KEY = list(results.DEDUPE_KEY)
 SEQS, HEAD_DIMS, VARIANTS = (1024, 4096), (64, 128), ("two_pass", "atomic", "sdpa_flash")

@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 import torch
 
-from runners import agreement, model_config, model_step, results
+from runners.model import agreement, config as model_config, step as model_step
+from runners.tables import results
 
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU smoke test (GPU: scripts/gpu_model_step.sh)")
 

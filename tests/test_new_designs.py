@@ -22,9 +22,10 @@ from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
-from runners import env, schema, sweep, tune  # runners.* set TRITON_INTERPRET before `import variants`
+from runners import sweep, tune  # runners.* set TRITON_INTERPRET before `import variants`
+from runners.point import env, schema
 import variants
-from runners.schema import ConfigError
+from runners.point.schema import ConfigError
 from variants import TritonVariant
 from variants.blocks import Blocks, tunable
 from variants.registry import ENTRY_POINT_GROUP, PLUGINS_ENV, _VARIANTS, register_variant
@@ -64,6 +65,7 @@ PLOTS_AND_REPORT = textwrap.dedent('''
     import json, sys
     import pandas as pd
     from plots import common as C, compare, report
+    from runners import tables as T
     rows, out = sys.argv[1], sys.argv[2]
     seen = []
     real_save = C.save
@@ -74,13 +76,13 @@ PLOTS_AND_REPORT = textwrap.dedent('''
     C.save = spy
     assert compare.main([f"results={rows}", f"out={out}/compare", "dtype=fp16"]) == 0
     assert report.main([f"results={rows}", f"out={out}/report"]) == 0
-    df = C.load(rows)
+    df = T.load(rows)
     # the same rows as a GPU would write them (timings meaningful): the report ranks the design
     gpu = df.assign(timing_meaningful=True, gpu_name="FAKE-GPU", gpu="fake-gpu", tflops=1.0)
     gpu.to_parquet(f"{out}/gpu_rows.parquet")
     assert report.main([f"results={out}/gpu_rows.parquet", f"out={out}/report_gpu"]) == 0
-    print(json.dumps({"legends": seen, "is_triton": C.is_triton("my_design"), "order": list(C.VARIANT_ORDER),
-                      "fields": list(C.BLOCK_FIELDS), "variants": sorted(set(df["variant"]))}))
+    print(json.dumps({"legends": seen, "is_triton": T.is_triton("my_design"), "order": list(T.VARIANT_ORDER),
+                      "fields": list(T.BLOCK_FIELDS), "variants": sorted(set(df["variant"]))}))
 ''')
 
 
@@ -270,7 +272,7 @@ def test_a_design_without_yaml_files_composes_and_sweeps_its_tunable_fields(hydr
         "blocks.BLOCK_M": "16,32", "blocks.num_warps": "2,4,8", "blocks.loose_switch": "false,true"}
     jobs = sweep.expand_jobs(["sweep=blocks", f"variant={name}"], multirun=True)
     assert len(jobs) == 12
-    points = {schema.check(sweep._compose_job(list(job), {}), "cpu").blocks for job in jobs}
+    points = {schema.check(sweep.compose_job(list(job), {}), "cpu").blocks for job in jobs}
     assert len(points) == 12 and all(p.mode == 0 for p in points)
     assert tune.grid_space(name) == {"BLOCK_M": (16, 32), "num_warps": (2, 4, 8), "loose_switch": (False, True)}
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from plots import _synthetic as S
-from plots import common as C
+from runners import tables as T
 from plots import compare, cross_gpu, heatmap, memory, report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -44,9 +44,9 @@ def results(tmp_path_factory, tables):
 
 
 def test_load_reads_the_runner_layout_recursively(results, tables):
-    df = C.load(results)
+    df = T.load(results)
     assert len(df) == sum(map(len, tables))
-    assert set(df[C.GPU]) == {GPU_A, GPU_B}
+    assert set(df[T.GPU]) == {GPU_A, GPU_B}
     assert df.index.is_unique
 
 
@@ -93,7 +93,7 @@ def test_compare_draws_wrong_and_failed_points_only_as_markers(results, tmp_path
     assert any(list(line.get_ydata()) == [1000.0, 1000.0] for line in ax.get_lines())
     assert ax.get_xscale() == "log"
     title = fig._suptitle.get_text()
-    assert GPU_A in title and "bf16" in title and C.FLOP_CONVENTION in title
+    assert GPU_A in title and "bf16" in title and T.FLOP_CONVENTION in title
 
 
 def test_compare_plots_the_median_of_the_fastest_correct_config(results, tmp_path, figures, tables):
@@ -173,7 +173,7 @@ def test_memory_writes_png_and_skips_failed_points(results, tmp_path, figures):
 def test_cross_gpu_writes_png_and_compares_shared_shapes(results, tmp_path):
     assert cross_gpu.main([f"results={results}", f"out={tmp_path}"]) == 0
     assert_png(tmp_path / "cross_gpu_bf16.png")
-    summary = cross_gpu.summary(C.load(results))
+    summary = cross_gpu.summary(T.load(results))
     both = summary.pivot(index="variant", columns="gpu", values="tflops")
     # GPU B is fabricated 1.3× faster at every shape; block-sweep configs only exist on A and must not count
     # (two_pass/atomic would be faster on A at N2048 D128 through tuned blocks), so the ratio is 1.3 only if
@@ -189,7 +189,7 @@ def test_cross_gpu_writes_png_and_compares_shared_shapes(results, tmp_path):
 def test_report_writes_markdown_with_embedded_pngs(results, tmp_path, tables):
     assert report.main([f"results={results}", f"out={tmp_path}"]) == 0
     text = (tmp_path / "report.md").read_text()
-    for needle in (GPU_A, GPU_B, "2.x-fake", "3.x-fake", "aaaaaaaaaa", C.FLOP_CONVENTION,
+    for needle in (GPU_A, GPU_B, "2.x-fake", "3.x-fake", "aaaaaaaaaa", T.FLOP_CONVENTION,
                    "## Best variant per shape", "**Wrong gradients**"):
         assert needle in text, needle
     images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
@@ -205,7 +205,7 @@ def test_report_best_table_ranks_only_correct_rows_and_ratios_to_fa2_cudnn():
     cheat = rows["variant"] == "atomic"
     rows.loc[cheat, "tflops"] = 5000.0  # a wrong point with a huge number ...
     rows.loc[cheat, "status"], rows.loc[cheat, "correct"] = "wrong", False
-    table = report.best_table(C.normalize(rows)).iloc[0]
+    table = report.best_table(T.normalize(rows)).iloc[0]
     tf = rows.set_index("variant")["tflops"]
     assert table["best"] == f"sdpa_cudnn {tf['sdpa_cudnn']:.1f}"  # ... is never the best
     assert table["best Triton"] == f"fused {tf['fused']:.1f}"
@@ -217,7 +217,7 @@ def test_report_best_table_ranks_only_correct_rows_and_ratios_to_fa2_cudnn():
 def test_report_best_triton_counts_every_design_and_mode(design):
     rows = S.table(seqs=(1024,), head_dims=(64,), causals=(False,), failures=False)
     fastest = rows[rows["variant"] == "two_pass"].assign(variant=design, tflops=rows["tflops"].max() + 1.0)
-    table = report.best_table(C.normalize(pd.concat([rows, fastest], ignore_index=True))).iloc[0]
+    table = report.best_table(T.normalize(pd.concat([rows, fastest], ignore_index=True))).iloc[0]
     assert table["best Triton"] == f"{design} {rows['tflops'].max() + 1.0:.1f}"
 
 
@@ -225,8 +225,8 @@ def test_every_registered_triton_design_is_a_triton_variant_of_the_tables():
     import variants
     from variants.base import TritonVariant
     designs = {name for name in variants.names() if isinstance(variants.get(name), TritonVariant)}
-    assert designs and designs <= set(C.TRITON_VARIANTS)
-    assert not any(C.is_triton(name) for name in C.BASELINE_VARIANTS)
+    assert designs and designs <= set(T.TRITON_VARIANTS)
+    assert not any(T.is_triton(name) for name in T.BASELINE_VARIANTS)
 
 
 def test_report_with_baseline_lists_regressions(tmp_path, tables):
@@ -245,16 +245,16 @@ def test_report_with_baseline_lists_regressions(tmp_path, tables):
 
 
 def test_parse_args_types_and_unknown_keys():
-    args = C.parse_args(["svg=true", "--gpu=h100", "out=x"], {"svg": False, "gpu": None, "out": "o"}, "p", "")
+    args = T.parse_args(["svg=true", "--gpu=h100", "out=x"], {"svg": False, "gpu": None, "out": "o"}, "p", "")
     assert args == {"svg": True, "gpu": "h100", "out": "x"}
-    with pytest.raises(C.UsageError, match="unknown key 'colour'"):
-        C.parse_args(["colour=red"], {"svg": False}, "p", "")
-    with pytest.raises(C.UsageError, match="expected true or false"):
-        C.parse_args(["svg=maybe"], {"svg": False}, "p", "")
+    with pytest.raises(T.UsageError, match="unknown key 'colour'"):
+        T.parse_args(["colour=red"], {"svg": False}, "p", "")
+    with pytest.raises(T.UsageError, match="expected true or false"):
+        T.parse_args(["svg=maybe"], {"svg": False}, "p", "")
 
 
 def test_is_result_needs_ok_and_correct():
-    df = C.normalize(pd.DataFrame({"status": ["ok", "ok", "wrong", "oom", "ok"],
+    df = T.normalize(pd.DataFrame({"status": ["ok", "ok", "wrong", "oom", "ok"],
                                    "correct": [True, False, False, None, np.nan]}))
-    assert list(C.is_result(df)) == [True, False, False, False, False]
-    assert list(C.is_wrong(df)) == [False, True, True, False, True]
+    assert list(T.is_result(df)) == [True, False, False, False, False]
+    assert list(T.is_wrong(df)) == [False, True, True, False, True]

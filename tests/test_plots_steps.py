@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from plots import _synthetic as S
-from plots import common as C
+from runners import tables as T
 from plots import compare, cross_gpu, heatmap, memory, report, resources, step_time, varlen
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -54,7 +54,7 @@ def test_step_time_draws_a_bar_per_correct_row_and_never_a_wrong_one(tmp_path, f
 
 
 def test_step_time_table_columns_and_gate(tmp_path):
-    table = step_time.table(C.normalize(S.step_table()))
+    table = step_time.table(T.normalize(S.step_table()))
     assert list(table.columns) == ["GPU", "model", "design", "mode", "step ms [p20–p80]", "×sdpa_flash",
                                    "attn bwd share", "loss dev / spread / tol", "status"]
     fused = table[(table["design"] == "fused") & (table["mode"] == "eager") & table["model"].str.startswith("gpt_d128")]
@@ -66,7 +66,7 @@ def test_step_time_table_columns_and_gate(tmp_path):
 
 def test_step_time_untimed_rows_say_so(tmp_path, figures):
     rows = S.step_table(gpu_name="", device="cpu-interpreter", timing_meaningful=False, failures=False)
-    assert step_time.draw(C.normalize(rows), tmp_path / "out")
+    assert step_time.draw(T.normalize(rows), tmp_path / "out")
     assert "CPU INTERPRETER: TIMINGS NOT MEANINGFUL" in figures[0][1]._suptitle.get_text()
 
 
@@ -91,7 +91,7 @@ def test_kernel_figures_on_model_step_rows_only_exit_2_naming_step_time(name, tm
 def test_kernel_figures_leave_model_step_rows_out(mixed, tmp_path, figures):
     kernels_only = tmp_path / "kernels"
     S.write(S.table(seqs=(1024, 4096)), kernels_only)
-    df, alone = C.load(mixed), C.load(kernels_only)
+    df, alone = T.load(mixed), T.load(kernels_only)
     for module in (compare, memory):
         module.draw(df, tmp_path / "a")
         module.draw(alone, tmp_path / "b")

@@ -1,4 +1,4 @@
-"""runners.profile: per-kernel times from profiler events, kernel names, occupancy, compiled resources, and the
+"""runners.point.profile: per-kernel times from profiler events, kernel names, occupancy, compiled resources, and the
 empty columns (with the reason) where there is nothing to read. CPU only, except the last test (GPU)."""
 import json
 import math
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from runners import env, profile
+from runners.point import env, profile
 
 HOPPER = dict(profile.HOPPER_LIMITS)
 

@@ -6,7 +6,7 @@ import pytest
 
 from plots import _synthetic as S
 from runners import tables as T
-from runners import regress
+from runners.regression import measured as regress
 
 SEQS, HEAD_DIMS, VARIANTS = (1024, 4096), (64, 128), ("two_pass", "atomic", "sdpa_flash")
 

@@ -5,9 +5,9 @@ import json
 
 import pandas as pd
 
-from runners import regress
-from runners.compile_check import COLUMNS
-from runners.regress_compiled import arch_design_view, compare, is_compiled_table, load
+from runners.regression import measured as regress
+from runners.compile.resources import COLUMNS
+from runners.regression.compiled import arch_design_view, compare, is_compiled_table, load
 
 BLOCKS = json.dumps({"BLOCK_M1": 64, "BLOCK_N1": 64})
 

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from plots import _synthetic as S
-from runners import regress
+from runners.regression import measured as regress
 from runners import tables as T
 
 HEADING = regress.STEP_HEADING

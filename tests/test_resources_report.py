@@ -38,7 +38,7 @@ def test_registers_view_draws_only_correct_results(explained, tmp_path, monkeypa
         return real_save(fig, out, stem, svg)
 
     monkeypatch.setattr(resources.C, "save", save)
-    paths = resources.draw(resources.C.load(explained), tmp_path / "out", variant="two_pass")
+    paths = resources.draw(resources.T.load(explained), tmp_path / "out", variant="two_pass")
     assert len(paths) == 2
     # 18 configs per shape: 2 hit 'resources' and 1 has wrong gradients (with timings): 15 are drawn
     assert all("(15 configs)" in t for t in titles)

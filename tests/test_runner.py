@@ -10,7 +10,9 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
-from runners import env, measure, results, schema, sweep  # runners.* set TRITON_INTERPRET before `import variants`
+from runners import sweep  # runners.* set TRITON_INTERPRET before `import variants`
+from runners.point import env, measure, schema
+from runners.tables import results
 import variants
 
 REPO = env.REPO

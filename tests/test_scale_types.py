@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from runners import env
+from runners.point import env
 from variants import get
 from variants.registry import registered
 from variants.base import TritonVariant
@@ -19,7 +19,7 @@ from tests.test_compile_check import needs_ptxas
 
 SCRIPT = r'''
 import sys
-from runners.compile_check import capture_launches, compile_kernel
+from runners.compile.resources import capture_launches, compile_kernel
 from triton.runtime.jit import JITFunction
 
 variant_name = sys.argv[1]

@@ -8,7 +8,10 @@ from types import SimpleNamespace
 import pytest
 from hydra.core.global_hydra import GlobalHydra
 
-from runners import env, results, slurm_jobs, sweep
+from runners import sweep
+from runners.point import env
+from runners.tables import results
+from runners.isolation import slurm_jobs
 
 pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="pip install -e '.[scale]'")
 SMALL = ["seq=64", "batch=1", "heads=1", "head_dim=16", "dtype=fp16", "bench.cpu_warmup=0", "bench.cpu_rep=1"]

@@ -9,7 +9,9 @@ import sys
 import pytest
 from hydra.core.global_hydra import GlobalHydra
 
-from runners import env, results, sweep
+from runners import sweep
+from runners.point import env
+from runners.tables import results
 
 SMALL = ["seq=64", "batch=1", "heads=1", "head_dim=16", "dtype=fp16", "bench.cpu_warmup=0", "bench.cpu_rep=1"]
 pytestmark = pytest.mark.skipif(not env.interpreting(), reason="runner tests are for the CPU interpreter")

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from runners import env, sweep
+from runners import sweep
+from runners.point import env
 from tests.test_sweep_accounting import SMALL, clean_hydra, run_cli  # noqa: F401 (clean_hydra: autouse fixture)
 
 pytestmark = pytest.mark.skipif(not env.interpreting(), reason="runner tests are for the CPU interpreter")

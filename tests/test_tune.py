@@ -15,9 +15,12 @@ import yaml
 from hydra import compose, initialize_config_dir
 from optuna.trial import TrialState
 
-from runners import block_rules, env, measure, profile, results, trials, tune  # runners.* set TRITON_INTERPRET first
+from runners import tune  # runners.* set TRITON_INTERPRET first
+from runners.tuning import block_rules, trials
+from runners.point import env, measure, profile
+from runners.tables import results
 import variants
-from runners.schema import ConfigError
+from runners.point.schema import ConfigError
 from variants.block_defaults import default_block_fields
 from variants.blocks import AtomicBlocks, FusedBlocks, TwoPassBlocks
 from variants.problem import Problem
@@ -100,7 +103,7 @@ def test_four_trial_study_rows_pruned_trials_and_written_defaults(tmp_path, monk
 
     from plots import study as plot_study
     paths, table = plot_study.draw(results.load(result.rows_dir), tmp_path / "plots")
-    assert [p.name for p in paths] == [f"study_{plot_study.C.slug(result.name)}.png"] and table is None
+    assert [p.name for p in paths] == [f"study_{plot_study.T.slug(result.name)}.png"] and table is None
 
 
 def test_a_resumed_study_measures_only_new_configs(tmp_path, monkeypatch):
@@ -298,12 +301,12 @@ def test_the_last_trial_joins_every_groups_best_also_after_a_resume(tmp_path, mo
 
 
 def test_warm_start_enqueues_the_default_in_every_group(tmp_path, monkeypatch):
-    from runners import schema, sweep
+    from runners.point import schema
 
     measured = synthetic(monkeypatch, separable_tables())
     cfg = cfg_for(tmp_path, *GRID_STUDY, "trials=3", "warm_start=true", base=[])
     result = tune.tune(cfg, out=lambda _: None)
-    default = {k: v for k, v in schema.check(cfg, sweep._device_kind()).blocks_dict.items() if k in result.space}
+    default = {k: v for k, v in schema.check(cfg, env.device_kind()).blocks_dict.items() if k in result.space}
     assert len(default) == len(result.space)  # the shape's default lies in the grid
     assert {k: measured[0][k] for k in result.space} == default
     for group in result.groups.values():

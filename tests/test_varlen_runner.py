@@ -3,8 +3,10 @@ import json
 
 import pytest
 
-from runners import env, results, sweep, varlen_inputs
-from runners.schema import ConfigError
+from runners import sweep
+from runners.point import env, varlen_inputs
+from runners.tables import results
+from runners.point.schema import ConfigError
 from tests.test_runner import cfg_for
 
 pytestmark = pytest.mark.skipif(not env.interpreting(), reason="runner tests are for the CPU interpreter")
@@ -57,7 +59,7 @@ def test_uniform_rows_record_the_batch_as_documents(tmp_path):
     (["varlen=lognormal", "tokens=64", "varlen.dist=zipf"], "varlen.dist"),
 ])
 def test_bad_varlen_config_names_the_field(tmp_path, overrides, field):
-    from runners import schema
+    from runners.point import schema
     with pytest.raises(ConfigError) as info:
         schema.check(cfg_for(tmp_path, *overrides), "cpu")
     assert info.value.field == field and "\n" not in str(info.value)
@@ -66,6 +68,7 @@ def test_bad_varlen_config_names_the_field(tmp_path, overrides, field):
 def test_varlen_plot_draws_only_results(tmp_path, monkeypatch):
     import pandas as pd
     from plots import common as C, varlen as plot
+    from runners import tables as T
     sweep.run_point(cfg_for(tmp_path, "variant=fused", "varlen=uniform", "tokens=60", "seq=12", "causal=true",
                             "blocks.BLOCK_N1=32", "blocks.BLOCK_M2=32"), out=lambda _: None)
     df = results.load(tmp_path / "results")
@@ -79,8 +82,8 @@ def test_varlen_plot_draws_only_results(tmp_path, monkeypatch):
         drawn.extend(y for ax in fig.axes for line in ax.get_lines() for y in line.get_ydata())
         return real_save(fig, *args, **kwargs)
     monkeypatch.setattr(C, "save", save)
-    paths = plot.draw(C.normalize(pd.concat([df, bad, heaviest_first])), tmp_path / "plots", dtype="fp32",
+    paths = plot.draw(T.normalize(pd.concat([df, bad, heaviest_first])), tmp_path / "plots", dtype="fp32",
                       dist="uniform")
     assert len(paths) == 1 and paths[0].stat().st_size > 0
     assert drawn and max(drawn) < 1e9  # neither the wrong row's TFLOPS nor the heaviest-first row drawn
-    assert plot.draw(C.normalize(df), tmp_path / "plots", dtype="fp32", dist="lognormal") == []
+    assert plot.draw(T.normalize(df), tmp_path / "plots", dtype="fp32", dist="lognormal") == []

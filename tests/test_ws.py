@@ -20,7 +20,7 @@ COMPILE_CASES = [(64, False), (128, True)]
 
 def compiled_rows(head_dim: int, causal: bool, blocks: str = "") -> list[dict]:
     """runners.compile_check's rows for ws's Gluon kernel, in a fresh process (the compiler, not the interpreter)."""
-    code = ("import json, sys; from runners.compile_check import check; "
+    code = ("import json, sys; from runners.compile.resources import check; "
             f"print(json.dumps(check('ws', {head_dim}, 'bf16', {causal}, 4, 2, {blocks or '{}'}, ['_ws_backward_kernel'])))")
     env = {k: v for k, v in __import__("os").environ.items() if k != "TRITON_INTERPRET"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)

@@ -1,7 +1,7 @@
 """flash-bwd's Slurm launcher (`hydra/launcher=slurm`, conf/hydra/launcher/slurm.yaml): Hydra's submitit Slurm
 launcher, except for how it waits for the array (issue 29). submitit's launcher waits on every job's
 `results()`: a cancelled job ended the sweep with a traceback and no summary, and with no Slurm accounting it
-waited forever. This one waits with runners/slurm_jobs.py (bounded by the queue: a job that has left it is
+waited forever. This one waits with runners/isolation/slurm_jobs.py (bounded by the queue: a job that has left it is
 finished) and counts a job that ended without a result like a local point not recorded: one line with its Slurm
 job id, the summary still printed, exit status 4 (runners/sweep.py).
 

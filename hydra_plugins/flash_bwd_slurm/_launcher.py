@@ -49,12 +49,14 @@ class FlashBwdSlurmLauncher(SlurmLauncher):
 
 
 def collect(jobs, job_overrides, initial_job_idx: int, **wait) -> list[JobReturn]:
-    """Waits for the jobs (runners.slurm_jobs.collect) and accounts for each in this process: a row written
+    """Waits for the jobs (runners.isolation.slurm_jobs.collect) and accounts for each in this process: a row written
     or found goes to the summary, a job without a result is runners.sweep.note_lost's line. Every job is
     returned as COMPLETED (Hydra's sweeper raises on a failed one: the summary and the count come instead)."""
-    from runners import results, slurm_jobs, sweep
+    from runners import sweep
+    from runners.tables import results
+    from runners.isolation import slurm_jobs
 
-    total = sweep._run_state.get("total") or len(jobs)
+    total = sweep.run_state.get("total") or len(jobs)
     shared = set.intersection(*(set(o) for o in job_overrides)) if len(job_overrides) > 1 else set()
 
     def account(i: int, outcome) -> None:

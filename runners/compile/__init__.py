@@ -1,0 +1,3 @@
+"""Compilation on a CPU, no GPU: per-architecture limits (arch_limits), the compiled resources of a design's
+kernels (resources: `python -m runners.compile_check`), the table of one commit (table: `python -m
+runners.compiled_table`) and default blocks chosen by compiling (arch_defaults: `python -m runners.arch_defaults`)."""

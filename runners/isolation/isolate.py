@@ -1,0 +1,297 @@
+"""Fault isolation: each point is measured in a worker process, so a crash or a hang loses only that point.
+
+A sticky CUDA error (illegal address, launch failure, device-side assert) leaves its process's CUDA context
+dead: every later point in that process would fail. A kernel that never finishes blocks its process forever.
+So, with `isolate` on (default on a GPU), `call()` runs the measurement in a worker process:
+
+- one persistent worker per sweep process (multiprocessing *spawn*: CUDA forbids fork after init), reused
+  across points so imports, the CUDA context and Triton's in-memory kernel cache stay warm; replaced after a
+  crash or a timeout, and when a point needs another GPU index or other plugins;
+- the parent holds the GPU lease (runners/isolation/lease.py) and writes the row: a dying worker never loses a row; the
+  worker uses the leased index it is given;
+- the worker dies (signal, exit, or reports a sticky CUDA error and exits) -> status `crashed`, reason = the
+  first line of the error; no result within `point_timeout_s` -> the worker is killed, status `timeout`;
+- the worker's stderr goes to a file that the parent copies to its own stderr after every point (and reads
+  the crash line from); the worker exits by itself when its parent disappears.
+"""
+from __future__ import annotations
+
+import atexit
+import importlib
+import multiprocessing
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time
+from multiprocessing.connection import wait
+
+from runners.point import env
+
+STARTUP_TIMEOUT_S = 300.0  # a fresh worker's imports (not part of any point's point_timeout_s)
+REAP_TIMEOUT_S = 60.0  # wait for a killed or exiting worker (a GPU context with a hung kernel takes a moment)
+PARENT_POLL_S = 1.0  # the worker checks this often whether its parent is still there
+_ERROR_MARKS = ("fatal python error", "error", "exception", "aborted", "segmentation fault", "killed")
+
+
+def enabled(cfg) -> bool:
+    """cfg.isolate: true / false, or auto = on a GPU yes, on the CPU interpreter no (docs/fault_isolation.md)."""
+    choice = cfg.get("isolate", "auto")
+    return (not env.interpreting()) if choice == "auto" else bool(choice)
+
+
+def call(cfg, fn, *args, **kwargs) -> dict:
+    """fn(*args, **kwargs) -> a row dict with `status` (e.g. measure.measure), in the worker process when
+    isolation is on (fn and its arguments must pickle: a module-level function), else in this process.
+    In the worker a crash or a hang returns a row with status crashed / timeout instead."""
+    if not enabled(cfg):
+        return fn(*args, **kwargs)
+    plugins = tuple(str(m) for m in (cfg.get("plugins") or []))
+    return _POOL.run(fn, args, kwargs, key=(plugins, kwargs.get("gpu_index")),
+                     timeout_s=float(cfg.point_timeout_s), timer=kwargs.get("timer"))
+
+
+def fault_row(status: str, reason: str, timer: str | None = None) -> dict:
+    """The measurement columns of a point that crashed or timed out: empty numbers, status and reason."""
+    from runners.point import measure
+
+    return {**measure.EMPTY, "timing_meaningful": not env.interpreting(), "timer": timer,
+            "status": status, "reason": reason}
+
+
+def worker_pid() -> int | None:
+    """The live worker's process id (None when there is none): tests check reuse and replacement."""
+    worker = _POOL.worker
+    return worker.process.pid if worker is not None and worker.process.is_alive() else None
+
+
+def shutdown() -> None:
+    """Stops the worker (at exit, and in tests)."""
+    _POOL.retire()
+
+
+# ---- parent side ------------------------------------------------------------------------------------------
+
+class WorkerStartError(RuntimeError):
+    pass
+
+
+class Worker:
+    """One spawned worker process, its pipe and its stderr file."""
+
+    def __init__(self, key: tuple, plugins: tuple):
+        self.key = key
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child_conn = ctx.Pipe()
+        fd, self.stderr_path = tempfile.mkstemp(prefix="flash-bwd-worker-", suffix=".stderr")
+        os.close(fd)
+        self.stderr_offset = 0
+        self.process = ctx.Process(target=worker_main, name="flash-bwd-worker",
+                                   args=(child_conn, plugins, self.stderr_path, os.getpid()))
+        self.process.start()
+        child_conn.close()
+        outcome, message = self.receive(STARTUP_TIMEOUT_S)
+        if outcome != "message" or message[0] != "ready":
+            if outcome == "message":
+                why = message[1]
+            else:
+                why = self.death_reason(f"no answer in {STARTUP_TIMEOUT_S:g} s")
+            self.stop(kill=True)
+            raise WorkerStartError(why)
+
+    def receive(self, timeout_s: float) -> tuple[str, object]:
+        """("message", the worker's next message), ("died", None) or ("timeout", None) after timeout_s."""
+        ready = wait([self.conn, self.process.sentinel], timeout_s)
+        if not ready:
+            return "timeout", None
+        if self.conn.poll():  # a message first: the worker may have exited right after sending it
+            try:
+                return "message", self.conn.recv()
+            except (EOFError, OSError):
+                pass
+        return "died", None
+
+    def new_stderr(self) -> str:
+        """What the worker wrote to stderr since the last call."""
+        try:
+            with open(self.stderr_path, "rb") as f:
+                f.seek(self.stderr_offset)
+                data = f.read()
+        except OSError:
+            return ""
+        self.stderr_offset += len(data)
+        return data.decode(errors="replace")
+
+    def forward_stderr(self) -> str:
+        text = self.new_stderr()
+        if text:
+            sys.stderr.write(text)
+            sys.stderr.flush()
+        return text
+
+    def death_reason(self, fallback: str) -> str:
+        """'worker died (<signal or exit code>): <first error line of its stderr>'."""
+        self.process.join(REAP_TIMEOUT_S)
+        code = self.process.exitcode
+        if code is None:
+            how = fallback
+        elif code < 0:
+            try:
+                how = f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"killed by signal {-code}"
+        else:
+            how = f"exit code {code}"
+        line = first_error_line(self.forward_stderr())
+        return f"worker process died ({how})" + (f": {line}" if line else "")
+
+    def stop(self, kill: bool = False) -> None:
+        """Ends the worker: closing the pipe lets an idle worker return; a busy or stuck one is killed."""
+        try:
+            self.conn.close()
+        except OSError:
+            pass
+        if kill and self.process.is_alive():
+            self.process.kill()
+        self.process.join(REAP_TIMEOUT_S if kill else 5.0)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(REAP_TIMEOUT_S)
+        if self.process.is_alive():
+            print(f"isolate: worker {self.process.pid} did not exit after SIGKILL; left behind", file=sys.stderr)
+        self.forward_stderr()
+        try:
+            os.unlink(self.stderr_path)
+        except OSError:
+            pass
+
+
+class Pool:
+    """At most one worker; replaced after a crash or a timeout, or for another (plugins, gpu_index)."""
+
+    def __init__(self):
+        self.worker: Worker | None = None
+
+    def retire(self, kill: bool = False) -> None:
+        if self.worker is not None:
+            worker, self.worker = self.worker, None
+            worker.stop(kill=kill)
+
+    def run(self, fn, args: tuple, kwargs: dict, *, key: tuple, timeout_s: float, timer: str | None) -> dict:
+        if self.worker is not None and (self.worker.key != key or not self.worker.process.is_alive()):
+            self.retire()
+        if self.worker is None:
+            try:
+                self.worker = Worker(key, key[0])
+            except Exception as exc:  # noqa: BLE001 - WorkerStartError, or spawn itself failing
+                return fault_row("crashed", f"worker process did not start: {_one_line(exc)}", timer)
+        worker = self.worker
+        try:
+            worker.conn.send((fn, args, kwargs))
+        except (BrokenPipeError, EOFError, OSError):
+            reason = worker.death_reason("pipe closed")
+            self.retire(kill=True)
+            return fault_row("crashed", reason, timer)
+        outcome, message = worker.receive(timeout_s)
+        if outcome == "timeout":  # no answer in time: a hang (or a point far slower than the limit)
+            self.retire(kill=True)
+            return fault_row("timeout", f"no result after {timeout_s:g} s (point_timeout_s); worker killed", timer)
+        if outcome == "died":
+            reason = worker.death_reason("died")
+            self.retire(kill=True)
+            return fault_row("crashed", reason, timer)
+        worker.forward_stderr()
+        kind, payload = message
+        if kind == "raise":  # fn itself raised (a runner bug, not a point's failure): as in-process
+            self.retire()
+            raise RuntimeError(f"in the worker process: {payload}")
+        if payload.get("status") == "crashed":  # the worker reported a dead CUDA context and exits
+            self.retire()
+        return payload
+
+
+_POOL = Pool()
+atexit.register(_POOL.retire)
+
+
+def first_error_line(text: str) -> str:
+    """The first line of a crash's stderr that looks like the error (Python's fatal error line, an
+    exception, the C++ abort message), else its last non-empty line; '' when there is none."""
+    lines = [" ".join(ln.split()) for ln in text.splitlines()]
+    lines = [ln for ln in lines if ln]
+    for ln in lines:
+        if any(mark in ln.lower() for mark in _ERROR_MARKS) and not ln.startswith(("File ", "Current thread")):
+            return ln[:300]
+    return lines[-1][:300] if lines else ""
+
+
+# ---- worker side --------------------------------------------------------------------------------------------
+
+def worker_main(conn, plugins: tuple, stderr_path: str, parent_pid: int) -> None:
+    """The worker process: imports the plugins, then runs (fn, args, kwargs) messages until the pipe closes.
+    After a result with status crashed (a dead CUDA context) it exits; the parent starts a fresh one."""
+    fd = os.open(stderr_path, os.O_WRONLY | os.O_APPEND)
+    os.dup2(fd, 2)  # everything written to fd 2 (Python, C++, the driver) lands in the file
+    os.close(fd)
+    import faulthandler
+    faulthandler.enable(file=sys.stderr, all_threads=False)  # a segfault/abort: "Fatal Python error: ..." in the file
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    threading.Thread(target=_exit_with_parent, args=(parent_pid,), daemon=True).start()
+    try:
+        env.use_interpreter_without_gpu()
+        for name in plugins:
+            importlib.import_module(name)
+    except Exception as exc:  # noqa: BLE001 - reported to the parent as why the worker could not start
+        conn.send(("failed", _one_line(exc)))
+        return
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        fn, args, kwargs = message
+        try:
+            row = fn(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - fn's own bug: the parent raises it, as without isolation
+            conn.send(("raise", _one_line(exc)))
+            continue
+        fault = _cuda_fault()
+        if fault is not None and row.get("status") != "crashed":
+            row = {**row, "status": "crashed", "reason": f"CUDA context dead after the point: {fault}"}
+        conn.send(("row", row))
+        if row.get("status") == "crashed":
+            sys.stderr.flush()
+            os._exit(3)  # nothing of this CUDA context can be trusted: the parent starts a new worker
+
+
+def _cuda_fault() -> str | None:
+    """The sticky CUDA error this process has hit, if any (None on the CPU interpreter or a healthy GPU)."""
+    if env.interpreting():
+        return None
+    import torch
+
+    if not torch.cuda.is_initialized():
+        return None
+    try:
+        torch.cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001 - a synchronize that fails after the point: the context is gone
+        return _one_line(exc)
+    return None
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    while True:
+        time.sleep(PARENT_POLL_S)
+        if os.getppid() != parent_pid:
+            os._exit(1)  # the parent is gone (killed): its lease is released, so stop using the GPU now
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return text[:300]
+
+
+__all__ = ["call", "enabled", "fault_row", "first_error_line", "shutdown", "worker_pid"]

@@ -1,0 +1,265 @@
+"""The model-step benchmark: forward + backward + AdamW step of a small decoder (runners/model/decoder.py) whose attention
+is each design and each baseline, eager and compiled; one row per (variant, compile mode), `bench_kind=model_step`,
+in the same tables as runners.sweep (results/<gpu>/<sweep_id>/*.parquet; runners.merge flattens them).
+
+    python -m runners.model_step model=tiny variant=two_pass                  # CPU smoke test (interpreter)
+    python -m runners.model_step model=gpt_d64 seq=16384 compile=eager,default,reduce-overhead
+
+Arguments (key=value): model (conf/model/<name>.yaml), variant (comma-separated, or `all`: every registered design
+and baseline but the fp32 reference), compile (eager, default, reduce-overhead, max-autotune...; torch.compile's mode),
+baseline (the agreement baseline; default: the first of sdpa_flash, sdpa_efficient, reference that runs the
+problem), seed, results_dir, sweep_id; any other key overrides the model file's (seq=16384, head_dim=128, ...).
+Hydra is not needed. Every row is accuracy-gated by training agreement (runners/model/agreement.py). A bad argument is
+one line on stderr and exit code 2.
+"""
+import datetime
+import json
+import math
+import sys
+import time
+
+from runners.point import env
+
+env.use_interpreter_without_gpu()  # before anything imports `variants`
+
+import torch  # noqa: E402
+
+from runners.model import agreement, decoder  # noqa: E402
+from runners.model import config as model_config  # noqa: E402
+from runners.tables import results  # noqa: E402
+from runners.model.config import ConfigError  # noqa: E402
+from variants import get  # noqa: E402
+from variants.problem import DTYPES, Problem  # noqa: E402
+from variants.registry import registered  # noqa: E402
+
+BENCH_KIND = "model_step"
+EXIT_CONFIG = 2
+RUNNER_KEYS = {"model": "tiny", "variant": "all", "compile": None, "baseline": None, "seed": "0",
+               "results_dir": "results", "sweep_id": None}
+BASELINE_CHOICES = ("sdpa_flash", "sdpa_efficient", "reference")  # preference order; the first that runs is used
+ORACLE = "reference"  # the fp32 test oracle: not a contender in `variant=all`
+
+
+def parse_args(argv: list[str]) -> tuple[dict, dict]:
+    """(runner arguments, model overrides) from key=value words."""
+    runner, overrides = dict(RUNNER_KEYS), {}
+    for word in argv:
+        if "=" not in word:
+            raise ConfigError(f"arguments are key=value, got {word!r}")
+        key, value = word.split("=", 1)
+        (runner if key in RUNNER_KEYS else overrides)[key] = value
+    return runner, overrides
+
+
+def on_gpu() -> bool:
+    return not env.interpreting()
+
+
+def variant_names(text: str) -> list[str]:
+    names = [name for name in registered() if name != ORACLE] if text == "all" else text.split(",")
+    for name in names:
+        get(name)  # ValueError naming the known ones
+    return names
+
+
+def compile_modes(text: str | None) -> list[str]:
+    if text is None:
+        return ["eager", "default", "reduce-overhead"] if on_gpu() else ["eager", "default"]
+    modes = text.split(",")
+    if "reduce-overhead" in modes and not on_gpu():
+        raise ConfigError("compile=reduce-overhead needs CUDA graphs (a GPU)")
+    return modes
+
+
+def problem_of(config: model_config.ModelConfig) -> Problem:
+    """One layer's attention problem (what each design is asked to run)."""
+    dtype = DTYPES[config.dtype]
+    return Problem(config.batch, config.seq, config.seq, config.heads, config.kv_heads, config.head_dim, config.causal,
+                   dtype, "cuda" if on_gpu() else "cpu")
+
+
+def pick_baseline(name: str | None, problem: Problem) -> str:
+    if name is not None:
+        reason = get(name).supports(problem)
+        if reason:
+            raise ConfigError(f"baseline={name} cannot run this model: {reason}")
+        return name
+    for candidate in BASELINE_CHOICES:
+        if get(candidate).supports(problem) is None:
+            return candidate
+    raise ConfigError(f"no baseline of {BASELINE_CHOICES} runs this model")
+
+
+class Trainer:
+    """One (variant, mode): the model built from the shared init, compiled once, reused for agreement and timing."""
+
+    def __init__(self, config, variant: str, mode: str, init_state: dict, device: str):
+        self.config, self.mode, self.device = config, mode, device
+        self.model = decoder.Decoder(config, variant).to(device)
+        self.model.load_state_dict(init_state)
+        self.run = self.model if mode == "eager" else torch.compile(self.model, fullgraph=True, mode=mode)
+        self.mark_step = mode == "reduce-overhead"
+
+    def curve(self, init_state: dict, seed: int) -> list[float]:
+        return agreement.loss_curve(self.run, self.model, init_state, self.config, seed, self.device, self.mark_step)
+
+    def step_fn(self, seed: int):
+        optimizer = agreement.new_optimizer(self.model, self.config, self.device)
+        tokens, targets = decoder.batch_of(self.config, 0, seed, self.device)
+        return lambda: agreement.train_step(self.run, self.model, optimizer, tokens, targets, self.config,
+                                            self.mark_step)
+
+
+def time_steps(step, warmup: int, rep: int) -> list[float]:
+    """[median, p20, p80] ms of one training step (CUDA events on a GPU, wall clock on the CPU)."""
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(rep):
+        if on_gpu():
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            step()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end))
+        else:
+            tic = time.perf_counter()
+            step()
+            times.append((time.perf_counter() - tic) * 1e3)
+    ordered = torch.tensor(times, dtype=torch.float64)
+    return [float(torch.quantile(ordered, q)) for q in (0.5, 0.2, 0.8)]
+
+
+def attention_backward_kernels(variant: str, config, seed: int) -> set[str]:
+    """The kernel names of the design's backward alone, one layer's shape (profiled on the GPU; PyTorch's generic
+    elementwise kernels left out, since the rest of the step launches them too)."""
+    from runners.point import measure, profile
+    from variants.base import default_scale
+    problem = problem_of(config)
+    q, k, v, do = measure.make_inputs(_Shape(config), "cuda", seed)[:4]
+    impl = get(variant)
+    backward = impl.prepare(q, k, v, do, problem.causal, default_scale(config.head_dim),
+                            impl.make_blocks(problem, None))
+    kernels, _ = profile.kernel_breakdown(backward, calls=2)
+    return {name for name in kernels if not name.startswith(profile.GENERIC_KERNELS) and "Memset" not in name}
+
+
+class _Shape:
+    """The fields measure.make_inputs reads of a sweep Point, for one layer's attention."""
+
+    def __init__(self, config):
+        self.batch, self.seq, self.seq_k, self.heads, self.kv_heads = (config.batch, config.seq, config.seq,
+                                                                       config.heads, config.kv_heads)
+        self.head_dim, self.dtype, self.layout, self.varlen = config.head_dim, config.dtype, "bnhd", None
+
+
+def step_profile(step, bwd_kernels: set[str]) -> dict:
+    """Per-kernel GPU time of a training step and the attention backward's share of it."""
+    from runners.point import profile
+    kernels, launches = profile.kernel_breakdown(step, calls=3)
+    total = sum(kernels.values())
+    attn_bwd = sum(ms for name, ms in kernels.items() if name in bwd_kernels)
+    return {"kernel_ms": json.dumps({k: round(v, 5) for k, v in kernels.items()}), "kernel_ms_sum": total,
+            "kernel_launches": launches / 3, "attn_bwd_ms": attn_bwd,
+            "attn_bwd_share": attn_bwd / total if total else math.nan,
+            "attn_bwd_kernels": ",".join(sorted(bwd_kernels))}
+
+
+def measure_one(config, variant: str, mode: str, init_state: dict, reference_curve: list[float], spread: float,
+                seed: int, device: str) -> dict:
+    """The measured columns of one row; never raises (a failure is a status and a one-line reason)."""
+    from runners.point.measure import classify, one_line
+    reason = get(variant).supports(problem_of(config))
+    if reason is not None:
+        return {"status": "unsupported", "correct": False, "reason": reason}
+    try:
+        trainer = Trainer(config, variant, mode, init_state, device)
+        curve = trainer.curve(init_state, seed)
+        deviation = agreement.max_deviation(curve, reference_curve)
+        correct, tolerance, why = agreement.verdict(deviation, spread, config.loss_floor)
+        ms, ms_p20, ms_p80 = time_steps(trainer.step_fn(seed), config.warmup, config.rep)
+        row = {"status": "ok" if correct else "wrong", "correct": correct, "reason": why, "ms": ms,
+               "ms_p20": ms_p20, "ms_p80": ms_p80, "loss_max_dev": deviation, "loss_spread": spread,
+               "loss_tol": tolerance, "loss_first": curve[0], "loss_last": curve[-1],
+               "loss_curve_json": json.dumps([round(x, 6) for x in curve])}
+        if on_gpu():
+            row.update(step_profile(trainer.step_fn(seed), attention_backward_kernels(variant, config, seed)))
+        else:
+            row["profile_note"] = "CPU interpreter: no CUDA kernels, no per-kernel times"
+        return row
+    except Exception as exc:  # noqa: BLE001 - one row per point, whatever the failure
+        return {"status": classify(exc, from_variant=True), "correct": False, "reason": one_line(exc)}
+
+
+def row_of(config, variant: str, mode: str, baseline: str, seed: int, sweep_id: str, index: int, measured: dict,
+           environment: dict) -> dict:
+    config_cols = {k: v for k, v in config.__dict__.items() if k != "name"}
+    key = json.dumps({"bench_kind": BENCH_KIND, "model": config.name, **config_cols, "variant": variant,
+                      "compile_mode": mode, "baseline": baseline, "seed": seed}, sort_keys=True)
+    return {"sweep_id": sweep_id, "point_index": index, "config_key": key, "bench_kind": BENCH_KIND,
+            "variant": variant, "compile_mode": mode, "compiled": mode != "eager", "model": config.name,
+            **config_cols, "seq_k": config.seq, "layout": "bnhd", "seed": seed, "agreement_baseline": baseline,
+            "agreement_steps": config.steps, "timing_meaningful": on_gpu(), **measured,
+            **{k: v for k, v in environment.items() if not k.startswith("peak_tflops_")},
+            "timestamp": env.utc_now()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        runner, overrides = parse_args(sys.argv[1:] if argv is None else argv)
+        config = model_config.load(runner["model"], overrides)
+        problem = problem_of(config)
+        if not on_gpu() and config.dtype == "bf16":
+            raise ConfigError("dtype=bf16 needs a GPU (the interpreter's bf16 dots are not exact)")
+        variants_ = variant_names(runner["variant"])
+        modes = compile_modes(runner["compile"])
+        baseline = pick_baseline(runner["baseline"], problem)
+        seed = int(runner["seed"])
+    except (ConfigError, ValueError) as exc:
+        print(f"config error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    device = problem.device
+    sweep_id = runner["sweep_id"] or datetime.datetime.now().strftime("model_step_%Y%m%d_%H%M%S")
+    environment = environment_columns()
+    print(f"{config.label()}; agreement: {config.steps} steps against {baseline}"
+          + ("" if on_gpu() else "; CPU interpreter: times are CPU wall clock, not GPU timings"))
+    torch.manual_seed(seed)
+    init_state = {k: v.clone() for k, v in decoder.Decoder(config, baseline).to(device).state_dict().items()}
+    baseline_trainer = Trainer(config, baseline, "eager", init_state, device)
+    reference_curve = baseline_trainer.curve(init_state, seed)
+    spread = agreement.max_deviation(baseline_trainer.curve(init_state, seed), reference_curve)
+    print(f"baseline {baseline}: loss {reference_curve[0]:.4f} -> {reference_curve[-1]:.4f}, run-to-run spread "
+          f"{spread:.3g}")
+    directory = results.point_dir(runner["results_dir"], environment["gpu"], sweep_id)
+    for index, (variant, mode) in enumerate((v, m) for v in variants_ for m in modes):
+        torch._dynamo.reset()
+        measured = measure_one(config, variant, mode, init_state, reference_curve, spread, seed, device)
+        row = row_of(config, variant, mode, baseline, seed, sweep_id, index, measured, environment)
+        key = results.resume_key(row["config_key"], environment["gpu_name"], environment["commit"],
+                                 environment["diff_hash"])
+        results.write_row(row, directory, index, key)
+        print(progress(variant, mode, row))
+    print(f"rows: {directory}")
+    return 0
+
+
+def environment_columns() -> dict:
+    """runners.point.env's columns; without omegaconf (a GPU machine without Hydra) the GPU is named by its device name
+    and has no peak numbers."""
+    try:
+        return env.environment({"name": "auto", "index": 0})
+    except ImportError:
+        name = torch.cuda.get_device_name(0) if on_gpu() else "cpu"
+        return env.environment({"name": name, "index": 0})
+
+
+def progress(variant: str, mode: str, row: dict) -> str:
+    head = f"{variant:<16} {mode:<16}"
+    if row["status"] not in ("ok", "wrong"):
+        return f"{head} {row['status']}: {row['reason']}"
+    share = row.get("attn_bwd_share")
+    share_text = f", attention backward {share:.0%} of kernel time" if share is not None and share == share else ""
+    return (f"{head} {row['status']:<5} {row['ms']:9.3f} ms/step{share_text}; loss off baseline by "
+            f"{row['loss_max_dev']:.3g} (tolerance {row['loss_tol']:.3g})")
+

@@ -1,0 +1,353 @@
+"""One point: inputs, the accuracy gate, memory, timing and FLOPs -> the measurement columns of a row.
+
+Order: build inputs; `variant.prepare` runs the forward once and returns the backward closure `fn`;
+one `fn()` call gives the peak memory and the gradients checked against variants.reference (accuracy
+BEFORE timing); then `fn` alone is timed. Nothing is allocated inside the timed region but what the
+backward itself allocates. A failure at any stage becomes a status and a one-line reason, never an exception.
+"""
+import gc
+import math
+import time
+
+from runners.point import env, profile
+
+env.use_interpreter_without_gpu()  # before `import variants`: @triton.jit reads TRITON_INTERPRET at import
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+
+import variants  # noqa: E402
+from variants.accuracy import REL_TOL, error  # noqa: E402
+from variants.base import default_scale  # noqa: E402
+from variants.problem import DTYPES  # noqa: E402
+from variants.reference import reference_grads  # noqa: E402
+from runners.point import varlen_inputs  # noqa: E402
+
+QUANTILES = [0.5, 0.2, 0.8]  # -> ms, ms_p20, ms_p80
+REF_FULL_LIMIT_BYTES = 8 * 2**30  # fp32 B*H*Nq*Nk above this: check batch 0 and the first kv-head group only
+REF_CHUNK_BYTES = 2**30  # fp32 scores per reference call; longer problems are checked in query chunks
+
+STATUSES = ("ok", "wrong", "oom", "compile_error", "resources", "unsupported", "error", "crashed", "timeout",
+            "skipped")  # skipped: not run, e.g. over cpu_budget_s in the CPU interpreter (runners/point/cpu_cost.py)
+FAULT_STATUSES = ("crashed", "timeout")  # the point took its process down or never finished (runners/isolation/isolate.py)
+# Sticky CUDA errors: the context is dead after one, every later CUDA call in the process fails.
+FATAL_CUDA_ERRORS = ("illegal memory access", "illegal address", "unspecified launch failure", "device-side assert",
+                     "misaligned address", "illegal instruction", "hardware stack error", "uncorrectable ecc",
+                     "an invalid program counter", "cuda error: launch failure")
+
+
+def _error_class(module: str, name: str):
+    try:
+        return getattr(__import__(module, fromlist=[name]), name)
+    except (ImportError, AttributeError):
+        return None
+
+
+_OUT_OF_RESOURCES = tuple(c for c in (_error_class("triton.runtime.errors", "OutOfResources"),
+                                      _error_class("triton.runtime.autotuner", "OutOfResources")) if c)
+_COMPILE_ERRORS = tuple(c for c in (_error_class("triton.compiler.errors", "CompilationError"),
+                                    _error_class("triton.runtime.errors", "PTXASError")) if c)
+
+
+def _text(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # noqa: BLE001 - an exception whose __str__ fails
+        return ""
+
+
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    text = " ".join(_text(exc).split())  # Triton messages span lines; keep one
+    text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def is_fatal_cuda_error(text: str) -> bool:
+    """True for a sticky CUDA error (illegal address, launch failure, device assert ...): the process's CUDA
+    context cannot run anything after it."""
+    low = text.lower()
+    return any(p in low for p in FATAL_CUDA_ERRORS)
+
+
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """'<Type>: <first line of the message>' (a CUDA error's advice lines dropped)."""
+    lines = [ln.strip() for ln in _text(exc).splitlines() if ln.strip()]
+    text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def classify(exc: BaseException, from_variant: bool) -> str:
+    """Status for an exception: resources, compile_error, crashed (a sticky CUDA error: the context is
+    dead), oom, unsupported (ValueError raised by the variant: its way of refusing a problem or config),
+    or error."""
+    if _OUT_OF_RESOURCES and isinstance(exc, _OUT_OF_RESOURCES):
+        return "resources"
+    if _COMPILE_ERRORS and isinstance(exc, _COMPILE_ERRORS):
+        return "compile_error"
+    if is_fatal_cuda_error(_text(exc)):
+        return "crashed"
+    if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in _text(exc).lower():
+        return "oom"
+    if from_variant and isinstance(exc, ValueError):
+        return "unsupported"
+    return "error"
+
+
+def timer_name(bench, interpreting: bool) -> str:
+    """How `fn` is timed; part of config_key (timings from different timers are different measurements)."""
+    if interpreting:
+        return "wall_clock"
+    if bench.cuda_graph:
+        return "do_bench_cudagraph"
+    return "do_bench" if bench.flush_l2 else "cuda_events"
+
+
+def make_inputs(point, device: str, seed: int):
+    """q, do [B, Nq, H, D] and k, v [B, Nk, Hkv, D], random normal in the point's dtype. Layout bhnd
+    allocates [B, H, N, D] contiguous and returns transposed views (the kernels read strides)."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    dtype = DTYPES[point.dtype]
+
+    def make(seq: int, heads: int) -> torch.Tensor:
+        if point.layout == "bhnd":
+            t = torch.randn(point.batch, heads, seq, point.head_dim, dtype=dtype, device=device, generator=gen)
+            return t.transpose(1, 2)
+        return torch.randn(point.batch, seq, heads, point.head_dim, dtype=dtype, device=device, generator=gen)
+
+    q = make(point.seq, point.heads)
+    k = make(point.seq_k, point.kv_heads)
+    v = make(point.seq_k, point.kv_heads)
+    do = make(point.seq, point.heads)
+    return q, k, v, do
+
+
+def reference_scope(q, k) -> str:
+    """"full", or "batch0-kvgroup0" when fp32 scores of the whole problem exceed REF_FULL_LIMIT_BYTES."""
+    batch, seq_q, heads, _ = q.shape
+    return "full" if 4 * batch * heads * seq_q * k.shape[1] <= REF_FULL_LIMIT_BYTES else "batch0-kvgroup0"
+
+
+def scope_slice(q, k, scope: str):
+    """(slice of q-shaped tensors, slice of k-shaped tensors) for an accuracy scope."""
+    if scope == "full":
+        return (lambda t: t), (lambda t: t)
+    group = q.shape[2] // k.shape[2]  # query heads 0..group-1 share kv-head 0
+    return (lambda t: t[:1, :, :group]), (lambda t: t[:1, :, :1])
+
+
+def chunked_reference_grads(q, k, v, do, causal: bool, scale: float):
+    """variants.reference.reference_grads (fp32), over query chunks so each call's fp32 scores stay under
+    REF_CHUNK_BYTES. Exact: softmax rows are independent, so dq is per chunk and dk/dv sum over chunks;
+    causal chunks [a, b) get the keys [0, b + Nk - Nq), which keeps the bottom-right alignment."""
+    batch, seq_q, heads, _ = q.shape
+    seq_k = k.shape[1]
+    rows = max(1, REF_CHUNK_BYTES // (4 * batch * heads * seq_k))
+    if rows >= seq_q:
+        _, dq, dk, dv = reference_grads(q, k, v, do, causal, scale)
+        return dq, dk, dv
+    dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    dk = torch.zeros(k.shape, dtype=torch.float32, device=q.device)
+    dv = torch.zeros(v.shape, dtype=torch.float32, device=q.device)
+    for start in range(0, seq_q, rows):
+        stop = min(seq_q, start + rows)
+        keys = min(seq_k, stop + seq_k - seq_q) if causal else seq_k
+        if keys <= 0:
+            continue  # these queries see no key: zero output, zero gradient
+        _, dq_c, dk_c, dv_c = reference_grads(q[:, start:stop], k[:, :keys], v[:, :keys], do[:, start:stop],
+                                              causal, scale)
+        dq[:, start:stop] = dq_c
+        dk[:, :keys] += dk_c
+        dv[:, :keys] += dv_c
+    return dq, dk, dv
+
+
+def check_accuracy(grads, q, k, v, do, causal: bool, scale: float, dtype, varlen=None) -> dict:
+    """Error columns of one backward's (dq, dk, dv) against the fp32 reference (a packed batch: per document)."""
+    if varlen is not None:
+        ref = varlen_inputs.packed_reference_grads(q, k, v, do, causal, scale, varlen, chunked_reference_grads)
+        return _error_columns(grads, ref, dtype, "full-per-document")
+    scope = reference_scope(q, k)
+    q_slice, k_slice = scope_slice(q, k, scope)
+    ref = None
+    try:
+        ref = chunked_reference_grads(q_slice(q), k_slice(k), k_slice(v), q_slice(do), causal, scale)
+    except torch.cuda.OutOfMemoryError:
+        if scope != "full":
+            raise
+    if ref is None:  # the full reference did not fit next to the inputs: check the slice
+        gc.collect()  # (outside the except block, so the failed attempt's tensors are gone)
+        torch.cuda.empty_cache()
+        scope = "batch0-kvgroup0"
+        q_slice, k_slice = scope_slice(q, k, scope)
+        ref = chunked_reference_grads(q_slice(q), k_slice(k), k_slice(v), q_slice(do), causal, scale)
+    return _error_columns((q_slice(grads[0]), k_slice(grads[1]), k_slice(grads[2])), ref, dtype, scope)
+
+
+def _error_columns(outs, ref, dtype, scope: str) -> dict:
+    cols = {"accuracy_scope": scope}
+    bad = []
+    for name, out, r in zip(("dq", "dk", "dv"), outs, ref):
+        err = error(out, r)
+        cols[f"max_abs_{name}"] = err.max_abs
+        cols[f"rel_{name}"] = err.rel
+        if not err.ok(dtype):
+            bad.append(f"rel_{name}={err.rel:.3g}")
+    cols["correct"] = not bad
+    cols["_wrong_reason"] = (f"{' '.join(bad)} > tolerance {REL_TOL[dtype]:g} for {dtype}".replace("torch.", "")
+                             if bad else "")
+    return cols
+
+
+def run_once(fn, on_gpu: bool, device: str):
+    """One backward call -> (grads, peak_mem_bytes above what was allocated before; None on CPU)."""
+    if not on_gpu:
+        return fn(), None
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    before = torch.cuda.memory_allocated(device)
+    grads = fn()
+    torch.cuda.synchronize(device)
+    return grads, torch.cuda.max_memory_allocated(device) - before
+
+
+def _quantiles(times_ms: list[float]) -> list[float]:
+    t = torch.tensor(times_ms, dtype=torch.float64)
+    return [float(torch.quantile(t, q)) for q in QUANTILES]
+
+
+def _bench_events(fn, warmup_ms: float, rep_ms: float) -> list[float]:
+    """do_bench without the L2 flush: CUDA events around every call, L2 left warm."""
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    estimate = max(start.elapsed_time(end) / 5, 1e-6)
+    for _ in range(max(1, int(warmup_ms / estimate))):
+        fn()
+    n_repeat = max(1, int(rep_ms / estimate))
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_repeat)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_repeat)]
+    for s, e in zip(starts, ends):
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    return _quantiles([s.elapsed_time(e) for s, e in zip(starts, ends)])
+
+
+def _bench_wall_clock(fn, warmup: int, rep: int) -> list[float]:
+    """CPU interpreter: time.perf_counter around each call (not a GPU timing: timing_meaningful=False)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(rep):
+        tic = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - tic) * 1e3)
+    return _quantiles(times)
+
+
+def time_fn(fn, bench, timer: str) -> list[float]:
+    """[ms median, ms p20, ms p80] of `fn` alone."""
+    if timer == "wall_clock":
+        return _bench_wall_clock(fn, int(bench.cpu_warmup), int(bench.cpu_rep))
+    if timer == "do_bench_cudagraph":
+        return list(triton.testing.do_bench_cudagraph(fn, rep=bench.rep, quantiles=QUANTILES))
+    if timer == "do_bench":  # zeroes an L2-sized cache buffer before every rep
+        return list(triton.testing.do_bench(fn, warmup=bench.warmup, rep=bench.rep, quantiles=QUANTILES))
+    return _bench_events(fn, bench.warmup, bench.rep)
+
+
+def tflops(flops: float, ms: float) -> float:
+    return flops / (ms * 1e-3) / 1e12 if ms and ms > 0 else math.nan
+
+
+EMPTY = {"ms": math.nan, "ms_p20": math.nan, "ms_p80": math.nan, "tflops": math.nan, "tflops_p20": math.nan,
+         "tflops_p80": math.nan, "executed_tflops": math.nan, "pct_peak": math.nan,
+         "flops": math.nan, "executed_flops": math.nan, "peak_mem_bytes": math.nan, "workspace_bytes": math.nan,
+         "correct": None, "accuracy_scope": None,
+         "max_abs_dq": math.nan, "max_abs_dk": math.nan, "max_abs_dv": math.nan,
+         "rel_dq": math.nan, "rel_dk": math.nan, "rel_dv": math.nan}
+
+
+def not_measured(point, timer: str, status: str, reason: str) -> dict:
+    """The measurement columns of a point decided without running it (runners/point/cpu_cost.py: skipped over the CPU
+    budget, unsupported bf16 in the interpreter): no timing, no accuracy, the FLOP-convention FLOPs."""
+    return {**EMPTY, "flops": point.problem("cpu").backward_flops(), "timing_meaningful": False, "timer": timer,
+            "status": status, "reason": reason}
+
+
+def measure(point, bench, *, timer: str, gpu_index: int = 0, seed: int = 0, peak_tflops: float | None = None) -> dict:
+    """The measurement columns of one point, with `status` and `reason`. Never raises for a failing point."""
+    interpreting = env.interpreting()
+    device = env.torch_device(gpu_index)
+    on_gpu = not interpreting
+    variant = variants.get(point.variant)
+    problem = point.problem("cpu" if interpreting else "cuda")
+    row = {**EMPTY, **profile.EMPTY}
+    row["timing_meaningful"] = on_gpu
+    row["timer"] = timer
+    try:
+        row["flops"] = problem.backward_flops()
+        row["executed_flops"] = float(variant.executed_flops(problem, point.blocks))
+        row["workspace_bytes"] = int(variant.workspace_bytes(problem, point.blocks))
+        unsupported = variant.supports(problem)
+    except Exception as exc:  # noqa: BLE001 - a variant's bookkeeping bug is this point's error, not the sweep's
+        return {**row, "status": "error", "reason": f"variant: {one_line(exc)}"}
+    if unsupported is not None:
+        return {**row, "status": "unsupported", "reason": " ".join(str(unsupported).split())}
+
+    status, reason, stage = "ok", "", "inputs"
+    q = k = v = do = fn = grads = None
+    oom = False
+    try:
+        if on_gpu:
+            torch.cuda.set_device(device)
+        packing = None
+        if getattr(point, "doc_lens", None) is not None:  # a packed varlen batch
+            q, k, v, do, packing = varlen_inputs.make_inputs(point, device, seed)
+        else:
+            q, k, v, do = make_inputs(point, device, seed)
+        scale = default_scale(point.head_dim)
+        stage = "prepare"
+        fn = variant.prepare(q, k, v, do, point.causal, scale, point.blocks,
+                             **({} if packing is None else {"varlen": packing}))
+        stage = "backward"
+        grads, peak = run_once(fn, on_gpu, device)
+        row["peak_mem_bytes"] = math.nan if peak is None else int(peak)
+        stage = "accuracy"
+        row.update(check_accuracy(grads, q, k, v, do, point.causal, scale, DTYPES[point.dtype], varlen=packing))
+        wrong_reason = row.pop("_wrong_reason")
+        grads = None
+        if not row["correct"]:
+            status, reason = "wrong", wrong_reason
+        stage = "timing"
+        ms, ms_p20, ms_p80 = time_fn(fn, bench, timer)
+        row.update(ms=ms, ms_p20=ms_p20, ms_p80=ms_p80)
+        row.update(profile.explain(fn, on_gpu=on_gpu, device=device))  # after the timing; never raises
+    except Exception as exc:  # noqa: BLE001 - every failure becomes a row; the sweep goes on
+        failed = classify(exc, from_variant=stage in ("prepare", "backward", "timing"))
+        oom = failed == "oom"
+        message = f"{stage}: {one_line(exc) if failed != 'crashed' else first_line(exc)}"
+        if status == "wrong":
+            reason = f"{reason}; then {failed} in {message}"
+        else:
+            status, reason = failed, message
+    q = k = v = do = fn = grads = packing = None  # noqa: F841 - free the inputs before the next point
+    if oom and on_gpu:
+        gc.collect()
+        torch.cuda.empty_cache()
+
+    if status == "ok":  # a wrong point keeps its ms but is never reported as a throughput
+        row["tflops"] = tflops(row["flops"], row["ms"])
+        row["tflops_p20"] = tflops(row["flops"], row["ms_p20"])  # from ms_p20: the faster end
+        row["tflops_p80"] = tflops(row["flops"], row["ms_p80"])
+        row["executed_tflops"] = tflops(row["executed_flops"], row["ms"])
+        if peak_tflops:
+            row["pct_peak"] = 100.0 * row["tflops"] / peak_tflops
+    row.pop("_wrong_reason", None)
+    return {**row, "status": status, "reason": reason}
