@@ -18,7 +18,7 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
 from kernels.forward import attention_forward  # noqa: E402
-from runners import agreement, decoder, model_config  # noqa: E402
+from runners.model import agreement, decoder, config as model_config  # noqa: E402
 from scripts.forward_accuracy import reference, sdpa_forward  # noqa: E402
 from torch.nn.attention import SDPBackend  # noqa: E402
 

@@ -22,7 +22,7 @@ COMPILE_CASES = [(64, False), (64, True), (128, False), (128, True)]
 
 def compiled_rows(head_dim: int, causal: bool, blocks: str = "") -> list[dict]:
     """runners.compile_check's rows for ws_two_pass's two Gluon kernels, in a fresh process (not the interpreter)."""
-    code = ("import json; from runners.compile_check import check; "
+    code = ("import json; from runners.compile.resources import check; "
             f"print(json.dumps(check('ws_two_pass', {head_dim}, 'bf16', {causal}, 4, 2, {blocks or '{}'}, {KERNELS})))")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
