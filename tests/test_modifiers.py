@@ -194,12 +194,20 @@ def blocks_with_visible_pairs(rows: int, cols: int, block_r: int, block_c: int, 
     return int(per_block.sum())
 
 
+# Blocks of 16 everywhere and no diagonal slices, so that one step call is one (block, block) pair.
+COUNTED_BLOCKS = {
+    "two_pass": dict(BLOCK_M1=16, BLOCK_N1=16, BLOCK_M2=16, BLOCK_N2=16, num_stages1=1, num_stages2=1),
+    "fused": dict(BLOCK_M1=16, BLOCK_N1=16, BLOCK_M2=16, BLOCK_N2=16, BLK_SLICE_FACTOR=1, num_stages=1),
+}
+
+
+@pytest.mark.parametrize("variant", list(COUNTED_BLOCKS))
 @pytest.mark.parametrize("causal, window, nq, nk", [(True, (8, 0), 64, 64), (False, (5, 20), 48, 80),
                                                     (True, (16, 0), 80, 48)], ids=["causal", "two-sided", "nq>nk"])
-def test_windowed_loops_walk_only_the_band(monkeypatch, causal, window, nq, nk, device):
-    """two_pass with a window: the dQ loop runs one step per (query block, key block) pair with a visible pair, and the
-    dK/dV loop one per (key block, query block) pair: fully-masked blocks are skipped, not masked (counted calls of
-    the shared steps, kernels/backward_steps.py, in the interpreter)."""
+def test_windowed_loops_walk_only_the_band(monkeypatch, variant, causal, window, nq, nk, device):
+    """A design on the shared steps with a window: the dQ loop runs one step per (query block, key block) pair with a
+    visible pair, and the dK/dV loop one per (key block, query block) pair: fully-masked blocks are skipped, not
+    masked (counted calls of the shared steps, kernels/backward_steps.py, in the interpreter)."""
     if device != "cpu":
         pytest.skip("counts the interpreter's calls of the step functions")
     import kernels.backward_steps as steps
@@ -215,10 +223,9 @@ def test_windowed_loops_walk_only_the_band(monkeypatch, causal, window, nq, nk, 
     monkeypatch.setattr(steps, "dq_step", counted("dq", real_dq))
     monkeypatch.setattr(steps, "dkdv_step", counted("dkdv", real_dkdv))
     block = 16
-    blocks = dict(BLOCK_M1=block, BLOCK_N1=block, BLOCK_M2=block, BLOCK_N2=block, num_stages1=1, num_stages2=1)
     q, k, v, do, _ = make_case((1, nq, nk, 1, 1, 16), torch.float32, device, False, seed=7)
     leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
-    attention(*leaves, causal=causal, variant="two_pass", blocks=blocks, window_size=window).backward(do)
+    attention(*leaves, causal=causal, variant=variant, blocks=COUNTED_BLOCKS[variant], window_size=window).backward(do)
     left, right = window
     right = 0 if causal else right
 
