@@ -194,25 +194,28 @@ def blocks_with_visible_pairs(rows: int, cols: int, block_r: int, block_c: int, 
     return int(per_block.sum())
 
 
-# Blocks of 16 everywhere and no diagonal slices, so that one step call is one (block, block) pair.
-COUNTED_BLOCKS = {
-    "two_pass": dict(BLOCK_M1=16, BLOCK_N1=16, BLOCK_M2=16, BLOCK_N2=16, num_stages1=1, num_stages2=1),
-    "fused": dict(BLOCK_M1=16, BLOCK_N1=16, BLOCK_M2=16, BLOCK_N2=16, BLK_SLICE_FACTOR=1, num_stages=1),
+# Blocks of 16 everywhere and no diagonal slices, so that one step call is one (block, block) pair, and the step
+# functions counted: "dq" walks key blocks for a resident query block, "dkdv" query blocks for a resident key block.
+SHARED_STEPS = {"dq": ("kernels.backward_steps", "dq_step"), "dkdv": ("kernels.backward_steps", "dkdv_step")}
+COUNTED = {
+    "two_pass": (dict(BLOCK_M1=16, BLOCK_N1=16, BLOCK_M2=16, BLOCK_N2=16, num_stages1=1, num_stages2=1), SHARED_STEPS),
+    "fused": (dict(BLOCK_M1=16, BLOCK_N1=16, BLOCK_M2=16, BLOCK_N2=16, BLK_SLICE_FACTOR=1, num_stages=1), SHARED_STEPS),
+    "atomic_tma": (dict(BLOCK_M=16, BLOCK_N=16, num_stages=1), {"dkdv": ("kernels.atomic_tma", "_dkdv_dq_step")}),
 }
 
 
-@pytest.mark.parametrize("variant", list(COUNTED_BLOCKS))
+@pytest.mark.parametrize("variant", list(COUNTED))
 @pytest.mark.parametrize("causal, window, nq, nk", [(True, (8, 0), 64, 64), (False, (5, 20), 48, 80),
                                                     (True, (16, 0), 80, 48)], ids=["causal", "two-sided", "nq>nk"])
 def test_windowed_loops_walk_only_the_band(monkeypatch, variant, causal, window, nq, nk, device):
-    """A design on the shared steps with a window: the dQ loop runs one step per (query block, key block) pair with a
-    visible pair, and the dK/dV loop one per (key block, query block) pair: fully-masked blocks are skipped, not
-    masked (counted calls of the shared steps, kernels/backward_steps.py, in the interpreter)."""
+    """A design with a window: the dQ loop runs one step per (query block, key block) pair with a visible pair, and
+    the dK/dV loop one per (key block, query block) pair: fully-masked blocks are skipped, not masked (counted calls
+    of the design's step functions, COUNTED, in the interpreter)."""
     if device != "cpu":
         pytest.skip("counts the interpreter's calls of the step functions")
-    import kernels.backward_steps as steps
-    calls = {"dq": 0, "dkdv": 0}
-    real_dq, real_dkdv = steps.dq_step, steps.dkdv_step
+    import importlib
+    blocks, steps = COUNTED[variant]
+    calls = dict.fromkeys(steps, 0)
 
     def counted(name, real):
         def step(*args, **kwargs):
@@ -220,12 +223,13 @@ def test_windowed_loops_walk_only_the_band(monkeypatch, variant, causal, window,
             return real(*args, **kwargs)
         return step
 
-    monkeypatch.setattr(steps, "dq_step", counted("dq", real_dq))
-    monkeypatch.setattr(steps, "dkdv_step", counted("dkdv", real_dkdv))
+    for name, (module, function) in steps.items():
+        module = importlib.import_module(module)
+        monkeypatch.setattr(module, function, counted(name, getattr(module, function)))
     block = 16
     q, k, v, do, _ = make_case((1, nq, nk, 1, 1, 16), torch.float32, device, False, seed=7)
     leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
-    attention(*leaves, causal=causal, variant=variant, blocks=COUNTED_BLOCKS[variant], window_size=window).backward(do)
+    attention(*leaves, causal=causal, variant=variant, blocks=blocks, window_size=window).backward(do)
     left, right = window
     right = 0 if causal else right
 
@@ -235,6 +239,6 @@ def test_windowed_loops_walk_only_the_band(monkeypatch, variant, causal, window,
 
     want_dq = blocks_with_visible_pairs(nq, nk, block, block, visible)
     want_dkdv = blocks_with_visible_pairs(nk, nq, block, block, lambda kj, qi: visible(qi, kj))
-    assert (calls["dq"], calls["dkdv"]) == (want_dq, want_dkdv)
+    assert calls == {name: want for name, want in (("dq", want_dq), ("dkdv", want_dkdv)) if name in steps}
     full = (nq // block) * (nk // block)
     assert want_dq < full and want_dkdv < full, "the case must make skipping visible"
