@@ -34,11 +34,12 @@ def skip_unless_implemented(variant, causal, window, softcap, gated):
         pytest.skip(f"{variant} does not implement {missing}")
 
 
-def check_against_reference(variant, q, k, v, do, g, causal, window, softcap, **packed):
-    """attention() forward + backward vs reference_grads with the same modifiers: o, dq, dk, dv (and dg)."""
+def check_against_reference(variant, q, k, v, do, g, causal, window, softcap, blocks=None, **packed):
+    """attention() forward + backward vs reference_grads with the same modifiers: o, dq, dk, dv (and dg).
+    blocks: the design's small test blocks unless given."""
     skip_unless_implemented(variant, causal, window, softcap, g is not None)
     leaves = [t.detach().clone().requires_grad_(True) for t in (q, k, v) + (() if g is None else (g,))]
-    o = attention(*leaves[:3], causal=causal, variant=variant, blocks=small_blocks(variant), window_size=window,
+    o = attention(*leaves[:3], causal=causal, variant=variant, blocks=blocks or small_blocks(variant), window_size=window,
                   softcap=softcap, g=None if g is None else leaves[3], **packed)
     o.backward(do)
     ref = reference_grads(q, k, v, do, causal, window_size=window, softcap=softcap, g=g, **packed)
@@ -81,6 +82,27 @@ def test_modifiers_match_reference(variant, case, device):
 def test_modifiers_fp16(variant, device):
     q, k, v, do, g = make_case((1, 47, 47, 2, 1, 32), torch.float16, device, True, seed=1)
     check_against_reference(variant, q, k, v, do, g, True, (10, 0), 3.0)
+
+
+# Modes of the atomic designs that run other code: the deterministic dQ pass (two_pass's, which writes the gate's
+# per-query sums) and atomic_tma's pointer loads instead of tensor descriptors.
+OTHER_MODES = [("atomic", dict(deterministic=True)), ("atomic_tma", dict(deterministic=True)),
+               ("atomic_tma", dict(tma_load=False))]
+
+
+@pytest.mark.parametrize("variant, overrides", [design(v, o, id=f"{v}-{'-'.join(o)}") for v, o in OTHER_MODES])
+@pytest.mark.parametrize("packed", [False, True], ids=["dense", "packed"])
+def test_modifiers_other_modes(variant, overrides, packed, device):
+    """Window + softcap + gate through each mode, dense and packed (documents of 13, 0, 27, 5 tokens)."""
+    lens = (13, 0, 27, 5)
+    q, k, v, do, g = make_case((1, sum(lens), sum(lens), 2, 1, 16), torch.float32, device, True, seed=2)
+    extra = {}
+    if packed:
+        cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device=device)
+        q, k, v, do, g = (t[0] for t in (q, k, v, do, g))
+        extra = dict(cu_seqlens_q=cu, cu_seqlens_k=cu)
+    check_against_reference(variant, q, k, v, do, g, True, (12, 0), 2.0,
+                            blocks=dict(small_blocks(variant), **overrides), **extra)
 
 
 @pytest.mark.parametrize("variant", [design(v) for v in MODIFIED if get(v).supports_varlen])
