@@ -16,13 +16,19 @@ Packed varlen batches (IS_VARLEN, kernels/varlen.py): B = 1, the blocks axis run
 block) pairs of Packing.block_indices, pointers move to the document (backward_steps.document_pointers) and
 every bound, causal shift and descriptor shape is the document's, so the accumulator is [1, H, total_q,
 BLOCK_D] and the finishing kernel sees one sequence of total_q rows. Every mode runs packed.
+
+Score modifiers (issue 24) through the shared helpers (kernels.common: score_mask, modify_scores, softcap_grad,
+band_blocks, gate_values): a sliding window (WINDOW_LEFT / WINDOW_RIGHT >= 0: only the query blocks inside the band
+are walked, their two edges masked), softcap (SOFTCAP > 0) and the forget gate (GATED: G [B, H, Nq] fp32 like LSE;
+DG gets the per-key sums of dS; the per-query half of dL/dG is exactly zero, kernels/atomic.py, so no dG atomics).
 """
 import torch
 import triton
 import triton.language as tl
 
 from kernels.backward_steps import document_pointers
-from kernels.common import LOG2E, document_block, even_blocks, head_block, load_tile, score_mask
+from kernels.common import (LOG2E, band_blocks, document_block, even_blocks, gate_values, head_block, load_tile,
+                            modifier_args, modify_scores, score_mask, softcap_grad)
 from kernels.dq_finish import dq_finish
 from kernels.forward import dot_precision, strides
 from kernels.two_pass import launch_dq
@@ -37,9 +43,13 @@ def _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE, DEL
                   o_n, start_m, seq_q, seq_k, qk_scale,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
                   MASK_CAUSAL: tl.constexpr, TMA_LOAD: tl.constexpr, DQ_MODE: tl.constexpr,
-                  EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
+                  EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
+                  G, b_gk, b_dgk, WINDOW_LEFT: tl.constexpr, WINDOW_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr,
+                  GATED: tl.constexpr):
     """One query block [start_m, start_m + BLOCK_M) against the resident key block o_n: adds to dK
-    (unscaled dS^T Q), dV (P^T dO), and adds the unscaled dS K into the fp32 dQ accumulator."""
+    (unscaled dS^T Q), dV (P^T dO), and adds the unscaled dS K into the fp32 dQ accumulator.
+    Modifiers (module doc): the window mask where WINDOW_LEFT / WINDOW_RIGHT >= 0, SOFTCAP, GATED (G the head's gate
+    cumsum, b_gk [BN] the resident keys' values; b_dgk [BN] accumulates sum_i dS_ij). -> (dK, dV, dG sums)."""
     o_m = start_m + tl.arange(0, BLOCK_M)
     o_d = tl.arange(0, BLOCK_D)
     m_m = o_m < seq_q
@@ -59,13 +69,21 @@ def _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE, DEL
         b_delta = tl.load(DELTA + o_m, mask=m_m, other=0.)
 
     b_sT = tl.dot(b_k, tl.trans(b_q), input_precision=DOT_PRECISION) * qk_scale  # [BN, BD] @ [BD, BM] -> [BN, BM]
-    if MASK_CAUSAL or not EVEN_M or not EVEN_N:
-        b_sT = tl.where(score_mask(o_m[None, :], o_n[:, None], seq_q, seq_k, MASK_CAUSAL, not EVEN_M, not EVEN_N),
+    b_tanhT = b_sT
+    if SOFTCAP > 0 or GATED:
+        b_gq = gate_values(G, o_m, seq_q, GATED)  # [BM]
+        b_sT, b_tanhT = modify_scores(b_sT, b_gq[None, :], b_gk[:, None], SOFTCAP, GATED)  # [BN, BM] x 2
+    if MASK_CAUSAL or WINDOW_LEFT >= 0 or WINDOW_RIGHT >= 0 or not EVEN_M or not EVEN_N:
+        b_sT = tl.where(score_mask(o_m[None, :], o_n[:, None], seq_q, seq_k, MASK_CAUSAL, not EVEN_M, not EVEN_N,
+                                   WINDOW_LEFT, WINDOW_RIGHT),
                         b_sT, float("-inf"))
     b_pT = tl.math.exp2(b_sT - b_lse[None, :])  # [BN, BM]
     b_dv += tl.dot(b_pT.to(b_do.dtype), b_do, input_precision=DOT_PRECISION)  # [BN, BM] @ [BM, BD] -> [BN, BD]
     b_dpT = tl.dot(b_v, tl.trans(b_do), input_precision=DOT_PRECISION)  # [BN, BD] @ [BD, BM] -> [BN, BM]
-    b_dsT = (b_pT * (b_dpT - b_delta[None, :])).to(b_q.dtype)  # [BN, BM]
+    b_dsT = b_pT * (b_dpT - b_delta[None, :])  # [BN, BM]
+    if GATED:
+        b_dgk += tl.sum(b_dsT, 1)  # [BN]
+    b_dsT = softcap_grad(b_dsT, b_tanhT, SOFTCAP).to(b_q.dtype)  # [BN, BM]
     b_dk += tl.dot(b_dsT, b_q, input_precision=DOT_PRECISION)  # [BN, BM] @ [BM, BD] -> [BN, BD]
     if DQ_MODE != 0:
         b_dq = tl.dot(tl.trans(b_dsT), b_k, input_precision=DOT_PRECISION)  # [BM, BN] @ [BN, BD] -> [BM, BD]
@@ -73,7 +91,40 @@ def _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE, DEL
             d_dq.atomic_add([start_m, 0], b_dq)  # one TMA reduce; rows past Nq are clipped
         else:
             tl.atomic_add(DQ_ACC + o_m[:, None] * BLOCK_D + o_d[None, :], b_dq, mask=m_m[:, None], sem="relaxed")
-    return b_dk, b_dv
+    return b_dk, b_dv, b_dgk
+
+
+@triton.jit
+def _band_query_blocks(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE, DELTA,
+                       stride_qn, stride_qd, stride_don, stride_dod, o_n, seq_q, seq_k, qk_scale,
+                       m_lo, m_full_lo, m_full_hi, m_hi,
+                       HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, TMA_LOAD: tl.constexpr,
+                       DQ_MODE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, EVEN_M: tl.constexpr,
+                       EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
+                       G, b_gk, b_dgk, WINDOW_LEFT: tl.constexpr, WINDOW_RIGHT: tl.constexpr,
+                       SOFTCAP: tl.constexpr, GATED: tl.constexpr):
+    """A windowed walk of one head's query blocks (kernels.common.band_blocks): [m_lo, m_full_lo) and
+    [m_full_hi, m_hi) are the band's edges (window mask), [m_full_lo, m_full_hi) every resident key sees whole; the
+    query blocks outside [m_lo, m_hi) are fully masked and never visited. -> (dK, dV, dG sums) accumulators."""
+    for start_m in range(m_lo, m_full_lo, BLOCK_M):  # the band's early edge: masked
+        b_dk, b_dv, b_dgk = _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE, DELTA,
+                                          stride_qn, stride_qd, stride_don, stride_dod, o_n, start_m, seq_q, seq_k,
+                                          qk_scale, HEAD_DIM, BLOCK_M, BLOCK_D, False, TMA_LOAD, DQ_MODE,
+                                          EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
+                                          G, b_gk, b_dgk, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
+    for start_m in tl.range(m_full_lo, m_full_hi, BLOCK_M, warp_specialize=WARP_SPECIALIZE):  # inside: no band mask
+        b_dk, b_dv, b_dgk = _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE, DELTA,
+                                          stride_qn, stride_qd, stride_don, stride_dod, o_n, start_m, seq_q, seq_k,
+                                          qk_scale, HEAD_DIM, BLOCK_M, BLOCK_D, False, TMA_LOAD, DQ_MODE,
+                                          EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
+                                          G, b_gk, b_dgk, -1, -1, SOFTCAP, GATED)
+    for start_m in range(m_full_hi, m_hi, BLOCK_M):  # the band's late edge: masked
+        b_dk, b_dv, b_dgk = _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE, DELTA,
+                                          stride_qn, stride_qd, stride_don, stride_dod, o_n, start_m, seq_q, seq_k,
+                                          qk_scale, HEAD_DIM, BLOCK_M, BLOCK_D, False, TMA_LOAD, DQ_MODE,
+                                          EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
+                                          G, b_gk, b_dgk, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
+    return b_dk, b_dv, b_dgk
 
 
 @triton.jit
@@ -82,15 +133,19 @@ def _atomic_tma_kernel(Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA,
                        stride_vb, stride_vn, stride_vh, stride_vd, stride_dob, stride_don, stride_doh, stride_dod,
                        stride_dkb, stride_dkn, stride_dkh, stride_dkd, stride_dvb, stride_dvn, stride_dvh, stride_dvd,
                        seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale, CU_SEQLENS_Q, CU_SEQLENS_K, BLOCK_INDICES,
+                       G, DG,
                        HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                        CAUSAL: tl.constexpr, LONGEST_FIRST: tl.constexpr, TMA_LOAD: tl.constexpr,
                        DQ_MODE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, IS_VARLEN: tl.constexpr,
-                       EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
+                       EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
+                       WINDOW_LEFT: tl.constexpr, WINDOW_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr,
+                       GATED: tl.constexpr):
     """Grid (cdiv(Nk, BLOCK_N), B * Hkv), or (B * Hkv, cdiv(Nk, BLOCK_N)) with LONGEST_FIRST.
     dK, dV of key block i_n of kv-head i_hk, summed over the group of query heads sharing it (GQA);
     DQ_ACC [B, H, Nq, BLOCK_D] fp32 receives the unscaled dS K of every (query, key) block pair.
     IS_VARLEN: B = 1 and the blocks axis runs over the (document, key block) pairs of BLOCK_INDICES;
-    DQ_ACC is [1, H, total_q, BLOCK_D]."""
+    DQ_ACC is [1, H, total_q, BLOCK_D]. Score modifiers (module doc): G the gate's cumsum, DG its per-key sums of
+    dS, both like LSE (None unless GATED)."""
     qk_scale, sm_scale = tl.cast(qk_scale, tl.float32), tl.cast(sm_scale, tl.float32)  # fp32 loop carries whatever the caller passed
     if LONGEST_FIRST:
         i_n = tl.program_id(1)
@@ -112,6 +167,9 @@ def _atomic_tma_kernel(Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA,
         # document) and descriptor shapes stop at its end. A document without queries walks no head (and
         # builds no 0-row descriptor); its dK, dV are stored as zeros.
         heads_walked = tl.where(seq_q > 0, group, 0)
+        if GATED:  # like LSE (a gated batch has bos_k == bos_q)
+            G += bos_q
+            DG += bos_q
     start_n = i_n * BLOCK_N
     o_n = start_n + tl.arange(0, BLOCK_N)
     o_d = tl.arange(0, BLOCK_D)
@@ -130,7 +188,10 @@ def _atomic_tma_kernel(Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA,
     b_dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
 
     # Query blocks that see this key block: [m_lo, m_mid) cross the causal diagonal, [m_mid, Nq) see all of it.
-    if CAUSAL:
+    if WINDOW_LEFT >= 0 or WINDOW_RIGHT >= 0:  # only the band's [m_lo, m_hi) (edges masked; a causal window: right = 0)
+        m_lo, m_full_lo, m_full_hi, m_hi = band_blocks(start_n, seq_q, seq_q - seq_k, BLOCK_N, BLOCK_M,
+                                                       WINDOW_RIGHT, WINDOW_LEFT)
+    elif CAUSAL:
         shift = seq_k - seq_q  # query i sees key j iff j <= i + shift
         m_lo = tl.maximum(start_n - shift, 0) // BLOCK_M * BLOCK_M
         m_full = tl.maximum(start_n + BLOCK_N - 1 - shift, m_lo)
@@ -148,6 +209,11 @@ def _atomic_tma_kernel(Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA,
         q_base = Q + i_b * stride_qb + i_h * stride_qh
         do_base = DO + i_b * stride_dob + i_h * stride_doh
         dq_base = DQ_ACC + i_bh.to(tl.int64) * stride_lse * BLOCK_D
+        G_h = G
+        if GATED:
+            G_h = G + i_bh * stride_lse
+        b_gk = gate_values(G_h, o_n, seq_k, GATED)  # [BN]
+        b_dgk = tl.zeros([BLOCK_N], dtype=tl.float32)
         if TMA_LOAD:
             d_q = tl.make_tensor_descriptor(q_base, shape=[seq_q, HEAD_DIM], strides=[stride_qn, 1],
                                             block_shape=[BLOCK_M, BLOCK_D])
@@ -161,20 +227,34 @@ def _atomic_tma_kernel(Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA,
                                              block_shape=[BLOCK_M, BLOCK_D])
         else:
             d_dq = dq_base
-        for start_m in range(m_lo, m_mid, BLOCK_M):
-            b_dk, b_dv = _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, q_base, do_base, dq_base,
-                                       LSE + i_bh * stride_lse, DELTA + i_bh * stride_lse,
-                                       stride_qn, stride_qd, stride_don, stride_dod,
-                                       o_n, start_m, seq_q, seq_k, qk_scale,
-                                       HEAD_DIM, BLOCK_M, BLOCK_D, True, TMA_LOAD, DQ_MODE,
-                                       EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION)
-        for start_m in tl.range(m_mid, seq_q, BLOCK_M, warp_specialize=WARP_SPECIALIZE):
-            b_dk, b_dv = _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, q_base, do_base, dq_base,
-                                       LSE + i_bh * stride_lse, DELTA + i_bh * stride_lse,
-                                       stride_qn, stride_qd, stride_don, stride_dod,
-                                       o_n, start_m, seq_q, seq_k, qk_scale,
-                                       HEAD_DIM, BLOCK_M, BLOCK_D, False, TMA_LOAD, DQ_MODE,
-                                       EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION)
+        if WINDOW_LEFT >= 0 or WINDOW_RIGHT >= 0:
+            b_dk, b_dv, b_dgk = _band_query_blocks(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, q_base, do_base, dq_base,
+                                                   LSE + i_bh * stride_lse, DELTA + i_bh * stride_lse,
+                                                   stride_qn, stride_qd, stride_don, stride_dod, o_n, seq_q, seq_k,
+                                                   qk_scale,
+                                                   m_lo, m_full_lo, m_full_hi, m_hi,
+                                                   HEAD_DIM, BLOCK_M, BLOCK_D, TMA_LOAD, DQ_MODE, WARP_SPECIALIZE,
+                                                   EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
+                                                   G_h, b_gk, b_dgk, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
+        else:
+            for start_m in range(m_lo, m_mid, BLOCK_M):
+                b_dk, b_dv, b_dgk = _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, q_base, do_base, dq_base,
+                                                  LSE + i_bh * stride_lse, DELTA + i_bh * stride_lse,
+                                                  stride_qn, stride_qd, stride_don, stride_dod,
+                                                  o_n, start_m, seq_q, seq_k, qk_scale,
+                                                  HEAD_DIM, BLOCK_M, BLOCK_D, True, TMA_LOAD, DQ_MODE,
+                                                  EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
+                                                  G_h, b_gk, b_dgk, -1, -1, SOFTCAP, GATED)
+            for start_m in tl.range(m_mid, seq_q, BLOCK_M, warp_specialize=WARP_SPECIALIZE):
+                b_dk, b_dv, b_dgk = _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, q_base, do_base, dq_base,
+                                                  LSE + i_bh * stride_lse, DELTA + i_bh * stride_lse,
+                                                  stride_qn, stride_qd, stride_don, stride_dod,
+                                                  o_n, start_m, seq_q, seq_k, qk_scale,
+                                                  HEAD_DIM, BLOCK_M, BLOCK_D, False, TMA_LOAD, DQ_MODE,
+                                                  EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
+                                                  G_h, b_gk, b_dgk, -1, -1, SOFTCAP, GATED)
+        if GATED:
+            tl.store(DG + i_bh * stride_lse + o_n, b_dgk, mask=o_n < seq_k)
     tl.store(DK + i_b * stride_dkb + i_hk * stride_dkh + o_n[:, None] * stride_dkn + o_d[None, :] * stride_dkd,
              (b_dk * sm_scale).to(DK.dtype.element_ty), mask=m_nd)
     tl.store(DV + i_b * stride_dvb + i_hk * stride_dvh + o_n[:, None] * stride_dvn + o_d[None, :] * stride_dvd,
@@ -218,10 +298,12 @@ def _set_allocator(device) -> None:
 def atomic_tma_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
                         num_warps: int, num_stages: int, tma_load: bool = True, tma_reduce: bool = True,
                         deterministic: bool = False, longest_first: bool = False, warp_specialize: bool = False,
-                        varlen=None):
+                        varlen=None, mods=None, gate=None):
     """-> dq like q, dk/dv like k/v. tma_load / tma_reduce are requests: a path that cannot run here
     (`tma_paths`) falls back to pointer loads / per-element atomics.
-    varlen: a kernels.varlen.Packing (q [1, total_q, H, D], k/v [1, total_k, Hkv, D])."""
+    varlen: a kernels.varlen.Packing (q [1, total_q, H, D], k/v [1, total_k, Hkv, D]).
+    mods: window / softcap (variants.problem.Modifiers) or None; gate: a kernels.gate.GateSums or None (module doc:
+    its as_query is zero unless deterministic)."""
     batch, seq_q, heads, head_dim = q.shape
     seq_k, kv_heads = k.shape[1], k.shape[2]
     block_d = head_block(head_dim)
@@ -245,13 +327,24 @@ def atomic_tma_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, 
             q, k, v, do, dk, dv, dq_acc, lse, delta,
             *strides(q), *strides(k), *strides(v), *strides(do), *strides(dk), *strides(dv),
             seq_q, seq_k, heads, kv_heads, scale * LOG2E, scale, **doc_args,
+            **gate_args(gate), **modifier_args(mods, gate is not None, causal),
             HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=block_d,
             CAUSAL=causal, LONGEST_FIRST=longest_first, TMA_LOAD=use_load, DQ_MODE=dq_mode,
             WARP_SPECIALIZE=warp_specialize, EVEN_M=even_m, EVEN_N=even_n, EVEN_D=even_d,
             DOT_PRECISION=dot_precision(q.dtype), num_warps=num_warps, num_stages=num_stages)
     if deterministic:  # dQ by the atomic-free pass (query block resident, walks keys)
         launch_dq(q, k, v, do, dq, lse, delta, causal=causal, scale=scale, BLOCK_M=BLOCK_N, BLOCK_N=BLOCK_M,
-                  num_warps=num_warps, num_stages=num_stages, longest_first=longest_first, varlen=varlen)
+                  num_warps=num_warps, num_stages=num_stages, longest_first=longest_first, varlen=varlen, mods=mods,
+                  gate=gate)
         return dq, dk, dv
     dq_finish(dq_acc, dq, scale)
+    if gate is not None:
+        gate.as_query.zero_()  # sum_j dS_ij = 0 for every query row (kernels/atomic.py)
     return dq, dk, dv
+
+
+def gate_args(gate) -> dict:
+    """G and DG of the kernel: the gate's cumsum and its per-key sums (kernels.gate.GateSums.as_key), or None."""
+    if gate is None:
+        return dict(G=None, DG=None)
+    return dict(G=gate.cumsum, DG=gate.as_key)

@@ -1,14 +1,17 @@
 """fused (Triton-tutorial style): program i computes dK/dV of key block i and dQ of query block i,
 walking the causal diagonal in slices of BLOCK / BLK_SLICE_FACTOR, with the resident K (and Q)
 pre-scaled by scale * log2(e). Unlike the tutorial it handles non-causal attention, Nq != Nk and
-lengths that are not multiples of the block."""
+lengths that are not multiples of the block.
+Score modifiers (issue 24) come from the shared steps (kernels/backward_steps.py): a sliding window (both halves
+walk only the blocks inside the band), softcap and the forget gate (the dK/dV half writes the per-key sums of dS,
+the dQ half the per-query ones)."""
 import torch
 import triton
 import triton.language as tl
 
 from kernels.backward_args import backward_args
 from kernels.backward_steps import dkdv_program, document_pointers, dq_program
-from kernels.common import document_block, even_blocks, head_block
+from kernels.common import document_block, even_blocks, head_block, modifier_args
 from kernels.forward import dot_precision
 from kernels.varlen import UNIFORM_ARGS
 
@@ -20,13 +23,16 @@ def _fused_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
                   stride_dqb, stride_dqn, stride_dqh, stride_dqd, stride_dkb, stride_dkn, stride_dkh, stride_dkd,
                   stride_dvb, stride_dvn, stride_dvh, stride_dvd,
                   seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale, CU_SEQLENS_Q, CU_SEQLENS_K, BLOCK_INDICES,
-                  HEAD_DIM: tl.constexpr, BLOCK_M1: tl.constexpr, BLOCK_N1: tl.constexpr,
+                  G, DG_KEY, DG_QUERY, HEAD_DIM: tl.constexpr, BLOCK_M1: tl.constexpr, BLOCK_N1: tl.constexpr,
                   BLOCK_M2: tl.constexpr, BLOCK_N2: tl.constexpr, BLOCK_D: tl.constexpr,
                   BLK_SLICE_FACTOR: tl.constexpr, CAUSAL: tl.constexpr, PRESCALED: tl.constexpr, IS_VARLEN: tl.constexpr,
                   EVEN_M1: tl.constexpr, EVEN_N1: tl.constexpr, EVEN_M2: tl.constexpr, EVEN_N2: tl.constexpr,
-                  EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr):
+                  EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr, WINDOW_LEFT: tl.constexpr,
+                  WINDOW_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, GATED: tl.constexpr):
     """Grid (max(cdiv(Nk, BLOCK_N1), cdiv(Nq, BLOCK_M2)), B * Hkv). IS_VARLEN: B = 1 and the first axis runs
-    over the (document, block) pairs of BLOCK_INDICES (per document, the max of its two block counts)."""
+    over the (document, block) pairs of BLOCK_INDICES (per document, the max of its two block counts).
+    Score modifiers (module doc): G the gate's cumsum, DG_KEY / DG_QUERY its per-key / per-query sums of dS, all
+    [B, H, Nq] fp32 like LSE (None unless GATED)."""
     i_p = tl.program_id(0)
     i_bhk = tl.program_id(1)
     i_b = i_bhk // kv_heads
@@ -38,6 +44,10 @@ def _fused_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
         Q, K, V, DO, DQ, DK, DV, LSE, DELTA = document_pointers(
             Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
             stride_qn, stride_kn, stride_vn, stride_don, stride_dqn, stride_dkn, stride_dvn, bos_q, bos_k)
+        if GATED:  # like LSE (a gated batch has bos_k == bos_q)
+            G += bos_q
+            DG_KEY += bos_q
+            DG_QUERY += bos_q
     if i_p * BLOCK_N1 < seq_k:
         dkdv_program(Q, K, V, DO, DK, DV, LSE, DELTA, DQ,
                      stride_qb, stride_qn, stride_qh, stride_qd, stride_kb, stride_kn, stride_kh, stride_kd,
@@ -46,7 +56,8 @@ def _fused_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
                      stride_dqb, stride_dqn, stride_dqh, stride_dqd,
                      seq_q, seq_k, stride_lse, heads, group, qk_scale, sm_scale, i_p, i_b, i_hk,
                      HEAD_DIM, BLOCK_M1, BLOCK_N1, BLOCK_D, BLK_SLICE_FACTOR, CAUSAL, PRESCALED, False,
-                     EVEN_M1, EVEN_N1, EVEN_D, DOT_PRECISION)
+                     EVEN_M1, EVEN_N1, EVEN_D, DOT_PRECISION, G=G, DG=DG_KEY, WINDOW_LEFT=WINDOW_LEFT,
+                     WINDOW_RIGHT=WINDOW_RIGHT, SOFTCAP=SOFTCAP, GATED=GATED)
     if i_p * BLOCK_M2 < seq_q:
         for i_g in range(group):
             dq_program(Q, K, V, DO, DQ, LSE, DELTA,
@@ -55,13 +66,16 @@ def _fused_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
                        stride_dqb, stride_dqn, stride_dqh, stride_dqd,
                        seq_q, seq_k, stride_lse, heads, group, qk_scale, sm_scale, i_p, i_b, i_hk * group + i_g,
                        HEAD_DIM, BLOCK_M2, BLOCK_N2, BLOCK_D, BLK_SLICE_FACTOR, CAUSAL, PRESCALED,
-                       EVEN_M2, EVEN_N2, EVEN_D, DOT_PRECISION)
+                       EVEN_M2, EVEN_N2, EVEN_D, DOT_PRECISION, G=G, DG=DG_QUERY, WINDOW_LEFT=WINDOW_LEFT,
+                       WINDOW_RIGHT=WINDOW_RIGHT, SOFTCAP=SOFTCAP, GATED=GATED)
 
 
 def fused_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M1: int, BLOCK_N1: int,
                    BLOCK_M2: int, BLOCK_N2: int, BLK_SLICE_FACTOR: int, prescale: bool,
-                   num_warps: int, num_stages: int, varlen=None):
-    """-> dq like q, dk/dv like k/v. varlen: a kernels.varlen.Packing (q [1, total_q, H, D], k/v [1, total_k, Hkv, D])."""
+                   num_warps: int, num_stages: int, varlen=None, mods=None, gate=None):
+    """-> dq like q, dk/dv like k/v. varlen: a kernels.varlen.Packing (q [1, total_q, H, D], k/v [1, total_k, Hkv, D]).
+    mods: window / softcap (variants.problem.Modifiers) or None; gate: a kernels.gate.GateSums (writes both its
+    as_key and as_query) or None."""
     batch, seq_q, _, head_dim = q.shape
     seq_k, kv_heads = k.shape[1], k.shape[2]
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
@@ -78,9 +92,18 @@ def fused_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK
         return dq, dk, dv
     grid = (blocks, batch * kv_heads)
     _fused_kernel[grid](*backward_args(q, k, v, do, dq, dk, dv, lse, delta, scale), **doc_args,
+                        **gate_pointers(gate), **modifier_args(mods, gate is not None, causal),
                         HEAD_DIM=head_dim, BLOCK_M1=BLOCK_M1, BLOCK_N1=BLOCK_N1, BLOCK_M2=BLOCK_M2,
                         BLOCK_N2=BLOCK_N2, BLOCK_D=block_d, BLK_SLICE_FACTOR=BLK_SLICE_FACTOR,
                         CAUSAL=causal, PRESCALED=prescale, EVEN_M1=even_m1, EVEN_N1=even_n1, EVEN_M2=even_m2,
                         EVEN_N2=even_n2, EVEN_D=even_d, DOT_PRECISION=dot_precision(q.dtype),
                         num_warps=num_warps, num_stages=num_stages)
     return dq, dk, dv
+
+
+def gate_pointers(gate) -> dict:
+    """G, DG_KEY, DG_QUERY of the fused kernel: the gate's cumsum and the two sums it writes (kernels.gate.GateSums),
+    or None each without a gate."""
+    if gate is None:
+        return dict(G=None, DG_KEY=None, DG_QUERY=None)
+    return dict(G=gate.cumsum, DG_KEY=gate.as_key, DG_QUERY=gate.as_query)

@@ -34,11 +34,12 @@ def skip_unless_implemented(variant, causal, window, softcap, gated):
         pytest.skip(f"{variant} does not implement {missing}")
 
 
-def check_against_reference(variant, q, k, v, do, g, causal, window, softcap, **packed):
-    """attention() forward + backward vs reference_grads with the same modifiers: o, dq, dk, dv (and dg)."""
+def check_against_reference(variant, q, k, v, do, g, causal, window, softcap, blocks=None, **packed):
+    """attention() forward + backward vs reference_grads with the same modifiers: o, dq, dk, dv (and dg).
+    blocks: the design's small test blocks unless given."""
     skip_unless_implemented(variant, causal, window, softcap, g is not None)
     leaves = [t.detach().clone().requires_grad_(True) for t in (q, k, v) + (() if g is None else (g,))]
-    o = attention(*leaves[:3], causal=causal, variant=variant, blocks=small_blocks(variant), window_size=window,
+    o = attention(*leaves[:3], causal=causal, variant=variant, blocks=blocks or small_blocks(variant), window_size=window,
                   softcap=softcap, g=None if g is None else leaves[3], **packed)
     o.backward(do)
     ref = reference_grads(q, k, v, do, causal, window_size=window, softcap=softcap, g=g, **packed)
@@ -81,6 +82,27 @@ def test_modifiers_match_reference(variant, case, device):
 def test_modifiers_fp16(variant, device):
     q, k, v, do, g = make_case((1, 47, 47, 2, 1, 32), torch.float16, device, True, seed=1)
     check_against_reference(variant, q, k, v, do, g, True, (10, 0), 3.0)
+
+
+# Modes of the atomic designs that run other code: the deterministic dQ pass (two_pass's, which writes the gate's
+# per-query sums) and atomic_tma's pointer loads instead of tensor descriptors.
+OTHER_MODES = [("atomic", dict(deterministic=True)), ("atomic_tma", dict(deterministic=True)),
+               ("atomic_tma", dict(tma_load=False))]
+
+
+@pytest.mark.parametrize("variant, overrides", [design(v, o, id=f"{v}-{'-'.join(o)}") for v, o in OTHER_MODES])
+@pytest.mark.parametrize("packed", [False, True], ids=["dense", "packed"])
+def test_modifiers_other_modes(variant, overrides, packed, device):
+    """Window + softcap + gate through each mode, dense and packed (documents of 13, 0, 27, 5 tokens)."""
+    lens = (13, 0, 27, 5)
+    q, k, v, do, g = make_case((1, sum(lens), sum(lens), 2, 1, 16), torch.float32, device, True, seed=2)
+    extra = {}
+    if packed:
+        cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device=device)
+        q, k, v, do, g = (t[0] for t in (q, k, v, do, g))
+        extra = dict(cu_seqlens_q=cu, cu_seqlens_k=cu)
+    check_against_reference(variant, q, k, v, do, g, True, (12, 0), 2.0,
+                            blocks=dict(small_blocks(variant), **overrides), **extra)
 
 
 @pytest.mark.parametrize("variant", [design(v) for v in MODIFIED if get(v).supports_varlen])
@@ -194,17 +216,28 @@ def blocks_with_visible_pairs(rows: int, cols: int, block_r: int, block_c: int, 
     return int(per_block.sum())
 
 
+# Blocks of 16 everywhere and no diagonal slices, so that one step call is one (block, block) pair, and the step
+# functions counted: "dq" walks key blocks for a resident query block, "dkdv" query blocks for a resident key block.
+SHARED_STEPS = {"dq": ("kernels.backward_steps", "dq_step"), "dkdv": ("kernels.backward_steps", "dkdv_step")}
+COUNTED = {
+    "two_pass": (dict(BLOCK_M1=16, BLOCK_N1=16, BLOCK_M2=16, BLOCK_N2=16, num_stages1=1, num_stages2=1), SHARED_STEPS),
+    "fused": (dict(BLOCK_M1=16, BLOCK_N1=16, BLOCK_M2=16, BLOCK_N2=16, BLK_SLICE_FACTOR=1, num_stages=1), SHARED_STEPS),
+    "atomic_tma": (dict(BLOCK_M=16, BLOCK_N=16, num_stages=1), {"dkdv": ("kernels.atomic_tma", "_dkdv_dq_step")}),
+}
+
+
+@pytest.mark.parametrize("variant", list(COUNTED))
 @pytest.mark.parametrize("causal, window, nq, nk", [(True, (8, 0), 64, 64), (False, (5, 20), 48, 80),
                                                     (True, (16, 0), 80, 48)], ids=["causal", "two-sided", "nq>nk"])
-def test_windowed_loops_walk_only_the_band(monkeypatch, causal, window, nq, nk, device):
-    """two_pass with a window: the dQ loop runs one step per (query block, key block) pair with a visible pair, and the
-    dK/dV loop one per (key block, query block) pair: fully-masked blocks are skipped, not masked (counted calls of
-    the shared steps, kernels/backward_steps.py, in the interpreter)."""
+def test_windowed_loops_walk_only_the_band(monkeypatch, variant, causal, window, nq, nk, device):
+    """A design with a window: the dQ loop runs one step per (query block, key block) pair with a visible pair, and
+    the dK/dV loop one per (key block, query block) pair: fully-masked blocks are skipped, not masked (counted calls
+    of the design's step functions, COUNTED, in the interpreter)."""
     if device != "cpu":
         pytest.skip("counts the interpreter's calls of the step functions")
-    import kernels.backward_steps as steps
-    calls = {"dq": 0, "dkdv": 0}
-    real_dq, real_dkdv = steps.dq_step, steps.dkdv_step
+    import importlib
+    blocks, steps = COUNTED[variant]
+    calls = dict.fromkeys(steps, 0)
 
     def counted(name, real):
         def step(*args, **kwargs):
@@ -212,13 +245,13 @@ def test_windowed_loops_walk_only_the_band(monkeypatch, causal, window, nq, nk, 
             return real(*args, **kwargs)
         return step
 
-    monkeypatch.setattr(steps, "dq_step", counted("dq", real_dq))
-    monkeypatch.setattr(steps, "dkdv_step", counted("dkdv", real_dkdv))
+    for name, (module, function) in steps.items():
+        module = importlib.import_module(module)
+        monkeypatch.setattr(module, function, counted(name, getattr(module, function)))
     block = 16
-    blocks = dict(BLOCK_M1=block, BLOCK_N1=block, BLOCK_M2=block, BLOCK_N2=block, num_stages1=1, num_stages2=1)
     q, k, v, do, _ = make_case((1, nq, nk, 1, 1, 16), torch.float32, device, False, seed=7)
     leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
-    attention(*leaves, causal=causal, variant="two_pass", blocks=blocks, window_size=window).backward(do)
+    attention(*leaves, causal=causal, variant=variant, blocks=blocks, window_size=window).backward(do)
     left, right = window
     right = 0 if causal else right
 
@@ -228,6 +261,6 @@ def test_windowed_loops_walk_only_the_band(monkeypatch, causal, window, nq, nk, 
 
     want_dq = blocks_with_visible_pairs(nq, nk, block, block, visible)
     want_dkdv = blocks_with_visible_pairs(nk, nq, block, block, lambda kj, qi: visible(qi, kj))
-    assert (calls["dq"], calls["dkdv"]) == (want_dq, want_dkdv)
+    assert calls == {name: want for name, want in (("dq", want_dq), ("dkdv", want_dkdv)) if name in steps}
     full = (nq // block) * (nk // block)
     assert want_dq < full and want_dkdv < full, "the case must make skipping visible"

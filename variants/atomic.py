@@ -9,7 +9,7 @@ from variants.registry import register_variant
 class Atomic(TritonVariant):
     supports_varlen = True  # kernels take varlen= (a kernels.varlen.Packing)
     Blocks = AtomicBlocks
-    modifiers = ("window", "softcap")  # the shared steps (kernels/backward_steps.py); no gate (dG needs atomic sums)
+    modifiers = ("window", "softcap", "gate")  # the shared steps (kernels/backward_steps.py); gate: kernels/atomic.py
 
     def executed_flops(self, problem, blocks):
         # S, dP, dV, dK, dQ (10 N^2 d); deterministic mode recomputes S and dP in its dQ pass (14 N^2 d)
@@ -20,6 +20,6 @@ class Atomic(TritonVariant):
             return 0
         return 4 * problem.tokens_q * problem.heads * problem.head_dim  # fp32 dQ accumulator
 
-    def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks, varlen=None, mods=None):
-        return atomic_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, varlen=varlen, mods=mods,
+    def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks, varlen=None, mods=None, gate=None):
+        return atomic_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, varlen=varlen, mods=mods, gate=gate,
                                **blocks.as_dict())

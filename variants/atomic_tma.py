@@ -10,6 +10,7 @@ from variants.registry import register_variant
 class AtomicTma(TritonVariant):
     supports_varlen = True  # kernels take varlen= (a kernels.varlen.Packing); every mode runs packed
     Blocks = AtomicTmaBlocks
+    modifiers = ("window", "softcap", "gate")  # the shared mask / modifier helpers (kernels/atomic_tma.py)
     tma_min_arch = 90  # tensor descriptors (TMA loads, the dQ reduce-add) from sm90 on (kernels/atomic_tma.tma_paths)
 
     def arch_reason(self, capability, blocks=None):
@@ -32,6 +33,8 @@ class AtomicTma(TritonVariant):
         # fp32 dQ accumulator [B, H, Nq, head_block(D)] (packed: [1, H, total_q, head_block(D)])
         return 4 * problem.tokens_q * problem.heads * head_block(problem.head_dim)
 
-    def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks, varlen=None):
-        return atomic_tma_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, varlen=varlen,
+    def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks, varlen=None, mods=None,
+                     gate=None):
+        return atomic_tma_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, varlen=varlen, mods=mods,
+                                   gate=gate,
                                    **blocks.as_dict())

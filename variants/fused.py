@@ -9,8 +9,9 @@ from variants.registry import register_variant
 class Fused(TritonVariant):
     supports_varlen = True  # kernels take varlen= (a kernels.varlen.Packing)
     Blocks = FusedBlocks
+    modifiers = ("window", "softcap", "gate")  # kernels take mods= and gate= (kernels/backward_steps.py)
     backward_matmuls = 7  # dK/dV part: S, dP, dV, dK; dQ part: S, dP, dQ (14 N^2 d)
 
-    def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks, varlen=None):
-        return fused_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, varlen=varlen,
+    def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks, varlen=None, mods=None, gate=None):
+        return fused_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, varlen=varlen, mods=mods, gate=gate,
                               **blocks.as_dict())
