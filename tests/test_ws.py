@@ -184,3 +184,27 @@ def test_the_problem_rule_asks_no_gpu(head_dim, dtype, covered):
     assert (reason is None) == covered, reason
     if not covered and head_dim == 256:
         assert "head dims" in reason and "256" in reason, reason
+
+
+def test_deterministic_needs_the_specialized_dkdv_kernel():
+    with pytest.raises(ValueError, match="deterministic=true"):
+        WsBlocks.from_dict(dict(deterministic=True, early_scores=True))
+
+
+@pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_deterministic_mode_matches_reference_and_repeats_bitwise_on_hopper(causal):
+    """deterministic=true: dQ by the atomic-free dQ pass; correct (tails, GQA, Nq != Nk) and the same bits every run,
+    which the reduce-add path does not promise."""
+    from variants import attention
+    run_and_check("ws", *make_inputs((2, 300, 333, 4, 2, 128), torch.bfloat16, "cuda"), causal,
+                  blocks=dict(deterministic=True))
+    q, k, v, do = make_inputs((2, 1024, 1024, 8, 2, 64), torch.bfloat16, "cuda")
+    runs = []
+    for _ in range(3):
+        leaves = [t.detach().clone().requires_grad_(True) for t in (q, k, v)]
+        attention(*leaves, causal=causal, variant="ws", blocks=dict(deterministic=True)).backward(do)
+        runs.append([t.grad for t in leaves])
+    for other in runs[1:]:
+        for name, a, b in zip(("dq", "dk", "dv"), runs[0], other):
+            assert torch.equal(a, b), name

@@ -189,10 +189,16 @@ class WsBlocks(Blocks):
     # one program per SM walking a schedule of tiles made on the host (longest first under causal masking): the
     # next tile's K, V load while this one's dK, dV are stored, and its first Q, dO blocks are already in the ring
     persistent: bool = tunable(False, BOOLS)
+    # dQ by a second, atomic-free Gluon pass (ws_two_pass's dQ kernel at its default tile) instead of reduce-adds into
+    # an fp32 buffer: the same bits on every run, 14 N^2 d of matmul instead of 10 (a mode, not a speed knob)
+    deterministic: bool = False
 
     def check_rules(self) -> None:
         if self.num_warps not in WARPS:
             raise ValueError(f"num_warps={self.num_warps}: must be 4 or 8 (whole warpgroups)")
+        if self.deterministic and not (self.warp_specialize and not self.early_scores and not self.split_warpgroups):
+            raise ValueError("deterministic=true: needs warp_specialize=true, early_scores=false and "
+                             "split_warpgroups=false (the dK/dV kernel without dQ)")
         if self.BLOCK_M < 64:
             raise ValueError(f"BLOCK_M={self.BLOCK_M}: must be >= 64 (dQ's wgmma needs a 64-row warpgroup tile)")
         if self.BLOCK_N % (16 * self.num_warps):

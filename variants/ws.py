@@ -40,11 +40,25 @@ class Ws(TritonVariant):
         return self.modifier_reason(problem) or self.varlen_reason(problem)
 
     def executed_flops(self, problem, blocks):
+        if getattr(blocks, "deterministic", False):  # dK/dV kernel: S, dP, dV, dK; dQ pass: S, dP, dQ
+            return problem.matmul_flops(7)
         return problem.matmul_flops(5)  # S, dP, dV, dK, dQ: 10 N^2 d
 
     def workspace_bytes(self, problem, blocks):
+        if getattr(blocks, "deterministic", False):
+            return 0  # dq written once by the dQ pass
         return 4 * problem.tokens_q * problem.heads * problem.head_dim  # fp32 dQ accumulator [B * H * Nq, D]
 
     def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks):
+        fields = blocks.as_dict()
+        if fields.pop("deterministic"):  # dQ by ws_two_pass's dQ kernel at its default tile: no atomics
+            from kernels.gluon.ws_dq import ws_two_pass_backward
+            from variants.ws_two_pass import WsTwoPassBlocks
+            dq_tile = WsTwoPassBlocks()
+            for unused in ("warp_specialize", "early_scores", "split_warpgroups"):
+                fields.pop(unused)
+            return ws_two_pass_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, dkdv_blocks=fields,
+                                        dq_blocks=dict(BLOCK_M=dq_tile.BLOCK_M2, BLOCK_N=dq_tile.BLOCK_N2,
+                                                       num_warps=dq_tile.num_warps2, num_stages=dq_tile.num_stages2))
         from kernels.gluon.ws import ws_backward
-        return ws_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, **blocks.as_dict())
+        return ws_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, **fields)

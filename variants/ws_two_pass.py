@@ -56,15 +56,9 @@ class WsTwoPass(Ws):
         return 0  # dq written once in its own dtype
 
     def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks):
-        import torch
-
-        from kernels.gluon.ws import dense_bnhd, ws_dkdv
-        from kernels.gluon.ws_dq import ws_dq
-        q, k, v, do = (t if dense_bnhd(t) else t.contiguous() for t in (q, k, v, do))
-        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-        ws_dkdv(q, k, v, do, lse, delta, dk, dv, None, causal=causal, scale=scale, BLOCK_M=blocks.BLOCK_M,
-                BLOCK_N=blocks.BLOCK_N, num_warps=blocks.num_warps, num_stages=blocks.num_stages,
-                swap_ab=blocks.swap_ab, longest_first=blocks.longest_first, persistent=blocks.persistent)
-        ws_dq(q, k, v, do, lse, delta, dq, causal=causal, scale=scale, BLOCK_M=blocks.BLOCK_M2,
-              BLOCK_N=blocks.BLOCK_N2, num_warps=blocks.num_warps2, num_stages=blocks.num_stages2)
-        return dq, dk, dv
+        from kernels.gluon.ws_dq import ws_two_pass_backward
+        return ws_two_pass_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, dkdv_blocks=dict(
+            BLOCK_M=blocks.BLOCK_M, BLOCK_N=blocks.BLOCK_N, num_warps=blocks.num_warps, num_stages=blocks.num_stages,
+            swap_ab=blocks.swap_ab, longest_first=blocks.longest_first, persistent=blocks.persistent), dq_blocks=dict(
+            BLOCK_M=blocks.BLOCK_M2, BLOCK_N=blocks.BLOCK_N2, num_warps=blocks.num_warps2,
+            num_stages=blocks.num_stages2))

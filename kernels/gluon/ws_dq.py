@@ -163,4 +163,15 @@ def ws_dq(q, k, v, do, lse, delta, dq, *, causal: bool, scale: float, BLOCK_M: i
         num_warps=num_warps, **dq_layouts(BLOCK_M, BLOCK_N, head_dim, num_warps))
 
 
-__all__ = ["ws_dq", "GL_DTYPES"]
+def ws_two_pass_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, dkdv_blocks: dict,
+                         dq_blocks: dict):
+    """(dq, dk, dv) without atomics: ws's main kernel without dQ (`ws_dkdv`, dkdv_blocks: its tile fields), then
+    `ws_dq` (dq_blocks: BLOCK_M, BLOCK_N, num_warps, num_stages). q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D]."""
+    import torch
+
+    from kernels.gluon.ws import dense_bnhd, ws_dkdv
+    q, k, v, do = (t if dense_bnhd(t) else t.contiguous() for t in (q, k, v, do))
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    ws_dkdv(q, k, v, do, lse, delta, dk, dv, None, causal=causal, scale=scale, **dkdv_blocks)
+    ws_dq(q, k, v, do, lse, delta, dq, causal=causal, scale=scale, **dq_blocks)
+    return dq, dk, dv
