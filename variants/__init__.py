@@ -26,6 +26,7 @@ from variants import two_pass  # noqa: F401,E402
 from variants import atomic  # noqa: F401,E402
 from variants import atomic_tma  # noqa: F401,E402
 from variants import ws  # noqa: F401,E402
+from variants import ws_two_pass  # noqa: F401,E402
 from variants import fused  # noqa: F401,E402
 from variants import sdpa  # noqa: F401,E402
 from variants import flex  # noqa: F401,E402
