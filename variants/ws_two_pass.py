@@ -48,6 +48,9 @@ class WsTwoPassBlocks(Blocks):
 @register_variant("ws_two_pass")
 class WsTwoPass(Ws):
     Blocks = WsTwoPassBlocks
+    # the smallest legal tiles, for the test matrix (tests/test_variants.py): short lengths span several blocks
+    test_blocks = dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2, BLOCK_M2=64, BLOCK_N2=64, num_warps2=4,
+                       num_stages2=2)
 
     def executed_flops(self, problem, blocks):
         return problem.matmul_flops(7)  # dK/dV kernel: S, dP, dV, dK; dQ kernel: S, dP, dQ (14 N^2 d)
