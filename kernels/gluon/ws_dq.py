@@ -17,7 +17,7 @@ import triton
 from kernels.common import LOG2E
 from kernels.gluon.compat import (cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma, tma_load, tma_store,
                                   warpgroup_mma, warpgroup_mma_wait)
-from kernels.gluon.ws import GL_DTYPES, _descriptor, _issue_products, _probabilities
+from kernels.gluon.ws import _descriptor, _issue_products, _probabilities
 
 
 @gluon.jit
