@@ -24,14 +24,15 @@ from kernels.forward import attention_forward  # noqa: E402
 
 
 def reference(q, k, v, rows, scale):
-    """fp64 O [rows, D] and natural-log LSE [rows] of the last `rows` queries of one head (causal, Nq == Nk)."""
+    """fp64 O [rows, D], natural-log LSE [rows] and each row's largest probability [rows] of the last `rows` queries
+    of one head (causal, Nq == Nk)."""
     n = q.shape[0]
     qs = q[n - rows:].double()
     s = (qs @ k.double().T) * scale  # [rows, N]
     keys = torch.arange(n, device=q.device)
     s = s.masked_fill(keys[None, :] > torch.arange(n - rows, n, device=q.device)[:, None], float("-inf"))
     lse = torch.logsumexp(s, dim=1)
-    return torch.exp(s - lse[:, None]) @ v.double(), lse
+    return torch.exp(s - lse[:, None]) @ v.double(), lse, torch.exp(s.max(dim=1).values - lse)
 
 
 def sdpa_forward(backend, q, k, v, scale):
@@ -66,7 +67,7 @@ def main() -> None:
                     except RuntimeError as exc:
                         print(name, "skipped:", str(exc).splitlines()[0])
                 for h in range(args.heads):
-                    o_ref, lse_ref = reference(q[0, :, h], k[0, :, h], v[0, :, h], args.rows, scale)
+                    o_ref, lse_ref, _ = reference(q[0, :, h], k[0, :, h], v[0, :, h], args.rows, scale)
                     for name, o in outputs.items():
                         err = o[0, seq - args.rows:, h].double() - o_ref
                         row = dict(design=name, seq=seq, head_dim=head_dim, q_scale=q_scale, head=h,
