@@ -18,10 +18,13 @@ MAX_SMEM = 227 * 1024
 COMPILE_CASES = [(64, False), (128, True)]
 
 
-def compiled_rows(head_dim: int, causal: bool, blocks: str = "") -> list[dict]:
-    """runners.compile_check's rows for ws's Gluon kernel, in a fresh process (the compiler, not the interpreter)."""
+def compiled_rows(head_dim: int, causal: bool, blocks: str = "", variant: str = "ws",
+                  kernels: tuple = ("_ws_backward_kernel",)) -> list[dict]:
+    """runners.compile_check's rows for a Gluon design's kernels (ws's main kernel by default), in a fresh process
+    (the compiler, not the interpreter)."""
     code = ("import json, sys; from runners.compile.resources import check; "
-            f"print(json.dumps(check('ws', {head_dim}, 'bf16', {causal}, 4, 2, {blocks or '{}'}, ['_ws_backward_kernel'])))")
+            f"print(json.dumps(check({variant!r}, {head_dim}, 'bf16', {causal}, 4, 2, {blocks or '{}'}, "
+            f"{list(kernels)})))")
     env = {k: v for k, v in __import__("os").environ.items() if k != "TRITON_INTERPRET"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]

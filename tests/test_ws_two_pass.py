@@ -1,39 +1,23 @@
 """ws_two_pass (Gluon, sm90): ws's main kernel without dQ plus a dQ kernel of its own. Compiled for sm90 on any
 machine (CPU: Triton's bundled ptxas); on an sm90 GPU checked against the fp32 reference and for bitwise-equal
 gradients across runs; refused with a reason everywhere else."""
-import json
-import os
-import subprocess
-import sys
-
 import pytest
 import torch
 
 from tests.test_variants import make_inputs, run_and_check
+from tests.test_ws import MAX_SMEM, ON_HOPPER, compiled_rows
 from variants import attention, get
 from variants.problem import Problem
 from variants.ws_two_pass import WsTwoPassBlocks
 
-ON_HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
-MAX_SMEM = 227 * 1024
 KERNELS = ["_ws_backward_kernel", "_ws_dq_kernel"]
 COMPILE_CASES = [(64, False), (64, True), (128, False), (128, True)]
-
-
-def compiled_rows(head_dim: int, causal: bool, blocks: str = "") -> list[dict]:
-    """runners.compile_check's rows for ws_two_pass's two Gluon kernels, in a fresh process (not the interpreter)."""
-    code = ("import json; from runners.compile.resources import check; "
-            f"print(json.dumps(check('ws_two_pass', {head_dim}, 'bf16', {causal}, 4, 2, {blocks or '{}'}, {KERNELS})))")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
-    assert out.returncode == 0, out.stderr[-2000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize("head_dim, causal", COMPILE_CASES,
                          ids=[f"D{d}-{'causal' if c else 'full'}" for d, c in COMPILE_CASES])
 def test_both_kernels_compile_for_sm90_without_spills(head_dim, causal):
-    rows = compiled_rows(head_dim, causal)
+    rows = compiled_rows(head_dim, causal, variant="ws_two_pass", kernels=KERNELS)
     assert sorted(row["kernel"] for row in rows) == sorted(KERNELS), rows
     for row in rows:
         assert row["status"] == "ok", row["status"]

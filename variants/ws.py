@@ -54,11 +54,9 @@ class Ws(TritonVariant):
         if fields.pop("deterministic"):  # dQ by ws_two_pass's dQ kernel at its default tile: no atomics
             from kernels.gluon.ws_dq import ws_two_pass_backward
             from variants.ws_two_pass import WsTwoPassBlocks
-            dq_tile = WsTwoPassBlocks()
-            for unused in ("warp_specialize", "early_scores", "split_warpgroups"):
+            for unused in ("warp_specialize", "early_scores", "split_warpgroups"):  # check_rules pinned them
                 fields.pop(unused)
             return ws_two_pass_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, dkdv_blocks=fields,
-                                        dq_blocks=dict(BLOCK_M=dq_tile.BLOCK_M2, BLOCK_N=dq_tile.BLOCK_N2,
-                                                       num_warps=dq_tile.num_warps2, num_stages=dq_tile.num_stages2))
+                                        dq_blocks=WsTwoPassBlocks().dq_tile())
         from kernels.gluon.ws import ws_backward
         return ws_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, **fields)

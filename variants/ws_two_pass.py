@@ -44,6 +44,11 @@ class WsTwoPassBlocks(Blocks):
         if self.num_stages < 2 or self.num_stages2 < 2:
             raise ValueError("num_stages, num_stages2: must be >= 2 (TMA rings)")
 
+    def dq_tile(self) -> dict:
+        """The dQ kernel's fields under `ws_dq`'s names."""
+        return dict(BLOCK_M=self.BLOCK_M2, BLOCK_N=self.BLOCK_N2, num_warps=self.num_warps2,
+                    num_stages=self.num_stages2)
+
 
 @register_variant("ws_two_pass")
 class WsTwoPass(Ws):
@@ -60,8 +65,7 @@ class WsTwoPass(Ws):
 
     def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks):
         from kernels.gluon.ws_dq import ws_two_pass_backward
-        return ws_two_pass_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, dkdv_blocks=dict(
-            BLOCK_M=blocks.BLOCK_M, BLOCK_N=blocks.BLOCK_N, num_warps=blocks.num_warps, num_stages=blocks.num_stages,
-            swap_ab=blocks.swap_ab, longest_first=blocks.longest_first, persistent=blocks.persistent), dq_blocks=dict(
-            BLOCK_M=blocks.BLOCK_M2, BLOCK_N=blocks.BLOCK_N2, num_warps=blocks.num_warps2,
-            num_stages=blocks.num_stages2))
+        dq_fields = {f"{name}2" for name in ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages")}
+        dkdv = {name: value for name, value in blocks.as_dict().items() if name not in dq_fields}
+        return ws_two_pass_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, dkdv_blocks=dkdv,
+                                    dq_blocks=blocks.dq_tile())
