@@ -155,20 +155,30 @@ class Problem:
                              f"{self.lens_q or self.seq_q} and {self.lens_k or self.seq_k}")
 
     @property
+    def modifier_text(self) -> str:
+        """The score modifiers as a row shows them: 'window=1024,0 softcap=30 gate'; '' for plain attention."""
+        parts = [f"window={self.window_left},{self.window_right}"] if self.windowed else []
+        parts += [f"softcap={self.softcap:g}"] if self.softcap > 0 else []
+        parts += ["gate"] if self.gate else []
+        return " ".join(parts)
+
+    @property
     def visible_pairs(self) -> float:
         """(query, key) pairs per head that the FLOP convention counts: Nq*Nk, halved when causal
-        with Nq == Nk (FlashAttention's convention), counted exactly when causal with Nq != Nk.
+        with Nq == Nk (FlashAttention's convention), counted exactly when causal with Nq != Nk and when a
+        sliding window bounds the keys (as FlashAttention's benchmarks count local attention).
         A packed batch: the mean over its documents (total_pairs / documents)."""
         if self.is_varlen:
             return self.total_pairs / self.batch
-        return pair_count(self.seq_q, self.seq_k, self.causal)
+        return pair_count(self.seq_q, self.seq_k, self.causal, self.window_left, self.window_right)
 
     @property
     def total_pairs(self) -> float:
         """Counted pairs per head over the whole batch: B * visible_pairs, or the sum over the documents
-        (causal counted per document, with the same convention)."""
+        (causal and windows counted per document, with the same convention)."""
         if self.is_varlen:
-            return float(sum(pair_count(nq, nk, self.causal) for nq, nk in zip(self.lens_q, self.lens_k)))
+            return float(sum(pair_count(nq, nk, self.causal, self.window_left, self.window_right)
+                             for nq, nk in zip(self.lens_q, self.lens_k)))
         return self.batch * self.visible_pairs
 
     def forward_flops(self) -> float:
@@ -200,16 +210,21 @@ def window_pair(window_size, causal: bool) -> tuple[int, int]:
     return left, right
 
 
-def pair_count(seq_q: int, seq_k: int, causal: bool) -> float:
+def pair_count(seq_q: int, seq_k: int, causal: bool, window_left: int = -1, window_right: int = -1) -> float:
     """Counted (query, key) pairs of one sequence and head: Nq*Nk, halved when causal with Nq == Nk
-    (FlashAttention's convention), counted exactly when causal with Nq != Nk (bottom-right aligned)."""
-    if not causal:
+    (FlashAttention's convention), counted exactly when causal with Nq != Nk (bottom-right aligned) and when a
+    window (left, right; -1 = unbounded) bounds the keys: the visible pairs, as FlashAttention's benchmarks count
+    local attention."""
+    windowed = window_left >= 0 or window_right >= 0
+    if not causal and not windowed:
         return float(seq_q * seq_k)
-    if seq_q == seq_k:
+    if causal and seq_q == seq_k and not windowed:
         return seq_q * seq_k / 2.0
-    shift = seq_k - seq_q  # query i sees min(Nk, max(0, i + shift + 1)) keys
-    rows = torch.arange(seq_q, dtype=torch.float64)
-    return float((rows + shift + 1).clamp(0, seq_k).sum())
+    right = 0 if causal else window_right
+    diagonal = torch.arange(seq_q, dtype=torch.float64) + (seq_k - seq_q)  # [Nq]: the key aligned with query i
+    first = (diagonal - window_left).clamp(min=0) if window_left >= 0 else torch.zeros_like(diagonal)
+    last = (diagonal + right).clamp(max=seq_k - 1) if right >= 0 else torch.full_like(diagonal, seq_k - 1)
+    return float((last - first + 1).clamp(min=0).sum())
 
 
 def check_gate(g, q) -> None:

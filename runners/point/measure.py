@@ -5,6 +5,7 @@ one `fn()` call gives the peak memory and the gradients checked against variants
 BEFORE timing); then `fn` alone is timed. Nothing is allocated inside the timed region but what the
 backward itself allocates. A failure at any stage becomes a status and a one-line reason, never an exception.
 """
+import functools
 import gc
 import math
 import time
@@ -19,7 +20,7 @@ import triton  # noqa: E402
 import variants  # noqa: E402
 from variants.accuracy import REL_TOL, error  # noqa: E402
 from variants.base import default_scale  # noqa: E402
-from variants.problem import DTYPES  # noqa: E402
+from variants.problem import DTYPES, NO_MODIFIERS  # noqa: E402
 from variants.reference import reference_grads  # noqa: E402
 from runners.point import varlen_inputs  # noqa: E402
 
@@ -121,10 +122,21 @@ def make_inputs(point, device: str, seed: int):
     return q, k, v, do
 
 
-def reference_scope(q, k) -> str:
-    """"full", or "batch0-kvgroup0" when fp32 scores of the whole problem exceed REF_FULL_LIMIT_BYTES."""
+def make_gate(point, q, device: str, seed: int):
+    """FLA's log forget gate for a gated point: g = logsigmoid(randn + 2), fp32, shaped like q without its head dim
+    ([B, Nq, H]; packed: [total_q, H]), under its own generator (seed + 1) so q, k, v, do stay those of the
+    ungated point; None when the point has no gate."""
+    if not point.gate:
+        return None
+    gen = torch.Generator(device=device).manual_seed(seed + 1)
+    noise = torch.randn(tuple(q.shape[:-1]), dtype=torch.float32, device=device, generator=gen)
+    return torch.nn.functional.logsigmoid(noise + 2.0)
+
+
+def reference_scope(q, k, limit_bytes: int = REF_FULL_LIMIT_BYTES) -> str:
+    """"full", or "batch0-kvgroup0" when fp32 scores of the whole problem exceed limit_bytes."""
     batch, seq_q, heads, _ = q.shape
-    return "full" if 4 * batch * heads * seq_q * k.shape[1] <= REF_FULL_LIMIT_BYTES else "batch0-kvgroup0"
+    return "full" if 4 * batch * heads * seq_q * k.shape[1] <= limit_bytes else "batch0-kvgroup0"
 
 
 def scope_slice(q, k, scope: str):
@@ -135,12 +147,18 @@ def scope_slice(q, k, scope: str):
     return (lambda t: t[:1, :, :group]), (lambda t: t[:1, :, :1])
 
 
-def chunked_reference_grads(q, k, v, do, causal: bool, scale: float):
+def chunked_reference_grads(q, k, v, do, causal: bool, scale: float, mods=NO_MODIFIERS, g=None):
     """variants.reference.reference_grads (fp32), over query chunks so each call's fp32 scores stay under
     REF_CHUNK_BYTES. Exact: softmax rows are independent, so dq is per chunk and dk/dv sum over chunks;
-    causal chunks [a, b) get the keys [0, b + Nk - Nq), which keeps the bottom-right alignment."""
+    causal chunks [a, b) get the keys [0, b + Nk - Nq), which keeps the bottom-right alignment.
+    With score modifiers (mods: window / softcap; g: the forget gate) the reference runs in one call, on the
+    accuracy scope: a chunk would move the window's diagonal and restart the gate's cumsum. -> (dq, dk, dv[, dg])."""
     batch, seq_q, heads, _ = q.shape
     seq_k = k.shape[1]
+    if mods.active or g is not None:
+        _, *grads = reference_grads(q, k, v, do, causal, scale, window_size=(mods.window_left, mods.window_right),
+                                    softcap=mods.softcap, g=g)
+        return tuple(grads)
     rows = max(1, REF_CHUNK_BYTES // (4 * batch * heads * seq_k))
     if rows >= seq_q:
         _, dq, dk, dv = reference_grads(q, k, v, do, causal, scale)
@@ -161,16 +179,20 @@ def chunked_reference_grads(q, k, v, do, causal: bool, scale: float):
     return dq, dk, dv
 
 
-def check_accuracy(grads, q, k, v, do, causal: bool, scale: float, dtype, varlen=None) -> dict:
-    """Error columns of one backward's (dq, dk, dv) against the fp32 reference (a packed batch: per document)."""
+def check_accuracy(grads, q, k, v, do, causal: bool, scale: float, dtype, varlen=None, mods=NO_MODIFIERS,
+                   g=None) -> dict:
+    """Error columns of one backward's (dq, dk, dv[, dg]) against the fp32 reference (a packed batch: per
+    document); mods / g: the point's score modifiers (window, softcap; the forget gate)."""
+    reference = functools.partial(chunked_reference_grads, mods=mods)
     if varlen is not None:
-        ref = varlen_inputs.packed_reference_grads(q, k, v, do, causal, scale, varlen, chunked_reference_grads)
+        ref = varlen_inputs.packed_reference_grads(q, k, v, do, causal, scale, varlen, reference, g=g)
         return _error_columns(grads, ref, dtype, "full-per-document")
-    scope = reference_scope(q, k)
+    one_call = g is not None or mods.active  # no query chunks: the whole scope's fp32 scores in one call
+    scope = reference_scope(q, k, REF_CHUNK_BYTES if one_call else REF_FULL_LIMIT_BYTES)
     q_slice, k_slice = scope_slice(q, k, scope)
     ref = None
     try:
-        ref = chunked_reference_grads(q_slice(q), k_slice(k), k_slice(v), q_slice(do), causal, scale)
+        ref = reference(q_slice(q), k_slice(k), k_slice(v), q_slice(do), causal, scale, g=_sliced(q_slice, g))
     except torch.cuda.OutOfMemoryError:
         if scope != "full":
             raise
@@ -179,14 +201,20 @@ def check_accuracy(grads, q, k, v, do, causal: bool, scale: float, dtype, varlen
         torch.cuda.empty_cache()
         scope = "batch0-kvgroup0"
         q_slice, k_slice = scope_slice(q, k, scope)
-        ref = chunked_reference_grads(q_slice(q), k_slice(k), k_slice(v), q_slice(do), causal, scale)
-    return _error_columns((q_slice(grads[0]), k_slice(grads[1]), k_slice(grads[2])), ref, dtype, scope)
+        ref = reference(q_slice(q), k_slice(k), k_slice(v), q_slice(do), causal, scale, g=_sliced(q_slice, g))
+    outs = (q_slice(grads[0]), k_slice(grads[1]), k_slice(grads[2])) + tuple(q_slice(dg) for dg in grads[3:4])
+    return _error_columns(outs, ref, dtype, scope)
+
+
+def _sliced(q_slice, g):
+    """The gate g [B, Nq, H] cut like q's accuracy scope (q_slice cuts dims 0 and 2 of q [B, Nq, H, D])."""
+    return None if g is None else q_slice(g[..., None])[..., 0]
 
 
 def _error_columns(outs, ref, dtype, scope: str) -> dict:
     cols = {"accuracy_scope": scope}
     bad = []
-    for name, out, r in zip(("dq", "dk", "dv"), outs, ref):
+    for name, out, r in zip(("dq", "dk", "dv", "dg"), outs, ref):
         err = error(out, r)
         cols[f"max_abs_{name}"] = err.max_abs
         cols[f"rel_{name}"] = err.rel
@@ -271,7 +299,8 @@ EMPTY = {"ms": math.nan, "ms_p20": math.nan, "ms_p80": math.nan, "tflops": math.
          "flops": math.nan, "executed_flops": math.nan, "peak_mem_bytes": math.nan, "workspace_bytes": math.nan,
          "correct": None, "accuracy_scope": None,
          "max_abs_dq": math.nan, "max_abs_dk": math.nan, "max_abs_dv": math.nan,
-         "rel_dq": math.nan, "rel_dk": math.nan, "rel_dv": math.nan}
+         "rel_dq": math.nan, "rel_dk": math.nan, "rel_dv": math.nan,
+         "max_abs_dg": math.nan, "rel_dg": math.nan}  # dg: the forget gate's gradient (gated points only)
 
 
 def not_measured(point, timer: str, status: str, reason: str) -> dict:
@@ -302,7 +331,7 @@ def measure(point, bench, *, timer: str, gpu_index: int = 0, seed: int = 0, peak
         return {**row, "status": "unsupported", "reason": " ".join(str(unsupported).split())}
 
     status, reason, stage = "ok", "", "inputs"
-    q = k = v = do = fn = grads = None
+    q = k = v = do = g = fn = grads = None
     oom = False
     try:
         if on_gpu:
@@ -312,15 +341,18 @@ def measure(point, bench, *, timer: str, gpu_index: int = 0, seed: int = 0, peak
             q, k, v, do, packing = varlen_inputs.make_inputs(point, device, seed)
         else:
             q, k, v, do = make_inputs(point, device, seed)
+        g = make_gate(point, q, device, seed)  # [B, Nq, H] fp32 or None
         scale = default_scale(point.head_dim)
+        modifiers = {"mods": problem.mods, "g": g} if problem.modifiers else {}  # baselines' prepare: no keywords
         stage = "prepare"
         fn = variant.prepare(q, k, v, do, point.causal, scale, point.blocks,
-                             **({} if packing is None else {"varlen": packing}))
+                             **({} if packing is None else {"varlen": packing}), **modifiers)
         stage = "backward"
         grads, peak = run_once(fn, on_gpu, device)
         row["peak_mem_bytes"] = math.nan if peak is None else int(peak)
         stage = "accuracy"
-        row.update(check_accuracy(grads, q, k, v, do, point.causal, scale, DTYPES[point.dtype], varlen=packing))
+        row.update(check_accuracy(grads, q, k, v, do, point.causal, scale, DTYPES[point.dtype], varlen=packing,
+                                  mods=problem.mods, g=g))
         wrong_reason = row.pop("_wrong_reason")
         grads = None
         if not row["correct"]:
@@ -337,7 +369,7 @@ def measure(point, bench, *, timer: str, gpu_index: int = 0, seed: int = 0, peak
             reason = f"{reason}; then {failed} in {message}"
         else:
             status, reason = failed, message
-    q = k = v = do = fn = grads = packing = None  # noqa: F841 - free the inputs before the next point
+    q = k = v = do = g = fn = grads = packing = None  # noqa: F841 - free the inputs before the next point
     if oom and on_gpu:
         gc.collect()
         torch.cuda.empty_cache()

@@ -70,6 +70,10 @@ class SweepConfig:
     seed: int = 0
     tokens: Optional[int] = None  # if set, batch = max(1, tokens // seq) (FlashAttention papers: 16384)
     hidden: Optional[int] = None  # if set, heads = hidden // head_dim (FlashAttention papers: 2048)
+    window: Optional[int] = None  # sliding window: keys visible to the left of the diagonal; null = no window
+    window_right: Optional[int] = None  # non-causal windows: keys to the right; null = window (symmetric)
+    softcap: float = 0.0  # logit softcapping (Gemma 2): 0 = off
+    gate: bool = False  # FLA's log forget gate g [B, N, H] (causal, Nq == Nk)
     results_dir: str = MISSING
     resume: bool = MISSING  # skip points already recorded for the same config_key, GPU and commit
     cpu_budget_s: float = 60.0  # CPU interpreter: points estimated longer are `skipped` rows (runners/point/cpu_cost.py)
@@ -177,6 +181,11 @@ class Point:
     doc_lens: tuple | None = None  # a packed varlen batch: document lengths (batch = documents, seq = longest)
     varlen_dist: str = "none"
     varlen_spec: str = ""  # the distribution's parameters, part of config_key
+    # score modifiers (issue 24), as variants.problem.Problem holds them: -1 = unbounded; all off by default
+    window_left: int = -1
+    window_right: int = -1
+    softcap: float = 0.0
+    gate: bool = False
 
     @property
     def blocks_dict(self) -> dict:
@@ -189,17 +198,27 @@ class Point:
     def problem(self, device: str):
         from variants.problem import DTYPES, Problem
         if self.doc_lens is not None:
-            return Problem.packed(self.doc_lens, self.doc_lens, self.heads, self.kv_heads, self.head_dim,
-                                  self.causal, DTYPES[self.dtype], device)
-        return Problem(self.batch, self.seq, self.seq_k, self.heads, self.kv_heads, self.head_dim,
-                       self.causal, DTYPES[self.dtype], device)
+            problem = Problem.packed(self.doc_lens, self.doc_lens, self.heads, self.kv_heads, self.head_dim,
+                                     self.causal, DTYPES[self.dtype], device)
+        else:
+            problem = Problem(self.batch, self.seq, self.seq_k, self.heads, self.kv_heads, self.head_dim,
+                              self.causal, DTYPES[self.dtype], device)
+        if self.window_left < 0 and self.window_right < 0 and not self.softcap and not self.gate:
+            return problem
+        return problem.with_modifiers((self.window_left, self.window_right), self.softcap, self.gate)
 
     def config_key(self, timer: str) -> str:
         """Stable string identifying what is measured: shape, dtype, layout, resolved blocks, timer."""
         blocks = ",".join(f"{k}={v}" for k, v in sorted(self.blocks_dict.items()))
         return (f"{self.variant}|b={self.batch}|h={self.heads}|hkv={self.kv_heads}|nq={self.seq}|nk={self.seq_k}"
                 f"|d={self.head_dim}|causal={int(self.causal)}|{self.dtype}|{self.layout}|blocks[{blocks}]|{timer}"
-                + (f"|varlen[{self.varlen_spec}]" if self.doc_lens is not None else ""))
+                + (f"|varlen[{self.varlen_spec}]" if self.doc_lens is not None else "")
+                + (f"|mods[{self.problem('cpu').modifier_text}]" if self.modified else ""))
+
+    @property
+    def modified(self) -> bool:
+        """Any score modifier on (window, softcap, gate)."""
+        return self.window_left >= 0 or self.window_right >= 0 or self.softcap > 0 or self.gate
 
     def label(self) -> str:
         """Short human description for progress lines."""
@@ -211,6 +230,8 @@ class Point:
         text = f"{self.variant} b={self.batch} h={heads} seq={seq} d={self.head_dim} {mask} {self.dtype}"
         if self.layout != "bnhd":
             text += f" {self.layout}"
+        if self.modified:
+            text += f" {self.problem('cpu').modifier_text}"
         if self.block_overrides:
             text += " [" + " ".join(f"{k}={v}" for k, v in self.block_overrides.items()) + "]"
         return text
@@ -278,7 +299,8 @@ def check(cfg: DictConfig, device: str) -> Point:
     if packed:
         batch, seq, seq_k = len(packed["doc_lens"]), max(packed["doc_lens"]), max(packed["doc_lens"])
     point_args = dict(variant=variant.name, batch=batch, seq=seq, seq_k=seq_k, heads=heads, kv_heads=kv_heads,
-                      head_dim=head_dim, causal=bool(cfg.causal), dtype=cfg.dtype, layout=cfg.layout, **packed)
+                      head_dim=head_dim, causal=bool(cfg.causal), dtype=cfg.dtype, layout=cfg.layout, **packed,
+                      **_modifier_args(cfg))
     problem = Point(**point_args, blocks=None, block_overrides=overrides).problem(device)
     try:
         problem.validate()  # a backstop: the checks above already cover what it checks
@@ -295,6 +317,31 @@ def check(cfg: DictConfig, device: str) -> Point:
     except TypeError as exc:  # a value of the wrong type inside the Blocks dataclass
         raise ConfigError("blocks", f"{str(exc).splitlines()[0]} (variant {variant.name})") from None
     return Point(**point_args, blocks=blocks, block_overrides=overrides)
+
+
+def _modifier_args(cfg) -> dict:
+    """The Point's score-modifier fields from `window`, `window_right`, `softcap` and `gate` (issue 24), normalized
+    as FlashAttention's window_size is (variants.problem.window_pair: causal -> right = 0)."""
+    from variants.problem import window_pair
+    window, right = cfg.get("window"), cfg.get("window_right")
+    if window is not None:
+        _int_at_least(cfg, "window", 0)
+    if right is not None:
+        _int_at_least(cfg, "window_right", 0)
+        if window is None:
+            raise ConfigError("window_right", "needs window= (the keys to the left; window_right alone is not a "
+                                              "sliding window here)")
+    softcap = cfg.get("softcap") or 0.0
+    if not softcap >= 0:
+        raise ConfigError("softcap", f"must be >= 0 (0 = off), got {softcap}")
+    gate = bool(cfg.get("gate") or False)
+    if gate and not cfg.causal:
+        raise ConfigError("gate", "the forget gate needs causal=true (FLA's parallel_attn)")
+    if gate and cfg.seq_k is not None and cfg.seq_k != cfg.seq:
+        raise ConfigError("gate", f"the forget gate needs seq_k = seq, got seq_k={cfg.seq_k}, seq={cfg.seq}")
+    left, right = window_pair(None if window is None else (window, window if right is None else right),
+                              bool(cfg.causal))
+    return dict(window_left=left, window_right=right, softcap=float(softcap), gate=gate)
 
 
 def import_plugins(modules) -> None:

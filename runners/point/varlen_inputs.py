@@ -60,19 +60,20 @@ def _cumsum(lens):
         yield total
 
 
-def packed_reference_grads(q, k, v, do, causal: bool, scale: float, packing, reference_grads_fn):
-    """(dq, dk, dv) fp32 of a packed batch: `reference_grads_fn` (the runner's chunked fp32 reference) per
-    document, on [1, n, H, D] slices. Exact: documents do not interact."""
-    dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
-    dk = torch.zeros(k.shape, dtype=torch.float32, device=q.device)
-    dv = torch.zeros(v.shape, dtype=torch.float32, device=q.device)
+def packed_reference_grads(q, k, v, do, causal: bool, scale: float, packing, reference_grads_fn, g=None):
+    """(dq, dk, dv) fp32 of a packed batch, and dg [total_q, H] with a forget gate g: `reference_grads_fn` (the
+    runner's chunked fp32 reference, which takes g=) per document, on [1, n, H, D] slices. Exact: documents do not
+    interact (the gate's cumsum restarts per document)."""
+    grads = [torch.zeros(t.shape, dtype=torch.float32, device=q.device) for t in (q, k, v) + (() if g is None else (g,))]
     for (q0, q1), (k0, k1) in zip(zip(packing.cu_q_host, packing.cu_q_host[1:]),
                                   zip(packing.cu_k_host, packing.cu_k_host[1:])):
         if q1 == q0 or k1 == k0:
             continue  # no pairs: zero gradients
-        grads = reference_grads_fn(q[None, q0:q1], k[None, k0:k1], v[None, k0:k1], do[None, q0:q1], causal, scale)
-        dq[q0:q1], dk[k0:k1], dv[k0:k1] = (g[0] for g in grads)
-    return dq, dk, dv
+        doc = reference_grads_fn(q[None, q0:q1], k[None, k0:k1], v[None, k0:k1], do[None, q0:q1], causal, scale,
+                                 g=None if g is None else g[None, q0:q1])
+        for out, part, (start, stop) in zip(grads, doc, ((q0, q1), (k0, k1), (k0, k1), (q0, q1))):
+            out[start:stop] = part[0]
+    return tuple(grads)
 
 
 def columns(point) -> dict:

@@ -123,12 +123,14 @@ VARIANT_LABELS = {
 }
 BLOCK_FIELDS = _FromRegistry(block_fields)  # every registered variant's block fields
 SWITCH_FIELDS = _FromRegistry(switch_fields)  # booleans: shown by name when true
-SHAPE_COLUMNS = ("batch", "heads", "kv_heads", "seq", "seq_k", "head_dim", "causal", "layout")
+# `modifiers`: the score modifiers as text ('window=1024,0 softcap=30 gate'; '' = plain attention, and rows before
+# issue 24): a shape of its own, so a windowed row never joins, plots or ranks with a plain one
+SHAPE_COLUMNS = ("batch", "heads", "kv_heads", "seq", "seq_k", "head_dim", "causal", "layout", "modifiers")
 ENV_COLUMNS = ("device", "gpu_name", "compute_capability", "sm_count", "driver", "cuda", "torch", "triton",
                "python", "hostname", "commit", "dirty", "timestamp", "sweep_id", "peak_tflops")
 MEASURE_COLUMNS = ("ms", "ms_p20", "ms_p80", "tflops", "tflops_p20", "tflops_p80", "executed_tflops", "pct_peak",
                    "peak_mem_bytes", "workspace_bytes", "max_abs_dq", "max_abs_dk", "max_abs_dv", "rel_dq",
-                   "rel_dk", "rel_dv")
+                   "rel_dk", "rel_dv", "max_abs_dg", "rel_dg")
 EXPLAIN_COLUMNS = ("kernel_ms_sum", "kernel_launches", "top_kernel_share", "n_regs", "n_spills", "smem_bytes",
                    "compiled_num_warps", "compiled_num_stages", "programs_per_sm")  # numeric; runners/point/profile.py
 EXPLAIN_TEXT_COLUMNS = ("kernel_ms", "top_kernel", "resources_json", "top_triton_kernel", "occupancy_limiter",

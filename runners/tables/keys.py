@@ -59,7 +59,7 @@ def join_key(variant: str, shape: dict, dtype: str, blocks: dict, timer: str) ->
     s = {k: text_value(v) for k, v in shape.items()}
     return (f"{variant}|b={s['batch']}|h={s['heads']}|hkv={s['kv_heads']}|nq={s['seq']}|nk={s['seq_k']}"
             f"|d={s['head_dim']}|causal={int(bool(shape['causal']))}|{dtype}|{s['layout']}|blocks[{text_blocks}]"
-            f"|{timer}")
+            f"|{timer}" + (f"|mods[{s['modifiers']}]" if s.get("modifiers") else ""))  # plain rows: keys as before
 
 
 def _same(value, default) -> bool:

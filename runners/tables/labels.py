@@ -27,6 +27,8 @@ def shape_text(row) -> str:
     text += " causal" if bool(row["causal"]) else ""
     if row.get("layout") not in (None, "", "nan") and pd.notna(row.get("layout")):
         text += f" {row['layout']}"
+    if text_value(row.get("modifiers")):
+        text += f" {text_value(row['modifiers'])}"
     return text
 
 

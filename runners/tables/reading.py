@@ -60,7 +60,7 @@ def normalize(df: pd.DataFrame) -> pd.DataFrame:
     if missing:  # one concat, not one insert per column (a fragmented frame warns)
         df = pd.concat([df, pd.DataFrame(np.nan, index=df.index, columns=missing)], axis=1)
     for col in ("variant", "dtype", "layout", "config_key", "commit", "device", "sweep_id", "reason", "timer",
-                "bench_kind", "compile_mode", "model", *EXPLAIN_TEXT_COLUMNS):
+                "bench_kind", "compile_mode", "model", "modifiers", *EXPLAIN_TEXT_COLUMNS):
         df[col] = text(df[col])
     df["status"] = text(df["status"]).replace("", "error")
     df["correct"] = df["correct"].map(as_bool).fillna(False).astype(bool)
