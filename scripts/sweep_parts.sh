@@ -34,7 +34,15 @@ run_part() {  # $1: part; then one or more sweeps, separated by '--'
     if [ "$arg" = "--" ]; then
       i=$((i + 1))
       echo "+ python -m runners.sweep -m ${args[*]} results_dir=$SCRATCH sweep_id=$SWEEP_ID-$part-$i" | tee -a "$log"
-      python -m runners.sweep -m "${args[@]}" results_dir="$SCRATCH" sweep_id="$SWEEP_ID-$part-$i" 2>&1 | tee -a "$log"
+      # SWEEP_TIMEOUT_S bounds each sweep, DEADLINE_EPOCH (date +%s) all of them; the rows written so far stay
+      local limit=${SWEEP_TIMEOUT_S:-86400}
+      [ -n "${DEADLINE_EPOCH:-}" ] && limit=$(( DEADLINE_EPOCH - $(date +%s) < limit ? DEADLINE_EPOCH - $(date +%s) : limit ))
+      if [ "$limit" -lt 10 ]; then
+        echo "== skipped (deadline): sweep $i of part $part" | tee -a "$log"
+      else
+        timeout "$limit" python -m runners.sweep -m "${args[@]}" results_dir="$SCRATCH" \
+          sweep_id="$SWEEP_ID-$part-$i" 2>&1 | tee -a "$log"
+      fi
       args=()
     else
       args+=("$arg")
