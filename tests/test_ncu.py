@@ -170,3 +170,23 @@ def test_child_spec_rebuilds_the_point():
     back = ncu_child.point_from_spec(spec)
     assert back.config_key("do_bench") == point.config_key("do_bench")
     assert ncu_child.main([]) == 2  # usage
+
+
+@pytest.mark.parametrize("override, note", [([], "bench.ncu=false"), (["bench.ncu=true"], "CPU interpreter")])
+def test_runner_rows_carry_the_empty_columns_and_why(tmp_path, override, note):
+    from hydra import compose, initialize_config_dir
+
+    from runners import sweep
+    from runners.point import env
+    from runners.tables import results
+
+    if not env.interpreting():
+        pytest.skip("the CPU interpreter's rows")
+    with initialize_config_dir(config_dir=str(env.CONF_DIR), version_base="1.3", job_name="test"):
+        cfg = compose("config", ["seq=17", "head_dim=16", "batch=1", "heads=2", "dtype=fp32", "bench.cpu_warmup=0",
+                                 "bench.cpu_rep=1", "variant=two_pass", "blocks.BLOCK_M1=16", "blocks.BLOCK_N1=16",
+                                 f"results_dir={tmp_path}", "sweep_id=test", *override])
+    sweep.run_point(cfg, out=lambda _: None)
+    row = results.load(tmp_path).iloc[0]
+    assert row.status == "ok" and set(ncu.EMPTY) <= set(row.index)
+    assert row.ncu_note.startswith(note) and row.ncu_tensor_pct is None and math.isnan(row.top_kernel_tensor_pct)
