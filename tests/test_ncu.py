@@ -190,3 +190,16 @@ def test_runner_rows_carry_the_empty_columns_and_why(tmp_path, override, note):
     row = results.load(tmp_path).iloc[0]
     assert row.status == "ok" and set(ncu.EMPTY) <= set(row.index)
     assert row.ncu_note.startswith(note) and row.ncu_tensor_pct is None and math.isnan(row.top_kernel_tensor_pct)
+
+
+def test_fault_and_not_measured_rows_say_why():
+    from runners.isolation import isolate
+    from runners.point import measure
+    from runners.point.schema import Point
+    import variants
+
+    row = isolate.fault_row("crashed", "SIGSEGV")
+    assert row["ncu_note"] == "not profiled: point crashed" and row["ncu_tensor_pct"] is None
+    point = Point(variant="two_pass", batch=1, seq=64, seq_k=64, heads=1, kv_heads=1, head_dim=16, causal=False,
+                  dtype="fp32", layout="bnhd", blocks=variants.get("two_pass").Blocks(), block_overrides={})
+    assert measure.not_measured(point, "wall_clock", "skipped", "over budget")["ncu_note"] == "not profiled: point skipped"
