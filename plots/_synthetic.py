@@ -224,3 +224,31 @@ def with_explanation(df: pd.DataFrame, coverage: float = 0.97) -> pd.DataFrame:
                              ("programs_per_sm", "programs_per_sm"), ("occupancy_limiter", "limiter")):
                 df.at[i, col] = resources[heavy][key]
     return df
+
+
+def with_ncu(df: pd.DataFrame) -> pd.DataFrame:
+    """FABRICATED Nsight Compute columns (runners/point/ncu.py) for the rows that carry ``kernel_ms`` (run
+    ``with_explanation`` first): each kernel's tensor-pipe % grows with the row's % of peak, the small kernels are
+    memory-bound; rows without kernels keep them empty with a note."""
+    df = df.copy()
+    for col in ("ncu_tensor_pct", "ncu_dram_pct", "ncu_kernel_ms"):
+        df[col] = None
+    df["top_kernel_tensor_pct"] = np.nan
+    df["top_kernel_dram_pct"] = np.nan
+    df["ncu_note"] = "point not ok: not profiled"
+    for i, r in df.iterrows():
+        kernels = json.loads(r["kernel_ms"]) if isinstance(r.get("kernel_ms"), str) and r["kernel_ms"] else {}
+        if not kernels:
+            continue
+        busy = min(95.0, 1.1 * r["pct_peak"]) if np.isfinite(r["pct_peak"]) else 50.0
+        total = sum(kernels.values())
+        tensor = {k: round(busy * (1.0 if ms / total > 0.2 else 0.05), 2) for k, ms in kernels.items()}
+        dram = {k: round(15.0 if ms / total > 0.2 else 80.0, 2) for k, ms in kernels.items()}
+        top = max(kernels, key=kernels.get)
+        df.at[i, "ncu_tensor_pct"] = json.dumps(tensor)
+        df.at[i, "ncu_dram_pct"] = json.dumps(dram)
+        df.at[i, "ncu_kernel_ms"] = json.dumps(kernels)
+        df.at[i, "top_kernel_tensor_pct"] = tensor[top]
+        df.at[i, "top_kernel_dram_pct"] = dram[top]
+        df.at[i, "ncu_note"] = None
+    return df

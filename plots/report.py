@@ -5,7 +5,8 @@
 
 Writes ``<out>/report.md`` and the figures it embeds (relative paths, same folder): the TFLOPS compare and
 peak-memory plots per GPU and dtype, block-size heatmaps and registers/spills-vs-TFLOPS views when the tables
-hold a block sweep, a resources section (per-kernel time shares, compiled resources), and the
+hold a block sweep, a resources section (per-kernel time shares, compiled resources), a tensor-pipe utilization
+section and figure (Nsight Compute columns of bench.ncu=true sweeps; a line saying why when absent), and the
 cross-GPU view when they hold more than one GPU. Model-step rows (bench_kind=model_step) get their own section, "Step
 time by design" (plots.step_time's figure and a table), and are left out of every kernel section. With ``baseline=`` it adds the regression check of
 ``runners.regress`` (candidate = ``results``); the report still exits 0 — ``runners.regress`` is the gate.
@@ -23,7 +24,7 @@ import pandas as pd
 
 from plots import common as C
 from runners import tables as T
-from plots import compare, cross_gpu, heatmap, memory, resources, step_time
+from plots import compare, cross_gpu, heatmap, memory, resources, step_time, utilization
 
 PROG = "plots.report"
 DEFAULTS = {"results": None, "out": "plots/out", "gpu": None, "baseline": None, "threshold": 0.05, "svg": False}
@@ -101,6 +102,8 @@ def _write(df: pd.DataFrame, out: Path, *, source: str, baseline: str | None, th
         left_out(df, unreadable),
         "## Resources\n",
         resources.section(df) if len(df) or steps.empty else NO_KERNELS,
+        "## Tensor-pipe utilization (Nsight Compute)\n",
+        utilization.section(df) if len(df) or steps.empty else NO_KERNELS,
         *step_part,
     ]
     if baseline:
@@ -296,7 +299,8 @@ def _figures(df: pd.DataFrame, out: Path, svg: bool) -> tuple[list[tuple[str, Pa
     dtypes = sorted(df["dtype"].unique(), key=lambda d: (d != "bf16", d))
     for dtype in dtypes:
         for name, module in (("TFLOPS vs sequence length", compare), ("Peak memory", memory),
-                             ("Block-size heatmap", heatmap), ("Registers / spills vs TFLOPS", resources)):
+                             ("Block-size heatmap", heatmap), ("Registers / spills vs TFLOPS", resources),
+                             ("TFLOPS vs tensor-pipe utilization", utilization)):
             try:
                 paths = module.draw(df, out, dtype=dtype, svg=svg)
             except T.UsageError as err:

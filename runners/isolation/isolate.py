@@ -54,10 +54,10 @@ def call(cfg, fn, *args, **kwargs) -> dict:
 
 def fault_row(status: str, reason: str, timer: str | None = None) -> dict:
     """The measurement columns of a point that crashed or timed out: empty numbers, status and reason."""
-    from runners.point import measure
+    from runners.point import measure, ncu
 
     return {**measure.EMPTY, "timing_meaningful": not env.interpreting(), "timer": timer,
-            "status": status, "reason": reason}
+            "status": status, "reason": reason, **ncu.EMPTY, "ncu_note": f"not profiled: point {status}"}
 
 
 def worker_pid() -> int | None:

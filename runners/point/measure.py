@@ -10,7 +10,7 @@ import gc
 import math
 import time
 
-from runners.point import env, profile
+from runners.point import env, ncu, profile
 
 env.use_interpreter_without_gpu()  # before `import variants`: @triton.jit reads TRITON_INTERPRET at import
 
@@ -307,7 +307,21 @@ def not_measured(point, timer: str, status: str, reason: str) -> dict:
     """The measurement columns of a point decided without running it (runners/point/cpu_cost.py: skipped over the CPU
     budget, unsupported bf16 in the interpreter): no timing, no accuracy, the FLOP-convention FLOPs."""
     return {**EMPTY, "flops": point.problem("cpu").backward_flops(), "timing_meaningful": False, "timer": timer,
-            "status": status, "reason": reason}
+            "status": status, "reason": reason, **ncu.EMPTY, "ncu_note": f"not profiled: point {status}"}
+
+
+def nsight(point, bench, *, device: str, gpu_index: int, seed: int, top_kernel: str | None) -> dict:
+    """runners/point/ncu.py's columns of an ok point: this process's cached memory is handed back first (the child
+    makes its own inputs), the variant's module travels as a plugin (a design registered outside `variants`)."""
+    gc.collect()
+    torch.cuda.empty_cache()
+    try:
+        capability = tuple(torch.cuda.get_device_capability(device))
+        plugins = (type(variants.get(point.variant)).__module__,)
+    except Exception as exc:  # noqa: BLE001
+        return {**ncu.EMPTY, "ncu_note": f"ncu failed: {one_line(exc)}"}
+    return ncu.explain(point, bench, on_gpu=True, gpu_index=gpu_index, seed=seed, top_kernel=top_kernel,
+                       plugins=plugins, capability=capability)
 
 
 def measure(point, bench, *, timer: str, gpu_index: int = 0, seed: int = 0, peak_tflops: float | None = None) -> dict:
@@ -317,7 +331,7 @@ def measure(point, bench, *, timer: str, gpu_index: int = 0, seed: int = 0, peak
     on_gpu = not interpreting
     variant = variants.get(point.variant)
     problem = point.problem("cpu" if interpreting else "cuda")
-    row = {**EMPTY, **profile.EMPTY}
+    row = {**EMPTY, **profile.EMPTY, **ncu.not_run(bench, on_gpu=on_gpu)}
     row["timing_meaningful"] = on_gpu
     row["timer"] = timer
     try:
@@ -373,6 +387,8 @@ def measure(point, bench, *, timer: str, gpu_index: int = 0, seed: int = 0, peak
     if oom and on_gpu:
         gc.collect()
         torch.cuda.empty_cache()
+    if status == "ok" and on_gpu and ncu.enabled(bench):  # after timing and profile; its own process; never raises
+        row.update(nsight(point, bench, device=device, gpu_index=gpu_index, seed=seed, top_kernel=row["top_kernel"]))
 
     if status == "ok":  # a wrong point keeps its ms but is never reported as a throughput
         row["tflops"] = tflops(row["flops"], row["ms"])

@@ -40,6 +40,8 @@ class BenchConf:
     cuda_graph: bool = MISSING  # time with do_bench_cudagraph (one graph of unrolled calls; no L2 flush)
     cpu_warmup: int = MISSING  # CPU interpreter: untimed calls before timing
     cpu_rep: int = MISSING  # CPU interpreter: wall-clock-timed calls
+    ncu: bool = False  # after timing and profile: Nsight Compute's tensor-pipe / DRAM % per kernel (runners/point/ncu.py)
+    ncu_timeout_s: float = 120.0  # the ncu run of one point; past it the ncu columns stay empty (the row stands)
 
 
 @dataclass
@@ -283,6 +285,8 @@ def check(cfg: DictConfig, device: str) -> Point:
         raise ConfigError("bench.cpu_warmup", f"must be >= 0, got {bench.cpu_warmup}")
     if bench.cpu_rep < 1:
         raise ConfigError("bench.cpu_rep", f"must be >= 1, got {bench.cpu_rep}")
+    if not float(bench.get("ncu_timeout_s", 1.0)) > 0:
+        raise ConfigError("bench.ncu_timeout_s", f"must be > 0 seconds, got {bench.ncu_timeout_s}")
     if not cfg.cpu_budget_s > 0:
         raise ConfigError("cpu_budget_s", f"must be > 0 seconds, got {cfg.cpu_budget_s}")
     if cfg.get("isolate", "auto") not in ISOLATE_CHOICES:

@@ -132,9 +132,11 @@ MEASURE_COLUMNS = ("ms", "ms_p20", "ms_p80", "tflops", "tflops_p20", "tflops_p80
                    "peak_mem_bytes", "workspace_bytes", "max_abs_dq", "max_abs_dk", "max_abs_dv", "rel_dq",
                    "rel_dk", "rel_dv", "max_abs_dg", "rel_dg")
 EXPLAIN_COLUMNS = ("kernel_ms_sum", "kernel_launches", "top_kernel_share", "n_regs", "n_spills", "smem_bytes",
-                   "compiled_num_warps", "compiled_num_stages", "programs_per_sm")  # numeric; runners/point/profile.py
+                   "compiled_num_warps", "compiled_num_stages", "programs_per_sm",  # numeric; runners/point/profile.py
+                   "top_kernel_tensor_pct", "top_kernel_dram_pct")  # runners/point/ncu.py (bench.ncu=true)
 EXPLAIN_TEXT_COLUMNS = ("kernel_ms", "top_kernel", "resources_json", "top_triton_kernel", "occupancy_limiter",
-                        "profile_note")  # JSON / names; '' when absent (rows before issue 10, CPU interpreter)
+                        "profile_note",  # JSON / names; '' when absent (rows before issue 10, CPU interpreter)
+                        "ncu_tensor_pct", "ncu_dram_pct", "ncu_kernel_ms", "ncu_note")  # '' in rows before issue 25
 STEP_KIND = "model_step"  # bench_kind of runners.model_step rows (a training step); any other: a kernel row
 STEP_MEASURE_COLUMNS = ("attn_bwd_ms", "attn_bwd_share", "loss_max_dev", "loss_spread", "loss_tol")
 STEP_KIND_COLUMN = "bench_kind"
