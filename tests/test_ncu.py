@@ -2,6 +2,7 @@
 parsed, and a fake `ncu` executable on PATH stands in for Nsight Compute end to end (command, child spec, columns);
 without ncu, with bench.ncu=false, on the CPU interpreter and when ncu fails the columns are empty and ncu_note
 says why."""
+import dataclasses
 import json
 import math
 import os
@@ -42,8 +43,8 @@ ERROR = ("==PROF== Connected to process 4242 (/usr/bin/python3.11)\n"
          "on the target device 0.\n==PROF== Disconnected from process 4242\n")
 BENCH = SimpleNamespace(ncu=True, ncu_timeout_s=30.0)
 POINT = SimpleNamespace(variant="two_pass", batch=1, seq=128, seq_k=128, heads=2, kv_heads=2, head_dim=64,
-                        causal=True, dtype="bf16", layout="bnhd", doc_lens=None,
-                        blocks_dict={"BLOCK_M1": 32, "BLOCK_N1": 64})
+                        causal=True, dtype="bf16", layout="bnhd", doc_lens=None, window_left=64, window_right=0,
+                        softcap=30.0, gate=True, blocks_dict={"BLOCK_M1": 32, "BLOCK_N1": 64})
 
 
 def test_parse_canned_csv():
@@ -166,9 +167,11 @@ def test_child_spec_rebuilds_the_point():
     blocks = variants.get("two_pass").Blocks.from_dict({"BLOCK_M1": 32, "BLOCK_N1": 64})
     point = Point(variant="two_pass", batch=2, seq=96, seq_k=160, heads=4, kv_heads=2, head_dim=32, causal=True,
                   dtype="fp16", layout="bhnd", blocks=blocks, block_overrides={"BLOCK_M1": 32})
-    spec = json.loads(json.dumps(ncu.child_spec(point, gpu_index=0, seed=3)))
-    back = ncu_child.point_from_spec(spec)
-    assert back.config_key("do_bench") == point.config_key("do_bench")
+    windowed = dataclasses.replace(point, seq_k=96, window_left=17, window_right=0, softcap=20.0, gate=True)
+    for point in (point, windowed):  # the score modifiers travel too (issue 24)
+        spec = json.loads(json.dumps(ncu.child_spec(point, gpu_index=0, seed=3)))
+        back = ncu_child.point_from_spec(spec)
+        assert back.config_key("do_bench") == point.config_key("do_bench")
     assert ncu_child.main([]) == 2  # usage
 
 

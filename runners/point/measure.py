@@ -122,6 +122,25 @@ def make_inputs(point, device: str, seed: int):
     return q, k, v, do
 
 
+def point_inputs(point, device: str, seed: int) -> tuple:
+    """(q, k, v, do, g, packing) of a point: make_inputs' tensors (or the packed ones and their Packing; else None)
+    and the forget gate (None without one)."""
+    packing = None
+    if getattr(point, "doc_lens", None) is not None:  # a packed varlen batch
+        q, k, v, do, packing = varlen_inputs.make_inputs(point, device, seed)
+    else:
+        q, k, v, do = make_inputs(point, device, seed)
+    return q, k, v, do, make_gate(point, q, device, seed), packing
+
+
+def prepare_backward(variant, point, problem, inputs: tuple):
+    """variant.prepare on point_inputs' tuple: runs the forward once and returns the backward closure."""
+    q, k, v, do, g, packing = inputs
+    modifiers = {"mods": problem.mods, "g": g} if problem.modifiers else {}  # baselines' prepare: no keywords
+    return variant.prepare(q, k, v, do, point.causal, default_scale(point.head_dim), point.blocks,
+                           **({} if packing is None else {"varlen": packing}), **modifiers)
+
+
 def make_gate(point, q, device: str, seed: int):
     """FLA's log forget gate for a gated point: g = logsigmoid(randn + 2), fp32, shaped like q without its head dim
     ([B, Nq, H]; packed: [total_q, H]), under its own generator (seed + 1) so q, k, v, do stay those of the
@@ -350,17 +369,10 @@ def measure(point, bench, *, timer: str, gpu_index: int = 0, seed: int = 0, peak
     try:
         if on_gpu:
             torch.cuda.set_device(device)
-        packing = None
-        if getattr(point, "doc_lens", None) is not None:  # a packed varlen batch
-            q, k, v, do, packing = varlen_inputs.make_inputs(point, device, seed)
-        else:
-            q, k, v, do = make_inputs(point, device, seed)
-        g = make_gate(point, q, device, seed)  # [B, Nq, H] fp32 or None
+        q, k, v, do, g, packing = point_inputs(point, device, seed)
         scale = default_scale(point.head_dim)
-        modifiers = {"mods": problem.mods, "g": g} if problem.modifiers else {}  # baselines' prepare: no keywords
         stage = "prepare"
-        fn = variant.prepare(q, k, v, do, point.causal, scale, point.blocks,
-                             **({} if packing is None else {"varlen": packing}), **modifiers)
+        fn = prepare_backward(variant, point, problem, (q, k, v, do, g, packing))
         stage = "backward"
         grads, peak = run_once(fn, on_gpu, device)
         row["peak_mem_bytes"] = math.nan if peak is None else int(peak)

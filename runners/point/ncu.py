@@ -75,6 +75,8 @@ def child_spec(point, *, gpu_index: int, seed: int, plugins=()) -> dict:
             "heads": point.heads, "kv_heads": point.kv_heads, "head_dim": point.head_dim, "causal": point.causal,
             "dtype": point.dtype, "layout": point.layout, "blocks": point.blocks_dict,
             "doc_lens": None if point.doc_lens is None else list(point.doc_lens),
+            "window_left": point.window_left, "window_right": point.window_right, "softcap": point.softcap,
+            "gate": point.gate,
             "gpu_index": int(gpu_index), "seed": int(seed), "warmup_calls": WARMUP_CALLS, "plugins": list(plugins)}
 
 

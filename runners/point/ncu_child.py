@@ -9,6 +9,8 @@ what ncu adds (its CSV is parsed from there). A failure is a traceback on stderr
 import json
 import sys
 
+MODIFIER_FIELDS = ("window_left", "window_right", "softcap", "gate")  # the Point's score modifiers (issue 24)
+
 
 def point_from_spec(spec: dict):
     """The runners.point.schema.Point that runners.point.ncu.child_spec describes (plugins imported first)."""
@@ -21,28 +23,22 @@ def point_from_spec(spec: dict):
     return Point(variant=spec["variant"], batch=spec["batch"], seq=spec["seq"], seq_k=spec["seq_k"],
                  heads=spec["heads"], kv_heads=spec["kv_heads"], head_dim=spec["head_dim"], causal=spec["causal"],
                  dtype=spec["dtype"], layout=spec["layout"], blocks=variant.Blocks.from_dict(spec["blocks"]),
-                 block_overrides={}, doc_lens=tuple(spec["doc_lens"]) if spec.get("doc_lens") else None)
+                 block_overrides={}, doc_lens=tuple(spec["doc_lens"]) if spec.get("doc_lens") else None,
+                 **{name: spec[name] for name in MODIFIER_FIELDS if name in spec})
 
 
 def run(spec: dict) -> None:
-    from runners.point import measure, ncu, varlen_inputs  # measure first: it sets the interpreter switch
+    from runners.point import measure, ncu  # measure first: it sets the interpreter switch
 
     import torch
     import variants
-    from variants.base import default_scale
 
     point = point_from_spec(spec)
     variant = variants.get(point.variant)
-    doc_lens = point.doc_lens
     device = f"cuda:{int(spec['gpu_index'])}"
     torch.cuda.set_device(device)
-    packing = None
-    if doc_lens is not None:
-        q, k, v, do, packing = varlen_inputs.make_inputs(point, device, int(spec["seed"]))
-    else:
-        q, k, v, do = measure.make_inputs(point, device, int(spec["seed"]))
-    fn = variant.prepare(q, k, v, do, point.causal, default_scale(point.head_dim), point.blocks,
-                         **({} if packing is None else {"varlen": packing}))
+    inputs = measure.point_inputs(point, device, int(spec["seed"]))
+    fn = measure.prepare_backward(variant, point, point.problem("cuda"), inputs)
     for _ in range(int(spec.get("warmup_calls", ncu.WARMUP_CALLS))):
         fn()
     torch.cuda.synchronize(device)
