@@ -5,6 +5,7 @@
 #   bash scripts/gpu_gluon.sh tests              # tests/test_ws.py, every case (slow ones too)
 #   bash scripts/gpu_gluon.sh grid bf16|fp16     # FA grid (N 1k/4k/16k x D 64/128 x causal/not)
 #   bash scripts/gpu_gluon.sh table [TABLE ...]  # no GPU needed: the per-cell table (default: $OUT's grid tables)
+#   bash scripts/gpu_gluon.sh utilization        # every Triton / Gluon design, bench.ncu=true: Nsight Compute columns
 #   bash scripts/gpu_gluon.sh ncu D [ARGS ...]   # Nsight Compute on ws's kernel, B4 H16 N4096 head dim D (ARGS: more
 #                                                #   scripts/ncu_backward.py options): per-SASS-line stall samples
 #                                                #   ($OUT/ncu_<tag>_sass.csv), the details page and a top-stalls summary
@@ -66,6 +67,23 @@ case "$PART" in
     run_part "grid_$DTYPE${TAG:+_$TAG}" "${GRID[@]}" dtype="$DTYPE" variant="$VARIANTS" "${BLOCKS[@]}" > /dev/null
     grep -E "wrong|crashed|timeout|error|KERNEL-SUM" "$OUT/${PREFIX}_grid_$DTYPE${TAG:+_$TAG}.log" | head -20
     table "$OUT/${PREFIX}_grid_$DTYPE${TAG:+_$TAG}.parquet" ;;
+  utilization)  # every Triton / Gluon design (both ws modes) with bench.ncu=true: the Nsight Compute columns
+    run_part "utilization${TAG:+_$TAG}" batch=4 heads=16 seq=${SEQS:-4096} head_dim=${HEAD_DIMS:-128} causal=false,true \
+      dtype=bf16 resume=false bench.ncu=true variant="${VARIANTS_NCU:-two_pass,atomic,fused,atomic_tma,ws,ws_two_pass}" \
+      -- batch=4 heads=16 seq=${SEQS:-4096} head_dim=${HEAD_DIMS:-128} causal=false,true dtype=bf16 resume=false \
+      bench.ncu=true variant=ws blocks.deterministic=true > /dev/null
+    python - "$OUT/${PREFIX}_utilization${TAG:+_$TAG}.parquet" <<'PY'
+import sys
+
+import pandas as pd
+
+df = pd.read_parquet(sys.argv[1])
+cols = ["variant", "deterministic", "causal", "status", "tflops", "top_kernel", "top_kernel_tensor_pct",
+        "top_kernel_dram_pct", "ncu_tensor_pct", "ncu_note"]
+pd.set_option("display.width", 250, "display.max_colwidth", 120)
+print(df[[c for c in cols if c in df]].to_string(index=False))
+PY
+    ;;
   ncu)
     shift
     TAG="d$1$(echo "${*:2}" | tr -cd 'a-z0-9')"
