@@ -20,7 +20,7 @@ BLOCK_D] and the finishing kernel sees one sequence of total_q rows. Every mode 
 Score modifiers (issue 24) through the shared helpers (kernels.common: score_mask, modify_scores, softcap_grad,
 band_blocks, gate_values): a sliding window (WINDOW_LEFT / WINDOW_RIGHT >= 0: only the query blocks inside the band
 are walked, their two edges masked), softcap (SOFTCAP > 0) and the forget gate (GATED: G [B, H, Nq] fp32 like LSE;
-DG gets the per-key sums of dS; the per-query half of dL/dG is exactly zero, kernels/atomic.py, so no dG atomics).
+DG gets the per-key sums of dS, DG_QUERY the per-query ones by atomics, kernels/atomic.py says why).
 """
 import torch
 import triton
@@ -44,12 +44,13 @@ def _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE, DEL
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
                   MASK_CAUSAL: tl.constexpr, TMA_LOAD: tl.constexpr, DQ_MODE: tl.constexpr,
                   EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
-                  G, b_gk, b_dgk, WINDOW_LEFT: tl.constexpr, WINDOW_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr,
+                  G, b_gk, b_dgk, DGQ, WINDOW_LEFT: tl.constexpr, WINDOW_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr,
                   GATED: tl.constexpr):
     """One query block [start_m, start_m + BLOCK_M) against the resident key block o_n: adds to dK
     (unscaled dS^T Q), dV (P^T dO), and adds the unscaled dS K into the fp32 dQ accumulator.
     Modifiers (module doc): the window mask where WINDOW_LEFT / WINDOW_RIGHT >= 0, SOFTCAP, GATED (G the head's gate
-    cumsum, b_gk [BN] the resident keys' values; b_dgk [BN] accumulates sum_i dS_ij). -> (dK, dV, dG sums)."""
+    cumsum, b_gk [BN] the resident keys' values; b_dgk [BN] accumulates sum_i dS_ij; unless DQ_MODE = 0 (the dQ pass
+    does it) DGQ, the head's per-query sums, gets sum_j dS_ij by atomics). -> (dK, dV, dG sums)."""
     o_m = start_m + tl.arange(0, BLOCK_M)
     o_d = tl.arange(0, BLOCK_D)
     m_m = o_m < seq_q
@@ -83,6 +84,8 @@ def _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE, DEL
     b_dsT = b_pT * (b_dpT - b_delta[None, :])  # [BN, BM]
     if GATED:
         b_dgk += tl.sum(b_dsT, 1)  # [BN]
+        if DQ_MODE != 0:  # the query half from the same dS (kernels/atomic.py: the two halves must cancel exactly)
+            tl.atomic_add(DGQ + o_m, tl.sum(b_dsT, 0), mask=m_m, sem="relaxed")  # [BM]
     b_dsT = softcap_grad(b_dsT, b_tanhT, SOFTCAP).to(b_q.dtype)  # [BN, BM]
     b_dk += tl.dot(b_dsT, b_q, input_precision=DOT_PRECISION)  # [BN, BM] @ [BM, BD] -> [BN, BD]
     if DQ_MODE != 0:
@@ -101,7 +104,7 @@ def _band_query_blocks(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE
                        HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, TMA_LOAD: tl.constexpr,
                        DQ_MODE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, EVEN_M: tl.constexpr,
                        EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
-                       G, b_gk, b_dgk, WINDOW_LEFT: tl.constexpr, WINDOW_RIGHT: tl.constexpr,
+                       G, b_gk, b_dgk, DGQ, WINDOW_LEFT: tl.constexpr, WINDOW_RIGHT: tl.constexpr,
                        SOFTCAP: tl.constexpr, GATED: tl.constexpr):
     """A windowed walk of one head's query blocks (kernels.common.band_blocks): [m_lo, m_full_lo) and
     [m_full_hi, m_hi) are the band's edges (window mask), [m_full_lo, m_full_hi) every resident key sees whole; the
@@ -111,19 +114,19 @@ def _band_query_blocks(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE
                                           stride_qn, stride_qd, stride_don, stride_dod, o_n, start_m, seq_q, seq_k,
                                           qk_scale, HEAD_DIM, BLOCK_M, BLOCK_D, False, TMA_LOAD, DQ_MODE,
                                           EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
-                                          G, b_gk, b_dgk, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
+                                          G, b_gk, b_dgk, DGQ, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
     for start_m in tl.range(m_full_lo, m_full_hi, BLOCK_M, warp_specialize=WARP_SPECIALIZE):  # inside: no band mask
         b_dk, b_dv, b_dgk = _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE, DELTA,
                                           stride_qn, stride_qd, stride_don, stride_dod, o_n, start_m, seq_q, seq_k,
                                           qk_scale, HEAD_DIM, BLOCK_M, BLOCK_D, False, TMA_LOAD, DQ_MODE,
                                           EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
-                                          G, b_gk, b_dgk, -1, -1, SOFTCAP, GATED)
+                                          G, b_gk, b_dgk, DGQ, -1, -1, SOFTCAP, GATED)
     for start_m in range(m_full_hi, m_hi, BLOCK_M):  # the band's late edge: masked
         b_dk, b_dv, b_dgk = _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE, DELTA,
                                           stride_qn, stride_qd, stride_don, stride_dod, o_n, start_m, seq_q, seq_k,
                                           qk_scale, HEAD_DIM, BLOCK_M, BLOCK_D, False, TMA_LOAD, DQ_MODE,
                                           EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
-                                          G, b_gk, b_dgk, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
+                                          G, b_gk, b_dgk, DGQ, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
     return b_dk, b_dv, b_dgk
 
 
@@ -133,7 +136,7 @@ def _atomic_tma_kernel(Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA,
                        stride_vb, stride_vn, stride_vh, stride_vd, stride_dob, stride_don, stride_doh, stride_dod,
                        stride_dkb, stride_dkn, stride_dkh, stride_dkd, stride_dvb, stride_dvn, stride_dvh, stride_dvd,
                        seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale, CU_SEQLENS_Q, CU_SEQLENS_K, BLOCK_INDICES,
-                       G, DG,
+                       G, DG, DG_QUERY,
                        HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                        CAUSAL: tl.constexpr, LONGEST_FIRST: tl.constexpr, TMA_LOAD: tl.constexpr,
                        DQ_MODE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, IS_VARLEN: tl.constexpr,
@@ -145,7 +148,7 @@ def _atomic_tma_kernel(Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA,
     DQ_ACC [B, H, Nq, BLOCK_D] fp32 receives the unscaled dS K of every (query, key) block pair.
     IS_VARLEN: B = 1 and the blocks axis runs over the (document, key block) pairs of BLOCK_INDICES;
     DQ_ACC is [1, H, total_q, BLOCK_D]. Score modifiers (module doc): G the gate's cumsum, DG its per-key sums of
-    dS, both like LSE (None unless GATED)."""
+    dS, DG_QUERY its per-query sums (atomics; unless DQ_MODE = 0), all like LSE (None unless GATED)."""
     qk_scale, sm_scale = tl.cast(qk_scale, tl.float32), tl.cast(sm_scale, tl.float32)  # fp32 loop carries whatever the caller passed
     if LONGEST_FIRST:
         i_n = tl.program_id(1)
@@ -170,6 +173,8 @@ def _atomic_tma_kernel(Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA,
         if GATED:  # like LSE (a gated batch has bos_k == bos_q)
             G += bos_q
             DG += bos_q
+            if DQ_MODE != 0:
+                DG_QUERY += bos_q
     start_n = i_n * BLOCK_N
     o_n = start_n + tl.arange(0, BLOCK_N)
     o_d = tl.arange(0, BLOCK_D)
@@ -209,9 +214,11 @@ def _atomic_tma_kernel(Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA,
         q_base = Q + i_b * stride_qb + i_h * stride_qh
         do_base = DO + i_b * stride_dob + i_h * stride_doh
         dq_base = DQ_ACC + i_bh.to(tl.int64) * stride_lse * BLOCK_D
-        G_h = G
+        G_h, DGQ_h = G, DG_QUERY
         if GATED:
             G_h = G + i_bh * stride_lse
+            if DQ_MODE != 0:
+                DGQ_h = DG_QUERY + i_bh * stride_lse
         b_gk = gate_values(G_h, o_n, seq_k, GATED)  # [BN]
         b_dgk = tl.zeros([BLOCK_N], dtype=tl.float32)
         if TMA_LOAD:
@@ -235,7 +242,7 @@ def _atomic_tma_kernel(Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA,
                                                    m_lo, m_full_lo, m_full_hi, m_hi,
                                                    HEAD_DIM, BLOCK_M, BLOCK_D, TMA_LOAD, DQ_MODE, WARP_SPECIALIZE,
                                                    EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
-                                                   G_h, b_gk, b_dgk, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
+                                                   G_h, b_gk, b_dgk, DGQ_h, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
         else:
             for start_m in range(m_lo, m_mid, BLOCK_M):
                 b_dk, b_dv, b_dgk = _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, q_base, do_base, dq_base,
@@ -244,7 +251,7 @@ def _atomic_tma_kernel(Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA,
                                                   o_n, start_m, seq_q, seq_k, qk_scale,
                                                   HEAD_DIM, BLOCK_M, BLOCK_D, True, TMA_LOAD, DQ_MODE,
                                                   EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
-                                                  G_h, b_gk, b_dgk, -1, -1, SOFTCAP, GATED)
+                                                  G_h, b_gk, b_dgk, DGQ_h, -1, -1, SOFTCAP, GATED)
             for start_m in tl.range(m_mid, seq_q, BLOCK_M, warp_specialize=WARP_SPECIALIZE):
                 b_dk, b_dv, b_dgk = _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, q_base, do_base, dq_base,
                                                   LSE + i_bh * stride_lse, DELTA + i_bh * stride_lse,
@@ -252,7 +259,7 @@ def _atomic_tma_kernel(Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA,
                                                   o_n, start_m, seq_q, seq_k, qk_scale,
                                                   HEAD_DIM, BLOCK_M, BLOCK_D, False, TMA_LOAD, DQ_MODE,
                                                   EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
-                                                  G_h, b_gk, b_dgk, -1, -1, SOFTCAP, GATED)
+                                                  G_h, b_gk, b_dgk, DGQ_h, -1, -1, SOFTCAP, GATED)
         if GATED:
             tl.store(DG + i_bh * stride_lse + o_n, b_dgk, mask=o_n < seq_k)
     tl.store(DK + i_b * stride_dkb + i_hk * stride_dkh + o_n[:, None] * stride_dkn + o_d[None, :] * stride_dkd,
@@ -303,7 +310,7 @@ def atomic_tma_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, 
     (`tma_paths`) falls back to pointer loads / per-element atomics.
     varlen: a kernels.varlen.Packing (q [1, total_q, H, D], k/v [1, total_k, Hkv, D]).
     mods: window / softcap (variants.problem.Modifiers) or None; gate: a kernels.gate.GateSums or None (module doc:
-    its as_query is zero unless deterministic)."""
+    both its sums written)."""
     batch, seq_q, heads, head_dim = q.shape
     seq_k, kv_heads = k.shape[1], k.shape[2]
     block_d = head_block(head_dim)
@@ -327,7 +334,7 @@ def atomic_tma_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, 
             q, k, v, do, dk, dv, dq_acc, lse, delta,
             *strides(q), *strides(k), *strides(v), *strides(do), *strides(dk), *strides(dv),
             seq_q, seq_k, heads, kv_heads, scale * LOG2E, scale, **doc_args,
-            **gate_args(gate), **modifier_args(mods, gate is not None, causal),
+            **gate_args(gate, deterministic), **modifier_args(mods, gate is not None, causal),
             HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=block_d,
             CAUSAL=causal, LONGEST_FIRST=longest_first, TMA_LOAD=use_load, DQ_MODE=dq_mode,
             WARP_SPECIALIZE=warp_specialize, EVEN_M=even_m, EVEN_N=even_n, EVEN_D=even_d,
@@ -338,13 +345,12 @@ def atomic_tma_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, 
                   gate=gate)
         return dq, dk, dv
     dq_finish(dq_acc, dq, scale)
-    if gate is not None:
-        gate.as_query.zero_()  # sum_j dS_ij = 0 for every query row (kernels/atomic.py)
     return dq, dk, dv
 
 
-def gate_args(gate) -> dict:
-    """G and DG of the kernel: the gate's cumsum and its per-key sums (kernels.gate.GateSums.as_key), or None."""
+def gate_args(gate, deterministic: bool) -> dict:
+    """G, DG and DG_QUERY of the kernel: the gate's cumsum, its per-key sums (kernels.gate.GateSums.as_key) and,
+    unless deterministic (the dQ pass writes them), its per-query sums (as_query, zeroed: atomics add into it)."""
     if gate is None:
-        return dict(G=None, DG=None)
-    return dict(G=gate.cumsum, DG=gate.as_key)
+        return dict(G=None, DG=None, DG_QUERY=None)
+    return dict(G=gate.cumsum, DG=gate.as_key, DG_QUERY=None if deterministic else gate.as_query.zero_())

@@ -25,7 +25,7 @@ def dkdv_step(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA,
               MASK_CAUSAL: tl.constexpr, PRESCALED: tl.constexpr, ACCUM_DQ: tl.constexpr,
               EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
               GRADS: tl.constexpr, BLOCK_D2: tl.constexpr, EVEN_D2: tl.constexpr,
-              G, b_gk, b_dgk, WINDOW_LEFT: tl.constexpr, WINDOW_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr,
+              G, b_gk, b_dgk, DGQ, WINDOW_LEFT: tl.constexpr, WINDOW_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr,
               GATED: tl.constexpr):
     """Adds one query block's contribution to a resident K/V block's dK, dV (and, with ACCUM_DQ,
     atomically adds the unscaled dS K to the fp32 DQ_ACC). b_k is pre-multiplied by qk_scale when PRESCALED.
@@ -33,7 +33,8 @@ def dkdv_step(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA,
     BLOCK_D2 > 0: the head dim is two chunks, [0, BLOCK_D) and [BLOCK_D, BLOCK_D + BLOCK_D2) (b_k2, b_v2, b_dk2,
     b_dv2 hold the second; EVEN_D2: it ends at HEAD_DIM); else the *2 arguments are unused placeholders.
     Modifiers: the window mask where WINDOW_LEFT / WINDOW_RIGHT >= 0, SOFTCAP, GATED (G the head's gate cumsum,
-    b_gk [BN] the resident keys' values; b_dgk [BN] accumulates sum_i dS_ij)."""
+    b_gk [BN] the resident keys' values; b_dgk [BN] accumulates sum_i dS_ij; with ACCUM_DQ, DGQ the head's per-query
+    sums, fp32 like LSE, gets sum_j dS_ij atomically)."""
     o_m = start_m + tl.arange(0, BLOCK_M)
     o_d = tl.arange(0, BLOCK_D)
     m_m = o_m < seq_q
@@ -80,6 +81,8 @@ def dkdv_step(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA,
         b_dsT = b_pT * (b_dpT - b_delta[None, :])  # [BN, BM]
         if GATED:
             b_dgk += tl.sum(b_dsT, 1)  # [BN]
+            if ACCUM_DQ:  # the query half from the same dS (kernels/gate.py: the two halves must cancel exactly)
+                tl.atomic_add(DGQ + o_m, tl.sum(b_dsT, 0), mask=m_m, sem="relaxed")  # [BM]
         b_dsT = softcap_grad(b_dsT, b_tanhT, SOFTCAP)
         b_dk += tl.dot(b_dsT.to(b_qT.dtype), tl.trans(b_qT), input_precision=DOT_PRECISION)  # [BN, BM] @ [BM, BD]
         if BLOCK_D2 > 0:
@@ -100,7 +103,7 @@ def dkdv_over_queries(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE
                       PRESCALED: tl.constexpr, ACCUM_DQ: tl.constexpr,
                       EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
                       GRADS: tl.constexpr, BLOCK_D2: tl.constexpr, EVEN_D2: tl.constexpr,
-                      G, b_gk, b_dgk, WINDOW_LEFT: tl.constexpr, WINDOW_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr,
+                      G, b_gk, b_dgk, DGQ, WINDOW_LEFT: tl.constexpr, WINDOW_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr,
                       GATED: tl.constexpr):
     """Walks every query block that sees the key block [start_n, start_n + BLOCK_N) for one head (windowed: only
     those inside the band)."""
@@ -113,25 +116,25 @@ def dkdv_over_queries(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE
                 b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA, DQ_ACC,
                 stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd, o_n, start_m, seq_q, seq_k,
                 qk_scale, HEAD_DIM, SLICE_W, BLOCK_D, False, PRESCALED, ACCUM_DQ, EVEN_M, EVEN_N, EVEN_D,
-                DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2, G, b_gk, b_dgk, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
+                DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2, G, b_gk, b_dgk, DGQ, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
         for start_m in range(m_full_lo, m_full_hi, BLOCK_M):  # inside the band: no band mask
             b_dk, b_dv, b_dk2, b_dv2, b_dgk = dkdv_step(
                 b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA, DQ_ACC,
                 stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd, o_n, start_m, seq_q, seq_k,
                 qk_scale, HEAD_DIM, BLOCK_M, BLOCK_D, False, PRESCALED, ACCUM_DQ, EVEN_M, EVEN_N, EVEN_D,
-                DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2, G, b_gk, b_dgk, -1, -1, SOFTCAP, GATED)
+                DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2, G, b_gk, b_dgk, DGQ, -1, -1, SOFTCAP, GATED)
         for start_m in range(m_full_hi, m_hi, SLICE_W):  # the band's late edge: masked
             b_dk, b_dv, b_dk2, b_dv2, b_dgk = dkdv_step(
                 b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA, DQ_ACC,
                 stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd, o_n, start_m, seq_q, seq_k,
                 qk_scale, HEAD_DIM, SLICE_W, BLOCK_D, False, PRESCALED, ACCUM_DQ, EVEN_M, EVEN_N, EVEN_D,
-                DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2, G, b_gk, b_dgk, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
+                DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2, G, b_gk, b_dgk, DGQ, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
     else:
         b_dk, b_dv, b_dk2, b_dv2, b_dgk = dkdv_over_causal(
             b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA, DQ_ACC,
             stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd, o_n, start_n, seq_q, seq_k, qk_scale,
             HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, SLICE, CAUSAL, PRESCALED, ACCUM_DQ, EVEN_M, EVEN_N, EVEN_D,
-            DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2, G, b_gk, b_dgk, SOFTCAP, GATED)
+            DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2, G, b_gk, b_dgk, DGQ, SOFTCAP, GATED)
     return b_dk, b_dv, b_dk2, b_dv2, b_dgk
 
 
@@ -144,7 +147,7 @@ def dkdv_over_causal(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE,
                      PRESCALED: tl.constexpr, ACCUM_DQ: tl.constexpr,
                      EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
                      GRADS: tl.constexpr, BLOCK_D2: tl.constexpr, EVEN_D2: tl.constexpr,
-                     G, b_gk, b_dgk, SOFTCAP: tl.constexpr, GATED: tl.constexpr):
+                     G, b_gk, b_dgk, DGQ, SOFTCAP: tl.constexpr, GATED: tl.constexpr):
     """dkdv_over_queries without a window: every query block from the causal diagonal on (or all of them)."""
     if CAUSAL:
         SLICE_M: tl.constexpr = BLOCK_M // SLICE
@@ -158,7 +161,7 @@ def dkdv_over_causal(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE,
                                    o_n, start_m, seq_q, seq_k, qk_scale,
                                    HEAD_DIM, SLICE_M, BLOCK_D, True, PRESCALED, ACCUM_DQ,
                                    EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2,
-                                   G, b_gk, b_dgk, -1, -1, SOFTCAP, GATED)
+                                   G, b_gk, b_dgk, DGQ, -1, -1, SOFTCAP, GATED)
         m_start = m_mid
     else:
         m_start = 0
@@ -168,7 +171,7 @@ def dkdv_over_causal(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE,
                                o_n, start_m, seq_q, seq_k, qk_scale,
                                HEAD_DIM, BLOCK_M, BLOCK_D, False, PRESCALED, ACCUM_DQ,
                                EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2,
-                               G, b_gk, b_dgk, -1, -1, SOFTCAP, GATED)
+                               G, b_gk, b_dgk, DGQ, -1, -1, SOFTCAP, GATED)
     return b_dk, b_dv, b_dk2, b_dv2, b_dgk
 
 
@@ -332,13 +335,14 @@ def dkdv_program(Q, K, V, DO, DK, DV, LSE, DELTA, DQ_ACC,
                  EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
                  GRADS: tl.constexpr = 3, BLOCK_D2: tl.constexpr = 0, EVEN_D2: tl.constexpr = True,
                  G=None, DG=None, WINDOW_LEFT: tl.constexpr = -1, WINDOW_RIGHT: tl.constexpr = -1,
-                 SOFTCAP: tl.constexpr = 0.0, GATED: tl.constexpr = False):
+                 SOFTCAP: tl.constexpr = 0.0, GATED: tl.constexpr = False, DG_QUERY=None):
     """dK, dV of key block i_n of kv-head i_hk, summed over the `group` query heads that share it (GQA).
     LSE, DELTA [B, H, stride_lse] fp32; seq_q, seq_k: this sequence's lengths (a varlen document's).
     GRADS = 1 (dV) or 2 (dK): only that gradient is computed and stored (a split dK/dV pass, half the
     accumulator registers). BLOCK_D2 > 0: the head dim in two chunks (BLOCK_D, then BLOCK_D2; no padding to
     the next power of two when HEAD_DIM = BLOCK_D + BLOCK_D2, e.g. 192 = 128 + 64). Modifiers (module doc): G, DG
-    [B, H, stride_lse] fp32 like LSE; DG gets sum_i dS_ij of every key j and query head (GATED, GRADS != 1)."""
+    [B, H, stride_lse] fp32 like LSE; DG gets sum_i dS_ij of every key j and query head (GATED, GRADS != 1), and
+    with ACCUM_DQ DG_QUERY (zeroed, like LSE) sum_j dS_ij of every query row, by atomics."""
     qk_scale, sm_scale = tl.cast(qk_scale, tl.float32), tl.cast(sm_scale, tl.float32)  # fp32 loop carries whatever the caller passed
     start_n = i_n * BLOCK_N
     o_n = start_n + tl.arange(0, BLOCK_N)
@@ -360,9 +364,11 @@ def dkdv_program(Q, K, V, DO, DK, DV, LSE, DELTA, DQ_ACC,
     for i_g in range(group):
         i_h = i_hk * group + i_g
         i_bh = i_b * heads + i_h
-        G_h = G
+        G_h, DGQ_h = G, DG_QUERY
         if GATED:
             G_h = G + i_bh * stride_lse
+            if ACCUM_DQ:
+                DGQ_h = DG_QUERY + i_bh * stride_lse
         b_gk = gate_values(G_h, o_n, seq_k, GATED)  # [BN]
         b_dgk = tl.zeros([BLOCK_N], dtype=tl.float32)
         b_dk, b_dv, b_dk2, b_dv2, b_dgk = dkdv_over_queries(
@@ -373,7 +379,7 @@ def dkdv_program(Q, K, V, DO, DK, DV, LSE, DELTA, DQ_ACC,
             o_n, start_n, seq_q, seq_k, qk_scale,
             HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, SLICE, CAUSAL, PRESCALED, ACCUM_DQ,
             EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2,
-            G_h, b_gk, b_dgk, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
+            G_h, b_gk, b_dgk, DGQ_h, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
         if GATED and GRADS != 1:
             tl.store(DG + i_bh * stride_lse + o_n, b_dgk, mask=o_n < seq_k)
     if GRADS != 1:  # not dV only

@@ -13,6 +13,7 @@ from kernels.backward_args import backward_args
 from kernels.backward_steps import dkdv_program, document_pointers, dq_program
 from kernels.common import document_block, even_blocks, head_block, modifier_args
 from kernels.forward import dot_precision
+from kernels.gate import check_prescale
 from kernels.varlen import UNIFORM_ARGS
 
 
@@ -76,6 +77,7 @@ def fused_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK
     """-> dq like q, dk/dv like k/v. varlen: a kernels.varlen.Packing (q [1, total_q, H, D], k/v [1, total_k, Hkv, D]).
     mods: window / softcap (variants.problem.Modifiers) or None; gate: a kernels.gate.GateSums (writes both its
     as_key and as_query) or None."""
+    check_prescale(gate, prescale)
     batch, seq_q, _, head_dim = q.shape
     seq_k, kv_heads = k.shape[1], k.shape[2]
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)

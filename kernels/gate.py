@@ -3,6 +3,11 @@ document when packed) in LSE's layout [B, H, N], and write the two halves of dL/
 
     score_ij += G_i - G_j  =>  dL/dG_t = sum_j dS_tj (t as a query) - sum_i dS_it (t as a key);
     G_t = sum_{s <= t} g_s  =>  dg_s = sum_{t >= s} dL/dG_t (a reverse cumsum within the sequence / document).
+
+The reverse cumsum adds both halves up along the whole sequence: they must come from the same dS, so that the
+rounding in delta (from the rounded O) cancels between them, or dg's error grows with N (bf16, N = 16k: rel_dg 0.07
+to 0.24 measured on an H100 before this rule; results/h100/modifiers). Hence: every design writes both halves, and
+no design prescales K in one pass and Q in the other (`check_prescale`): that rounds the scores two ways.
 """
 from dataclasses import dataclass
 
@@ -45,6 +50,13 @@ def _segmented_reverse_cumsum(x: torch.Tensor, varlen) -> torch.Tensor:
         last = torch.tensor(varlen.cu_q_host[1:], device=x.device) - 1  # [docs] (an empty document's is never read)
         totals = forward[:, last][:, _document_ids(varlen, x.shape[1], x.device)]  # [1, N, H]
     return totals - forward + x.double()
+
+
+def check_prescale(gate, prescale: bool) -> None:
+    """One-line ValueError for prescale with a forget gate (module doc); the designs' defaults turn it off."""
+    if gate is not None and prescale:
+        raise ValueError("prescale=true cannot run with the forget gate: K and Q scaled and rounded in different "
+                         "passes make dg's two halves disagree (kernels/gate.py); set blocks.prescale=false")
 
 
 def gate_cumsum(g: torch.Tensor, varlen=None) -> torch.Tensor:

@@ -8,6 +8,7 @@ from kernels.backward_args import backward_args
 from kernels.backward_steps import dkdv_program, document_pointers, dq_program
 from kernels.common import document_block, even_blocks, head_dim_args, modifier_args
 from kernels.forward import dot_precision
+from kernels.gate import check_prescale
 from kernels.varlen import UNIFORM_ARGS
 
 
@@ -18,7 +19,7 @@ def _dkdv_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
                  stride_dqb, stride_dqn, stride_dqh, stride_dqd, stride_dkb, stride_dkn, stride_dkh, stride_dkd,
                  stride_dvb, stride_dvn, stride_dvh, stride_dvd,
                  seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale, CU_SEQLENS_Q, CU_SEQLENS_K, BLOCK_INDICES, G, DG,
-                 HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                 DG_QUERY, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                  CAUSAL: tl.constexpr, ACCUM_DQ: tl.constexpr, LONGEST_FIRST: tl.constexpr, PRESCALED: tl.constexpr,
                  IS_VARLEN: tl.constexpr, GRADS: tl.constexpr, BLOCK_D2: tl.constexpr,
                  EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, EVEN_D2: tl.constexpr,
@@ -30,7 +31,8 @@ def _dkdv_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
     IS_VARLEN: B = 1 and the blocks axis runs over the (document, key block) pairs of BLOCK_INDICES (with
     LONGEST_FIRST sorted heaviest first across documents). GRADS: 3 = dK and dV; 1 / 2 = dV / dK only (split).
     BLOCK_D2 > 0: the head dim as two register blocks, BLOCK_D then BLOCK_D2 (kernels.common.head_chunks).
-    Score modifiers (kernels/backward_steps.py): G the gate's cumsum, DG its per-key sums of dS, both like LSE."""
+    Score modifiers (kernels/backward_steps.py): G the gate's cumsum, DG its per-key sums of dS, both like LSE; with
+    ACCUM_DQ, DG_QUERY (zeroed, like LSE) gets the per-query sums by atomics."""
     if LONGEST_FIRST:
         i_n = tl.program_id(1)
         i_bhk = tl.program_id(0)
@@ -46,6 +48,8 @@ def _dkdv_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
         if GATED:  # like LSE (a gated batch has bos_k == bos_q)
             G += bos_q
             DG += bos_q
+            if ACCUM_DQ:
+                DG_QUERY += bos_q
     dkdv_program(Q, K, V, DO, DK, DV, LSE, DELTA, DQ,
                  stride_qb, stride_qn, stride_qh, stride_qd, stride_kb, stride_kn, stride_kh, stride_kd,
                  stride_vb, stride_vn, stride_vh, stride_vd, stride_dob, stride_don, stride_doh, stride_dod,
@@ -55,7 +59,7 @@ def _dkdv_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
                  i_n, i_bhk // kv_heads, i_bhk % kv_heads,
                  HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, 1, CAUSAL, PRESCALED, ACCUM_DQ, EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
                  GRADS, BLOCK_D2, EVEN_D2, G=G, DG=DG, WINDOW_LEFT=WINDOW_LEFT, WINDOW_RIGHT=WINDOW_RIGHT,
-                 SOFTCAP=SOFTCAP, GATED=GATED)
+                 SOFTCAP=SOFTCAP, GATED=GATED, DG_QUERY=DG_QUERY)
 
 
 @triton.jit
@@ -109,9 +113,11 @@ def launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, *, causal: bool, scale: flo
     computed in both: 5 matmuls instead of 4); for large head dims, where two accumulators spill.
     split_d: a head dim that is not a power of two in two register blocks (kernels.common.head_chunks).
     varlen: a kernels.varlen.Packing; then B = 1 and N is the packed length.
-    mods: window / softcap (variants.problem.Modifiers) or None; gate: a kernels.gate.GateSums (writes its as_key)."""
+    mods: window / softcap (variants.problem.Modifiers) or None; gate: a kernels.gate.GateSums (writes its as_key,
+    and with accumulate_dq its as_query, from the same dS)."""
     if prescale and accumulate_dq:
         raise ValueError("prescale cannot be combined with accumulate_dq (dQ would use the scaled K)")
+    check_prescale(gate, prescale)
     if split and accumulate_dq:
         raise ValueError("split cannot be combined with accumulate_dq (one pass must see dS and dV)")
     batch, seq_q, _, head_dim = q.shape
@@ -131,6 +137,7 @@ def launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, *, causal: bool, scale: flo
     for grads in ((1, 2) if split else (3,)):  # GRADS: 1 dV only, 2 dK only, 3 both (kernels/backward_steps.py)
         _dkdv_kernel[grid[::-1] if longest_first else grid](
                            *args, **doc_args, **gate_pointers(gate, "as_key"),
+                           DG_QUERY=gate.as_query.zero_() if gate is not None and accumulate_dq else None,
                            **modifier_args(mods, gate is not None, causal),
                            **head_args, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
                            CAUSAL=causal, ACCUM_DQ=accumulate_dq, LONGEST_FIRST=longest_first, PRESCALED=prescale,

@@ -264,3 +264,29 @@ def test_windowed_loops_walk_only_the_band(monkeypatch, variant, causal, window,
     assert calls == {name: want for name, want in (("dq", want_dq), ("dkdv", want_dkdv)) if name in steps}
     full = (nq // block) * (nk // block)
     assert want_dq < full and want_dkdv < full, "the case must make skipping visible"
+
+
+@pytest.mark.parametrize("variant", [design(v) for v in MODIFIED if "gate" in get(v).modifiers])
+def test_dg_does_not_drift_along_a_long_gated_sequence(variant, device):
+    """dg is a reverse cumsum of (per-query sums of dS - per-key sums) over the whole sequence: both halves must come
+    from the same dS, or delta's rounding (from the rounded O) adds up along N (kernels/gate.py). At N = 512 fp16 a
+    design that leaves out the query half, or rounds the scores two ways (prescale), is 16x off the others
+    (rel_dg 6.4e-3 vs 4e-4); at N = 16k bf16 it failed the runner's gate (results/h100/modifiers). Default blocks."""
+    torch.manual_seed(0)
+    q, k, v, do, g = make_case((1, 512, 512, 1, 1, 32), torch.float16, device, True, seed=0)
+    leaves = [t.detach().clone().requires_grad_(True) for t in (q, k, v, g)]
+    attention(*leaves[:3], causal=True, variant=variant, g=leaves[3]).backward(do)
+    dg_ref = reference_grads(q, k, v, do, True, g=g)[4]
+    assert error(leaves[3].grad, dg_ref).rel < 2e-3
+
+
+@pytest.mark.parametrize("variant", [v for v in MODIFIED if "prescale" in get(v).Blocks.__dataclass_fields__])
+def test_prescale_is_off_for_a_gate(variant, device):
+    """The defaults of a gated problem turn prescale off; asking for it with a gate is one clear line."""
+    problem = Problem(1, 64, 64, 2, 2, 16, True, torch.float16, device).with_modifiers(gate=True)
+    assert not get(variant).make_blocks(problem).prescale
+    q, k, v, do, g = make_case((1, 64, 64, 2, 2, 16), torch.float16, device, True, seed=1)
+    with pytest.raises(ValueError, match="prescale=true cannot run with the forget gate") as err:
+        o = attention(q.requires_grad_(), k, v, causal=True, variant=variant, blocks={"prescale": True}, g=g)
+        o.backward(do)
+    assert "\n" not in str(err.value)

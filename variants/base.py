@@ -8,6 +8,7 @@ Packed varlen batches (`varlen=`, a kernels.varlen.Packing): q [total_q, H, D], 
 (FlashAttention's convention). A variant serves them only if it says so (`supports_varlen`); otherwise
 `supports()` gives the reason.
 """
+import dataclasses
 import math
 import os
 from typing import Callable, ClassVar
@@ -130,9 +131,12 @@ class TritonVariant(Variant):
         there runs on its Blocks dataclass defaults."""
         from variants.block_defaults import default_block_fields
         try:
-            return self.Blocks(**default_block_fields(self.name, problem))
+            blocks = self.Blocks(**default_block_fields(self.name, problem))
         except TypeError as exc:  # a field the Blocks dataclass does not have
             raise ValueError(f"conf/block_defaults.yaml, variant {self.name!r}: {exc}") from None
+        if problem.gate and getattr(blocks, "prescale", False):  # the kernels refuse it (kernels.gate.check_prescale)
+            blocks = dataclasses.replace(blocks, prescale=False)
+        return blocks
 
     def run_backward(self, q, k, v, o, lse, do, delta, *, causal: bool, scale: float, blocks: Blocks) -> Grads:
         raise NotImplementedError

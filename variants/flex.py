@@ -123,12 +123,15 @@ def modifier_score_mod(softcap: float, gate_cumsum):
     or None when neither is on."""
     if not softcap and gate_cumsum is None:
         return None
+    # Two captured tensors, each indexed once: compiled flex's backward refuses two indexings of one tensor that
+    # needs a gradient (Inductor's LoweringException, H100 torch 2.11); autograd sums their gradients into G's.
+    gate_rows, gate_cols = (None, None) if gate_cumsum is None else (gate_cumsum, gate_cumsum.clone())
 
     def modify(score, b, h, q_idx, kv_idx):
         if softcap:
             score = softcap * torch.tanh(score / softcap)
         if gate_cumsum is not None:
-            score = score + gate_cumsum[b, h, q_idx] - gate_cumsum[b, h, kv_idx]
+            score = score + gate_rows[b, h, q_idx] - gate_cols[b, h, kv_idx]
         return score
 
     return modify
