@@ -26,18 +26,23 @@ def make_case(shape, dtype, device, gated, seed):
     return q, k, v, do, g
 
 
-def skip_unless_implemented(variant, causal, window, softcap, gated):
-    """Skips a case using a modifier the design does not list (its refusal is test_designs_without_...)."""
+def skip_unless_implemented(variant, causal, window, softcap, gated, q=None, k=None):
+    """Skips a case using a modifier the design does not list (its refusal is test_designs_without_...), or a shape
+    or dtype the design does not cover (ws: head dims 64 / 128, fp16 / bf16; its own tests: tests/test_ws.py)."""
     used = {"window": window is not None, "softcap": softcap > 0, "gate": gated}
     missing = [name for name, on in used.items() if on and name not in get(variant).modifiers]
     if missing:
         pytest.skip(f"{variant} does not implement {missing}")
+    if q is not None and q.dim() == 4:
+        reason = get(variant).problem_reason(Problem.from_tensors(q, k, k, causal))
+        if reason:
+            pytest.skip(reason)
 
 
 def check_against_reference(variant, q, k, v, do, g, causal, window, softcap, blocks=None, **packed):
     """attention() forward + backward vs reference_grads with the same modifiers: o, dq, dk, dv (and dg).
     blocks: the design's small test blocks unless given."""
-    skip_unless_implemented(variant, causal, window, softcap, g is not None)
+    skip_unless_implemented(variant, causal, window, softcap, g is not None, q, k)
     leaves = [t.detach().clone().requires_grad_(True) for t in (q, k, v) + (() if g is None else (g,))]
     o = attention(*leaves[:3], causal=causal, variant=variant, blocks=blocks or small_blocks(variant), window_size=window,
                   softcap=softcap, g=None if g is None else leaves[3], **packed)

@@ -211,3 +211,49 @@ def test_deterministic_mode_matches_reference_and_repeats_bitwise_on_hopper(caus
     for other in runs[1:]:
         for name, a, b in zip(("dq", "dk", "dv"), runs[0], other):
             assert torch.equal(a, b), name
+
+
+# Sliding windows (issue 24): (B, Nq, Nk, H, Hkv, D), causal, window_size. Tails, GQA, Nq != Nk both ways, a
+# two-sided window, and Nq < Nk with a window short enough that the first key blocks see no query (0-step tiles).
+WINDOW_CASES = [((2, 333, 333, 4, 2, 128), True, (100, 0)), ((1, 200, 333, 2, 1, 64), True, (64, 0)),
+                ((1, 333, 200, 4, 4, 128), False, (40, 90)), ((1, 300, 700, 2, 1, 64), True, (50, 0)),
+                ((1, 1024, 1024, 2, 2, 128), True, (256, 0))]
+
+
+@pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
+@pytest.mark.parametrize("shape, causal, window", WINDOW_CASES, ids=[f"{shape_id(s, c)}-w{w[0]}_{w[1]}"
+                                                                     for s, c, w in WINDOW_CASES])
+@pytest.mark.parametrize("blocks", [None, dict(persistent=True)], ids=["default", "persistent"])
+def test_window_matches_reference_on_hopper(shape, causal, window, blocks):
+    from tests.test_modifiers import check_against_reference
+    torch.manual_seed(hash((shape, window)) % 2**31)
+    q, k, v, do = make_inputs(shape, torch.bfloat16, "cuda")
+    check_against_reference("ws", q, k, v, do, None, causal, window, 0.0, blocks=blocks or {})
+
+
+@pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
+def test_window_with_deterministic_is_one_clear_line():
+    q, k, v, do = make_inputs((1, 128, 128, 2, 2, 64), torch.bfloat16, "cuda")
+    from variants import attention
+    with pytest.raises(ValueError, match="deterministic=true has no sliding window") as err:
+        attention(q.requires_grad_(), k, v, causal=True, variant="ws", blocks=dict(deterministic=True),
+                  window_size=(32, 0)).backward(do)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("seq_q, seq_k, causal, left, right", [(1000, 1000, True, 100, 0), (300, 700, True, 50, 0),
+                                                               (333, 200, False, 40, 90), (500, 500, False, -1, 30)])
+def test_window_steps_walk_only_the_band(seq_q, seq_k, causal, left, right):
+    """query_steps (the host's copy of `_tile`'s walk) visits exactly the query blocks holding a visible pair of each
+    key block: none outside the band, none missing."""
+    from kernels.gluon.ws import query_steps
+    from variants.reference import visible_pairs
+    block_m, block_n = 64, 128
+    visible = visible_pairs(seq_q, seq_k, causal, (left, right), "cpu")  # [Nq, Nk]
+    expected = []
+    for start_n in range(0, seq_k, block_n):
+        rows = visible[:, start_n:start_n + block_n].any(1)  # [Nq]: queries that see the key block
+        blocks = {int(i) // block_m for i in rows.nonzero()}
+        # the walk is contiguous: from the first block with a visible pair to the last
+        expected.append(0 if not blocks else max(blocks) - min(blocks) + 1)
+    assert query_steps(seq_q, seq_k, block_m, block_n, 1, causal, left, right) == tuple(expected)

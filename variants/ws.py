@@ -20,8 +20,10 @@ class Ws(TritonVariant):
     archs = (90,)
     arch_requirement = "sm90 (a Gluon kernel written for Hopper: wgmma, TMA, mbarriers)"
 
+    modifiers = ("window",)  # a sliding window (the band's query blocks only); softcap / gate: not in the kernel
+
     def supports(self, problem):
-        if problem.modifiers:  # window / softcap / gate: not in the Gluon kernel
+        if self.modifier_reason(problem):  # softcap / gate
             return self.modifier_reason(problem)
         if GLUON_MISSING is not None:
             return GLUON_MISSING
@@ -49,9 +51,13 @@ class Ws(TritonVariant):
             return 0  # dq written once by the dQ pass
         return 4 * problem.tokens_q * problem.heads * problem.head_dim  # fp32 dQ accumulator [B * H * Nq, D]
 
-    def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks):
+    def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks, mods=None):
         fields = blocks.as_dict()
+        window = {} if mods is None else dict(window_left=mods.window_left, window_right=mods.window_right)
         if fields.pop("deterministic"):  # dQ by ws_two_pass's dQ kernel at its default tile: no atomics
+            if window:
+                raise ValueError("ws: deterministic=true has no sliding window yet (ws_two_pass's dQ kernel walks "
+                                 "every key block); use deterministic=false")
             from kernels.gluon.ws_dq import ws_two_pass_backward
             from variants.ws_two_pass import WsTwoPassBlocks
             for unused in ("warp_specialize", "early_scores", "split_warpgroups"):  # check_rules pinned them
@@ -59,4 +65,4 @@ class Ws(TritonVariant):
             return ws_two_pass_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, dkdv_blocks=fields,
                                         dq_blocks=WsTwoPassBlocks().dq_tile())
         from kernels.gluon.ws import ws_backward
-        return ws_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, **fields)
+        return ws_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, **fields, **window)

@@ -41,7 +41,7 @@ GROUP_REGS = 240  # registers per thread of the second compute group (split_warp
 def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_desc, LSE, DELTA, DK, DV, TILES,
                         TILE_STARTS, seq_q, seq_k, heads, kv_heads, batch_kv_heads, chunk_heads, qk_scale, sm_scale,
                         S_LAYOUT: gl.constexpr, KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr,
-                        DS_SMEM: gl.constexpr, STATS_SMEM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                        DS_SMEM: gl.constexpr, STATS_SMEM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr,
                         MASKED: gl.constexpr, WARP_SPECIALIZE: gl.constexpr,
                         EARLY_SCORES: gl.constexpr, GROUPS: gl.constexpr, GROUP_REGS: gl.constexpr,
                         SWAP_AB: gl.constexpr, PERSISTENT: gl.constexpr, WITH_DQ: gl.constexpr = True):
@@ -112,44 +112,45 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_de
     if not WITH_DQ:  # the compute warps and the load warp only
         gl.warp_specialize([
             (_mma_partition, (tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT,
-                              DQ_LAYOUT, STAGES, CAUSAL, MASKED, True, False, 0, SWAP_AB, PERSISTENT, None, None,
+                              DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, MASKED, True, False, 0, SWAP_AB, PERSISTENT, None, None,
                               None, None, None, False)),
             (_load_partition, (q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE, DELTA, STAGES,
-                               CAUSAL, PERSISTENT)),
+                               CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, PERSISTENT)),
         ], [1], [24])
     elif WARP_SPECIALIZE:
         if GROUPS == 2:  # two compute warpgroups, each its own partition with its own half of the keys and dQ
             gl.warp_specialize([
                 (_mma_partition, (tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT,
-                                  DQ_LAYOUT, STAGES, CAUSAL, MASKED, True, EARLY_SCORES, 0, SWAP_AB, PERSISTENT)),
+                                  DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, MASKED, True, EARLY_SCORES, 0, SWAP_AB, PERSISTENT)),
                 (_mma_partition, (tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT,
-                                  DQ_LAYOUT, STAGES, CAUSAL, MASKED, True, EARLY_SCORES, 1, SWAP_AB, PERSISTENT)),
+                                  DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, MASKED, True, EARLY_SCORES, 1, SWAP_AB, PERSISTENT)),
                 (_load_partition, (q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE, DELTA, STAGES,
-                                   CAUSAL, PERSISTENT)),
-                (_dq_partition, (dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, PERSISTENT)),
+                                   CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, PERSISTENT)),
+                (_dq_partition, (dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, PERSISTENT)),
             ], [4, 1, 1], [GROUP_REGS, 24, 24])
         else:
             gl.warp_specialize([
                 (_mma_partition, (tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT,
-                                  DQ_LAYOUT, STAGES, CAUSAL, MASKED, True, EARLY_SCORES, 0, SWAP_AB, PERSISTENT)),
+                                  DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, MASKED, True, EARLY_SCORES, 0, SWAP_AB, PERSISTENT)),
                 (_load_partition, (q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE, DELTA, STAGES,
-                                   CAUSAL, PERSISTENT)),
-                (_dq_partition, (dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, PERSISTENT)),
+                                   CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, PERSISTENT)),
+                (_dq_partition, (dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, PERSISTENT)),
             ], [1, 1], [24, 24])
     else:
         _mma_partition(tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT, DQ_LAYOUT, STAGES,
-                       CAUSAL, MASKED, False, False, 0, SWAP_AB, PERSISTENT, q_desc, k_desc, v_desc, do_desc, dq_desc)
+                       CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, MASKED, False, False, 0, SWAP_AB, PERSISTENT, q_desc, k_desc, v_desc, do_desc, dq_desc)
 
 
 @gluon.jit
-def _tile(k, schedule, sizes, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr,
+def _tile(k, schedule, sizes, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr,
           PERSISTENT: gl.constexpr):
     """The rows of the schedule's k-th tile: (i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo,
     m_blocks, steps). Tiles are numbered in chunks of `chunk_heads` (batch, kv head) pairs, key blocks in order
     within a chunk, the heads of the chunk interleaved: the tiles running at once share their heads' Q, dO and dQ
     rows in L2, and under causal masking (key block 0 walks the most query blocks) each chunk starts its longest
     tiles first. The steps walk the query blocks that see the key block (from the first one reaching the causal
-    diagonal to the end) for each query head of the kv head's group in turn."""
+    diagonal, or a window's right edge, to the end, or to the last one inside a window's left edge) for each query
+    head of the kv head's group in turn."""
     TILES, first_tile, end_tile = schedule
     seq_q, seq_k, heads, kv_heads, batch_kv_heads, chunk_heads = sizes
     if PERSISTENT:
@@ -169,9 +170,15 @@ def _tile(k, schedule, sizes, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUS
     shift = seq_k - seq_q  # bottom-right causal: query i sees key j iff j <= i + shift
     if CAUSAL:
         m_lo = gl.maximum(start_n - shift, 0) // BLOCK_M * BLOCK_M
+    elif WINDOW_RIGHT >= 0:  # query i sees key j iff j <= i + shift + WINDOW_RIGHT
+        m_lo = gl.maximum(start_n - shift - WINDOW_RIGHT, 0) // BLOCK_M * BLOCK_M
     else:
         m_lo = 0
-    m_blocks = gl.cdiv(gl.maximum(seq_q - m_lo, 0), BLOCK_M)
+    if WINDOW_LEFT >= 0:  # query i sees key j iff j >= i + shift - WINDOW_LEFT: the last one sees the block's last key
+        m_end = gl.minimum(gl.maximum(start_n + BLOCK_N - shift + WINDOW_LEFT, 0), seq_q)
+    else:
+        m_end = seq_q
+    m_blocks = gl.cdiv(gl.maximum(m_end - m_lo, 0), BLOCK_M)
     return (i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, m_blocks * group)
 
 
@@ -219,7 +226,7 @@ def _issue_qdo(q_desc, do_desc, tiles, rows, step, slot, STAGES: gl.constexpr):
 
 @gluon.jit
 def _load_partition(q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE, DELTA, STAGES: gl.constexpr,
-                    CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr):
+                    CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, PERSISTENT: gl.constexpr):
     """One warp: per tile, K and V once the compute warps are done with the last tile's, then every step's Q, dO as
     soon as the dQ warp has released its stage."""
     TILES, first_tile, end_tile = schedule
@@ -227,22 +234,22 @@ def _load_partition(q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE
         slot = 0  # steps before this tile's, over the program's tiles: the ring's position
         for k in range(first_tile, end_tile):
             slot = _load_tile(k, slot, k - first_tile, q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE,
-                              DELTA, STAGES, CAUSAL, PERSISTENT)
+                              DELTA, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, PERSISTENT)
     else:
         _load_tile(first_tile, 0, 0, q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE, DELTA, STAGES,
-                   CAUSAL, PERSISTENT)
+                   CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, PERSISTENT)
 
 
 @gluon.jit
 def _load_tile(k, slot, tile_count, q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE, DELTA,
-               STAGES: gl.constexpr, CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr):
+               STAGES: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, PERSISTENT: gl.constexpr):
     """The k-th tile's loads, its steps at ring positions slot, slot + 1, ...; tile_count: the program's tiles
     before it -> the ring position after it."""
     k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, kv_empty, ready, empty, dq_full, dq_empty = tiles
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = k_smem.shape[0] * k_desc.block_type.shape[0]
     row_layout: gl.constexpr = gl.BlockedLayout([BLOCK_M // 32], [32], [1], [0])
-    rows = _tile(k, schedule, sizes, BLOCK_M, BLOCK_N, CAUSAL, PERSISTENT)
+    rows = _tile(k, schedule, sizes, BLOCK_M, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, PERSISTENT)
     i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
     mbarrier.wait(kv_empty, (tile_count & 1) ^ 1)  # passes at once for the first tile
     _issue_kv(k_desc, v_desc, tiles, rows)
@@ -264,25 +271,25 @@ def _load_tile(k, slot, tile_count, q_desc, k_desc, v_desc, do_desc, tiles, sche
 
 @gluon.jit
 def _dq_partition(dq_desc, tiles, schedule, sizes, STAGES: gl.constexpr, BLOCK_N: gl.constexpr,
-                  CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr):
+                  CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, PERSISTENT: gl.constexpr):
     """One warp: adds each step's dQ tile from dq_smem into the fp32 accumulator ([B * H * Nq, D]) by TMA, and
     hands the step's Q / dO stage back to the load warp (dq_full means all of the step's MMAs are done)."""
     TILES, first_tile, end_tile = schedule
     if PERSISTENT:
         slot = 0
         for k in range(first_tile, end_tile):
-            slot = _dq_tile(k, slot, dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, PERSISTENT)
+            slot = _dq_tile(k, slot, dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, PERSISTENT)
     else:
-        _dq_tile(first_tile, 0, dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, PERSISTENT)
+        _dq_tile(first_tile, 0, dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, PERSISTENT)
 
 
 @gluon.jit
 def _dq_tile(k, slot, dq_desc, tiles, schedule, sizes, STAGES: gl.constexpr, BLOCK_N: gl.constexpr,
-             CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr):
+             CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, PERSISTENT: gl.constexpr):
     k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, kv_empty, ready, empty, dq_full, dq_empty = tiles
     BLOCK_M: gl.constexpr = dq_desc.block_type.shape[0]
     GROUPS: gl.constexpr = dq_smem.shape[0]
-    rows = _tile(k, schedule, sizes, BLOCK_M, BLOCK_N, CAUSAL, PERSISTENT)
+    rows = _tile(k, schedule, sizes, BLOCK_M, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, PERSISTENT)
     i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
     for step in range(steps):
         i_h, start_m = _query_block(step, rows, BLOCK_M)
@@ -319,10 +326,11 @@ def _issue_products(a1, b1, a2, b2, LAYOUT: gl.constexpr):
 
 @gluon.jit
 def _probabilities(s, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, KEYS_ON_ROWS: gl.constexpr,
-                   CAUSAL: gl.constexpr, MASKED: gl.constexpr):
+                   CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, MASKED: gl.constexpr):
     """P = exp2(S * scale * log2 e - LSE) of S^T [BN, BM] (KEYS_ON_ROWS, swap AB) or S [BM, BN]; o_m: the query
-    index of each query row / column. Only blocks that cross the causal diagonal or a sequence end pay for the
-    mask (keys past Nk, queries past Nq, and under causal masking keys right of the bottom-right diagonal -> 0)."""
+    index of each query row / column. Only blocks that cross the causal diagonal, a window edge or a sequence end
+    pay for the mask (keys past Nk, queries past Nq, keys right of the bottom-right diagonal under causal masking,
+    and outside the window (WINDOW_LEFT / WINDOW_RIGHT >= 0, FlashAttention's window_size) -> 0)."""
     KEY_DIM: gl.constexpr = 0 if KEYS_ON_ROWS else 1
     QUERY_DIM: gl.constexpr = 1 - KEY_DIM
     BLOCK_N: gl.constexpr = s.shape[KEY_DIM]
@@ -330,21 +338,26 @@ def _probabilities(s, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, KEYS_O
     p = gl.exp2(s * qk_scale - gl.expand_dims(lse, KEY_DIM))
     if MASKED:
         shift = seq_k - seq_q  # bottom-right causal: query i sees key j iff j <= i + shift
-        if (CAUSAL and start_m + shift < start_n + BLOCK_N - 1) or start_m + BLOCK_M > seq_q or start_n + BLOCK_N > seq_k:
+        right = 0 if CAUSAL else WINDOW_RIGHT  # -1: unbounded
+        crosses_right = right >= 0 and start_m + shift + right < start_n + BLOCK_N - 1
+        crosses_left = WINDOW_LEFT >= 0 and start_m + BLOCK_M - 1 + shift - WINDOW_LEFT > start_n
+        if crosses_right or crosses_left or start_m + BLOCK_M > seq_q or start_n + BLOCK_N > seq_k:
             # key indices built here, not held across the loop
             keys = gl.expand_dims(start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(QUERY_DIM, s.type.layout)),
                                   QUERY_DIM)
             queries = gl.expand_dims(o_m, KEY_DIM)
             visible = (keys < seq_k) & (queries < seq_q)
-            if CAUSAL:
-                visible = visible & (keys <= queries + shift)
+            if right >= 0:
+                visible = visible & (keys <= queries + shift + right)
+            if WINDOW_LEFT >= 0:
+                visible = visible & (keys >= queries + shift - WINDOW_LEFT)
             p = gl.where(visible, p, 0.)
     return p
 
 
 @gluon.jit
 def _gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, ds_smem, o_m, start_n, start_m,
-               seq_q, seq_k, qk_scale, KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, CAUSAL: gl.constexpr,
+               seq_q, seq_k, qk_scale, KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr,
                MASKED: gl.constexpr, WITH_DQ: gl.constexpr = True):
     """One step from its S^T, dP^T in flight (the last two wgmma groups): P^T and dS^T, then dV += P^T dO,
     dK += dS^T Q and dQ = dS K issued -> (dq [BM, D], dk, dv [BN, D]), their three wgmma groups in flight."""
@@ -353,7 +366,7 @@ def _gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, ds_smem, 
     dtype: gl.constexpr = k_smem.dtype
     P_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=KV_LAYOUT, k_width=2)
     s_t = warpgroup_mma_wait(num_outstanding=1, deps=(s_t,))
-    p_t = _probabilities(s_t, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, True, CAUSAL, MASKED)  # [BN, BM]
+    p_t = _probabilities(s_t, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, True, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, MASKED)  # [BN, BM]
     dv = warpgroup_mma(gl.convert_layout(p_t.to(dtype), P_OPERAND), do_tile, dv, is_async=True)  # [BN, BM] @ [BM, D]
     dp_t = warpgroup_mma_wait(num_outstanding=1, deps=(dp_t,))
     ds_t = (p_t * (dp_t - gl.expand_dims(delta, 0))).to(dtype)  # [BN, BM]
@@ -372,7 +385,7 @@ def _gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, ds_smem, 
 
 @gluon.jit
 def _gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, k_smem, p_smem, ds_smem, o_m, start_n, start_m,
-                  seq_q, seq_k, qk_scale, DQ_LAYOUT: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr,
+                  seq_q, seq_k, qk_scale, DQ_LAYOUT: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, MASKED: gl.constexpr,
                   WITH_DQ: gl.constexpr = True):
     """Without swap AB (each warpgroup owns query rows of S, dP): P and dS go to shared memory, where dV += P^T dO
     and dK += dS^T Q read them transposed (each warpgroup its key rows) and dQ = dS K as they are
@@ -381,7 +394,7 @@ def _gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, k_smem, p_smem, ds
     BLOCK_M: gl.constexpr = q_tile.shape[0]
     dtype: gl.constexpr = k_smem.dtype
     s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))
-    p = _probabilities(s, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, False, CAUSAL, MASKED)  # [BM, BN]
+    p = _probabilities(s, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, False, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, MASKED)  # [BM, BN]
     p_smem.store(p.to(dtype))
     dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
     ds = (p * (dp - gl.expand_dims(delta, 1))).to(dtype)  # [BM, BN]
@@ -412,7 +425,7 @@ def _bank_spread_rows(tile):
 
 @gluon.jit
 def _mma_partition(tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.constexpr,
-                   KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                   KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr,
                    MASKED: gl.constexpr, SPECIALIZED: gl.constexpr, EARLY_SCORES: gl.constexpr, WG: gl.constexpr,
                    SWAP_AB: gl.constexpr, PERSISTENT: gl.constexpr,
                    q_desc=None, k_desc=None, v_desc=None, do_desc=None, dq_desc=None, WITH_DQ: gl.constexpr = True):
@@ -427,17 +440,17 @@ def _mma_partition(tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOU
         slot = 0  # steps before this tile's, over the program's tiles: the ring's and the dQ hand-over's position
         for k in range(first_tile, end_tile):
             slot = _mma_tile(k, slot, k - first_tile, tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT,
-                             KV_LAYOUT, DQ_LAYOUT, STAGES, CAUSAL, MASKED, SPECIALIZED, EARLY_SCORES, WG, SWAP_AB,
+                             KV_LAYOUT, DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, MASKED, SPECIALIZED, EARLY_SCORES, WG, SWAP_AB,
                              PERSISTENT, q_desc, k_desc, v_desc, do_desc, dq_desc, WITH_DQ)
     else:
         _mma_tile(first_tile, 0, 0, tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT,
-                  DQ_LAYOUT, STAGES, CAUSAL, MASKED, SPECIALIZED, EARLY_SCORES, WG, SWAP_AB, PERSISTENT, q_desc,
+                  DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, MASKED, SPECIALIZED, EARLY_SCORES, WG, SWAP_AB, PERSISTENT, q_desc,
                   k_desc, v_desc, do_desc, dq_desc, WITH_DQ)
 
 
 @gluon.jit
 def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.constexpr,
-              KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+              KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr,
               MASKED: gl.constexpr, SPECIALIZED: gl.constexpr, EARLY_SCORES: gl.constexpr, WG: gl.constexpr,
               SWAP_AB: gl.constexpr, PERSISTENT: gl.constexpr, q_desc, k_desc, v_desc, do_desc, dq_desc,
               WITH_DQ: gl.constexpr = True):
@@ -455,7 +468,7 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, LSE, DELTA, q
     GROUPS: gl.constexpr = k_all.shape[0]
     # S^T [BN, BM] (swap AB: keys on dim 0) or S [BM, BN]: query-indexed vectors are slices along the key dim
     KEY_DIM: gl.constexpr = 0 if SWAP_AB else 1
-    rows = _tile(k, schedule, sizes, BLOCK_M, GROUPS * BLOCK_N, CAUSAL, PERSISTENT)
+    rows = _tile(k, schedule, sizes, BLOCK_M, GROUPS * BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, PERSISTENT)
     i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
     start_n = start_n + WG * BLOCK_N  # this group's first key
     if not SPECIALIZED:  # K, V and the first STAGES - 1 steps' Q, dO (one tile per program: nothing to wait)
@@ -494,11 +507,11 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, LSE, DELTA, q
             delta = gl.load(DELTA + row_stats, mask=o_m < seq_q, other=0.)  # [BM]
         if SWAP_AB:
             dq, dk, dv = _gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, ds_smem, o_m,
-                                    start_n, start_m, seq_q, seq_k, qk_scale, KV_LAYOUT, DQ_LAYOUT, CAUSAL, MASKED,
+                                    start_n, start_m, seq_q, seq_k, qk_scale, KV_LAYOUT, DQ_LAYOUT, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, MASKED,
                                     WITH_DQ)
         else:
             dq, dk, dv = _gradients_mn(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, p_smem, ds_smem,
-                                       o_m, start_n, start_m, seq_q, seq_k, qk_scale, DQ_LAYOUT, CAUSAL, MASKED,
+                                       o_m, start_n, start_m, seq_q, seq_k, qk_scale, DQ_LAYOUT, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, MASKED,
                                        WITH_DQ)
         if not WITH_DQ:  # ws_two_pass's dK/dV kernel: the step's MMAs done, its stage goes back to the load warp
             dk, dv = warpgroup_mma_wait(num_outstanding=0, deps=(dk, dv))
@@ -590,11 +603,17 @@ def sm_count(device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else H100_SMS
 
 
-def query_steps(seq_q: int, seq_k: int, block_m: int, block_n: int, group: int, causal: bool) -> tuple:
+def query_steps(seq_q: int, seq_k: int, block_m: int, block_n: int, group: int, causal: bool,
+                window_left: int = -1, window_right: int = -1) -> tuple:
     """Steps (query blocks x query heads of a kv head) of each key block, as `_tile` counts them."""
     shift = seq_k - seq_q
-    first = [max(n * block_n - shift, 0) // block_m * block_m if causal else 0 for n in range(triton.cdiv(seq_k, block_n))]
-    return tuple(triton.cdiv(max(seq_q - m_lo, 0), block_m) * group for m_lo in first)
+    right = 0 if causal else window_right
+    steps = []
+    for start_n in range(0, seq_k, block_n):
+        m_lo = max(start_n - shift - right, 0) // block_m * block_m if right >= 0 else 0
+        m_end = min(max(start_n + block_n - shift + window_left, 0), seq_q) if window_left >= 0 else seq_q
+        steps.append(triton.cdiv(max(m_end - m_lo, 0), block_m) * group)
+    return tuple(steps)
 
 
 def tile_key_block(tile: int, key_blocks: int, batch_kv_heads: int, chunk_heads: int) -> int:
@@ -650,9 +669,9 @@ def _descriptor(t2d: torch.Tensor, block: list[int]):
 def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
                 num_warps: int, num_stages: int, warp_specialize: bool = True, early_scores: bool = False,
                 split_warpgroups: bool = False, swap_ab: bool = True, longest_first: bool = True,
-                persistent: bool = False):
+                persistent: bool = False, window_left: int = -1, window_right: int = -1):
     """q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D] dense, fp16 / bf16, D in HEAD_DIMS; lse (base 2), delta
-    [B, H, Nq] fp32 -> dq like q, dk / dv like k / v."""
+    [B, H, Nq] fp32 -> dq like q, dk / dv like k / v. window_left / window_right: a sliding window (ws_dkdv)."""
     from kernels.dq_finish import dq_finish
 
     batch, seq_q, heads, head_dim = q.shape
@@ -662,7 +681,8 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
     dq_acc = torch.zeros(batch * heads * acc_rows, head_dim, device=q.device, dtype=torch.float32)  # [B*H*rows, D]
     ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, causal=causal, scale=scale, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
             num_warps=num_warps, num_stages=num_stages, warp_specialize=warp_specialize, early_scores=early_scores,
-            split_warpgroups=split_warpgroups, swap_ab=swap_ab, longest_first=longest_first, persistent=persistent)
+            split_warpgroups=split_warpgroups, swap_ab=swap_ab, longest_first=longest_first, persistent=persistent,
+            window_left=window_left, window_right=window_right)
     dq = torch.empty(q.shape, device=q.device, dtype=q.dtype)
     dq_finish(dq_acc.view(batch, heads, acc_rows, head_dim), dq, scale, spread_rows=True)
     return dq, dk, dv
@@ -671,16 +691,18 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
 def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
             num_warps: int, num_stages: int, warp_specialize: bool = True, early_scores: bool = False,
             split_warpgroups: bool = False, swap_ab: bool = True, longest_first: bool = True,
-            persistent: bool = False) -> None:
+            persistent: bool = False, window_left: int = -1, window_right: int = -1) -> None:
     """The main kernel's launch: dk, dv (like k, v, dense) and, given dq_acc ([B * H * dq_rows(Nq), D] fp32, zeroed),
-    dQ reduce-added into it; dq_acc=None (ws_two_pass, warp_specialize only): dk and dv alone."""
+    dQ reduce-added into it; dq_acc=None (ws_two_pass, warp_specialize only): dk and dv alone.
+    window_left / window_right: a sliding window as variants.problem.window_pair normalizes it (-1 = unbounded)."""
     batch, seq_q, heads, head_dim = q.shape
     seq_k, kv_heads = k.shape[1], k.shape[2]
     with_dq = dq_acc is not None
     if not with_dq and not (warp_specialize and not early_scores and not split_warpgroups):
         raise ValueError("ws_dkdv without dQ: warp_specialize only, without early_scores or split_warpgroups")
     rows_q, rows_k = q.reshape(batch * seq_q, heads * head_dim), k.reshape(batch * seq_k, kv_heads * head_dim)
-    masked = causal or seq_q % BLOCK_M != 0 or seq_k % BLOCK_N != 0
+    windowed = window_left >= 0 or window_right >= 0
+    masked = causal or windowed or seq_q % BLOCK_M != 0 or seq_k % BLOCK_N != 0
     groups = 2 if split_warpgroups and warp_specialize else 1  # compute partitions, each num_warps / groups warps
     block_ng, group_warps = BLOCK_N // groups, num_warps // groups
     if seq_k == 0:
@@ -693,7 +715,8 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
     heads_per_chunk = chunk_heads(q.device, seq_k, BLOCK_N, batch * kv_heads, causal and longest_first)
     if persistent:
         tiles, tile_starts = tile_schedule(q.device, key_blocks, batch * kv_heads, heads_per_chunk,
-                                           query_steps(seq_q, seq_k, BLOCK_M, BLOCK_N, heads // kv_heads, causal))
+                                           query_steps(seq_q, seq_k, BLOCK_M, BLOCK_N, heads // kv_heads, causal,
+                                                       window_left, window_right))
         grid = (tile_starts.numel() - 1,)
     else:
         tiles = tile_starts = dq_acc  # unused
@@ -709,6 +732,7 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
         LSE=lse, DELTA=delta, DK=dk, DV=dv, TILES=tiles, TILE_STARTS=tile_starts, seq_q=seq_q, seq_k=seq_k,
         heads=heads, kv_heads=kv_heads, batch_kv_heads=batch * kv_heads, chunk_heads=heads_per_chunk,
         qk_scale=scale * LOG2E, sm_scale=scale, STAGES=num_stages, CAUSAL=causal, MASKED=masked,
+        WINDOW_LEFT=window_left, WINDOW_RIGHT=-1 if causal else window_right,
         WARP_SPECIALIZE=warp_specialize, EARLY_SCORES=early_scores and warp_specialize, GROUPS=groups,
         GROUP_REGS=GROUP_REGS, SWAP_AB=swap_ab, PERSISTENT=persistent, WITH_DQ=with_dq, num_warps=group_warps,
         **layouts(BLOCK_M, block_ng, head_dim, group_warps, q.dtype, swap_ab))

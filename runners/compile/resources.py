@@ -79,11 +79,11 @@ def unsupported_reason(variant, problem, arch: ArchLimits, blocks) -> str | None
 
 
 def capture_launches(variant_name, head_dim, dtype_name, causal, heads, kv_heads, blocks_overrides,
-                     arch: ArchLimits = ARCHS[DEFAULT_ARCH]):
+                     arch: ArchLimits = ARCHS[DEFAULT_ARCH], mods=None):
     """(Blocks, blocks_source, [(JITFunction, args, kwargs)]) of one backward of the variant with `arch`'s default
     blocks (conf/block_defaults.yaml, that compute capability's table, else `any`) under the overrides, nothing
     executed. blocks_source: the default rule's `source` (variants.block_defaults.rule_source), `override` when
-    overrides were given."""
+    overrides were given. mods: score modifiers (variants.problem.Modifiers: window, softcap) or None."""
     use_compiler_not_interpreter()
     import torch
     from triton.runtime.jit import JITFunction
@@ -125,7 +125,8 @@ def capture_launches(variant_name, head_dim, dtype_name, causal, heads, kv_heads
 
     JITFunction.run = record
     try:
-        variant.backward(q, k, v, o, lse, do, causal=causal, scale=default_scale(head_dim), blocks=blocks)
+        variant.backward(q, k, v, o, lse, do, causal=causal, scale=default_scale(head_dim), blocks=blocks,
+                         **({} if mods is None else {"mods": mods}))
     finally:
         JITFunction.run = original
     return blocks, source, launches
