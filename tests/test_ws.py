@@ -224,18 +224,32 @@ WINDOW_CASES = [((2, 333, 333, 4, 2, 128), True, (100, 0)), ((1, 200, 333, 2, 1,
 @pytest.mark.parametrize("shape, causal, window", WINDOW_CASES, ids=[f"{shape_id(s, c)}-w{w[0]}_{w[1]}"
                                                                      for s, c, w in WINDOW_CASES])
 @pytest.mark.parametrize("blocks", [None, dict(persistent=True)], ids=["default", "persistent"])
-def test_window_matches_reference_on_hopper(shape, causal, window, blocks):
+@pytest.mark.parametrize("softcap", [0.0, 5.0], ids=["", "softcap"])
+def test_window_matches_reference_on_hopper(shape, causal, window, blocks, softcap):
     from tests.test_modifiers import check_against_reference
     torch.manual_seed(hash((shape, window)) % 2**31)
     q, k, v, do = make_inputs(shape, torch.bfloat16, "cuda")
-    check_against_reference("ws", q, k, v, do, None, causal, window, 0.0, blocks=blocks or {})
+    check_against_reference("ws", q, k, v, do, None, causal, window, softcap, blocks=blocks or {})
+
+
+@pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
+@pytest.mark.parametrize("shape", [(2, 333, 333, 4, 2, 128), (1, 200, 333, 2, 1, 64), (1, 333, 200, 4, 4, 128)],
+                         ids=lambda s: shape_id(s, False)[:-5])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("blocks", [None, dict(swap_ab=False), dict(swap_ab=True, BLOCK_M=64)],
+                         ids=["default", "mn", "swap"])
+def test_softcap_matches_reference_on_hopper(shape, causal, blocks):
+    from tests.test_modifiers import check_against_reference
+    torch.manual_seed(hash(shape) % 2**31)
+    q, k, v, do = make_inputs(shape, torch.float16, "cuda")
+    check_against_reference("ws", q, k, v, do, None, causal, None, 3.0, blocks=blocks or {})
 
 
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
 def test_window_with_deterministic_is_one_clear_line():
     q, k, v, do = make_inputs((1, 128, 128, 2, 2, 64), torch.bfloat16, "cuda")
     from variants import attention
-    with pytest.raises(ValueError, match="deterministic=true has no sliding window") as err:
+    with pytest.raises(ValueError, match="deterministic=true has no window or softcap") as err:
         attention(q.requires_grad_(), k, v, causal=True, variant="ws", blocks=dict(deterministic=True),
                   window_size=(32, 0)).backward(do)
     assert "\n" not in str(err.value)

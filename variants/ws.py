@@ -20,7 +20,7 @@ class Ws(TritonVariant):
     archs = (90,)
     arch_requirement = "sm90 (a Gluon kernel written for Hopper: wgmma, TMA, mbarriers)"
 
-    modifiers = ("window",)  # a sliding window (the band's query blocks only); softcap / gate: not in the kernel
+    modifiers = ("window", "softcap")  # a sliding window (the band's query blocks only), softcap; the gate: not yet
 
     def supports(self, problem):
         if self.modifier_reason(problem):  # softcap / gate
@@ -53,11 +53,12 @@ class Ws(TritonVariant):
 
     def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks, mods=None):
         fields = blocks.as_dict()
-        window = {} if mods is None else dict(window_left=mods.window_left, window_right=mods.window_right)
+        window = {} if mods is None else dict(window_left=mods.window_left, window_right=mods.window_right,
+                                              softcap=mods.softcap)
         if fields.pop("deterministic"):  # dQ by ws_two_pass's dQ kernel at its default tile: no atomics
             if window:
-                raise ValueError("ws: deterministic=true has no sliding window yet (ws_two_pass's dQ kernel walks "
-                                 "every key block); use deterministic=false")
+                raise ValueError("ws: deterministic=true has no window or softcap yet (ws_two_pass's dQ kernel does "
+                                 "not implement them); use deterministic=false")
             from kernels.gluon.ws_dq import ws_two_pass_backward
             from variants.ws_two_pass import WsTwoPassBlocks
             for unused in ("warp_specialize", "early_scores", "split_warpgroups"):  # check_rules pinned them

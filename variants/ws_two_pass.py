@@ -63,6 +63,8 @@ class WsTwoPass(Ws):
     def workspace_bytes(self, problem, blocks):
         return 0  # dq written once in its own dtype
 
+    modifiers = ()  # its dQ kernel (kernels/gluon/ws_dq.py) walks every key block: no window, softcap or gate yet
+
     def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks):
         from kernels.gluon.ws_dq import ws_two_pass_backward
         dq_fields = {f"{name}2" for name in ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages")}

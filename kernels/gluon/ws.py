@@ -34,6 +34,7 @@ from kernels.gluon.compat import (TensorDescriptor, cta_barrier, fence_async_sha
 
 GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
 HEAD_DIMS = (64, 128)
+LOG2E_C = gl.constexpr(LOG2E)  # log2(e), readable inside the kernels (softcap)
 GROUP_REGS = 240  # registers per thread of the second compute group (split_warpgroups), a worker partition
 
 
@@ -41,7 +42,7 @@ GROUP_REGS = 240  # registers per thread of the second compute group (split_warp
 def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_desc, LSE, DELTA, DK, DV, TILES,
                         TILE_STARTS, seq_q, seq_k, heads, kv_heads, batch_kv_heads, chunk_heads, qk_scale, sm_scale,
                         S_LAYOUT: gl.constexpr, KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr,
-                        DS_SMEM: gl.constexpr, STATS_SMEM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr,
+                        DS_SMEM: gl.constexpr, STATS_SMEM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr,
                         MASKED: gl.constexpr, WARP_SPECIALIZE: gl.constexpr,
                         EARLY_SCORES: gl.constexpr, GROUPS: gl.constexpr, GROUP_REGS: gl.constexpr,
                         SWAP_AB: gl.constexpr, PERSISTENT: gl.constexpr, WITH_DQ: gl.constexpr = True):
@@ -112,37 +113,37 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_de
     if not WITH_DQ:  # the compute warps and the load warp only
         gl.warp_specialize([
             (_mma_partition, (tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT,
-                              DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, MASKED, True, False, 0, SWAP_AB, PERSISTENT, None, None,
+                              DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, True, False, 0, SWAP_AB, PERSISTENT, None, None,
                               None, None, None, False)),
             (_load_partition, (q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE, DELTA, STAGES,
-                               CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, PERSISTENT)),
+                               CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT)),
         ], [1], [24])
     elif WARP_SPECIALIZE:
         if GROUPS == 2:  # two compute warpgroups, each its own partition with its own half of the keys and dQ
             gl.warp_specialize([
                 (_mma_partition, (tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT,
-                                  DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, MASKED, True, EARLY_SCORES, 0, SWAP_AB, PERSISTENT)),
+                                  DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, True, EARLY_SCORES, 0, SWAP_AB, PERSISTENT)),
                 (_mma_partition, (tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT,
-                                  DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, MASKED, True, EARLY_SCORES, 1, SWAP_AB, PERSISTENT)),
+                                  DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, True, EARLY_SCORES, 1, SWAP_AB, PERSISTENT)),
                 (_load_partition, (q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE, DELTA, STAGES,
-                                   CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, PERSISTENT)),
-                (_dq_partition, (dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, PERSISTENT)),
+                                   CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT)),
+                (_dq_partition, (dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT)),
             ], [4, 1, 1], [GROUP_REGS, 24, 24])
         else:
             gl.warp_specialize([
                 (_mma_partition, (tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT,
-                                  DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, MASKED, True, EARLY_SCORES, 0, SWAP_AB, PERSISTENT)),
+                                  DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, True, EARLY_SCORES, 0, SWAP_AB, PERSISTENT)),
                 (_load_partition, (q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE, DELTA, STAGES,
-                                   CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, PERSISTENT)),
-                (_dq_partition, (dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, PERSISTENT)),
+                                   CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT)),
+                (_dq_partition, (dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT)),
             ], [1, 1], [24, 24])
     else:
         _mma_partition(tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT, DQ_LAYOUT, STAGES,
-                       CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, MASKED, False, False, 0, SWAP_AB, PERSISTENT, q_desc, k_desc, v_desc, do_desc, dq_desc)
+                       CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, False, False, 0, SWAP_AB, PERSISTENT, q_desc, k_desc, v_desc, do_desc, dq_desc)
 
 
 @gluon.jit
-def _tile(k, schedule, sizes, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr,
+def _tile(k, schedule, sizes, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr,
           PERSISTENT: gl.constexpr):
     """The rows of the schedule's k-th tile: (i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo,
     m_blocks, steps). Tiles are numbered in chunks of `chunk_heads` (batch, kv head) pairs, key blocks in order
@@ -226,7 +227,7 @@ def _issue_qdo(q_desc, do_desc, tiles, rows, step, slot, STAGES: gl.constexpr):
 
 @gluon.jit
 def _load_partition(q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE, DELTA, STAGES: gl.constexpr,
-                    CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, PERSISTENT: gl.constexpr):
+                    CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, PERSISTENT: gl.constexpr):
     """One warp: per tile, K and V once the compute warps are done with the last tile's, then every step's Q, dO as
     soon as the dQ warp has released its stage."""
     TILES, first_tile, end_tile = schedule
@@ -234,22 +235,22 @@ def _load_partition(q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE
         slot = 0  # steps before this tile's, over the program's tiles: the ring's position
         for k in range(first_tile, end_tile):
             slot = _load_tile(k, slot, k - first_tile, q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE,
-                              DELTA, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, PERSISTENT)
+                              DELTA, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT)
     else:
         _load_tile(first_tile, 0, 0, q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE, DELTA, STAGES,
-                   CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, PERSISTENT)
+                   CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT)
 
 
 @gluon.jit
 def _load_tile(k, slot, tile_count, q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE, DELTA,
-               STAGES: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, PERSISTENT: gl.constexpr):
+               STAGES: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, PERSISTENT: gl.constexpr):
     """The k-th tile's loads, its steps at ring positions slot, slot + 1, ...; tile_count: the program's tiles
     before it -> the ring position after it."""
     k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, kv_empty, ready, empty, dq_full, dq_empty = tiles
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = k_smem.shape[0] * k_desc.block_type.shape[0]
     row_layout: gl.constexpr = gl.BlockedLayout([BLOCK_M // 32], [32], [1], [0])
-    rows = _tile(k, schedule, sizes, BLOCK_M, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, PERSISTENT)
+    rows = _tile(k, schedule, sizes, BLOCK_M, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT)
     i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
     mbarrier.wait(kv_empty, (tile_count & 1) ^ 1)  # passes at once for the first tile
     _issue_kv(k_desc, v_desc, tiles, rows)
@@ -271,25 +272,25 @@ def _load_tile(k, slot, tile_count, q_desc, k_desc, v_desc, do_desc, tiles, sche
 
 @gluon.jit
 def _dq_partition(dq_desc, tiles, schedule, sizes, STAGES: gl.constexpr, BLOCK_N: gl.constexpr,
-                  CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, PERSISTENT: gl.constexpr):
+                  CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, PERSISTENT: gl.constexpr):
     """One warp: adds each step's dQ tile from dq_smem into the fp32 accumulator ([B * H * Nq, D]) by TMA, and
     hands the step's Q / dO stage back to the load warp (dq_full means all of the step's MMAs are done)."""
     TILES, first_tile, end_tile = schedule
     if PERSISTENT:
         slot = 0
         for k in range(first_tile, end_tile):
-            slot = _dq_tile(k, slot, dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, PERSISTENT)
+            slot = _dq_tile(k, slot, dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT)
     else:
-        _dq_tile(first_tile, 0, dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, PERSISTENT)
+        _dq_tile(first_tile, 0, dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT)
 
 
 @gluon.jit
 def _dq_tile(k, slot, dq_desc, tiles, schedule, sizes, STAGES: gl.constexpr, BLOCK_N: gl.constexpr,
-             CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, PERSISTENT: gl.constexpr):
+             CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, PERSISTENT: gl.constexpr):
     k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, kv_empty, ready, empty, dq_full, dq_empty = tiles
     BLOCK_M: gl.constexpr = dq_desc.block_type.shape[0]
     GROUPS: gl.constexpr = dq_smem.shape[0]
-    rows = _tile(k, schedule, sizes, BLOCK_M, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, PERSISTENT)
+    rows = _tile(k, schedule, sizes, BLOCK_M, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT)
     i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
     for step in range(steps):
         i_h, start_m = _query_block(step, rows, BLOCK_M)
@@ -326,7 +327,7 @@ def _issue_products(a1, b1, a2, b2, LAYOUT: gl.constexpr):
 
 @gluon.jit
 def _probabilities(s, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, KEYS_ON_ROWS: gl.constexpr,
-                   CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, MASKED: gl.constexpr):
+                   CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, MASKED: gl.constexpr):
     """P = exp2(S * scale * log2 e - LSE) of S^T [BN, BM] (KEYS_ON_ROWS, swap AB) or S [BM, BN]; o_m: the query
     index of each query row / column. Only blocks that cross the causal diagonal, a window edge or a sequence end
     pay for the mask (keys past Nk, queries past Nq, keys right of the bottom-right diagonal under causal masking,
@@ -335,7 +336,12 @@ def _probabilities(s, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, KEYS_O
     QUERY_DIM: gl.constexpr = 1 - KEY_DIM
     BLOCK_N: gl.constexpr = s.shape[KEY_DIM]
     BLOCK_M: gl.constexpr = s.shape[QUERY_DIM]
-    p = gl.exp2(s * qk_scale - gl.expand_dims(lse, KEY_DIM))
+    s = s * qk_scale  # log2 units
+    t = s  # tanh(s / softcap): a placeholder without softcap (never read)
+    if SOFTCAP > 0:  # s -> softcap * tanh(s / softcap), in log2 units (kernels.common.modify_scores)
+        t = _tanh(s * (1.0 / (SOFTCAP * LOG2E_C)))
+        s = t * (SOFTCAP * LOG2E_C)
+    p = gl.exp2(s - gl.expand_dims(lse, KEY_DIM))
     if MASKED:
         shift = seq_k - seq_q  # bottom-right causal: query i sees key j iff j <= i + shift
         right = 0 if CAUSAL else WINDOW_RIGHT  # -1: unbounded
@@ -352,12 +358,29 @@ def _probabilities(s, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, KEYS_O
             if WINDOW_LEFT >= 0:
                 visible = visible & (keys >= queries + shift - WINDOW_LEFT)
             p = gl.where(visible, p, 0.)
-    return p
+    return p, t
+
+
+@gluon.jit
+def _tanh(x):
+    """kernels.common.tanh for Gluon: from exp2, accurate near 0, saturating at +-1 (the forward's own formula, so
+    P here is the forward's)."""
+    e = gl.exp2(gl.abs(x) * (-2.0 * LOG2E_C))
+    t = (1.0 - e) / (1.0 + e)
+    return gl.where(x < 0, -t, t)
+
+
+@gluon.jit
+def _softcap_grad(ds, t, SOFTCAP: gl.constexpr):
+    """dS with respect to the capped score -> with respect to the scaled score (d tanh = 1 - tanh^2)."""
+    if SOFTCAP > 0:
+        ds = ds * (1.0 - t * t)
+    return ds
 
 
 @gluon.jit
 def _gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, ds_smem, o_m, start_n, start_m,
-               seq_q, seq_k, qk_scale, KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr,
+               seq_q, seq_k, qk_scale, KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr,
                MASKED: gl.constexpr, WITH_DQ: gl.constexpr = True):
     """One step from its S^T, dP^T in flight (the last two wgmma groups): P^T and dS^T, then dV += P^T dO,
     dK += dS^T Q and dQ = dS K issued -> (dq [BM, D], dk, dv [BN, D]), their three wgmma groups in flight."""
@@ -366,10 +389,10 @@ def _gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, ds_smem, 
     dtype: gl.constexpr = k_smem.dtype
     P_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=KV_LAYOUT, k_width=2)
     s_t = warpgroup_mma_wait(num_outstanding=1, deps=(s_t,))
-    p_t = _probabilities(s_t, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, True, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, MASKED)  # [BN, BM]
+    p_t, t_t = _probabilities(s_t, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, True, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED)  # [BN, BM]
     dv = warpgroup_mma(gl.convert_layout(p_t.to(dtype), P_OPERAND), do_tile, dv, is_async=True)  # [BN, BM] @ [BM, D]
     dp_t = warpgroup_mma_wait(num_outstanding=1, deps=(dp_t,))
-    ds_t = (p_t * (dp_t - gl.expand_dims(delta, 0))).to(dtype)  # [BN, BM]
+    ds_t = _softcap_grad(p_t * (dp_t - gl.expand_dims(delta, 0)), t_t, SOFTCAP).to(dtype)  # [BN, BM]
     if WITH_DQ:
         ds_smem.store(ds_t)
     dk = warpgroup_mma(gl.convert_layout(ds_t, P_OPERAND), q_tile, dk, is_async=True)  # [BN, BM] @ [BM, D]
@@ -385,7 +408,7 @@ def _gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, ds_smem, 
 
 @gluon.jit
 def _gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, k_smem, p_smem, ds_smem, o_m, start_n, start_m,
-                  seq_q, seq_k, qk_scale, DQ_LAYOUT: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, MASKED: gl.constexpr,
+                  seq_q, seq_k, qk_scale, DQ_LAYOUT: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, MASKED: gl.constexpr,
                   WITH_DQ: gl.constexpr = True):
     """Without swap AB (each warpgroup owns query rows of S, dP): P and dS go to shared memory, where dV += P^T dO
     and dK += dS^T Q read them transposed (each warpgroup its key rows) and dQ = dS K as they are
@@ -394,10 +417,10 @@ def _gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, k_smem, p_smem, ds
     BLOCK_M: gl.constexpr = q_tile.shape[0]
     dtype: gl.constexpr = k_smem.dtype
     s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))
-    p = _probabilities(s, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, False, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, MASKED)  # [BM, BN]
+    p, t = _probabilities(s, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, False, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED)  # [BM, BN]
     p_smem.store(p.to(dtype))
     dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
-    ds = (p * (dp - gl.expand_dims(delta, 1))).to(dtype)  # [BM, BN]
+    ds = _softcap_grad(p * (dp - gl.expand_dims(delta, 1)), t, SOFTCAP).to(dtype)  # [BM, BN]
     ds_smem.store(ds)
     fence_async_shared()
     cta_barrier()  # every warpgroup's rows of P and dS are in shared memory before the wgmmas read all of them
@@ -425,7 +448,7 @@ def _bank_spread_rows(tile):
 
 @gluon.jit
 def _mma_partition(tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.constexpr,
-                   KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr,
+                   KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr,
                    MASKED: gl.constexpr, SPECIALIZED: gl.constexpr, EARLY_SCORES: gl.constexpr, WG: gl.constexpr,
                    SWAP_AB: gl.constexpr, PERSISTENT: gl.constexpr,
                    q_desc=None, k_desc=None, v_desc=None, do_desc=None, dq_desc=None, WITH_DQ: gl.constexpr = True):
@@ -440,17 +463,17 @@ def _mma_partition(tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOU
         slot = 0  # steps before this tile's, over the program's tiles: the ring's and the dQ hand-over's position
         for k in range(first_tile, end_tile):
             slot = _mma_tile(k, slot, k - first_tile, tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT,
-                             KV_LAYOUT, DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, MASKED, SPECIALIZED, EARLY_SCORES, WG, SWAP_AB,
+                             KV_LAYOUT, DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, SPECIALIZED, EARLY_SCORES, WG, SWAP_AB,
                              PERSISTENT, q_desc, k_desc, v_desc, do_desc, dq_desc, WITH_DQ)
     else:
         _mma_tile(first_tile, 0, 0, tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT,
-                  DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, MASKED, SPECIALIZED, EARLY_SCORES, WG, SWAP_AB, PERSISTENT, q_desc,
+                  DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, SPECIALIZED, EARLY_SCORES, WG, SWAP_AB, PERSISTENT, q_desc,
                   k_desc, v_desc, do_desc, dq_desc, WITH_DQ)
 
 
 @gluon.jit
 def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.constexpr,
-              KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr,
+              KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr,
               MASKED: gl.constexpr, SPECIALIZED: gl.constexpr, EARLY_SCORES: gl.constexpr, WG: gl.constexpr,
               SWAP_AB: gl.constexpr, PERSISTENT: gl.constexpr, q_desc, k_desc, v_desc, do_desc, dq_desc,
               WITH_DQ: gl.constexpr = True):
@@ -468,7 +491,7 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, LSE, DELTA, q
     GROUPS: gl.constexpr = k_all.shape[0]
     # S^T [BN, BM] (swap AB: keys on dim 0) or S [BM, BN]: query-indexed vectors are slices along the key dim
     KEY_DIM: gl.constexpr = 0 if SWAP_AB else 1
-    rows = _tile(k, schedule, sizes, BLOCK_M, GROUPS * BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, PERSISTENT)
+    rows = _tile(k, schedule, sizes, BLOCK_M, GROUPS * BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT)
     i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
     start_n = start_n + WG * BLOCK_N  # this group's first key
     if not SPECIALIZED:  # K, V and the first STAGES - 1 steps' Q, dO (one tile per program: nothing to wait)
@@ -507,11 +530,11 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, LSE, DELTA, q
             delta = gl.load(DELTA + row_stats, mask=o_m < seq_q, other=0.)  # [BM]
         if SWAP_AB:
             dq, dk, dv = _gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, ds_smem, o_m,
-                                    start_n, start_m, seq_q, seq_k, qk_scale, KV_LAYOUT, DQ_LAYOUT, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, MASKED,
+                                    start_n, start_m, seq_q, seq_k, qk_scale, KV_LAYOUT, DQ_LAYOUT, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED,
                                     WITH_DQ)
         else:
             dq, dk, dv = _gradients_mn(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, p_smem, ds_smem,
-                                       o_m, start_n, start_m, seq_q, seq_k, qk_scale, DQ_LAYOUT, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, MASKED,
+                                       o_m, start_n, start_m, seq_q, seq_k, qk_scale, DQ_LAYOUT, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED,
                                        WITH_DQ)
         if not WITH_DQ:  # ws_two_pass's dK/dV kernel: the step's MMAs done, its stage goes back to the load warp
             dk, dv = warpgroup_mma_wait(num_outstanding=0, deps=(dk, dv))
@@ -669,9 +692,9 @@ def _descriptor(t2d: torch.Tensor, block: list[int]):
 def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
                 num_warps: int, num_stages: int, warp_specialize: bool = True, early_scores: bool = False,
                 split_warpgroups: bool = False, swap_ab: bool = True, longest_first: bool = True,
-                persistent: bool = False, window_left: int = -1, window_right: int = -1):
+                persistent: bool = False, window_left: int = -1, window_right: int = -1, softcap: float = 0.0):
     """q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D] dense, fp16 / bf16, D in HEAD_DIMS; lse (base 2), delta
-    [B, H, Nq] fp32 -> dq like q, dk / dv like k / v. window_left / window_right: a sliding window (ws_dkdv)."""
+    [B, H, Nq] fp32 -> dq like q, dk / dv like k / v. window_left / window_right, softcap: score modifiers (ws_dkdv)."""
     from kernels.dq_finish import dq_finish
 
     batch, seq_q, heads, head_dim = q.shape
@@ -682,7 +705,7 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
     ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, causal=causal, scale=scale, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
             num_warps=num_warps, num_stages=num_stages, warp_specialize=warp_specialize, early_scores=early_scores,
             split_warpgroups=split_warpgroups, swap_ab=swap_ab, longest_first=longest_first, persistent=persistent,
-            window_left=window_left, window_right=window_right)
+            window_left=window_left, window_right=window_right, softcap=softcap)
     dq = torch.empty(q.shape, device=q.device, dtype=q.dtype)
     dq_finish(dq_acc.view(batch, heads, acc_rows, head_dim), dq, scale, spread_rows=True)
     return dq, dk, dv
@@ -691,10 +714,11 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
 def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
             num_warps: int, num_stages: int, warp_specialize: bool = True, early_scores: bool = False,
             split_warpgroups: bool = False, swap_ab: bool = True, longest_first: bool = True,
-            persistent: bool = False, window_left: int = -1, window_right: int = -1) -> None:
+            persistent: bool = False, window_left: int = -1, window_right: int = -1, softcap: float = 0.0) -> None:
     """The main kernel's launch: dk, dv (like k, v, dense) and, given dq_acc ([B * H * dq_rows(Nq), D] fp32, zeroed),
     dQ reduce-added into it; dq_acc=None (ws_two_pass, warp_specialize only): dk and dv alone.
-    window_left / window_right: a sliding window as variants.problem.window_pair normalizes it (-1 = unbounded)."""
+    window_left / window_right: a sliding window as variants.problem.window_pair normalizes it (-1 = unbounded);
+    softcap > 0: scores s -> softcap * tanh(s / softcap) (Gemma 2)."""
     batch, seq_q, heads, head_dim = q.shape
     seq_k, kv_heads = k.shape[1], k.shape[2]
     with_dq = dq_acc is not None
@@ -732,7 +756,7 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
         LSE=lse, DELTA=delta, DK=dk, DV=dv, TILES=tiles, TILE_STARTS=tile_starts, seq_q=seq_q, seq_k=seq_k,
         heads=heads, kv_heads=kv_heads, batch_kv_heads=batch * kv_heads, chunk_heads=heads_per_chunk,
         qk_scale=scale * LOG2E, sm_scale=scale, STAGES=num_stages, CAUSAL=causal, MASKED=masked,
-        WINDOW_LEFT=window_left, WINDOW_RIGHT=-1 if causal else window_right,
+        WINDOW_LEFT=window_left, WINDOW_RIGHT=-1 if causal else window_right, SOFTCAP=float(softcap),
         WARP_SPECIALIZE=warp_specialize, EARLY_SCORES=early_scores and warp_specialize, GROUPS=groups,
         GROUP_REGS=GROUP_REGS, SWAP_AB=swap_ab, PERSISTENT=persistent, WITH_DQ=with_dq, num_warps=group_warps,
         **layouts(BLOCK_M, block_ng, head_dim, group_warps, q.dtype, swap_ab))
