@@ -112,7 +112,8 @@ def _dq_compute(tiles, rows, dq_desc, LSE, DELTA, DQ, qk_scale, sm_scale, S_LAYO
         k_tile = k_smem.index(stage)
         s, dp = _issue_products(q_smem, k_tile, do_smem, v_smem.index(stage), S_LAYOUT)  # [BM, BN] each
         s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))
-        p = _probabilities(s, lse, o_m, j * BLOCK_N, start_m, seq_q, seq_k, qk_scale, False, CAUSAL, MASKED)
+        p, _ = _probabilities(s, lse, o_m, j * BLOCK_N, start_m, seq_q, seq_k, qk_scale, False, CAUSAL, -1, -1, 0.0,
+                              MASKED)  # no window, no softcap (ws_two_pass lists no modifiers)
         dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
         ds = (p * (dp - gl.expand_dims(delta, 1))).to(dtype)  # [BM, BN]
         dq = warpgroup_mma(gl.convert_layout(ds, DS_OPERAND), k_tile, dq, is_async=True)  # [BM, BN] @ [BN, D]
