@@ -1,7 +1,7 @@
 """TFLOPS vs sequence length, one line per variant, faceted by head dim × causal; one figure per GPU.
 
     python -m plots.compare results=<dir or file> [gpu=<substring>] [dtype=bf16] [out=plots/out] [svg=true]
-                            [batch=<int>] [heads=<int>]
+                            [batch=<int>] [heads=<int>] [modifiers='window=1024,0 softcap=30']
 
 Each line is a variant's fastest correct block config at each point (median TFLOPS, band = p20–p80). Red X
 markers at the foot of a panel are points whose gradients were wrong; grey X markers are points that failed
@@ -23,8 +23,9 @@ from runners import tables as T
 
 PROG = "plots.compare"
 DEFAULTS = {"results": None, "gpu": None, "dtype": "bf16", "out": "plots/out", "svg": False, "batch": None,
-            "heads": None}
-FAMILY = ("batch", "heads", "kv_heads", "seq_k", "layout")  # what else must match for one line to be one shape
+            "heads": None, "modifiers": None}  # modifiers: the rows' `modifiers` text ('' = plain attention)
+# what else must match for one line to be one shape (a windowed row is never a point of the plain line)
+FAMILY = ("batch", "heads", "kv_heads", "seq_k", "layout", "modifiers")
 
 
 @T.cli
@@ -32,21 +33,23 @@ def main(argv: list[str] | None = None) -> int:
     args = T.parse_args(argv, DEFAULTS, PROG, __doc__)
     df = T.load(T.require(args, "results", PROG))
     paths = draw(df, args["out"], gpu=args["gpu"], dtype=args["dtype"], svg=args["svg"], batch=args["batch"],
-                 heads=args["heads"])
+                 heads=args["heads"], modifiers=args["modifiers"])
     for p in paths:
         print(p)
     return 0
 
 
 def draw(df: pd.DataFrame, out: str | Path, *, gpu: str | None = None, dtype: str | None = "bf16",
-         svg: bool = False, batch=None, heads=None) -> list[Path]:
+         svg: bool = False, batch=None, heads=None, modifiers: str | None = None) -> list[Path]:
     """One figure per selected GPU; returns the written paths. A GPU with nothing drawable (only skipped or
     unsupported rows, or correct rows without TFLOPS) gets no figure; none at all is a UsageError."""
     df = C.kernel_only(df, PROG)
     everything = df
     df = T.select_shape(T.select_dtype(df, dtype, PROG), batch, heads)
+    if modifiers is not None:
+        df = df[df["modifiers"] == str(modifiers).strip()]
     if df.empty:
-        raise T.UsageError(f"{PROG}: no rows left after the batch=/heads= filters")
+        raise T.UsageError(f"{PROG}: no rows left after the batch=/heads=/modifiers= filters")
     paths, seen = [], []
     for label in T.select_gpus(df, gpu, PROG):
         rows = T.latest(df[df[T.GPU] == label])
@@ -68,7 +71,7 @@ def pick_family(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     keep = counts.drop_duplicates(keys)
     dropped = len(counts) - len(keep)
     if dropped:
-        notes.append(f"{dropped} other shape(s) sharing a seq/head_dim/causal point left out (choose with batch=/heads=)")
+        notes.append(f"{dropped} other shape(s) sharing a seq/head_dim/causal point left out (choose with batch=/heads=/modifiers=)")
     rows = rows.merge(keep[keys + ["_family"]], on=keys + ["_family"])
     return rows.drop(columns="_family"), notes
 
@@ -82,6 +85,9 @@ def family_text(rows: pd.DataFrame) -> str:
     layouts = sorted(set(rows["layout"]) - {""})
     if len(layouts) == 1:
         parts.append(f"layout {layouts[0]}")
+    modifiers = sorted(set(rows["modifiers"]) - {""})
+    if modifiers:
+        parts.append(modifiers[0] if len(modifiers) == 1 else "score modifiers vary")
     return ", ".join(parts)
 
 

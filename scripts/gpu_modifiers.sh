@@ -13,7 +13,8 @@ set -uo pipefail
 OUT=${OUT:?set OUT to the output folder}
 PART=${1:?usage: gpu_modifiers.sh 16k 64|128 | 4k | table [TABLE ...]}
 DESIGNS=${DESIGNS:-two_pass,atomic,fused,atomic_tma}  # every design with all three modifiers
-WINDOWED=${WINDOWED:-$DESIGNS,ws}  # and the designs with windows only (ws, Gluon)
+WINDOWED=${WINDOWED:-$DESIGNS,ws}  # and the designs with windows and softcap but no gate (ws, Gluon)
+SOFTCAPPED=${SOFTCAPPED:-$WINDOWED}
 COMMON=(batch=1 hidden=2048 causal=true dtype=bf16 bench.warmup=25 bench.rep=100)
 GPU=$(python -c "import torch; n = torch.cuda.get_device_name(0) if torch.cuda.is_available() else ''; \
 print('h200' if 'H200' in n else 'h100' if 'H100' in n else 'gpu')" 2>/dev/null || echo gpu)
@@ -58,7 +59,7 @@ case "$PART" in
   16k)
     D=${2:?usage: gpu_modifiers.sh 16k 64|128}
     run_part "16k_d$D" "${COMMON[@]}" seq=16384 head_dim="$D" variant="$WINDOWED" window=1024,4096 \
-      -- "${COMMON[@]}" seq=16384 head_dim="$D" variant="$DESIGNS" softcap=30 \
+      -- "${COMMON[@]}" seq=16384 head_dim="$D" variant="$SOFTCAPPED" softcap=30 \
       -- "${COMMON[@]}" seq=16384 head_dim="$D" variant="$DESIGNS" gate=true \
       -- "${COMMON[@]}" seq=16384 head_dim="$D" variant=flex window=1024,4096 point_timeout_s=120 \
       -- "${COMMON[@]}" seq=16384 head_dim="$D" variant=flex softcap=30 point_timeout_s=120 \

@@ -96,3 +96,18 @@ def test_tables_keep_modified_rows_apart(tmp_path):
     assert sorted(df["modifiers"]) == ["", "window=5,0"]
     assert df["join_key"].nunique() == 2 and "|mods[window=5,0]" in df["join_key"].iloc[df["modifiers"].argmax()]
     assert {T.shape_text(r).endswith("window=5,0") for _, r in df.iterrows()} == {False, True}
+
+
+def test_compare_plot_keeps_a_modified_line_apart(tmp_path):
+    """plots.compare: a windowed row is not a point of the plain line; modifiers= picks the rows to draw."""
+    from plots import compare
+    for extra in ([], ["window=5"]):
+        sweep.run_point(cfg_for(tmp_path, "variant=two_pass", "causal=true", *BLOCKS["two_pass"], *extra),
+                        out=lambda _: None)
+    df = T.load(tmp_path / "results")
+    df["timing_meaningful"] = True  # as GPU rows: the plot draws only timings that count
+    rows, notes = compare.pick_family(df)
+    assert len(rows) == 1 and notes and "modifiers=" in notes[0]
+    assert compare.draw(df, tmp_path / "out", dtype="fp32", modifiers="window=5,0")
+    with pytest.raises(T.UsageError, match="modifiers="):
+        compare.draw(df, tmp_path / "out", dtype="fp32", modifiers="softcap=9")
