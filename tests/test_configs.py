@@ -13,7 +13,15 @@ import variants
 
 CONF = env.CONF_DIR
 DEVICE = "cpu" if env.interpreting() else "cuda"
-TRITON = ("atomic", "fused", "two_pass")
+
+
+def block_grid(variant: str) -> dict:
+    """The `sweep=blocks` grid a design declares: conf/sweep_grid/blocks_<variant>.yaml's params where the file
+    exists (an empty file: no grid), else the one derived from its tunable Blocks fields (schema.derived_grid)."""
+    path = CONF / "sweep_grid" / f"blocks_{variant}.yaml"
+    if path.is_file():
+        return dict(OmegaConf.select(OmegaConf.load(path), "hydra.sweeper.params", default=None) or {})
+    return schema.derived_grid(variant)
 
 
 def options(group: str) -> list[str]:
@@ -96,7 +104,7 @@ def test_sweep_presets(preset, variant):
     params = OmegaConf.to_container(cfg.hydra.sweeper.params) if cfg.hydra.sweeper.params else {}
     if preset == "seq_scan":
         assert set(params) == {"seq"}
-    elif variant in TRITON:  # the block search sweeps block fields of this variant only
+    elif block_grid(variant):  # the block search sweeps block fields of this variant only
         names = {f.name for f in fields(variants.get(variant).Blocks)}
         assert params and {k.removeprefix("blocks.") for k in params} <= names
         assert all(k.startswith("blocks.") for k in params)
