@@ -6,6 +6,7 @@ True; every other row may only ever be drawn as a failure marker.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import matplotlib
@@ -31,6 +32,17 @@ _SPARE_COLORS = ("tab:cyan", "navy", "teal", "gold", "indigo", "darkkhaki")
 
 
 # ----------------------------------------------------------------------------------------------------- drawing
+def json_dict(text) -> dict:
+    """A JSON-object column's value (kernel_ms, resources_json, ncu_*_pct) as a dict; {} when empty or not one."""
+    if not isinstance(text, str) or not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def variant_color(variant: str) -> str:
     if variant in VARIANT_COLORS:
         return VARIANT_COLORS[variant]

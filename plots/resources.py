@@ -11,7 +11,6 @@ variant's fastest correct config per shape, the kernels' share of the backward a
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -34,19 +33,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # ------------------------------------------------------------------------------------------------ parsing
-def _json(text) -> dict:
-    if not isinstance(text, str) or not text.strip():
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def kernel_shares(row) -> str:
     """'_dkdv_kernel 62% · _dq_kernel 33% · …' of a row's kernel_ms (largest first)."""
-    kernels = _json(row.get("kernel_ms"))
+    kernels = C.json_dict(row.get("kernel_ms"))
     total = sum(kernels.values())
     if not kernels or total <= 0:
         return "-"
@@ -59,7 +50,7 @@ def kernel_shares(row) -> str:
 
 def resources_text(row) -> str:
     """'_dkdv_kernel 232 regs, 8 spills, 96 KB, 1/SM (regs) · …' of a row's resources_json."""
-    res = _json(row.get("resources_json"))
+    res = C.json_dict(row.get("resources_json"))
     parts = []
     for name, r in sorted(res.items(), key=lambda kv: kv[0]):
         smem = r.get("smem_bytes")
@@ -120,7 +111,7 @@ def draw(df: pd.DataFrame, out: str | Path, *, gpu: str | None = None, dtype: st
 def _figure(rows: pd.DataFrame, variant: str, gpu: str, dtype, out, svg) -> list[Path]:
     per_kernel = {}  # kernel -> list of (n_regs, n_spills, programs per SM, TFLOPS)
     for _, r in rows.iterrows():
-        for name, res in _json(r["resources_json"]).items():
+        for name, res in C.json_dict(r["resources_json"]).items():
             if res.get("n_regs") is not None:
                 per_kernel.setdefault(name, []).append((res["n_regs"], res.get("n_spills") or 0,
                                                         res.get("programs_per_sm"), r["tflops"]))
@@ -128,7 +119,7 @@ def _figure(rows: pd.DataFrame, variant: str, gpu: str, dtype, out, svg) -> list
         return []
     time = {}  # kernels with the most GPU time first
     for _, r in rows.iterrows():
-        for name, ms in _json(r["kernel_ms"]).items():
+        for name, ms in C.json_dict(r["kernel_ms"]).items():
             time[name] = time.get(name, 0.0) + ms
     names = sorted(per_kernel, key=lambda n: (-time.get(n, 0.0), -len(per_kernel[n]), n))[:3]
     fig, axes = plt.subplots(1, len(names), figsize=(4.6 * len(names) + 0.8, 4.4), squeeze=False, sharey=True,

@@ -13,7 +13,6 @@ the pipe runs under its peak rate. ``section(df)`` is the report's table, and sa
 """
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -38,20 +37,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # ------------------------------------------------------------------------------------------------ values
-def _json(text) -> dict:
-    if not isinstance(text, str) or not text.strip():
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def backward_pct(row, column: str) -> float:
     """The backward's % of `column` (ncu_tensor_pct or ncu_dram_pct): its kernels' values weighted by their time
     under ncu; NaN when the row has none."""
-    values, weights = _json(row.get(column)), _json(row.get("ncu_kernel_ms"))
+    values, weights = C.json_dict(row.get(column)), C.json_dict(row.get("ncu_kernel_ms"))
     pairs = [(v, weights.get(k, 0.0)) for k, v in values.items() if v is not None]
     total = sum(w for _, w in pairs)
     if not pairs or total <= 0:
