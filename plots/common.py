@@ -15,7 +15,8 @@ matplotlib.use("Agg")  # before pyplot: plots run headless (CI, GPU hosts)
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from runners.tables import UsageError, is_failed, is_result, is_triton, is_wrong, kernel_rows  # noqa: E402
+from runners.tables import (GPU, UsageError, is_failed, is_result, is_triton, is_wrong, kernel_rows,  # noqa: E402
+                            select_dtype, select_gpus)
 
 # Fixed colours so a variant looks the same in every figure; red is kept for "wrong" markers.
 VARIANT_COLORS = {
@@ -82,6 +83,15 @@ def kernel_only(df: pd.DataFrame, prog: str) -> pd.DataFrame:
         raise UsageError(f"{prog}: only model-step rows ({len(df)}) in the tables: "
                          "python -m plots.step_time draws them")
     return kernels
+
+
+def per_gpu(df: pd.DataFrame, prog: str, *, dtype: str | None, gpu: str | None, variant: str | None = None) -> list:
+    """[(GPU label, its kernel rows)] of the tables after the dtype= / variant= / gpu= selections ([] when none is
+    left: the caller says why)."""
+    df = select_dtype(kernel_only(df, prog), dtype, prog)
+    if variant:
+        df = df[df["variant"] == variant]
+    return [(label, df[df[GPU] == label]) for label in (select_gpus(df, gpu, prog) if len(df) else [])]
 
 
 def drawable(rows: pd.DataFrame) -> pd.Series:

@@ -93,12 +93,9 @@ def section(df: pd.DataFrame) -> str:
 def draw(df: pd.DataFrame, out: str | Path, *, gpu: str | None = None, dtype: str | None = "bf16",
          variant: str | None = None, svg: bool = False) -> list[Path]:
     """Registers/spills vs TFLOPS figures of the block searches in the tables; [] when there is none."""
-    df = T.select_dtype(C.kernel_only(df, PROG), dtype, PROG)
-    if variant:
-        df = df[df["variant"] == variant]
     paths = []
-    for label in T.select_gpus(df, gpu, PROG) if len(df) else []:
-        rows = T.latest(df[df[T.GPU] == label])
+    for label, rows in C.per_gpu(df, PROG, dtype=dtype, gpu=gpu, variant=variant):
+        rows = T.latest(rows)
         rows = rows[rows["timing_meaningful"] & T.is_result(rows) & (rows["resources_json"] != "")]
         for v in T.variant_order(rows["variant"]):
             mine = rows[rows["variant"] == v]

@@ -103,12 +103,9 @@ def _pct(value) -> str:
 def draw(df: pd.DataFrame, out: str | Path, *, gpu: str | None = None, dtype: str | None = "bf16",
          variant: str | None = None, svg: bool = False) -> list[Path]:
     """The TFLOPS-vs-tensor-pipe figures of the rows with ncu values; [] when there is none."""
-    df = T.select_dtype(C.kernel_only(df, PROG), dtype, PROG)
-    if variant:
-        df = df[df["variant"] == variant]
     paths = []
-    for label in T.select_gpus(df, gpu, PROG) if len(df) else []:
-        rows = measured(df[df[T.GPU] == label])
+    for label, rows in C.per_gpu(df, PROG, dtype=dtype, gpu=gpu, variant=variant):
+        rows = measured(rows)
         if len(rows):
             paths += _figure(rows, label, dtype, out, svg)
     return paths
