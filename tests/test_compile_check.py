@@ -108,3 +108,20 @@ def test_a_problem_the_design_does_not_cover_is_unsupported_with_its_own_reason(
     assert rows and reason, run.stdout
     for row in rows:
         assert row["status"] == f"unsupported: {reason}" and not row["n_regs"], row
+
+
+@needs_ptxas
+def test_score_modifiers_pick_their_block_rule_and_name_themselves(tmp_path):
+    """--softcap / --window / --gate compile the modified kernels (issue 24) with the modified problem's default blocks:
+    ws at D64 with softcap takes its `softcap: true` rule (64 x 128 swap-AB tiles), and the rows say which modifiers."""
+    run, rows = cli("--variant", "ws", "--head-dim", "64", "--causal", "--softcap", "30", tmp_path=tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert rows and all(r["modifiers"] == "softcap=30" for r in rows), run.stdout
+    ws_row = next(r for r in rows if r["kernel"] == "_ws_backward_kernel")
+    assert '"BLOCK_M":64' in ws_row["blocks"] and '"swap_ab":true' in ws_row["blocks"], ws_row
+    assert ws_row["status"] == "ok" and int(ws_row["spill_store_bytes"]) == 0, ws_row
+
+
+def test_a_bad_modifier_exits_2_with_one_line():
+    run, _ = cli("--variant", "two_pass", "--gate")  # a gate needs causal
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and "causal" in run.stderr, run.stderr

@@ -31,9 +31,9 @@ import tempfile
 from runners.compile.arch_limits import ARCHS, DEFAULT_ARCH, ArchError, ArchLimits, parse_archs
 
 MAX_SMEM_PER_BLOCK = ARCHS["sm90"].smem_per_block  # H100: the opt-in maximum of dynamic shared memory per block
-COLUMNS = ["arch", "variant", "head_dim", "dtype", "causal", "heads", "kv_heads", "blocks", "blocks_source", "kernel",
-           "num_warps", "num_stages", "n_regs", "spill_store_bytes", "spill_load_bytes", "smem_bytes", "programs_per_sm",
-           "limiter", "status"]
+COLUMNS = ["arch", "variant", "head_dim", "dtype", "causal", "heads", "kv_heads", "modifiers", "blocks", "blocks_source",
+           "kernel", "num_warps", "num_stages", "n_regs", "spill_store_bytes", "spill_load_bytes", "smem_bytes",
+           "programs_per_sm", "limiter", "status"]
 
 
 class CompileCheckError(ValueError):
@@ -65,10 +65,15 @@ def use_compiler_not_interpreter() -> None:
     knobs.runtime.interpret = False
 
 
-def probe_problem(head_dim, dtype_name, causal, heads, kv_heads):
-    """The Problem the default blocks and the design's own problem rule are asked about (a CPU one: no GPU here)."""
+def probe_problem(head_dim, dtype_name, causal, heads, kv_heads, modifiers: dict | None = None):
+    """The Problem the default blocks and the design's own problem rule are asked about (a CPU one: no GPU here).
+    modifiers: score modifiers as the sweep names them, {window: left keys, softcap, gate} (issue 24); a window is
+    (left, 0) when causal, (left, left) when not, as the sweep makes it."""
     from variants.problem import DTYPES, Problem
-    return Problem(1, 256, 256, heads, kv_heads, head_dim, causal, DTYPES[dtype_name], "cpu")
+    problem = Problem(1, 256, 256, heads, kv_heads, head_dim, causal, DTYPES[dtype_name], "cpu")
+    window = (modifiers or {}).get("window")
+    return problem.with_modifiers(None if window is None else (window, window), (modifiers or {}).get("softcap", 0.0),
+                                  (modifiers or {}).get("gate", False))
 
 
 def unsupported_reason(variant, problem, arch: ArchLimits, blocks) -> str | None:
@@ -79,11 +84,12 @@ def unsupported_reason(variant, problem, arch: ArchLimits, blocks) -> str | None
 
 
 def capture_launches(variant_name, head_dim, dtype_name, causal, heads, kv_heads, blocks_overrides,
-                     arch: ArchLimits = ARCHS[DEFAULT_ARCH], mods=None):
+                     arch: ArchLimits = ARCHS[DEFAULT_ARCH], modifiers: dict | None = None):
     """(Blocks, blocks_source, [(JITFunction, args, kwargs)]) of one backward of the variant with `arch`'s default
     blocks (conf/block_defaults.yaml, that compute capability's table, else `any`) under the overrides, nothing
     executed. blocks_source: the default rule's `source` (variants.block_defaults.rule_source), `override` when
-    overrides were given. mods: score modifiers (variants.problem.Modifiers: window, softcap) or None."""
+    overrides were given. modifiers: score modifiers as `probe_problem` takes them (the default blocks are the
+    modified problem's: block rules may ask `windowed` / `softcap`)."""
     use_compiler_not_interpreter()
     import torch
     from triton.runtime.jit import JITFunction
@@ -101,7 +107,7 @@ def capture_launches(variant_name, head_dim, dtype_name, causal, heads, kv_heads
         raise CompileCheckError(f"variant {variant_name!r} has no Triton kernels (a baseline)")
     dtype = DTYPES[dtype_name]
     sizes = [v for k, v in blocks_overrides.items() if k.startswith("BLOCK_") and isinstance(v, int)]
-    probe = probe_problem(head_dim, dtype_name, causal, heads, kv_heads)
+    probe = probe_problem(head_dim, dtype_name, causal, heads, kv_heads, modifiers)
     try:
         rule = default_block_rule(variant_name, probe, arch=arch.table_key)
         defaults = variant.Blocks(**(rule["blocks"] if rule else {}))
@@ -125,8 +131,9 @@ def capture_launches(variant_name, head_dim, dtype_name, causal, heads, kv_heads
 
     JITFunction.run = record
     try:
+        gate = torch.zeros(1, seq, heads, dtype=torch.float32) if probe.gate else None  # [B, N, H]
         variant.backward(q, k, v, o, lse, do, causal=causal, scale=default_scale(head_dim), blocks=blocks,
-                         **({} if mods is None else {"mods": mods}))
+                         mods=probe.mods, g=gate)
     finally:
         JITFunction.run = original
     return blocks, source, launches
@@ -212,17 +219,19 @@ def kernel_row(fn, args, kwargs, arch: ArchLimits = ARCHS[DEFAULT_ARCH]) -> dict
 
 
 def check(variant, head_dim, dtype, causal, heads, kv_heads, blocks_overrides, kernels=None,
-          arch: ArchLimits = ARCHS[DEFAULT_ARCH]) -> list[dict]:
+          arch: ArchLimits = ARCHS[DEFAULT_ARCH], modifiers: dict | None = None) -> list[dict]:
     """Rows (COLUMNS) of every distinct kernel launch of one backward config on `arch`; where the design cannot
     run there (unsupported_reason: the architecture, or a problem its kernels do not cover), every kernel's row says
     `unsupported: <why>` and nothing is compiled."""
     blocks, source, launches = capture_launches(variant, head_dim, dtype, causal, heads, kv_heads, blocks_overrides,
-                                                arch)  # first: it decides compiler vs interpreter before any import
+                                                arch, modifiers)  # first: it decides compiler vs interpreter
     from variants import get
 
-    reason = unsupported_reason(get(variant), probe_problem(head_dim, dtype, causal, heads, kv_heads), arch, blocks)
+    probe = probe_problem(head_dim, dtype, causal, heads, kv_heads, modifiers)
+    reason = unsupported_reason(get(variant), probe, arch, blocks)
     base = {"arch": arch.name, "variant": variant, "head_dim": head_dim, "dtype": dtype, "causal": causal,
-            "heads": heads, "kv_heads": kv_heads, "blocks": json.dumps(blocks.as_dict(), separators=(",", ":")),
+            "heads": heads, "kv_heads": kv_heads, "modifiers": probe.modifier_text,
+            "blocks": json.dumps(blocks.as_dict(), separators=(",", ":")),
             "blocks_source": source}
     rows, seen = [], set()
     for fn, args, kwargs in launches:
@@ -265,6 +274,10 @@ def main(argv=None) -> int:
     parser.add_argument("--blocks", action="append", default=[],
                         help="overrides of the architecture's defaults: FIELD=VALUE,... or a JSON object; "
                              "repeat for a sweep")
+    parser.add_argument("--window", type=int, help="a sliding window of this many keys left of the diagonal "
+                                                   "(and right of it when not causal), as the sweep's window=")
+    parser.add_argument("--softcap", type=float, default=0.0, help="logit softcapping (0 = off)")
+    parser.add_argument("--gate", action="store_true", help="FLA's forget gate (needs --causal)")
     parser.add_argument("--kernels", nargs="+", help="only these kernels (e.g. _dkdv_kernel)")
     parser.add_argument("--out", help="write the rows as CSV here")
     args = parser.parse_args(argv)  # before the heavy imports: --help answers at once
@@ -273,15 +286,16 @@ def main(argv=None) -> int:
     try:
         archs = parse_archs(args.arch)
         configs = [parse_blocks(text) for text in args.blocks] or [{}]
+        modifiers = dict(window=args.window, softcap=args.softcap, gate=args.gate)
         for overrides in configs:
             for arch in archs:
                 config_rows = check(args.variant, args.head_dim, args.dtype, args.causal, args.heads, kv_heads,
-                                    overrides, args.kernels, arch)
+                                    overrides, args.kernels, arch, modifiers)
                 if config_rows:
                     first = config_rows[0]
                     print(f"{args.variant} D{args.head_dim} {args.dtype}{' causal' if args.causal else ''} "
-                          f"H{args.heads}/{kv_heads} {arch.name} ({first['blocks_source']})  {first['blocks']}",
-                          flush=True)
+                          f"H{args.heads}/{kv_heads}{' ' + first['modifiers'] if first['modifiers'] else ''} "
+                          f"{arch.name} ({first['blocks_source']})  {first['blocks']}", flush=True)
                 for row in config_rows:
                     print("  " + format_row(row), flush=True)
                 rows += config_rows
