@@ -353,4 +353,4 @@ def gate_args(gate, deterministic: bool) -> dict:
     unless deterministic (the dQ pass writes them), its per-query sums (as_query, zeroed: atomics add into it)."""
     if gate is None:
         return dict(G=None, DG=None, DG_QUERY=None)
-    return dict(G=gate.cumsum, DG=gate.as_key, DG_QUERY=None if deterministic else gate.as_query.zero_())
+    return dict(G=gate.cumsum, DG=gate.as_key, DG_QUERY=None if deterministic else gate.query_for_atomics())

@@ -22,6 +22,11 @@ class GateSums:
     as_query: torch.Tensor
     as_key: torch.Tensor
 
+    def query_for_atomics(self) -> torch.Tensor:
+        """as_query zeroed, for a one-kernel design that adds each step's per-query sums of dS by fp32 atomics
+        (atomic, atomic_tma: both halves from the same dS, module doc)."""
+        return self.as_query.zero_()
+
 
 def _document_ids(varlen, tokens: int, device) -> torch.Tensor | None:
     """[total] document index of each packed token, or None for a dense batch."""

@@ -137,7 +137,7 @@ def launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, *, causal: bool, scale: flo
     for grads in ((1, 2) if split else (3,)):  # GRADS: 1 dV only, 2 dK only, 3 both (kernels/backward_steps.py)
         _dkdv_kernel[grid[::-1] if longest_first else grid](
                            *args, **doc_args, **gate_pointers(gate, "as_key"),
-                           DG_QUERY=gate.as_query.zero_() if gate is not None and accumulate_dq else None,
+                           DG_QUERY=gate.query_for_atomics() if gate is not None and accumulate_dq else None,
                            **modifier_args(mods, gate is not None, causal),
                            **head_args, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
                            CAUSAL=causal, ACCUM_DQ=accumulate_dq, LONGEST_FIRST=longest_first, PRESCALED=prescale,

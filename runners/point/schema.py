@@ -205,7 +205,7 @@ class Point:
         else:
             problem = Problem(self.batch, self.seq, self.seq_k, self.heads, self.kv_heads, self.head_dim,
                               self.causal, DTYPES[self.dtype], device)
-        if self.window_left < 0 and self.window_right < 0 and not self.softcap and not self.gate:
+        if not self.modified:
             return problem
         return problem.with_modifiers((self.window_left, self.window_right), self.softcap, self.gate)
 
