@@ -5,6 +5,8 @@
 #   bash scripts/gpu_gluon.sh tests              # tests/test_ws.py, every case (slow ones too)
 #   bash scripts/gpu_gluon.sh grid bf16|fp16     # FA grid (N 1k/4k/16k x D 64/128 x causal/not)
 #   bash scripts/gpu_gluon.sh table [TABLE ...]  # no GPU needed: the per-cell table (default: $OUT's grid tables)
+#   bash scripts/gpu_gluon.sh large_d [bf16|fp16] # B2 H16 N4096 D96/192/256: ws (both modes), ws_two_pass, two_pass,
+#                                                #   FA2, cuDNN, and the best design against cuDNN per cell
 #   bash scripts/gpu_gluon.sh utilization        # every Triton / Gluon design, bench.ncu=true: Nsight Compute columns
 #   bash scripts/gpu_gluon.sh ncu D [ARGS ...]   # Nsight Compute on ws's kernel, B4 H16 N4096 head dim D (ARGS: more
 #                                                #   scripts/ncu_backward.py options): per-SASS-line stall samples
@@ -67,6 +69,15 @@ case "$PART" in
     run_part "grid_$DTYPE${TAG:+_$TAG}" "${GRID[@]}" dtype="$DTYPE" variant="$VARIANTS" "${BLOCKS[@]}" > /dev/null
     grep -E "wrong|crashed|timeout|error|KERNEL-SUM" "$OUT/${PREFIX}_grid_$DTYPE${TAG:+_$TAG}.log" | head -20
     table "$OUT/${PREFIX}_grid_$DTYPE${TAG:+_$TAG}.parquet" ;;
+  large_d)  # D96 / D192 / D256 at B2 H16 N4096 (issue 25): both Gluon designs (ws in both modes) next to two_pass, FA2
+    # and cuDNN; the per-cell table of the best design against cuDNN
+    DTYPE=${2:-bf16}
+    run_part "large_d_$DTYPE${TAG:+_$TAG}" batch=2 heads=16 seq=${SEQS:-4096} head_dim=${HEAD_DIMS:-96,192,256} \
+      causal=false,true dtype="$DTYPE" variant="${VARIANTS_LARGE_D:-ws,ws_two_pass,two_pass,sdpa_flash,sdpa_cudnn}" \
+      -- batch=2 heads=16 seq=${SEQS:-4096} head_dim=${HEAD_DIMS:-96,192,256} causal=false,true dtype="$DTYPE" \
+      variant=ws blocks.deterministic=true > /dev/null
+    grep -E "wrong|crashed|timeout|error|KERNEL-SUM" "$OUT/${PREFIX}_large_d_$DTYPE${TAG:+_$TAG}.log" | head -20
+    table "$OUT/${PREFIX}_large_d_$DTYPE${TAG:+_$TAG}.parquet" ;;
   utilization)  # every Triton / Gluon design (both ws modes) with bench.ncu=true: the Nsight Compute columns
     run_part "utilization${TAG:+_$TAG}" batch=4 heads=16 seq=${SEQS:-4096} head_dim=${HEAD_DIMS:-128} causal=false,true \
       dtype=bf16 resume=false bench.ncu=true variant="${VARIANTS_NCU:-two_pass,atomic,fused,atomic_tma,ws,ws_two_pass}" \

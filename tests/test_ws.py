@@ -15,7 +15,7 @@ ON_HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] 
 MAX_SMEM = 227 * 1024
 
 # (head dim, causal) at the default tiles: compile for sm90, then what must hold.
-COMPILE_CASES = [(64, False), (128, True)]
+COMPILE_CASES = [(64, False), (128, True), (96, False), (256, True)]
 
 
 def compiled_rows(head_dim: int, causal: bool, blocks: str = "", variant: str = "ws",
@@ -51,7 +51,8 @@ def test_oversized_tiles_are_reported_not_crashed():
 
 @pytest.mark.parametrize("fields, rule", [
     (dict(num_warps=2), "num_warps=2"), (dict(BLOCK_M=32), "BLOCK_M=32"),
-    (dict(BLOCK_N=64, num_warps=8), "multiple of 16 x num_warps"), (dict(num_stages=1), "num_stages=1"),
+    (dict(BLOCK_N=64, num_warps=8), "multiple of 16 x num_warps"), (dict(num_stages=0), "num_stages=0"),
+    (dict(swap_ab=False, BLOCK_N=32, num_warps=4), "multiple of 64 with swap_ab=false"),
     (dict(split_warpgroups=True, num_warps=4, BLOCK_N=64), "split_warpgroups")])
 def test_bad_blocks_name_the_rule(fields, rule):
     with pytest.raises(ValueError, match=rule):
@@ -66,7 +67,7 @@ def test_refused_with_a_reason_off_hopper():
 
 
 @pytest.mark.parametrize("head_dim, dtype, varlen", [(80, torch.bfloat16, False), (64, torch.float32, False),
-                                                     (64, torch.bfloat16, True)])
+                                                     (80, torch.bfloat16, True)])
 def test_uncovered_problems_are_refused(head_dim, dtype, varlen):
     problem = Problem(1, 64, 64, 2, 2, head_dim, False, dtype, "cuda", (64,) if varlen else None,
                       (64,) if varlen else None)
@@ -179,14 +180,15 @@ def test_tile_schedule_covers_every_tile_once_and_balances(seq_q, seq_k, causal,
 
 
 @pytest.mark.parametrize("head_dim, dtype, covered", [(64, torch.float16, True), (128, torch.bfloat16, True),
-                                                      (256, torch.bfloat16, False), (128, torch.float32, False)])
+                                                      (96, torch.float16, True), (256, torch.bfloat16, True),
+                                                      (80, torch.bfloat16, False), (128, torch.float32, False)])
 def test_the_problem_rule_asks_no_gpu(head_dim, dtype, covered):
     """Ws.problem_reason: the head dims and dtypes ws covers, on any device (runners.compile_check asks it on a
     CPU); `supports` applies the same rule on an sm90 GPU."""
     reason = get("ws").problem_reason(Problem(1, 64, 64, 2, 2, head_dim, False, dtype, "cpu"))
     assert (reason is None) == covered, reason
-    if not covered and head_dim == 256:
-        assert "head dims" in reason and "256" in reason, reason
+    if not covered and head_dim == 80:
+        assert "head dims" in reason and "80" in reason, reason
 
 
 def test_deterministic_needs_the_specialized_dkdv_kernel():
@@ -271,3 +273,59 @@ def test_window_steps_walk_only_the_band(seq_q, seq_k, causal, left, right):
         # the walk is contiguous: from the first block with a visible pair to the last
         expected.append(0 if not blocks else max(blocks) - min(blocks) + 1)
     assert query_steps(seq_q, seq_k, block_m, block_n, 1, causal, left, right) == tuple(expected)
+
+
+def test_large_head_dims_compile_without_spills_for_the_two_pass_twin():
+    """ws_two_pass at D192 / D256 (tiles of 256 columns, its compile-checked rule): both kernels fit an sm90 SM's
+    shared memory without spilling; so does ws's deterministic mode (its dK/dV kernel without the dQ tile)."""
+    for variant, blocks in (("ws_two_pass", ""), ("ws", "{'deterministic': True}")):
+        rows = compiled_rows(192 if variant == "ws_two_pass" else 256, True, blocks, variant=variant,
+                             kernels=("_ws_backward_kernel", "_ws_dq_kernel"))
+        assert {row["kernel"] for row in rows} == {"_ws_backward_kernel", "_ws_dq_kernel"}, rows
+        for row in rows:
+            assert row["status"] == "ok" and row["spill_store_bytes"] == 0, row
+
+
+# D96 / D192 / D256 (issue 25): tiles of tile_dim(D) columns, the TMA views zero-filling past D and dropping those
+# columns on stores. Tails, GQA, Nq != Nk both ways, two batches; ws, its deterministic mode and ws_two_pass.
+LARGE_D_SHAPES = [(2, 200, 333, 4, 2), (1, 333, 200, 4, 1)]
+LARGE_D_DESIGNS = [("ws", None), ("ws", dict(deterministic=True)), ("ws_two_pass", None)]
+
+
+@pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
+@pytest.mark.parametrize("head_dim", [96, 192, 256])
+@pytest.mark.parametrize("shape", LARGE_D_SHAPES, ids=["nq<nk-gqa", "nq>nk-mqa"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("variant, blocks", LARGE_D_DESIGNS, ids=["ws", "ws-deterministic", "ws_two_pass"])
+def test_large_head_dims_match_reference_on_hopper(variant, blocks, causal, shape, head_dim):
+    torch.manual_seed(hash((shape, causal, head_dim)) % 2**31)
+    dtype = torch.float16 if head_dim == 192 else torch.bfloat16
+    run_and_check(variant, *make_inputs((*shape, head_dim), dtype, "cuda"), causal, blocks=blocks)
+
+
+# Packed documents (issue 25): odd lengths, a length-1 document, empty documents on either side, Nq != Nk per
+# document (rows that see no key under causal masking), GQA; both designs, every head-dim tile.
+WS_PACKINGS = {"odd-gqa": ([170, 1, 333, 64], None, 4, 2), "nq-ne-nk-empty": ([0, 77, 200, 3], [50, 0, 260, 129], 2, 1)}
+
+
+@pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
+@pytest.mark.parametrize("head_dim", [64, 96, 128, 256])
+@pytest.mark.parametrize("packing", list(WS_PACKINGS))
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("variant, blocks", [("ws", None), ("ws", dict(deterministic=True)), ("ws_two_pass", None)],
+                         ids=["ws", "ws-deterministic", "ws_two_pass"])
+def test_packed_documents_match_reference_on_hopper(variant, blocks, causal, packing, head_dim):
+    from tests.test_varlen import packed_inputs, run_and_check_packed
+    torch.manual_seed(hash((variant, packing, causal, head_dim)) % 2**31)
+    lens_q, lens_k, heads, kv_heads = WS_PACKINGS[packing]
+    dtype = torch.float16 if causal else torch.bfloat16
+    run_and_check_packed(variant, *packed_inputs(lens_q, lens_k, heads, kv_heads, head_dim, dtype, "cuda"), causal,
+                         blocks=blocks)
+
+
+@pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
+def test_packed_with_persistent_is_one_clear_line():
+    from tests.test_varlen import packed_inputs, run_and_check_packed
+    with pytest.raises(ValueError, match="persistent=true does not walk packed"):
+        run_and_check_packed("ws", *packed_inputs([100, 50], None, 2, 1, 64, torch.bfloat16, "cuda"), False,
+                             blocks=dict(persistent=True))

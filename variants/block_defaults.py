@@ -30,16 +30,18 @@ def rule_seq(problem: Problem) -> int:
 
 
 def rule_holds(when: dict, problem: Problem) -> bool:
-    """Whether a rule's `when` (head_dim_max, seq_min, causal, dtype, and the score modifiers windowed / softcap as
-    booleans; a missing key matches) covers the problem."""
+    """Whether a rule's `when` (head_dim_max, seq_min, causal, dtype, varlen (a packed batch), and the score modifiers
+    windowed / softcap as booleans; a missing key matches) covers the problem."""
     softcapped = getattr(problem, "softcap", 0.0) > 0
     windowed = getattr(problem, "windowed", False)
+    varlen = getattr(problem, "is_varlen", False)
     return (problem.head_dim <= when.get("head_dim_max", problem.head_dim)
             and rule_seq(problem) >= when.get("seq_min", 0)
             and when.get("causal", problem.causal) == problem.causal
             and when.get("dtype", DTYPE_NAMES.get(problem.dtype)) == DTYPE_NAMES.get(problem.dtype)
             and when.get("softcap", softcapped) == softcapped
-            and when.get("windowed", windowed) == windowed)
+            and when.get("windowed", windowed) == windowed
+            and when.get("varlen", varlen) == varlen)
 
 
 def default_block_rule(variant: str, problem: Problem, table: dict | None = None,

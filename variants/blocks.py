@@ -201,11 +201,14 @@ class WsBlocks(Blocks):
                              "split_warpgroups=false (the dK/dV kernel without dQ)")
         if self.BLOCK_M < 64:
             raise ValueError(f"BLOCK_M={self.BLOCK_M}: must be >= 64 (dQ's wgmma needs a 64-row warpgroup tile)")
-        if self.BLOCK_N % (16 * self.num_warps):
-            raise ValueError(f"BLOCK_N={self.BLOCK_N}: must be a multiple of 16 x num_warps ({16 * self.num_warps}): "
-                             f"S^T rows are split over the warps")
-        if self.num_stages < 2:
-            raise ValueError(f"num_stages={self.num_stages}: must be >= 2 (a TMA ring)")
+        if self.swap_ab and self.BLOCK_N % (16 * self.num_warps):
+            raise ValueError(f"BLOCK_N={self.BLOCK_N}: must be a multiple of 16 x num_warps ({16 * self.num_warps}) with "
+                             f"swap_ab=true: S^T rows are split over the warps")
+        if not self.swap_ab and self.BLOCK_N % 64:
+            raise ValueError(f"BLOCK_N={self.BLOCK_N}: must be a multiple of 64 with swap_ab=false (dK, dV rows: 16 per "
+                             f"warp of a warpgroup)")
+        if self.num_stages < 1:
+            raise ValueError(f"num_stages={self.num_stages}: must be >= 1 (the Q / dO ring's stages)")
         if self.split_warpgroups and not (self.warp_specialize and self.num_warps == 8):
             raise ValueError("split_warpgroups=true: needs warp_specialize=true and num_warps=8 (two warpgroups)")
         if not self.swap_ab and (self.split_warpgroups or self.early_scores):

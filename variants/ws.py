@@ -10,7 +10,7 @@ from variants.registry import register_variant
 import torch
 
 WS_DTYPES = (torch.float16, torch.bfloat16)
-WS_HEAD_DIMS = (64, 128)
+WS_HEAD_DIMS = (64, 96, 128, 192, 256)
 
 
 @register_variant("ws")
@@ -20,6 +20,7 @@ class Ws(TritonVariant):
     archs = (90,)
     arch_requirement = "sm90 (a Gluon kernel written for Hopper: wgmma, TMA, mbarriers)"
 
+    supports_varlen = True  # packed documents: one program per (document, key block) and kv head
     modifiers = ("window", "softcap")  # a sliding window (the band's query blocks only), softcap; the gate: not yet
 
     def supports(self, problem):
@@ -51,7 +52,7 @@ class Ws(TritonVariant):
             return 0  # dq written once by the dQ pass
         return 4 * problem.tokens_q * problem.heads * problem.head_dim  # fp32 dQ accumulator [B * H * Nq, D]
 
-    def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks, mods=None):
+    def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks, mods=None, varlen=None):
         fields = blocks.as_dict()
         window = {} if mods is None else dict(window_left=mods.window_left, window_right=mods.window_right,
                                               softcap=mods.softcap)
@@ -64,6 +65,6 @@ class Ws(TritonVariant):
             for unused in ("warp_specialize", "early_scores", "split_warpgroups"):  # check_rules pinned them
                 fields.pop(unused)
             return ws_two_pass_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, dkdv_blocks=fields,
-                                        dq_blocks=WsTwoPassBlocks().dq_tile())
+                                        dq_blocks=WsTwoPassBlocks.dq_tile_for(q.shape[-1]), varlen=varlen)
         from kernels.gluon.ws import ws_backward
-        return ws_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, **fields, **window)
+        return ws_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, varlen=varlen, **fields, **window)

@@ -35,9 +35,12 @@ class WsTwoPassBlocks(Blocks):
                 raise ValueError(f"{name}={warps}: must be 4 or 8 (whole warpgroups)")
         if self.BLOCK_M < 64:
             raise ValueError(f"BLOCK_M={self.BLOCK_M}: must be >= 64 (a 64-row warpgroup tile)")
-        if self.BLOCK_N % (16 * self.num_warps):
-            raise ValueError(f"BLOCK_N={self.BLOCK_N}: must be a multiple of 16 x num_warps ({16 * self.num_warps}): "
-                             f"S^T rows are split over the warps")
+        if self.swap_ab and self.BLOCK_N % (16 * self.num_warps):
+            raise ValueError(f"BLOCK_N={self.BLOCK_N}: must be a multiple of 16 x num_warps ({16 * self.num_warps}) with "
+                             f"swap_ab=true: S^T rows are split over the warps")
+        if not self.swap_ab and self.BLOCK_N % 64:
+            raise ValueError(f"BLOCK_N={self.BLOCK_N}: must be a multiple of 64 with swap_ab=false (dK, dV rows: 16 per "
+                             f"warp of a warpgroup)")
         if self.BLOCK_M2 % (16 * self.num_warps2):
             raise ValueError(f"BLOCK_M2={self.BLOCK_M2}: must be a multiple of 16 x num_warps2 "
                              f"({16 * self.num_warps2}): dQ rows are split over the warps")
@@ -48,6 +51,14 @@ class WsTwoPassBlocks(Blocks):
         """The dQ kernel's fields under `ws_dq`'s names."""
         return dict(BLOCK_M=self.BLOCK_M2, BLOCK_N=self.BLOCK_N2, num_warps=self.num_warps2,
                     num_stages=self.num_stages2)
+
+    @classmethod
+    def dq_tile_for(cls, head_dim: int) -> dict:
+        """The dQ kernel's default tile for a head dim (ws's deterministic mode): the dataclass's up to D128; past it
+        (tiles of 256 columns) 64 x 64 on one warpgroup, so Q, dO and a 2-stage K / V ring fit shared memory."""
+        if head_dim <= 128:
+            return cls().dq_tile()
+        return dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2)
 
 
 @register_variant("ws_two_pass")
@@ -63,11 +74,12 @@ class WsTwoPass(Ws):
     def workspace_bytes(self, problem, blocks):
         return 0  # dq written once in its own dtype
 
+    supports_varlen = True
     modifiers = ()  # its dQ kernel (kernels/gluon/ws_dq.py) walks every key block: no window, softcap or gate yet
 
-    def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks):
+    def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks, varlen=None):
         from kernels.gluon.ws_dq import ws_two_pass_backward
         dq_fields = {f"{name}2" for name in ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages")}
         dkdv = {name: value for name, value in blocks.as_dict().items() if name not in dq_fields}
         return ws_two_pass_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, dkdv_blocks=dkdv,
-                                    dq_blocks=blocks.dq_tile())
+                                    dq_blocks=blocks.dq_tile(), varlen=varlen)

@@ -33,19 +33,19 @@ from kernels.gluon.compat import (TensorDescriptor, cta_barrier, fence_async_sha
                                   warpgroup_mma_wait)
 
 GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
-HEAD_DIMS = (64, 128)
+HEAD_DIMS = (64, 96, 128, 192, 256)  # with measured or compile-checked tiles (variants.ws)
 LOG2E_C = gl.constexpr(LOG2E)  # log2(e), readable inside the kernels (softcap)
 GROUP_REGS = 240  # registers per thread of the second compute group (split_warpgroups), a worker partition
 
 
 @gluon.jit
 def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_desc, LSE, DELTA, DK, DV, TILES,
-                        TILE_STARTS, seq_q, seq_k, heads, kv_heads, batch_kv_heads, chunk_heads, qk_scale, sm_scale,
-                        S_LAYOUT: gl.constexpr, KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr,
-                        DS_SMEM: gl.constexpr, STATS_SMEM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr,
+                        TILE_STARTS, CU_Q, CU_K, PAIRS, seq_q, seq_k, heads, kv_heads, batch_kv_heads, chunk_heads,
+                        qk_scale, sm_scale, DIM: gl.constexpr, S_LAYOUT: gl.constexpr, KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr,
+                        DS_SMEM: gl.constexpr, STATS_SMEM: gl.constexpr, Q_SMEM: gl.constexpr, KV_SMEM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr,
                         MASKED: gl.constexpr, WARP_SPECIALIZE: gl.constexpr,
                         EARLY_SCORES: gl.constexpr, GROUPS: gl.constexpr, GROUP_REGS: gl.constexpr,
-                        SWAP_AB: gl.constexpr, PERSISTENT: gl.constexpr, WITH_DQ: gl.constexpr = True):
+                        SWAP_AB: gl.constexpr, PERSISTENT: gl.constexpr, VARLEN: gl.constexpr, WITH_DQ: gl.constexpr = True):
     """Grid (cdiv(Nk, BLOCK_N) * B * Hkv,), one tile (key block of a (batch, kv head)) per program, batch_kv_heads
     = B * Hkv; PERSISTENT: grid (programs,), program p walks tiles TILES[TILE_STARTS[p]:TILE_STARTS[p + 1]] (int32,
     a schedule made on the host: `tile_schedule`). q/do_desc: [B * Nq, H * D] blocks [BM, D];
@@ -61,7 +61,7 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_de
     and K / V of the next tile load once the compute warps are done with this one's (`kv_empty`), while they
     store its dK, dV."""
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
-    HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
+    HEAD_DIM: gl.constexpr = q_desc.block_type.shape[2]  # the tiles' head dim: DIM rounded up to a power of two
     BLOCK_N: gl.constexpr = GROUPS * k_desc.block_type.shape[0]
     BLOCK_NG: gl.constexpr = k_desc.block_type.shape[0]  # key rows of one compute group
     dtype: gl.constexpr = q_desc.dtype
@@ -72,13 +72,13 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_de
     else:
         first_tile = pid
         end_tile = pid + 1
-    sizes = (seq_q, seq_k, heads, kv_heads, batch_kv_heads, chunk_heads)
+    sizes = (seq_q, seq_k, heads, kv_heads, batch_kv_heads, chunk_heads, CU_Q, CU_K, PAIRS)
     schedule = (TILES, first_tile, end_tile)
 
-    k_smem = gl.allocate_shared_memory(dtype, [GROUPS, BLOCK_NG, HEAD_DIM], k_desc.layout)
-    v_smem = gl.allocate_shared_memory(dtype, [GROUPS, BLOCK_NG, HEAD_DIM], v_desc.layout)
-    q_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], q_desc.layout)
-    do_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], do_desc.layout)
+    k_smem = gl.allocate_shared_memory(dtype, [GROUPS, BLOCK_NG, HEAD_DIM], KV_SMEM)
+    v_smem = gl.allocate_shared_memory(dtype, [GROUPS, BLOCK_NG, HEAD_DIM], KV_SMEM)
+    q_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], Q_SMEM)
+    do_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], Q_SMEM)
     if SWAP_AB:  # dS^T of each group's keys (P^T stays in registers)
         ds_smem = gl.allocate_shared_memory(dtype, [GROUPS, BLOCK_NG, BLOCK_M], DS_SMEM)
         p_smem = ds_smem
@@ -109,63 +109,80 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_de
 
     tiles = (k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, kv_empty,
              ready, empty, dq_full, dq_empty)
-    stores = (dk_desc, dv_desc, DK, DV, sm_scale)
+    stores = (dk_desc, dv_desc, DK, DV, sm_scale, DIM)
     if not WITH_DQ:  # the compute warps and the load warp only
         gl.warp_specialize([
             (_mma_partition, (tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT,
-                              DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, True, False, 0, SWAP_AB, PERSISTENT, None, None,
+                              DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, True, False, 0, SWAP_AB, PERSISTENT, VARLEN, None, None,
                               None, None, None, False)),
             (_load_partition, (q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE, DELTA, STAGES,
-                               CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT)),
+                               CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT, VARLEN)),
         ], [1], [24])
     elif WARP_SPECIALIZE:
         if GROUPS == 2:  # two compute warpgroups, each its own partition with its own half of the keys and dQ
             gl.warp_specialize([
                 (_mma_partition, (tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT,
-                                  DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, True, EARLY_SCORES, 0, SWAP_AB, PERSISTENT)),
+                                  DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, True, EARLY_SCORES, 0, SWAP_AB, PERSISTENT, VARLEN)),
                 (_mma_partition, (tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT,
-                                  DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, True, EARLY_SCORES, 1, SWAP_AB, PERSISTENT)),
+                                  DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, True, EARLY_SCORES, 1, SWAP_AB, PERSISTENT, VARLEN)),
                 (_load_partition, (q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE, DELTA, STAGES,
-                                   CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT)),
-                (_dq_partition, (dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT)),
+                                   CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT, VARLEN)),
+                (_dq_partition, (dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT, VARLEN)),
             ], [4, 1, 1], [GROUP_REGS, 24, 24])
         else:
             gl.warp_specialize([
                 (_mma_partition, (tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT,
-                                  DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, True, EARLY_SCORES, 0, SWAP_AB, PERSISTENT)),
+                                  DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, True, EARLY_SCORES, 0, SWAP_AB, PERSISTENT, VARLEN)),
                 (_load_partition, (q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE, DELTA, STAGES,
-                                   CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT)),
-                (_dq_partition, (dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT)),
+                                   CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT, VARLEN)),
+                (_dq_partition, (dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT, VARLEN)),
             ], [1, 1], [24, 24])
     else:
         _mma_partition(tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT, DQ_LAYOUT, STAGES,
-                       CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, False, False, 0, SWAP_AB, PERSISTENT, q_desc, k_desc, v_desc, do_desc, dq_desc)
+                       CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, False, False, 0, SWAP_AB, PERSISTENT, VARLEN, q_desc, k_desc, v_desc, do_desc, dq_desc)
 
 
 @gluon.jit
 def _tile(k, schedule, sizes, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr,
-          PERSISTENT: gl.constexpr):
+          PERSISTENT: gl.constexpr, VARLEN: gl.constexpr):
     """The rows of the schedule's k-th tile: (i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo,
-    m_blocks, steps). Tiles are numbered in chunks of `chunk_heads` (batch, kv head) pairs, key blocks in order
+    m_blocks, steps, bases); bases = (q_row0, k_row0, stats_row0, stats_stride, acc_row0, acc_stride): the first
+    row of its batch (document) in the [rows, heads, D] views of q / k, where the LSE / delta and dQ accumulator
+    rows of its query head i_h start (row0 + i_h * stride). Tiles are numbered in chunks of `chunk_heads` (batch, kv head) pairs, key blocks in order
     within a chunk, the heads of the chunk interleaved: the tiles running at once share their heads' Q, dO and dQ
     rows in L2, and under causal masking (key block 0 walks the most query blocks) each chunk starts its longest
     tiles first. The steps walk the query blocks that see the key block (from the first one reaching the causal
     diagonal, or a window's right edge, to the end, or to the last one inside a window's left edge) for each query
-    head of the kv head's group in turn."""
+    head of the kv head's group in turn. VARLEN (packed documents, q [1, total_q, H, D]): tile = pair * kv_heads +
+    kv head, PAIRS[pair] = (document, key block) (kernels.varlen.Packing.block_indices), the document's rows from
+    CU_Q / CU_K; seq_q / seq_k are the packed totals on entry, the document's lengths on return."""
     TILES, first_tile, end_tile = schedule
-    seq_q, seq_k, heads, kv_heads, batch_kv_heads, chunk_heads = sizes
+    seq_q, seq_k, heads, kv_heads, batch_kv_heads, chunk_heads, CU_Q, CU_K, PAIRS = sizes
     if PERSISTENT:
         tile = gl.load(TILES + k)
     else:
         tile = k
-    key_blocks = gl.cdiv(seq_k, BLOCK_N)
-    chunk = tile // (chunk_heads * key_blocks)
-    in_chunk = tile % (chunk_heads * key_blocks)
-    heads_here = gl.minimum(chunk_heads, batch_kv_heads - chunk * chunk_heads)  # the last chunk may be short
-    i_n = in_chunk // heads_here
-    i_bhk = chunk * chunk_heads + in_chunk % heads_here
-    i_b = i_bhk // kv_heads
-    i_hk = i_bhk % kv_heads
+    if VARLEN:
+        pair = tile // kv_heads
+        i_hk = tile % kv_heads
+        i_b = gl.load(PAIRS + 2 * pair)
+        i_n = gl.load(PAIRS + 2 * pair + 1)
+        q_row0 = gl.load(CU_Q + i_b)
+        k_row0 = gl.load(CU_K + i_b)
+        bases = (q_row0, k_row0, q_row0, seq_q, q_row0, seq_q)  # LSE [1, H, total_q]; accumulator [H, total_q, D]
+        seq_q = gl.load(CU_Q + i_b + 1) - q_row0
+        seq_k = gl.load(CU_K + i_b + 1) - k_row0
+    else:
+        key_blocks = gl.cdiv(seq_k, BLOCK_N)
+        chunk = tile // (chunk_heads * key_blocks)
+        in_chunk = tile % (chunk_heads * key_blocks)
+        heads_here = gl.minimum(chunk_heads, batch_kv_heads - chunk * chunk_heads)  # the last chunk may be short
+        i_n = in_chunk // heads_here
+        i_bhk = chunk * chunk_heads + in_chunk % heads_here
+        i_b = i_bhk // kv_heads
+        i_hk = i_bhk % kv_heads
+        acc_rows = gl.cdiv(seq_q, 8) * 8  # dq_rows: [B * H * acc_rows, D]
+        bases = (i_b * seq_q, i_b * seq_k, i_b * heads * seq_q, seq_q, i_b * heads * acc_rows, acc_rows)
     group = heads // kv_heads
     start_n = i_n * BLOCK_N
     shift = seq_k - seq_q  # bottom-right causal: query i sees key j iff j <= i + shift
@@ -180,54 +197,67 @@ def _tile(k, schedule, sizes, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUS
     else:
         m_end = seq_q
     m_blocks = gl.cdiv(gl.maximum(m_end - m_lo, 0), BLOCK_M)
-    return (i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, m_blocks * group)
+    return (i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, m_blocks * group, bases)
 
 
 @gluon.jit
 def _query_block(step, rows, BLOCK_M: gl.constexpr):
     """(query head, first query) of a step."""
-    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
+    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps, bases = rows
     return i_hk * group + step // m_blocks, m_lo + (step % m_blocks) * BLOCK_M
 
 
 @gluon.jit
 def _dq_row(rows, i_h, start_m):
-    """The fp32 accumulator's row of query start_m of head i_h: [B * H * dq_rows(Nq), D]."""
-    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
-    return (i_b * heads + i_h) * (gl.cdiv(seq_q, 8) * 8) + start_m
+    """The fp32 accumulator's row of query start_m of head i_h: [B * H * dq_rows(Nq), D] (packed: [H * total_q, D])."""
+    q_row0, k_row0, stats_row0, stats_stride, acc_row0, acc_stride = rows[11]
+    return acc_row0 + i_h * acc_stride + start_m
+
+
+@gluon.jit
+def _stats_rows(rows, i_h, o_m):
+    """LSE / delta offsets of queries o_m of head i_h: [B, H, Nq] (packed: [1, H, total_q])."""
+    q_row0, k_row0, stats_row0, stats_stride, acc_row0, acc_stride = rows[11]
+    return stats_row0 + i_h * stats_stride + o_m
 
 
 @gluon.jit
 def _issue_kv(k_desc, v_desc, tiles, rows):
     k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, kv_empty, ready, empty, dq_full, dq_empty = tiles
-    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
+    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps, bases = rows
+    q_row0, k_row0, stats_row0, stats_stride, acc_row0, acc_stride = bases
     BLOCK_NG: gl.constexpr = k_desc.block_type.shape[0]
-    HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
     GROUPS: gl.constexpr = k_smem.shape[0]
     mbarrier.expect(kv_ready, 2 * GROUPS * k_desc.block_type.nbytes)
     for g in gl.static_range(GROUPS):
-        tma_load(k_desc, [i_b * seq_k + start_n + g * BLOCK_NG, i_hk * HEAD_DIM], kv_ready, k_smem.index(g))
-        tma_load(v_desc, [i_b * seq_k + start_n + g * BLOCK_NG, i_hk * HEAD_DIM], kv_ready, v_smem.index(g))
+        tma_load(k_desc, [k_row0 + start_n + g * BLOCK_NG, i_hk, 0], kv_ready, _box(k_smem.index(g)))
+        tma_load(v_desc, [k_row0 + start_n + g * BLOCK_NG, i_hk, 0], kv_ready, _box(v_smem.index(g)))
+
+
+@gluon.jit
+def _box(tile):
+    """A shared tile [R, C] as the [R, 1, C] box of a [rows, heads, D] TMA view (the same bytes)."""
+    return tile.reshape([tile.shape[0], 1, tile.shape[1]])
 
 
 @gluon.jit
 def _issue_qdo(q_desc, do_desc, tiles, rows, step, slot, STAGES: gl.constexpr):
-    """The tile's step-th Q and dO tiles ([B * Nq, H * D] view) into the ring stage of slot (steps counted across
+    """The tile's step-th Q and dO tiles ([B * Nq, H, D] views) into the ring stage of slot (steps counted across
     the program's tiles), signalling `ready`."""
     k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, kv_empty, ready, empty, dq_full, dq_empty = tiles
-    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
+    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps, bases = rows
+    q_row0, k_row0, stats_row0, stats_stride, acc_row0, acc_stride = bases
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
-    HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
     i_h, start_m = _query_block(step, rows, BLOCK_M)
     stage = slot % STAGES
     mbarrier.expect(ready.index(stage), 2 * q_desc.block_type.nbytes)
-    tma_load(q_desc, [i_b * seq_q + start_m, i_h * HEAD_DIM], ready.index(stage), q_smem.index(stage))
-    tma_load(do_desc, [i_b * seq_q + start_m, i_h * HEAD_DIM], ready.index(stage), do_smem.index(stage))
+    tma_load(q_desc, [q_row0 + start_m, i_h, 0], ready.index(stage), _box(q_smem.index(stage)))
+    tma_load(do_desc, [q_row0 + start_m, i_h, 0], ready.index(stage), _box(do_smem.index(stage)))
 
 
 @gluon.jit
 def _load_partition(q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE, DELTA, STAGES: gl.constexpr,
-                    CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, PERSISTENT: gl.constexpr):
+                    CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, PERSISTENT: gl.constexpr, VARLEN: gl.constexpr):
     """One warp: per tile, K and V once the compute warps are done with the last tile's, then every step's Q, dO as
     soon as the dQ warp has released its stage."""
     TILES, first_tile, end_tile = schedule
@@ -235,23 +265,23 @@ def _load_partition(q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE
         slot = 0  # steps before this tile's, over the program's tiles: the ring's position
         for k in range(first_tile, end_tile):
             slot = _load_tile(k, slot, k - first_tile, q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE,
-                              DELTA, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT)
+                              DELTA, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT, VARLEN)
     else:
         _load_tile(first_tile, 0, 0, q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE, DELTA, STAGES,
-                   CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT)
+                   CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT, VARLEN)
 
 
 @gluon.jit
 def _load_tile(k, slot, tile_count, q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE, DELTA,
-               STAGES: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, PERSISTENT: gl.constexpr):
+               STAGES: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, PERSISTENT: gl.constexpr, VARLEN: gl.constexpr):
     """The k-th tile's loads, its steps at ring positions slot, slot + 1, ...; tile_count: the program's tiles
     before it -> the ring position after it."""
     k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, kv_empty, ready, empty, dq_full, dq_empty = tiles
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = k_smem.shape[0] * k_desc.block_type.shape[0]
     row_layout: gl.constexpr = gl.BlockedLayout([BLOCK_M // 32], [32], [1], [0])
-    rows = _tile(k, schedule, sizes, BLOCK_M, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT)
-    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
+    rows = _tile(k, schedule, sizes, BLOCK_M, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT, VARLEN)
+    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps, bases = rows
     mbarrier.wait(kv_empty, (tile_count & 1) ^ 1)  # passes at once for the first tile
     _issue_kv(k_desc, v_desc, tiles, rows)
     for step in range(steps):
@@ -259,7 +289,7 @@ def _load_tile(k, slot, tile_count, q_desc, k_desc, v_desc, do_desc, tiles, sche
         # their next wgmma (its fence waits for every pending register write)
         i_h, start_m = _query_block(step, rows, BLOCK_M)
         o_m = start_m + gl.arange(0, BLOCK_M, layout=row_layout)
-        row_stats = (i_b * heads + i_h) * seq_q + o_m
+        row_stats = _stats_rows(rows, i_h, o_m)
         lse = gl.load(LSE + row_stats, mask=o_m < seq_q, other=float("inf"))  # [BM]; rows past Nq: P = 0
         delta = gl.load(DELTA + row_stats, mask=o_m < seq_q, other=0.)  # [BM]
         stage = (slot + step) % STAGES
@@ -272,26 +302,26 @@ def _load_tile(k, slot, tile_count, q_desc, k_desc, v_desc, do_desc, tiles, sche
 
 @gluon.jit
 def _dq_partition(dq_desc, tiles, schedule, sizes, STAGES: gl.constexpr, BLOCK_N: gl.constexpr,
-                  CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, PERSISTENT: gl.constexpr):
+                  CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, PERSISTENT: gl.constexpr, VARLEN: gl.constexpr):
     """One warp: adds each step's dQ tile from dq_smem into the fp32 accumulator ([B * H * Nq, D]) by TMA, and
     hands the step's Q / dO stage back to the load warp (dq_full means all of the step's MMAs are done)."""
     TILES, first_tile, end_tile = schedule
     if PERSISTENT:
         slot = 0
         for k in range(first_tile, end_tile):
-            slot = _dq_tile(k, slot, dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT)
+            slot = _dq_tile(k, slot, dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT, VARLEN)
     else:
-        _dq_tile(first_tile, 0, dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT)
+        _dq_tile(first_tile, 0, dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT, VARLEN)
 
 
 @gluon.jit
 def _dq_tile(k, slot, dq_desc, tiles, schedule, sizes, STAGES: gl.constexpr, BLOCK_N: gl.constexpr,
-             CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, PERSISTENT: gl.constexpr):
+             CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, PERSISTENT: gl.constexpr, VARLEN: gl.constexpr):
     k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, kv_empty, ready, empty, dq_full, dq_empty = tiles
     BLOCK_M: gl.constexpr = dq_desc.block_type.shape[0]
     GROUPS: gl.constexpr = dq_smem.shape[0]
-    rows = _tile(k, schedule, sizes, BLOCK_M, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT)
-    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
+    rows = _tile(k, schedule, sizes, BLOCK_M, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT, VARLEN)
+    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps, bases = rows
     for step in range(steps):
         i_h, start_m = _query_block(step, rows, BLOCK_M)
         for g in gl.static_range(GROUPS):  # each compute group's dQ over its keys
@@ -450,7 +480,7 @@ def _bank_spread_rows(tile):
 def _mma_partition(tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.constexpr,
                    KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr,
                    MASKED: gl.constexpr, SPECIALIZED: gl.constexpr, EARLY_SCORES: gl.constexpr, WG: gl.constexpr,
-                   SWAP_AB: gl.constexpr, PERSISTENT: gl.constexpr,
+                   SWAP_AB: gl.constexpr, PERSISTENT: gl.constexpr, VARLEN: gl.constexpr,
                    q_desc=None, k_desc=None, v_desc=None, do_desc=None, dq_desc=None, WITH_DQ: gl.constexpr = True):
     """Compute group WG (its rows of the key block, its shared tiles): per tile, per step, the five matmuls and the
     softmax gradient; at the end of a tile it stores its rows of dK (scaled) and dV (stores: DK, DV, sm_scale).
@@ -464,10 +494,10 @@ def _mma_partition(tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOU
         for k in range(first_tile, end_tile):
             slot = _mma_tile(k, slot, k - first_tile, tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT,
                              KV_LAYOUT, DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, SPECIALIZED, EARLY_SCORES, WG, SWAP_AB,
-                             PERSISTENT, q_desc, k_desc, v_desc, do_desc, dq_desc, WITH_DQ)
+                             PERSISTENT, VARLEN, q_desc, k_desc, v_desc, do_desc, dq_desc, WITH_DQ)
     else:
         _mma_tile(first_tile, 0, 0, tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT,
-                  DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, SPECIALIZED, EARLY_SCORES, WG, SWAP_AB, PERSISTENT, q_desc,
+                  DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, SPECIALIZED, EARLY_SCORES, WG, SWAP_AB, PERSISTENT, VARLEN, q_desc,
                   k_desc, v_desc, do_desc, dq_desc, WITH_DQ)
 
 
@@ -475,7 +505,7 @@ def _mma_partition(tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOU
 def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.constexpr,
               KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr,
               MASKED: gl.constexpr, SPECIALIZED: gl.constexpr, EARLY_SCORES: gl.constexpr, WG: gl.constexpr,
-              SWAP_AB: gl.constexpr, PERSISTENT: gl.constexpr, q_desc, k_desc, v_desc, do_desc, dq_desc,
+              SWAP_AB: gl.constexpr, PERSISTENT: gl.constexpr, VARLEN: gl.constexpr, q_desc, k_desc, v_desc, do_desc, dq_desc,
               WITH_DQ: gl.constexpr = True):
     """The k-th tile of compute group WG, its steps at ring positions slot, slot + 1, ... (tile_count: the
     program's tiles before it) -> the ring position after it."""
@@ -491,8 +521,8 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, LSE, DELTA, q
     GROUPS: gl.constexpr = k_all.shape[0]
     # S^T [BN, BM] (swap AB: keys on dim 0) or S [BM, BN]: query-indexed vectors are slices along the key dim
     KEY_DIM: gl.constexpr = 0 if SWAP_AB else 1
-    rows = _tile(k, schedule, sizes, BLOCK_M, GROUPS * BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT)
-    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps = rows
+    rows = _tile(k, schedule, sizes, BLOCK_M, GROUPS * BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT, VARLEN)
+    i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps, bases = rows
     start_n = start_n + WG * BLOCK_N  # this group's first key
     if not SPECIALIZED:  # K, V and the first STAGES - 1 steps' Q, dO (one tile per program: nothing to wait)
         _issue_kv(k_desc, v_desc, tiles, rows)
@@ -525,7 +555,7 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, LSE, DELTA, q
             lse = lse_smem.index(stage).load(gl.SliceLayout(KEY_DIM, S_LAYOUT))  # [BM]
             delta = delta_smem.index(stage).load(gl.SliceLayout(KEY_DIM, S_LAYOUT))  # [BM]
         else:
-            row_stats = (i_b * heads + i_h) * seq_q + o_m
+            row_stats = _stats_rows(rows, i_h, o_m)
             lse = gl.load(LSE + row_stats, mask=o_m < seq_q, other=float("inf"))  # [BM]; rows past Nq: P = 0
             delta = gl.load(DELTA + row_stats, mask=o_m < seq_q, other=0.)  # [BM]
         if SWAP_AB:
@@ -553,7 +583,10 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, LSE, DELTA, q
                 mbarrier.wait(dq_empty.index(WG), ((slot + step) & 1) ^ 1)  # the last reduce-add has read dq_smem
             else:
                 tma.store_wait(pendings=0)
-            dq_smem.store(_bank_spread_rows(dq))
+            if VARLEN:  # a document's rows start anywhere: no reordering (dq_finish reads them in order)
+                dq_smem.store(dq)
+            else:
+                dq_smem.store(_bank_spread_rows(dq))
             fence_async_shared()
             if SPECIALIZED:  # the arrive waits for every compute warp (a barrier), then one thread signals
                 mbarrier.arrive(dq_full.index(WG), count=1)  # also frees the stage (the dQ warp passes it on)
@@ -564,25 +597,26 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, LSE, DELTA, q
         tma.store_wait(pendings=0)
     if EARLY_SCORES:
         warpgroup_mma_wait(num_outstanding=0, deps=(s_t, dp_t))  # the last step's spare scores
-    dk_desc, dv_desc, DK, DV, sm_scale = stores
+    dk_desc, dv_desc, DK, DV, sm_scale, DIM = stores
+    q_row0, k_row0, stats_row0, stats_stride, acc_row0, acc_stride = bases
     if start_n + BLOCK_N <= seq_k:  # a whole key block: dK, dV through K's and V's shared tiles, by TMA
         cta_barrier()  # every warpgroup's last wgmmas (which read all of K) are done
         k_smem.store((dk * sm_scale).to(k_smem.dtype))
         v_smem.store(dv.to(v_smem.dtype))
         fence_async_shared()
         cta_barrier()
-        tma_store(dk_desc, [i_b * seq_k + start_n, i_hk * HEAD_DIM], k_smem)
-        tma_store(dv_desc, [i_b * seq_k + start_n, i_hk * HEAD_DIM], v_smem)
+        tma_store(dk_desc, [k_row0 + start_n, i_hk, 0], _box(k_smem))  # columns past DIM: outside the view, dropped
+        tma_store(dv_desc, [k_row0 + start_n, i_hk, 0], _box(v_smem))
         tma.store_wait(pendings=0)
         # K, V can take the next tile's (the arrive's barrier: in every warp, after the stores have read them)
         mbarrier.arrive(kv_empty, count=1)
-    else:  # a tail: its rows past Nk are the next batch's in the 2-D view, so masked stores from registers
+    else:  # a tail: its rows past Nk are the next batch's in the view, so masked stores from registers
         mbarrier.arrive(kv_empty, count=1)  # every wgmma of the tile is done: K, V can take the next tile's
         o_n = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, KV_LAYOUT))
         o_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, KV_LAYOUT))
-        offsets = (((i_b * seq_k + gl.expand_dims(o_n, 1)).to(gl.int64) * kv_heads + i_hk) * HEAD_DIM
+        offsets = (((k_row0 + gl.expand_dims(o_n, 1)).to(gl.int64) * kv_heads + i_hk) * DIM
                    + gl.expand_dims(o_d, 0))
-        in_seq = gl.expand_dims(o_n, 1) < seq_k
+        in_seq = (gl.expand_dims(o_n, 1) < seq_k) & (gl.expand_dims(o_d, 0) < DIM)
         gl.store(DK + offsets, (dk * sm_scale).to(k_smem.dtype), mask=in_seq)
         gl.store(DV + offsets, dv.to(k_smem.dtype), mask=in_seq)
     return slot + steps
@@ -593,6 +627,7 @@ def layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype, sw
     keys: S^T / dP^T [BN, BM] (swap_ab) and dK / dV [BN, D] split by rows over all its warps; dQ [BM, D], and S /
     dP [BM, BN] without swap_ab, by rows over as many warps as BM has 16-row slices, the rest split the columns."""
     warps_m = min(num_warps, block_m // 16)
+    warps_kv = min(num_warps, block_n // 16)  # dK / dV rows; with fewer than 16 x num_warps keys the rest split D
 
     def split_by_rows(n_cols):  # [BM, n_cols] over num_warps warps: by 16-row slices of BM, then by columns
         return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[warps_m, num_warps // warps_m],
@@ -601,11 +636,13 @@ def layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype, sw
     return dict(
         S_LAYOUT=(gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, block_m, 16])
                   if swap_ab else split_by_rows(block_n)),
-        KV_LAYOUT=gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
-                                            instr_shape=[16, head_dim, 16]),
+        KV_LAYOUT=gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[warps_kv, num_warps // warps_kv],
+                                            instr_shape=[16, head_dim // (num_warps // warps_kv), 16]),
         DQ_LAYOUT=split_by_rows(head_dim),
         DS_SMEM=gl.NVMMASharedLayout.get_default_for([block_n, block_m] if swap_ab else [block_m, block_n],
                                                      GL_DTYPES[dtype]),
+        Q_SMEM=gl.NVMMASharedLayout.get_default_for([block_m, head_dim], GL_DTYPES[dtype]),  # Q, dO tiles
+        KV_SMEM=gl.NVMMASharedLayout.get_default_for([block_n, head_dim], GL_DTYPES[dtype]),  # K, V (dK, dV) tiles
         STATS_SMEM=gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[0]))
 
 
@@ -679,8 +716,14 @@ def dq_rows(seq_q: int) -> int:
 
 
 def dense_bnhd(t: torch.Tensor) -> bool:
-    """Whether t [B, N, H, D] is dense in that order (what the 2-D TMA views need)."""
+    """Whether t [B, N, H, D] is dense in that order (what the TMA views need)."""
     return t.is_contiguous()
+
+
+def tile_dim(head_dim: int) -> int:
+    """The tiles' head dim: head_dim rounded up to a power of two (Gluon tiles), at least 16 (a wgmma K step).
+    The TMA views read the columns past head_dim as zeros and drop them on stores."""
+    return max(16, triton.next_power_of_2(head_dim))
 
 
 def _descriptor(t2d: torch.Tensor, block: list[int]):
@@ -689,44 +732,57 @@ def _descriptor(t2d: torch.Tensor, block: list[int]):
                             gl.NVMMASharedLayout.get_default_for(block, dtype))
 
 
+def rows_descriptor(t: torch.Tensor, block_rows: int):
+    """The TMA view [B * N, H, D] of t [B, N, H, D] (dense) with boxes [block_rows, 1, tile_dim(D)]: one head's
+    rows, zeros past D."""
+    batch, seq, heads, head_dim = t.shape
+    return _descriptor(t.view(batch * seq, heads, head_dim), [block_rows, 1, tile_dim(head_dim)])
+
+
 def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
                 num_warps: int, num_stages: int, warp_specialize: bool = True, early_scores: bool = False,
                 split_warpgroups: bool = False, swap_ab: bool = True, longest_first: bool = True,
-                persistent: bool = False, window_left: int = -1, window_right: int = -1, softcap: float = 0.0):
-    """q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D] dense, fp16 / bf16, D in HEAD_DIMS; lse (base 2), delta
-    [B, H, Nq] fp32 -> dq like q, dk / dv like k / v. window_left / window_right, softcap: score modifiers (ws_dkdv)."""
+                persistent: bool = False, window_left: int = -1, window_right: int = -1, softcap: float = 0.0,
+                varlen=None):
+    """q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D] dense, fp16 / bf16, D <= 256; lse (base 2), delta [B, H, Nq] fp32
+    -> dq like q, dk / dv like k / v. window_left / window_right, softcap: score modifiers (ws_dkdv). varlen: a
+    kernels.varlen.Packing, q / k ... [1, total, H, D], lse / delta [1, H, total_q]."""
     from kernels.dq_finish import dq_finish
 
     batch, seq_q, heads, head_dim = q.shape
     q, k, v, do = (t if dense_bnhd(t) else t.contiguous() for t in (q, k, v, do))
     dk, dv = torch.empty_like(k), torch.empty_like(v)
-    acc_rows = dq_rows(seq_q)
-    dq_acc = torch.zeros(batch * heads * acc_rows, head_dim, device=q.device, dtype=torch.float32)  # [B*H*rows, D]
+    acc_rows = seq_q if varlen is not None else dq_rows(seq_q)  # packed: [H, total_q] rows, in order
+    dq_acc = torch.zeros(batch * heads * acc_rows, tile_dim(head_dim), device=q.device,
+                         dtype=torch.float32)  # [B * H * rows, tile_dim(D)]
     ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, causal=causal, scale=scale, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
             num_warps=num_warps, num_stages=num_stages, warp_specialize=warp_specialize, early_scores=early_scores,
             split_warpgroups=split_warpgroups, swap_ab=swap_ab, longest_first=longest_first, persistent=persistent,
-            window_left=window_left, window_right=window_right, softcap=softcap)
+            window_left=window_left, window_right=window_right, softcap=softcap, varlen=varlen)
     dq = torch.empty(q.shape, device=q.device, dtype=q.dtype)
-    dq_finish(dq_acc.view(batch, heads, acc_rows, head_dim), dq, scale, spread_rows=True)
+    dq_finish(dq_acc.view(batch, heads, acc_rows, tile_dim(head_dim)), dq, scale, spread_rows=varlen is None)
     return dq, dk, dv
 
 
 def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
             num_warps: int, num_stages: int, warp_specialize: bool = True, early_scores: bool = False,
             split_warpgroups: bool = False, swap_ab: bool = True, longest_first: bool = True,
-            persistent: bool = False, window_left: int = -1, window_right: int = -1, softcap: float = 0.0) -> None:
-    """The main kernel's launch: dk, dv (like k, v, dense) and, given dq_acc ([B * H * dq_rows(Nq), D] fp32, zeroed),
-    dQ reduce-added into it; dq_acc=None (ws_two_pass, warp_specialize only): dk and dv alone.
-    window_left / window_right: a sliding window as variants.problem.window_pair normalizes it (-1 = unbounded);
-    softcap > 0: scores s -> softcap * tanh(s / softcap) (Gemma 2)."""
+            persistent: bool = False, window_left: int = -1, window_right: int = -1, softcap: float = 0.0,
+            varlen=None) -> None:
+    """The main kernel's launch: dk, dv (like k, v, dense) and, given dq_acc ([B * H * dq_rows(Nq), tile_dim(D)]
+    fp32, zeroed; packed: [H * total_q, tile_dim(D)]), dQ reduce-added into it; dq_acc=None (ws_two_pass,
+    warp_specialize only): dk and dv alone. window_left / window_right: a sliding window as
+    variants.problem.window_pair normalizes it (-1 = unbounded); softcap > 0: scores s -> softcap * tanh(s / softcap)
+    (Gemma 2). varlen: a kernels.varlen.Packing (q ... [1, total, H, D]; not with persistent)."""
     batch, seq_q, heads, head_dim = q.shape
     seq_k, kv_heads = k.shape[1], k.shape[2]
     with_dq = dq_acc is not None
     if not with_dq and not (warp_specialize and not early_scores and not split_warpgroups):
         raise ValueError("ws_dkdv without dQ: warp_specialize only, without early_scores or split_warpgroups")
-    rows_q, rows_k = q.reshape(batch * seq_q, heads * head_dim), k.reshape(batch * seq_k, kv_heads * head_dim)
+    if varlen is not None and persistent:
+        raise ValueError("ws: persistent=true does not walk packed (varlen) batches yet; use persistent=false")
     windowed = window_left >= 0 or window_right >= 0
-    masked = causal or windowed or seq_q % BLOCK_M != 0 or seq_k % BLOCK_N != 0
+    masked = causal or windowed or varlen is not None or seq_q % BLOCK_M != 0 or seq_k % BLOCK_N != 0
     groups = 2 if split_warpgroups and warp_specialize else 1  # compute partitions, each num_warps / groups warps
     block_ng, group_warps = BLOCK_N // groups, num_warps // groups
     if seq_k == 0:
@@ -734,10 +790,16 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
         dv.zero_()
         return
     if dq_acc is None:  # no dQ: a placeholder descriptor (the kernel never touches it)
-        dq_acc = torch.empty(BLOCK_M, head_dim, device=q.device, dtype=torch.float32)
+        dq_acc = torch.empty(BLOCK_M, tile_dim(head_dim), device=q.device, dtype=torch.float32)
     key_blocks = triton.cdiv(seq_k, BLOCK_N)
     heads_per_chunk = chunk_heads(q.device, seq_k, BLOCK_N, batch * kv_heads, causal and longest_first)
-    if persistent:
+    cu_q = cu_k = pairs = dq_acc  # unused unless varlen
+    if varlen is not None:  # one program per (document, key block) pair and kv head, longest first under causal
+        pairs = varlen.block_indices(block_k=BLOCK_N, heaviest_first=longest_first, causal=causal)  # [pairs, 2]
+        cu_q, cu_k = varlen.cu_seqlens_q, varlen.cu_seqlens_k
+        tiles = tile_starts = dq_acc  # unused
+        grid = (pairs.shape[0] * kv_heads,)
+    elif persistent:
         tiles, tile_starts = tile_schedule(q.device, key_blocks, batch * kv_heads, heads_per_chunk,
                                            query_steps(seq_q, seq_k, BLOCK_M, BLOCK_N, heads // kv_heads, causal,
                                                        window_left, window_right))
@@ -745,18 +807,17 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
     else:
         tiles = tile_starts = dq_acc  # unused
         grid = (key_blocks * batch * kv_heads,)
+    if grid[0] == 0:
+        return
+    dim = tile_dim(head_dim)
     _ws_backward_kernel[grid](
-        q_desc=_descriptor(rows_q, [BLOCK_M, head_dim]),
-        k_desc=_descriptor(rows_k, [block_ng, head_dim]),
-        v_desc=_descriptor(v.reshape(batch * seq_k, kv_heads * head_dim), [block_ng, head_dim]),
-        do_desc=_descriptor(do.reshape(batch * seq_q, heads * head_dim), [BLOCK_M, head_dim]),
-        dq_desc=_descriptor(dq_acc, [BLOCK_M, head_dim]),
-        dk_desc=_descriptor(dk.reshape(batch * seq_k, kv_heads * head_dim), [block_ng, head_dim]),
-        dv_desc=_descriptor(dv.reshape(batch * seq_k, kv_heads * head_dim), [block_ng, head_dim]),
-        LSE=lse, DELTA=delta, DK=dk, DV=dv, TILES=tiles, TILE_STARTS=tile_starts, seq_q=seq_q, seq_k=seq_k,
-        heads=heads, kv_heads=kv_heads, batch_kv_heads=batch * kv_heads, chunk_heads=heads_per_chunk,
-        qk_scale=scale * LOG2E, sm_scale=scale, STAGES=num_stages, CAUSAL=causal, MASKED=masked,
-        WINDOW_LEFT=window_left, WINDOW_RIGHT=-1 if causal else window_right, SOFTCAP=float(softcap),
-        WARP_SPECIALIZE=warp_specialize, EARLY_SCORES=early_scores and warp_specialize, GROUPS=groups,
-        GROUP_REGS=GROUP_REGS, SWAP_AB=swap_ab, PERSISTENT=persistent, WITH_DQ=with_dq, num_warps=group_warps,
-        **layouts(BLOCK_M, block_ng, head_dim, group_warps, q.dtype, swap_ab))
+        q_desc=rows_descriptor(q, BLOCK_M), k_desc=rows_descriptor(k, block_ng), v_desc=rows_descriptor(v, block_ng),
+        do_desc=rows_descriptor(do, BLOCK_M), dq_desc=_descriptor(dq_acc, [BLOCK_M, dim]),
+        dk_desc=rows_descriptor(dk, block_ng), dv_desc=rows_descriptor(dv, block_ng),
+        LSE=lse, DELTA=delta, DK=dk, DV=dv, TILES=tiles, TILE_STARTS=tile_starts, CU_Q=cu_q, CU_K=cu_k, PAIRS=pairs,
+        seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads, batch_kv_heads=batch * kv_heads,
+        chunk_heads=heads_per_chunk, qk_scale=scale * LOG2E, sm_scale=scale, DIM=head_dim, STAGES=num_stages,
+        CAUSAL=causal, MASKED=masked, WINDOW_LEFT=window_left, WINDOW_RIGHT=-1 if causal else window_right,
+        SOFTCAP=float(softcap), WARP_SPECIALIZE=warp_specialize, EARLY_SCORES=early_scores and warp_specialize,
+        GROUPS=groups, GROUP_REGS=GROUP_REGS, SWAP_AB=swap_ab, PERSISTENT=persistent, VARLEN=varlen is not None,
+        WITH_DQ=with_dq, num_warps=group_warps, **layouts(BLOCK_M, block_ng, dim, group_warps, q.dtype, swap_ab))

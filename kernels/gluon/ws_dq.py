@@ -10,32 +10,36 @@ TMA ring, and the compute warps (240 registers) run per key block
 dQ stays in registers and is written once (x scale) through Q's shared tile by a TMA store (a tail block by
 masked stores): no fp32 accumulator, no reduce-adds, no conversion pass, bitwise reproducible. Under causal
 masking a program walks the key blocks up to its diagonal, and programs are numbered last query block first
-(the longest walks start first). Tensors are read as ws reads them: 2-D TMA views of dense [B, N, H, D].
+(the longest walks start first). Tensors are read as ws reads them: TMA views [B * N, H, D] of dense [B, N, H, D]
+with tiles of tile_dim(D) columns (zeros past D). Packed documents (VARLEN): one program per (document, query block)
+pair and head, heaviest first.
 """
 import triton
 
 from kernels.common import LOG2E
 from kernels.gluon.compat import (cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma, tma_load, tma_store,
                                   warpgroup_mma, warpgroup_mma_wait)
-from kernels.gluon.ws import _descriptor, _issue_products, _probabilities
+from kernels.gluon.ws import _box, _issue_products, _probabilities, rows_descriptor, tile_dim
 
 
 @gluon.jit
-def _ws_dq_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DQ, seq_q, seq_k, heads, kv_heads,
-                  qk_scale, sm_scale, S_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, STAGES: gl.constexpr,
-                  CAUSAL: gl.constexpr, MASKED: gl.constexpr):
-    """Grid (cdiv(Nq, BM) * B * H,). q/do/dq_desc: [B * Nq, H * D] blocks [BM, D]; k/v_desc: [B * Nk, Hkv * D]
-    blocks [BN, D]. LSE (base 2), DELTA: [B, H, Nq] fp32; DQ: dense [B, Nq, H, D] (tails' masked stores)."""
+def _ws_dq_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DQ, CU_Q, CU_K, PAIRS, seq_q, seq_k, heads,
+                  kv_heads, qk_scale, sm_scale, DIM: gl.constexpr, S_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr,
+                  Q_SMEM: gl.constexpr, KV_SMEM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                  MASKED: gl.constexpr, VARLEN: gl.constexpr):
+    """Grid (cdiv(Nq, BM) * B * H,) (VARLEN: (pairs * H,), PAIRS [pairs, 2] = (document, query block)).
+    q/do/dq_desc: [B * Nq, H, D] boxes [BM, 1, tile D]; k/v_desc: [B * Nk, Hkv, D] boxes [BN, 1, tile D]. LSE
+    (base 2), DELTA: [B, H, Nq] fp32 (packed: [1, H, total_q]); DQ: dense [B, Nq, H, D] (tails' masked stores)."""
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
-    HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
+    HEAD_DIM: gl.constexpr = q_desc.block_type.shape[2]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     dtype: gl.constexpr = q_desc.dtype
-    rows = _program_rows(seq_q, seq_k, heads, kv_heads, BLOCK_M, BLOCK_N, CAUSAL)
+    rows = _program_rows(seq_q, seq_k, heads, kv_heads, CU_Q, CU_K, PAIRS, BLOCK_M, BLOCK_N, CAUSAL, VARLEN)
 
-    q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], q_desc.layout)
-    do_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], do_desc.layout)
-    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
-    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
+    q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], Q_SMEM)
+    do_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], Q_SMEM)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], KV_SMEM)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], KV_SMEM)
     q_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())  # K, V of a stage landed
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())  # a stage's MMAs are done
@@ -45,63 +49,78 @@ def _ws_dq_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DQ, seq_
         mbarrier.init(empty.index(s), count=1)
     tiles = (q_smem, do_smem, k_smem, v_smem, q_ready, ready, empty)
     gl.warp_specialize([
-        (_dq_compute, (tiles, rows, dq_desc, LSE, DELTA, DQ, qk_scale, sm_scale, S_LAYOUT, DQ_LAYOUT, STAGES, CAUSAL,
-                       MASKED)),
+        (_dq_compute, (tiles, rows, dq_desc, LSE, DELTA, DQ, qk_scale, sm_scale, DIM, S_LAYOUT, DQ_LAYOUT, STAGES,
+                       CAUSAL, MASKED)),
         (_dq_loads, (q_desc, k_desc, v_desc, do_desc, tiles, rows, STAGES)),
     ], [1], [24])
 
 
 @gluon.jit
-def _program_rows(seq_q, seq_k, heads, kv_heads, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                  CAUSAL: gl.constexpr):
-    """(i_b, i_h, i_hk, seq_q, seq_k, heads, kv_heads, start_m, key_blocks) of this program: query blocks last first,
-    then (batch, head) pairs; key_blocks: how many key blocks its queries see (causal: up to the diagonal)."""
-    query_blocks = gl.cdiv(seq_q, BLOCK_M)
+def _program_rows(seq_q, seq_k, heads, kv_heads, CU_Q, CU_K, PAIRS, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                  CAUSAL: gl.constexpr, VARLEN: gl.constexpr):
+    """(i_b, i_h, i_hk, seq_q, seq_k, heads, kv_heads, start_m, key_blocks, bases) of this program: query blocks last
+    first, then (batch, head) pairs (VARLEN: program = pair * H + head, PAIRS[pair] = (document, query block));
+    key_blocks: how many key blocks its queries see (causal: up to the diagonal); bases = (q_row0, k_row0,
+    stats_row0): its batch's (document's) first rows in the q / k views and its head's LSE / delta row."""
     pid = gl.program_id(0)
-    i_m = query_blocks - 1 - pid // (gl.num_programs(0) // query_blocks)
-    i_bh = pid % (gl.num_programs(0) // query_blocks)
-    i_b = i_bh // heads
-    i_h = i_bh % heads
+    if VARLEN:
+        pair = pid // heads
+        i_h = pid % heads
+        i_b = gl.load(PAIRS + 2 * pair)
+        i_m = gl.load(PAIRS + 2 * pair + 1)
+        q_row0 = gl.load(CU_Q + i_b)
+        k_row0 = gl.load(CU_K + i_b)
+        bases = (q_row0, k_row0, i_h * seq_q + q_row0)  # LSE [1, H, total_q]
+        seq_q = gl.load(CU_Q + i_b + 1) - q_row0
+        seq_k = gl.load(CU_K + i_b + 1) - k_row0
+    else:
+        query_blocks = gl.cdiv(seq_q, BLOCK_M)
+        i_m = query_blocks - 1 - pid // (gl.num_programs(0) // query_blocks)
+        i_bh = pid % (gl.num_programs(0) // query_blocks)
+        i_b = i_bh // heads
+        i_h = i_bh % heads
+        bases = (i_b * seq_q, i_b * seq_k, i_bh * seq_q)
     i_hk = i_h // (heads // kv_heads)
     start_m = i_m * BLOCK_M
     if CAUSAL:  # bottom-right: query i sees key j iff j <= i + Nk - Nq
         n_end = gl.minimum(gl.maximum(start_m + BLOCK_M + seq_k - seq_q, 0), seq_k)
     else:
         n_end = seq_k
-    return (i_b, i_h, i_hk, seq_q, seq_k, heads, kv_heads, start_m, gl.cdiv(n_end, BLOCK_N))
+    return (i_b, i_h, i_hk, seq_q, seq_k, heads, kv_heads, start_m, gl.cdiv(n_end, BLOCK_N), bases)
 
 
 @gluon.jit
 def _dq_loads(q_desc, k_desc, v_desc, do_desc, tiles, rows, STAGES: gl.constexpr):
     """One warp: Q and dO once, then each key block's K and V as soon as the compute warps freed its stage."""
     q_smem, do_smem, k_smem, v_smem, q_ready, ready, empty = tiles
-    i_b, i_h, i_hk, seq_q, seq_k, heads, kv_heads, start_m, key_blocks = rows
-    HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
+    i_b, i_h, i_hk, seq_q, seq_k, heads, kv_heads, start_m, key_blocks, bases = rows
+    q_row0, k_row0, stats_row0 = bases
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     mbarrier.expect(q_ready, 2 * q_desc.block_type.nbytes)
-    tma_load(q_desc, [i_b * seq_q + start_m, i_h * HEAD_DIM], q_ready, q_smem)
-    tma_load(do_desc, [i_b * seq_q + start_m, i_h * HEAD_DIM], q_ready, do_smem)
+    tma_load(q_desc, [q_row0 + start_m, i_h, 0], q_ready, _box(q_smem))
+    tma_load(do_desc, [q_row0 + start_m, i_h, 0], q_ready, _box(do_smem))
     for j in range(key_blocks):
         stage = j % STAGES
         mbarrier.wait(empty.index(stage), ((j // STAGES) & 1) ^ 1)  # passes at once on the first lap
         mbarrier.expect(ready.index(stage), 2 * k_desc.block_type.nbytes)
-        tma_load(k_desc, [i_b * seq_k + j * BLOCK_N, i_hk * HEAD_DIM], ready.index(stage), k_smem.index(stage))
-        tma_load(v_desc, [i_b * seq_k + j * BLOCK_N, i_hk * HEAD_DIM], ready.index(stage), v_smem.index(stage))
+        tma_load(k_desc, [k_row0 + j * BLOCK_N, i_hk, 0], ready.index(stage), _box(k_smem.index(stage)))
+        tma_load(v_desc, [k_row0 + j * BLOCK_N, i_hk, 0], ready.index(stage), _box(v_smem.index(stage)))
 
 
 @gluon.jit
-def _dq_compute(tiles, rows, dq_desc, LSE, DELTA, DQ, qk_scale, sm_scale, S_LAYOUT: gl.constexpr,
+def _dq_compute(tiles, rows, dq_desc, LSE, DELTA, DQ, qk_scale, sm_scale, DIM: gl.constexpr, S_LAYOUT: gl.constexpr,
                 DQ_LAYOUT: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr):
     """The compute warps: per key block S, dP, then dS and dQ += dS K; at the end dQ (x scale) out."""
     q_smem, do_smem, k_smem, v_smem, q_ready, ready, empty = tiles
-    i_b, i_h, i_hk, seq_q, seq_k, heads, kv_heads, start_m, key_blocks = rows
+    i_b, i_h, i_hk, seq_q, seq_k, heads, kv_heads, start_m, key_blocks, bases = rows
+    q_row0, k_row0, stats_row0 = bases
     BLOCK_M: gl.constexpr = q_smem.shape[0]
     HEAD_DIM: gl.constexpr = q_smem.shape[1]
     BLOCK_N: gl.constexpr = k_smem.shape[1]
     dtype: gl.constexpr = q_smem.dtype
     DS_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=DQ_LAYOUT, k_width=2)
     o_m = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, S_LAYOUT))  # query of each S row
-    row_stats = (i_b * heads + i_h) * seq_q + o_m
+    row_stats = stats_row0 + o_m
     lse = gl.load(LSE + row_stats, mask=o_m < seq_q, other=float("inf"))  # [BM]; rows past Nq: P = 0
     delta = gl.load(DELTA + row_stats, mask=o_m < seq_q, other=0.)  # [BM]
     dq = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, DQ_LAYOUT)
@@ -125,54 +144,66 @@ def _dq_compute(tiles, rows, dq_desc, LSE, DELTA, DQ, qk_scale, sm_scale, S_LAYO
         q_smem.store(dq.to(dtype))
         fence_async_shared()
         cta_barrier()
-        tma_store(dq_desc, [i_b * seq_q + start_m, i_h * HEAD_DIM], q_smem)
+        tma_store(dq_desc, [q_row0 + start_m, i_h, 0], _box(q_smem))  # columns past DIM: outside the view, dropped
         tma.store_wait(pendings=0)
-    else:  # a tail: its rows past Nq are the next batch's in the 2-D view
+    else:  # a tail: its rows past Nq are the next batch's (document's) in the view
         o_qm = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, DQ_LAYOUT))
         o_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, DQ_LAYOUT))
-        offsets = (((i_b * seq_q + gl.expand_dims(o_qm, 1)).to(gl.int64) * heads + i_h) * HEAD_DIM
+        offsets = (((q_row0 + gl.expand_dims(o_qm, 1)).to(gl.int64) * heads + i_h) * DIM
                    + gl.expand_dims(o_d, 0))
-        gl.store(DQ + offsets, dq.to(dtype), mask=gl.expand_dims(o_qm, 1) < seq_q)
+        gl.store(DQ + offsets, dq.to(dtype), mask=(gl.expand_dims(o_qm, 1) < seq_q) & (gl.expand_dims(o_d, 0) < DIM))
 
 
-def dq_layouts(block_m: int, block_n: int, head_dim: int, num_warps: int) -> dict:
-    """S / dP [BM, BN] and dQ [BM, D] split by 16-row slices over the warps (BM = 16 x num_warps x k)."""
+def dq_layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype) -> dict:
+    """S / dP [BM, BN] and dQ [BM, D] split by 16-row slices over the warps (BM = 16 x num_warps x k); the shared
+    layouts of the Q / dO and K / V tiles."""
+    from kernels.gluon.ws import GL_DTYPES
     return dict(S_LAYOUT=gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                    instr_shape=[16, block_n, 16]),
                 DQ_LAYOUT=gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
-                                                    instr_shape=[16, head_dim, 16]))
+                                                    instr_shape=[16, head_dim, 16]),
+                Q_SMEM=gl.NVMMASharedLayout.get_default_for([block_m, head_dim], GL_DTYPES[dtype]),
+                KV_SMEM=gl.NVMMASharedLayout.get_default_for([block_n, head_dim], GL_DTYPES[dtype]))
 
 
 def ws_dq(q, k, v, do, lse, delta, dq, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int, num_warps: int,
-          num_stages: int) -> None:
+          num_stages: int, varlen=None) -> None:
     """dq [B, Nq, H, D] (dense, q's dtype) = the attention gradient of q; q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D]
-    dense fp16 / bf16; lse (base 2), delta [B, H, Nq] fp32."""
+    dense fp16 / bf16; lse (base 2), delta [B, H, Nq] fp32. varlen: a kernels.varlen.Packing (q ... [1, total, H, D],
+    lse / delta [1, H, total_q])."""
     batch, seq_q, heads, head_dim = q.shape
     seq_k, kv_heads = k.shape[1], k.shape[2]
     if seq_q == 0:
         return
-    view = lambda t, n, h: t.reshape(batch * n, h * head_dim)  # noqa: E731 - [B * N, H * D]
-    masked = causal or seq_q % BLOCK_M != 0 or seq_k % BLOCK_N != 0
-    _ws_dq_kernel[(triton.cdiv(seq_q, BLOCK_M) * batch * heads,)](
-        q_desc=_descriptor(view(q, seq_q, heads), [BLOCK_M, head_dim]),
-        k_desc=_descriptor(view(k, seq_k, kv_heads), [BLOCK_N, head_dim]),
-        v_desc=_descriptor(view(v, seq_k, kv_heads), [BLOCK_N, head_dim]),
-        do_desc=_descriptor(view(do, seq_q, heads), [BLOCK_M, head_dim]),
-        dq_desc=_descriptor(view(dq, seq_q, heads), [BLOCK_M, head_dim]),
-        LSE=lse, DELTA=delta, DQ=dq, seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads,
-        qk_scale=scale * LOG2E, sm_scale=scale, STAGES=num_stages, CAUSAL=causal, MASKED=masked,
-        num_warps=num_warps, **dq_layouts(BLOCK_M, BLOCK_N, head_dim, num_warps))
+    masked = causal or varlen is not None or seq_q % BLOCK_M != 0 or seq_k % BLOCK_N != 0
+    cu_q = cu_k = pairs = lse  # unused unless varlen
+    grid = (triton.cdiv(seq_q, BLOCK_M) * batch * heads,)
+    if varlen is not None:  # (document, query block) pairs, the most keys first
+        pairs = varlen.block_indices(block_q=BLOCK_M, heaviest_first=True, causal=causal)
+        cu_q, cu_k = varlen.cu_seqlens_q, varlen.cu_seqlens_k
+        grid = (pairs.shape[0] * heads,)
+        if grid[0] == 0:
+            return
+    dim = tile_dim(head_dim)
+    _ws_dq_kernel[grid](
+        q_desc=rows_descriptor(q, BLOCK_M), k_desc=rows_descriptor(k, BLOCK_N), v_desc=rows_descriptor(v, BLOCK_N),
+        do_desc=rows_descriptor(do, BLOCK_M), dq_desc=rows_descriptor(dq, BLOCK_M),
+        LSE=lse, DELTA=delta, DQ=dq, CU_Q=cu_q, CU_K=cu_k, PAIRS=pairs, seq_q=seq_q, seq_k=seq_k, heads=heads,
+        kv_heads=kv_heads, qk_scale=scale * LOG2E, sm_scale=scale, DIM=head_dim, STAGES=num_stages, CAUSAL=causal,
+        MASKED=masked, VARLEN=varlen is not None, num_warps=num_warps,
+        **dq_layouts(BLOCK_M, BLOCK_N, dim, num_warps, q.dtype))
 
 
 def ws_two_pass_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, dkdv_blocks: dict,
-                         dq_blocks: dict):
+                         dq_blocks: dict, varlen=None):
     """(dq, dk, dv) without atomics: ws's main kernel without dQ (`ws_dkdv`, dkdv_blocks: its tile fields), then
-    `ws_dq` (dq_blocks: BLOCK_M, BLOCK_N, num_warps, num_stages). q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D]."""
+    `ws_dq` (dq_blocks: BLOCK_M, BLOCK_N, num_warps, num_stages). q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D];
+    varlen: a kernels.varlen.Packing (B = 1, packed documents)."""
     import torch
 
     from kernels.gluon.ws import dense_bnhd, ws_dkdv
     q, k, v, do = (t if dense_bnhd(t) else t.contiguous() for t in (q, k, v, do))
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    ws_dkdv(q, k, v, do, lse, delta, dk, dv, None, causal=causal, scale=scale, **dkdv_blocks)
-    ws_dq(q, k, v, do, lse, delta, dq, causal=causal, scale=scale, **dq_blocks)
+    ws_dkdv(q, k, v, do, lse, delta, dk, dv, None, causal=causal, scale=scale, varlen=varlen, **dkdv_blocks)
+    ws_dq(q, k, v, do, lse, delta, dq, causal=causal, scale=scale, varlen=varlen, **dq_blocks)
     return dq, dk, dv
