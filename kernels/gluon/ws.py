@@ -41,7 +41,8 @@ GROUP_REGS = 240  # registers per thread of the second compute group (split_warp
 @gluon.jit
 def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_desc, LSE, DELTA, DK, DV, TILES,
                         TILE_STARTS, CU_Q, CU_K, PAIRS, seq_q, seq_k, heads, kv_heads, batch_kv_heads, chunk_heads,
-                        qk_scale, sm_scale, DIM: gl.constexpr, S_LAYOUT: gl.constexpr, KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr,
+                        qk_scale, sm_scale, DIM: gl.constexpr, S_LAYOUT: gl.constexpr, KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, KV_LAYOUT_R: gl.constexpr,
+                   DQ_LAYOUT_R: gl.constexpr, D_MAIN: gl.constexpr, D_REST: gl.constexpr,
                         DS_SMEM: gl.constexpr, STATS_SMEM: gl.constexpr, Q_SMEM: gl.constexpr, KV_SMEM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr,
                         MASKED: gl.constexpr, WARP_SPECIALIZE: gl.constexpr,
                         EARLY_SCORES: gl.constexpr, GROUPS: gl.constexpr, GROUP_REGS: gl.constexpr,
@@ -113,7 +114,7 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_de
     if not WITH_DQ:  # the compute warps and the load warp only
         gl.warp_specialize([
             (_mma_partition, (tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT,
-                              DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, True, False, 0, SWAP_AB, PERSISTENT, VARLEN, None, None,
+                              DQ_LAYOUT, KV_LAYOUT_R, DQ_LAYOUT_R, D_MAIN, D_REST, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, True, False, 0, SWAP_AB, PERSISTENT, VARLEN, None, None,
                               None, None, None, False)),
             (_load_partition, (q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE, DELTA, STAGES,
                                CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT, VARLEN)),
@@ -122,9 +123,9 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_de
         if GROUPS == 2:  # two compute warpgroups, each its own partition with its own half of the keys and dQ
             gl.warp_specialize([
                 (_mma_partition, (tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT,
-                                  DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, True, EARLY_SCORES, 0, SWAP_AB, PERSISTENT, VARLEN)),
+                                  DQ_LAYOUT, KV_LAYOUT_R, DQ_LAYOUT_R, D_MAIN, D_REST, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, True, EARLY_SCORES, 0, SWAP_AB, PERSISTENT, VARLEN)),
                 (_mma_partition, (tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT,
-                                  DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, True, EARLY_SCORES, 1, SWAP_AB, PERSISTENT, VARLEN)),
+                                  DQ_LAYOUT, KV_LAYOUT_R, DQ_LAYOUT_R, D_MAIN, D_REST, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, True, EARLY_SCORES, 1, SWAP_AB, PERSISTENT, VARLEN)),
                 (_load_partition, (q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE, DELTA, STAGES,
                                    CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT, VARLEN)),
                 (_dq_partition, (dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT, VARLEN)),
@@ -132,13 +133,13 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_de
         else:
             gl.warp_specialize([
                 (_mma_partition, (tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT,
-                                  DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, True, EARLY_SCORES, 0, SWAP_AB, PERSISTENT, VARLEN)),
+                                  DQ_LAYOUT, KV_LAYOUT_R, DQ_LAYOUT_R, D_MAIN, D_REST, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, True, EARLY_SCORES, 0, SWAP_AB, PERSISTENT, VARLEN)),
                 (_load_partition, (q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE, DELTA, STAGES,
                                    CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT, VARLEN)),
                 (_dq_partition, (dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT, VARLEN)),
             ], [1, 1], [24, 24])
     else:
-        _mma_partition(tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT, DQ_LAYOUT, STAGES,
+        _mma_partition(tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT, DQ_LAYOUT, KV_LAYOUT_R, DQ_LAYOUT_R, D_MAIN, D_REST, STAGES,
                        CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, False, False, 0, SWAP_AB, PERSISTENT, VARLEN, q_desc, k_desc, v_desc, do_desc, dq_desc)
 
 
@@ -335,24 +336,94 @@ def _dq_tile(k, slot, dq_desc, tiles, schedule, sizes, STAGES: gl.constexpr, BLO
 
 
 @gluon.jit
-def _issue_scores(k_smem, v_smem, q_tile, do_tile, S_LAYOUT: gl.constexpr, SWAP_AB: gl.constexpr):
-    """S^T = K Q^T and dP^T = V dO^T [BN, BM] (swap AB), else S = Q K^T and dP = dO V^T [BM, BN]: two async wgmma
-    groups, in flight."""
+def _issue_scores(k_smem, v_smem, q_tile, do_tile, S_LAYOUT: gl.constexpr, SWAP_AB: gl.constexpr,
+                  D_MAIN: gl.constexpr, D_REST: gl.constexpr):
+    """S^T = K Q^T and dP^T = V dO^T [BN, BM] (swap AB), else S = Q K^T and dP = dO V^T [BM, BN]: async wgmma
+    groups in flight, one per head-dim chunk of each (`_issue_products`)."""
     if SWAP_AB:
-        s, dp = _issue_products(k_smem, q_tile, v_smem, do_tile, S_LAYOUT)
+        s, dp = _issue_products(k_smem, q_tile, v_smem, do_tile, S_LAYOUT, D_MAIN, D_REST)
     else:
-        s, dp = _issue_products(q_tile, k_smem, do_tile, v_smem, S_LAYOUT)
+        s, dp = _issue_products(q_tile, k_smem, do_tile, v_smem, S_LAYOUT, D_MAIN, D_REST)
     return s, dp
 
 
 @gluon.jit
-def _issue_products(a1, b1, a2, b2, LAYOUT: gl.constexpr):
-    """a1 b1^T and a2 b2^T ([R, D] @ [D, C] -> [R, C]) as two async wgmma groups."""
+def _issue_products(a1, b1, a2, b2, LAYOUT: gl.constexpr, D_MAIN: gl.constexpr = 0, D_REST: gl.constexpr = 0):
+    """a1 b1^T and a2 b2^T ([R, D] @ [D, C] -> [R, C]) as async wgmma groups: one each, or (D_REST > 0: a head dim
+    D_MAIN + D_REST that is no power of two) one per chunk of the reduction, so no MMA reads the tiles' zero
+    columns past D."""
     # accumulators made here (use_acc=False ignores them), so no zero tile stays live across steps
     acc_shape: gl.constexpr = [a1.shape[0], b1.shape[0]]
-    p1 = warpgroup_mma(a1, b1.permute((1, 0)), gl.zeros(acc_shape, gl.float32, LAYOUT), use_acc=False, is_async=True)
-    p2 = warpgroup_mma(a2, b2.permute((1, 0)), gl.zeros(acc_shape, gl.float32, LAYOUT), use_acc=False, is_async=True)
+    if D_REST > 0:
+        p1 = warpgroup_mma(a1.slice(0, D_MAIN, 1), b1.slice(0, D_MAIN, 1).permute((1, 0)),
+                           gl.zeros(acc_shape, gl.float32, LAYOUT), use_acc=False, is_async=True)
+        p1 = warpgroup_mma(a1.slice(D_MAIN, D_REST, 1), b1.slice(D_MAIN, D_REST, 1).permute((1, 0)), p1,
+                           is_async=True)
+        p2 = warpgroup_mma(a2.slice(0, D_MAIN, 1), b2.slice(0, D_MAIN, 1).permute((1, 0)),
+                           gl.zeros(acc_shape, gl.float32, LAYOUT), use_acc=False, is_async=True)
+        p2 = warpgroup_mma(a2.slice(D_MAIN, D_REST, 1), b2.slice(D_MAIN, D_REST, 1).permute((1, 0)), p2,
+                           is_async=True)
+    else:
+        p1 = warpgroup_mma(a1, b1.permute((1, 0)), gl.zeros(acc_shape, gl.float32, LAYOUT), use_acc=False,
+                           is_async=True)
+        p2 = warpgroup_mma(a2, b2.permute((1, 0)), gl.zeros(acc_shape, gl.float32, LAYOUT), use_acc=False,
+                           is_async=True)
     return p1, p2
+
+
+@gluon.jit
+def _chunk_zeros(rows: gl.constexpr, LAYOUT: gl.constexpr, LAYOUT_R: gl.constexpr, D_MAIN: gl.constexpr,
+                 D_REST: gl.constexpr):
+    """A [rows, D] fp32 accumulator as a tuple of head-dim chunks: ([rows, D_MAIN],) or, D_REST > 0,
+    ([rows, D_MAIN], [rows, D_REST])."""
+    if D_REST > 0:
+        return (gl.zeros([rows, D_MAIN], gl.float32, LAYOUT), gl.zeros([rows, D_REST], gl.float32, LAYOUT_R))
+    else:
+        return (gl.zeros([rows, D_MAIN], gl.float32, LAYOUT),)
+
+
+@gluon.jit
+def _mma_chunks(a, a_r, b, acc, D_MAIN: gl.constexpr, D_REST: gl.constexpr, use_acc: gl.constexpr = True):
+    """acc[c] += a @ b[:, chunk c] for each head-dim chunk of the accumulator tuple (`_chunk_zeros`); b [K, D] in
+    shared memory; a (chunk 0) and a_r (chunk 1): the same A operand, in registers laid out for each chunk's
+    accumulator, or one shared tile. One async wgmma group per chunk."""
+    if D_REST > 0:
+        return (warpgroup_mma(a, b.slice(0, D_MAIN, 1), acc[0], use_acc=use_acc, is_async=True),
+                warpgroup_mma(a_r, b.slice(D_MAIN, D_REST, 1), acc[1], use_acc=use_acc, is_async=True))
+    else:
+        return (warpgroup_mma(a, b, acc[0], use_acc=use_acc, is_async=True),)
+
+
+@gluon.jit
+def _wait_chunks(n: gl.constexpr, x, y, D_REST: gl.constexpr):
+    """warpgroup_mma_wait(num_outstanding=n) on two chunk tuples -> (x, y)."""
+    if D_REST > 0:
+        x0, x1, y0, y1 = warpgroup_mma_wait(num_outstanding=n, deps=(x[0], x[1], y[0], y[1]))
+        return (x0, x1), (y0, y1)
+    else:
+        x0, y0 = warpgroup_mma_wait(num_outstanding=n, deps=(x[0], y[0]))
+        return (x0,), (y0,)
+
+
+@gluon.jit
+def _wait_chunks3(n: gl.constexpr, x, y, z, D_REST: gl.constexpr):
+    """warpgroup_mma_wait(num_outstanding=n) on three chunk tuples -> (x, y, z)."""
+    if D_REST > 0:
+        x0, x1, y0, y1, z0, z1 = warpgroup_mma_wait(num_outstanding=n, deps=(x[0], x[1], y[0], y[1], z[0], z[1]))
+        return (x0, x1), (y0, y1), (z0, z1)
+    else:
+        x0, y0, z0 = warpgroup_mma_wait(num_outstanding=n, deps=(x[0], y[0], z[0]))
+        return (x0,), (y0,), (z0,)
+
+
+@gluon.jit
+def _store_chunks(smem, acc, scale, D_MAIN: gl.constexpr, D_REST: gl.constexpr):
+    """scale * acc (a chunk tuple) into the shared tile's first D_MAIN + D_REST columns, in the tile's dtype."""
+    if D_REST > 0:
+        smem.slice(0, D_MAIN, 1).store((acc[0] * scale).to(smem.dtype))
+        smem.slice(D_MAIN, D_REST, 1).store((acc[1] * scale).to(smem.dtype))
+    else:
+        smem.store((acc[0] * scale).to(smem.dtype))
 
 
 @gluon.jit
@@ -410,27 +481,34 @@ def _softcap_grad(ds, t, SOFTCAP: gl.constexpr):
 
 @gluon.jit
 def _gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, ds_smem, o_m, start_n, start_m,
-               seq_q, seq_k, qk_scale, KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr,
+               seq_q, seq_k, qk_scale, KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, KV_LAYOUT_R: gl.constexpr,
+               DQ_LAYOUT_R: gl.constexpr, D_MAIN: gl.constexpr, D_REST: gl.constexpr, CAUSAL: gl.constexpr,
+               WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr,
                MASKED: gl.constexpr, WITH_DQ: gl.constexpr = True):
-    """One step from its S^T, dP^T in flight (the last two wgmma groups): P^T and dS^T, then dV += P^T dO,
-    dK += dS^T Q and dQ = dS K issued -> (dq [BM, D], dk, dv [BN, D]), their three wgmma groups in flight."""
-    HEAD_DIM: gl.constexpr = k_smem.shape[1]
+    """One step from its S^T, dP^T in flight (the last wgmma groups): P^T and dS^T, then dV += P^T dO,
+    dK += dS^T Q and dQ = dS K issued -> (dq [BM, D], dk, dv [BN, D]) as head-dim chunk tuples, in flight."""
     BLOCK_M: gl.constexpr = q_tile.shape[0]
     dtype: gl.constexpr = k_smem.dtype
+    CHUNKS: gl.constexpr = 2 if D_REST > 0 else 1  # wgmma groups per product
     P_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=KV_LAYOUT, k_width=2)
-    s_t = warpgroup_mma_wait(num_outstanding=1, deps=(s_t,))
+    P_OPERAND_R: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=KV_LAYOUT_R, k_width=2)
+    s_t = warpgroup_mma_wait(num_outstanding=CHUNKS, deps=(s_t,))
     p_t, t_t = _probabilities(s_t, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, True, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED)  # [BN, BM]
-    dv = warpgroup_mma(gl.convert_layout(p_t.to(dtype), P_OPERAND), do_tile, dv, is_async=True)  # [BN, BM] @ [BM, D]
-    dp_t = warpgroup_mma_wait(num_outstanding=1, deps=(dp_t,))
-    ds_t = _softcap_grad(p_t * (dp_t - gl.expand_dims(delta, 0)), t_t, SOFTCAP).to(dtype)  # [BN, BM]
+    p_t = p_t.to(dtype)
+    dv = _mma_chunks(gl.convert_layout(p_t, P_OPERAND), gl.convert_layout(p_t, P_OPERAND_R), do_tile, dv, D_MAIN,
+                     D_REST)  # [BN, BM] @ [BM, D]
+    dp_t = warpgroup_mma_wait(num_outstanding=CHUNKS, deps=(dp_t,))
+    ds_t = _softcap_grad(p_t.to(gl.float32) * (dp_t - gl.expand_dims(delta, 0)), t_t, SOFTCAP).to(dtype)  # [BN, BM]
     if WITH_DQ:
         ds_smem.store(ds_t)
-    dk = warpgroup_mma(gl.convert_layout(ds_t, P_OPERAND), q_tile, dk, is_async=True)  # [BN, BM] @ [BM, D]
+    dk = _mma_chunks(gl.convert_layout(ds_t, P_OPERAND), gl.convert_layout(ds_t, P_OPERAND_R), q_tile, dk, D_MAIN,
+                     D_REST)  # [BN, BM] @ [BM, D]
     if WITH_DQ:
         fence_async_shared()
         cta_barrier()  # every warpgroup's rows of dS^T are in shared memory before dQ reads all of them
-        dq = warpgroup_mma(ds_smem.permute((1, 0)), k_smem, gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, DQ_LAYOUT),
-                           use_acc=False, is_async=True)  # [BM, BN] @ [BN, D] -> [BM, D]
+        dq = _mma_chunks(ds_smem.permute((1, 0)), ds_smem.permute((1, 0)), k_smem,
+                         _chunk_zeros(BLOCK_M, DQ_LAYOUT, DQ_LAYOUT_R, D_MAIN, D_REST), D_MAIN, D_REST,
+                         use_acc=False)  # [BM, BN] @ [BN, D] -> [BM, D]
     else:
         dq = dk  # no dQ (ws_two_pass): a placeholder
     return dq, dk, dv
@@ -438,15 +516,16 @@ def _gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, ds_smem, 
 
 @gluon.jit
 def _gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, k_smem, p_smem, ds_smem, o_m, start_n, start_m,
-                  seq_q, seq_k, qk_scale, DQ_LAYOUT: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, MASKED: gl.constexpr,
-                  WITH_DQ: gl.constexpr = True):
+                  seq_q, seq_k, qk_scale, DQ_LAYOUT: gl.constexpr, DQ_LAYOUT_R: gl.constexpr, D_MAIN: gl.constexpr,
+                  D_REST: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr,
+                  SOFTCAP: gl.constexpr, MASKED: gl.constexpr, WITH_DQ: gl.constexpr = True):
     """Without swap AB (each warpgroup owns query rows of S, dP): P and dS go to shared memory, where dV += P^T dO
     and dK += dS^T Q read them transposed (each warpgroup its key rows) and dQ = dS K as they are
     -> (dq [BM, D], dk, dv [BN, D]), their three wgmma groups in flight."""
-    HEAD_DIM: gl.constexpr = k_smem.shape[1]
     BLOCK_M: gl.constexpr = q_tile.shape[0]
     dtype: gl.constexpr = k_smem.dtype
-    s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))
+    CHUNKS: gl.constexpr = 2 if D_REST > 0 else 1  # wgmma groups per product
+    s = warpgroup_mma_wait(num_outstanding=CHUNKS, deps=(s,))
     p, t = _probabilities(s, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, False, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED)  # [BM, BN]
     p_smem.store(p.to(dtype))
     dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
@@ -454,11 +533,11 @@ def _gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, k_smem, p_smem, ds
     ds_smem.store(ds)
     fence_async_shared()
     cta_barrier()  # every warpgroup's rows of P and dS are in shared memory before the wgmmas read all of them
-    dv = warpgroup_mma(p_smem.permute((1, 0)), do_tile, dv, is_async=True)  # [BN, BM] @ [BM, D]
-    dk = warpgroup_mma(ds_smem.permute((1, 0)), q_tile, dk, is_async=True)  # [BN, BM] @ [BM, D]
+    dv = _mma_chunks(p_smem.permute((1, 0)), p_smem.permute((1, 0)), do_tile, dv, D_MAIN, D_REST)  # [BN, BM] @ [BM, D]
+    dk = _mma_chunks(ds_smem.permute((1, 0)), ds_smem.permute((1, 0)), q_tile, dk, D_MAIN, D_REST)
     if WITH_DQ:
-        dq = warpgroup_mma(ds_smem, k_smem, gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, DQ_LAYOUT),
-                           use_acc=False, is_async=True)  # [BM, BN] @ [BN, D] -> [BM, D]
+        dq = _mma_chunks(ds_smem, ds_smem, k_smem, _chunk_zeros(BLOCK_M, DQ_LAYOUT, DQ_LAYOUT_R, D_MAIN, D_REST),
+                         D_MAIN, D_REST, use_acc=False)  # [BM, BN] @ [BN, D] -> [BM, D]
     else:
         dq = dk  # no dQ (ws_two_pass): a placeholder
     return dq, dk, dv
@@ -478,7 +557,8 @@ def _bank_spread_rows(tile):
 
 @gluon.jit
 def _mma_partition(tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.constexpr,
-                   KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr,
+                   KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, KV_LAYOUT_R: gl.constexpr,
+                   DQ_LAYOUT_R: gl.constexpr, D_MAIN: gl.constexpr, D_REST: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr,
                    MASKED: gl.constexpr, SPECIALIZED: gl.constexpr, EARLY_SCORES: gl.constexpr, WG: gl.constexpr,
                    SWAP_AB: gl.constexpr, PERSISTENT: gl.constexpr, VARLEN: gl.constexpr,
                    q_desc=None, k_desc=None, v_desc=None, do_desc=None, dq_desc=None, WITH_DQ: gl.constexpr = True):
@@ -493,17 +573,18 @@ def _mma_partition(tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOU
         slot = 0  # steps before this tile's, over the program's tiles: the ring's and the dQ hand-over's position
         for k in range(first_tile, end_tile):
             slot = _mma_tile(k, slot, k - first_tile, tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT,
-                             KV_LAYOUT, DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, SPECIALIZED, EARLY_SCORES, WG, SWAP_AB,
+                             KV_LAYOUT, DQ_LAYOUT, KV_LAYOUT_R, DQ_LAYOUT_R, D_MAIN, D_REST, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, SPECIALIZED, EARLY_SCORES, WG, SWAP_AB,
                              PERSISTENT, VARLEN, q_desc, k_desc, v_desc, do_desc, dq_desc, WITH_DQ)
     else:
         _mma_tile(first_tile, 0, 0, tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT,
-                  DQ_LAYOUT, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, SPECIALIZED, EARLY_SCORES, WG, SWAP_AB, PERSISTENT, VARLEN, q_desc,
+                  DQ_LAYOUT, KV_LAYOUT_R, DQ_LAYOUT_R, D_MAIN, D_REST, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, SPECIALIZED, EARLY_SCORES, WG, SWAP_AB, PERSISTENT, VARLEN, q_desc,
                   k_desc, v_desc, do_desc, dq_desc, WITH_DQ)
 
 
 @gluon.jit
 def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.constexpr,
-              KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr,
+              KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, KV_LAYOUT_R: gl.constexpr,
+                   DQ_LAYOUT_R: gl.constexpr, D_MAIN: gl.constexpr, D_REST: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr,
               MASKED: gl.constexpr, SPECIALIZED: gl.constexpr, EARLY_SCORES: gl.constexpr, WG: gl.constexpr,
               SWAP_AB: gl.constexpr, PERSISTENT: gl.constexpr, VARLEN: gl.constexpr, q_desc, k_desc, v_desc, do_desc, dq_desc,
               WITH_DQ: gl.constexpr = True):
@@ -529,8 +610,8 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, LSE, DELTA, q
         for s in gl.static_range(STAGES - 1):
             if s < steps:
                 _issue_qdo(q_desc, do_desc, tiles, rows, s, slot + s, STAGES)
-    dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, KV_LAYOUT)
-    dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, KV_LAYOUT)
+    dk = _chunk_zeros(BLOCK_N, KV_LAYOUT, KV_LAYOUT_R, D_MAIN, D_REST)  # [BN, D] as head-dim chunks
+    dv = _chunk_zeros(BLOCK_N, KV_LAYOUT, KV_LAYOUT_R, D_MAIN, D_REST)
     mbarrier.wait(kv_ready, tile_count & 1)
     if EARLY_SCORES:  # in-flight accumulators carried across steps (typed as async wgmma results)
         s_t = warpgroup_mma_init(gl.zeros([BLOCK_N, BLOCK_M], gl.float32, S_LAYOUT))
@@ -538,7 +619,7 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, LSE, DELTA, q
         if steps > 0:  # the first step's scores
             mbarrier.wait(ready.index(slot % STAGES), (slot // STAGES) & 1)
             s_t, dp_t = _issue_scores(k_smem, v_smem, q_smem.index(slot % STAGES), do_smem.index(slot % STAGES),
-                                      S_LAYOUT, True)
+                                      S_LAYOUT, True, D_MAIN, D_REST)
     for step in range(steps):
         if not SPECIALIZED:  # refill the stage that the previous step finished with
             if step + STAGES - 1 < steps:
@@ -550,7 +631,7 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, LSE, DELTA, q
         do_tile = do_smem.index(stage)
         if not EARLY_SCORES:
             mbarrier.wait(ready.index(stage), ((slot + step) // STAGES) & 1)
-            s_t, dp_t = _issue_scores(k_smem, v_smem, q_tile, do_tile, S_LAYOUT, SWAP_AB)
+            s_t, dp_t = _issue_scores(k_smem, v_smem, q_tile, do_tile, S_LAYOUT, SWAP_AB, D_MAIN, D_REST)
         if SPECIALIZED:  # staged by the load warp with this stage's Q, dO
             lse = lse_smem.index(stage).load(gl.SliceLayout(KEY_DIM, S_LAYOUT))  # [BM]
             delta = delta_smem.index(stage).load(gl.SliceLayout(KEY_DIM, S_LAYOUT))  # [BM]
@@ -560,33 +641,30 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, LSE, DELTA, q
             delta = gl.load(DELTA + row_stats, mask=o_m < seq_q, other=0.)  # [BM]
         if SWAP_AB:
             dq, dk, dv = _gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, ds_smem, o_m,
-                                    start_n, start_m, seq_q, seq_k, qk_scale, KV_LAYOUT, DQ_LAYOUT, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED,
+                                    start_n, start_m, seq_q, seq_k, qk_scale, KV_LAYOUT, DQ_LAYOUT, KV_LAYOUT_R, DQ_LAYOUT_R, D_MAIN, D_REST, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED,
                                     WITH_DQ)
         else:
             dq, dk, dv = _gradients_mn(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, p_smem, ds_smem,
-                                       o_m, start_n, start_m, seq_q, seq_k, qk_scale, DQ_LAYOUT, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED,
+                                       o_m, start_n, start_m, seq_q, seq_k, qk_scale, DQ_LAYOUT, DQ_LAYOUT_R, D_MAIN, D_REST, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED,
                                        WITH_DQ)
         if not WITH_DQ:  # ws_two_pass's dK/dV kernel: the step's MMAs done, its stage goes back to the load warp
-            dk, dv = warpgroup_mma_wait(num_outstanding=0, deps=(dk, dv))
+            dk, dv = _wait_chunks(0, dk, dv, D_REST)
             mbarrier.arrive(empty.index(stage), count=1)
         elif EARLY_SCORES:  # the last step re-issues its own scores (its stage is still loaded; never read)
             nxt = slot + gl.minimum(step + 1, steps - 1)
             if step + 1 < steps:
                 mbarrier.wait(ready.index(nxt % STAGES), (nxt // STAGES) & 1)
             s_t, dp_t = _issue_scores(k_smem, v_smem, q_smem.index(nxt % STAGES), do_smem.index(nxt % STAGES),
-                                      S_LAYOUT, True)
-            dq, dk, dv = warpgroup_mma_wait(num_outstanding=2, deps=(dq, dk, dv))  # the next S^T, dP^T run on
+                                      S_LAYOUT, True, D_MAIN, D_REST)
+            dq, dk, dv = _wait_chunks3(2, dq, dk, dv, D_REST)  # the next S^T, dP^T run on (one chunk: host check)
         else:
-            dq, dk, dv = warpgroup_mma_wait(num_outstanding=0, deps=(dq, dk, dv))
+            dq, dk, dv = _wait_chunks3(0, dq, dk, dv, D_REST)
         if WITH_DQ:
             if SPECIALIZED:
                 mbarrier.wait(dq_empty.index(WG), ((slot + step) & 1) ^ 1)  # the last reduce-add has read dq_smem
             else:
                 tma.store_wait(pendings=0)
-            if VARLEN:  # a document's rows start anywhere: no reordering (dq_finish reads them in order)
-                dq_smem.store(dq)
-            else:
-                dq_smem.store(_bank_spread_rows(dq))
+            _store_dq(dq_smem, dq, D_MAIN, D_REST, VARLEN)
             fence_async_shared()
             if SPECIALIZED:  # the arrive waits for every compute warp (a barrier), then one thread signals
                 mbarrier.arrive(dq_full.index(WG), count=1)  # also frees the stage (the dQ warp passes it on)
@@ -601,8 +679,8 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, LSE, DELTA, q
     q_row0, k_row0, stats_row0, stats_stride, acc_row0, acc_stride = bases
     if start_n + BLOCK_N <= seq_k:  # a whole key block: dK, dV through K's and V's shared tiles, by TMA
         cta_barrier()  # every warpgroup's last wgmmas (which read all of K) are done
-        k_smem.store((dk * sm_scale).to(k_smem.dtype))
-        v_smem.store(dv.to(v_smem.dtype))
+        _store_chunks(k_smem, dk, sm_scale, D_MAIN, D_REST)
+        _store_chunks(v_smem, dv, 1.0, D_MAIN, D_REST)
         fence_async_shared()
         cta_barrier()
         tma_store(dk_desc, [k_row0 + start_n, i_hk, 0], _box(k_smem))  # columns past DIM: outside the view, dropped
@@ -612,20 +690,69 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, LSE, DELTA, q
         mbarrier.arrive(kv_empty, count=1)
     else:  # a tail: its rows past Nk are the next batch's in the view, so masked stores from registers
         mbarrier.arrive(kv_empty, count=1)  # every wgmma of the tile is done: K, V can take the next tile's
-        o_n = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, KV_LAYOUT))
-        o_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, KV_LAYOUT))
-        offsets = (((k_row0 + gl.expand_dims(o_n, 1)).to(gl.int64) * kv_heads + i_hk) * DIM
-                   + gl.expand_dims(o_d, 0))
-        in_seq = (gl.expand_dims(o_n, 1) < seq_k) & (gl.expand_dims(o_d, 0) < DIM)
-        gl.store(DK + offsets, (dk * sm_scale).to(k_smem.dtype), mask=in_seq)
-        gl.store(DV + offsets, dv.to(k_smem.dtype), mask=in_seq)
+        _store_rows(DK, dk, sm_scale, k_row0 + start_n, k_row0 + seq_k, kv_heads, i_hk, DIM, D_MAIN, D_REST)
+        _store_rows(DV, dv, 1.0, k_row0 + start_n, k_row0 + seq_k, kv_heads, i_hk, DIM, D_MAIN, D_REST)
     return slot + steps
+
+
+@gluon.jit
+def _store_dq(dq_smem, dq, D_MAIN: gl.constexpr, D_REST: gl.constexpr, VARLEN: gl.constexpr):
+    """A step's dQ (a chunk tuple) into its fp32 shared tile, rows reordered for the reduce-add (`_bank_spread_rows`)
+    unless VARLEN (a document's rows start anywhere: dq_finish reads them in order)."""
+    if D_REST > 0:
+        if VARLEN:
+            dq_smem.slice(0, D_MAIN, 1).store(dq[0])
+            dq_smem.slice(D_MAIN, D_REST, 1).store(dq[1])
+        else:
+            dq_smem.slice(0, D_MAIN, 1).store(_bank_spread_rows(dq[0]))
+            dq_smem.slice(D_MAIN, D_REST, 1).store(_bank_spread_rows(dq[1]))
+    else:
+        if VARLEN:
+            dq_smem.store(dq[0])
+        else:
+            dq_smem.store(_bank_spread_rows(dq[0]))
+
+
+@gluon.jit
+def _store_rows(PTR, acc, scale, row0, row_end, heads, i_h, DIM: gl.constexpr, D_MAIN: gl.constexpr,
+                D_REST: gl.constexpr):
+    """scale * acc (a chunk tuple of [R, D] rows row0, row0 + 1, ... of head i_h) into dense [rows, heads, DIM] at PTR,
+    rows from row_end on (the next batch's or document's) and columns past DIM left alone: masked stores."""
+    _store_chunk_rows(PTR, acc[0], scale, row0, row_end, heads, i_h, 0, DIM)
+    if D_REST > 0:
+        _store_chunk_rows(PTR, acc[1], scale, row0, row_end, heads, i_h, D_MAIN, DIM)
+
+
+@gluon.jit
+def _store_chunk_rows(PTR, tile, scale, row0, row_end, heads, i_h, col0: gl.constexpr, DIM: gl.constexpr):
+    LAYOUT: gl.constexpr = tile.type.layout
+    o_n = row0 + gl.arange(0, tile.shape[0], layout=gl.SliceLayout(1, LAYOUT))
+    o_d = col0 + gl.arange(0, tile.shape[1], layout=gl.SliceLayout(0, LAYOUT))
+    offsets = (gl.expand_dims(o_n, 1).to(gl.int64) * heads + i_h) * DIM + gl.expand_dims(o_d, 0)
+    inside = (gl.expand_dims(o_n, 1) < row_end) & (gl.expand_dims(o_d, 0) < DIM)
+    gl.store(PTR + offsets, (tile * scale).to(PTR.dtype.element_ty), mask=inside)
+
+
+def head_dim_chunks(head_dim: int) -> tuple[int, int]:
+    """(D_MAIN, D_REST): the head-dim chunks the kernels' D-wide products run in. A power of two: (D, 0), one chunk.
+    Else the largest power of two below D and the rest when that is a power of two of at least 16 (96 = 64 + 32,
+    192 = 128 + 64): two chunks, so no MMA reads the tiles' zero columns past D; else (tile_dim(D), 0) (zeros and all)."""
+    main = tile_dim(head_dim)
+    if main == head_dim:
+        return head_dim, 0
+    main //= 2
+    rest = head_dim - main
+    return (main, rest) if rest >= 16 and rest & (rest - 1) == 0 else (tile_dim(head_dim), 0)
 
 
 def layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype, swap_ab: bool = True) -> dict:
     """The kernel's register and shared layouts (constexprs) for one compute group of num_warps warps and block_n
     keys: S^T / dP^T [BN, BM] (swap_ab) and dK / dV [BN, D] split by rows over all its warps; dQ [BM, D], and S /
-    dP [BM, BN] without swap_ab, by rows over as many warps as BM has 16-row slices, the rest split the columns."""
+    dP [BM, BN] without swap_ab, by rows over as many warps as BM has 16-row slices, the rest split the columns.
+    head_dim: the data's (the tiles have tile_dim(head_dim) columns); *_R: the layouts of the second head-dim chunk
+    (`head_dim_chunks`; the first's when there is one chunk)."""
+    d_main, d_rest = head_dim_chunks(head_dim)
+    tile = tile_dim(head_dim)
     warps_m = min(num_warps, block_m // 16)
     warps_kv = min(num_warps, block_n // 16)  # dK / dV rows; with fewer than 16 x num_warps keys the rest split D
 
@@ -633,16 +760,19 @@ def layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype, sw
         return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[warps_m, num_warps // warps_m],
                                          instr_shape=[16, n_cols // (num_warps // warps_m), 16])
 
+    def kv_layout(n_cols):  # [BN, n_cols] over num_warps warps: 16-row slices of BN, then columns
+        return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[warps_kv, num_warps // warps_kv],
+                                         instr_shape=[16, n_cols // (num_warps // warps_kv), 16])
+
     return dict(
         S_LAYOUT=(gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, block_m, 16])
                   if swap_ab else split_by_rows(block_n)),
-        KV_LAYOUT=gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[warps_kv, num_warps // warps_kv],
-                                            instr_shape=[16, head_dim // (num_warps // warps_kv), 16]),
-        DQ_LAYOUT=split_by_rows(head_dim),
+        KV_LAYOUT=kv_layout(d_main), KV_LAYOUT_R=kv_layout(d_rest or d_main),
+        DQ_LAYOUT=split_by_rows(d_main), DQ_LAYOUT_R=split_by_rows(d_rest or d_main), D_MAIN=d_main, D_REST=d_rest,
         DS_SMEM=gl.NVMMASharedLayout.get_default_for([block_n, block_m] if swap_ab else [block_m, block_n],
                                                      GL_DTYPES[dtype]),
-        Q_SMEM=gl.NVMMASharedLayout.get_default_for([block_m, head_dim], GL_DTYPES[dtype]),  # Q, dO tiles
-        KV_SMEM=gl.NVMMASharedLayout.get_default_for([block_n, head_dim], GL_DTYPES[dtype]),  # K, V (dK, dV) tiles
+        Q_SMEM=gl.NVMMASharedLayout.get_default_for([block_m, tile], GL_DTYPES[dtype]),  # Q, dO tiles
+        KV_SMEM=gl.NVMMASharedLayout.get_default_for([block_n, tile], GL_DTYPES[dtype]),  # K, V (dK, dV) tiles
         STATS_SMEM=gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[0]))
 
 
@@ -739,6 +869,13 @@ def rows_descriptor(t: torch.Tensor, block_rows: int):
     return _descriptor(t.view(batch * seq, heads, head_dim), [block_rows, 1, tile_dim(head_dim)])
 
 
+def accumulator_descriptor(dq_acc: torch.Tensor, head_dim: int, block_m: int):
+    """The TMA view of the fp32 dQ accumulator [rows, tile_dim(D)] as [rows, D] (boxes [block_m, tile_dim(D)]): the
+    reduce-adds drop a dQ tile's columns past D."""
+    return TensorDescriptor(dq_acc, [dq_acc.shape[0], head_dim], list(dq_acc.stride()), [block_m, dq_acc.shape[1]],
+                            gl.NVMMASharedLayout.get_default_for([block_m, dq_acc.shape[1]], gl.float32))
+
+
 def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
                 num_warps: int, num_stages: int, warp_specialize: bool = True, early_scores: bool = False,
                 split_warpgroups: bool = False, swap_ab: bool = True, longest_first: bool = True,
@@ -779,6 +916,8 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
     with_dq = dq_acc is not None
     if not with_dq and not (warp_specialize and not early_scores and not split_warpgroups):
         raise ValueError("ws_dkdv without dQ: warp_specialize only, without early_scores or split_warpgroups")
+    if early_scores and head_dim_chunks(head_dim)[1]:
+        raise ValueError(f"ws: early_scores=true runs one head-dim chunk; D={head_dim} runs two; use early_scores=false")
     if varlen is not None and persistent:
         raise ValueError("ws: persistent=true does not walk packed (varlen) batches yet; use persistent=false")
     windowed = window_left >= 0 or window_right >= 0
@@ -809,10 +948,9 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
         grid = (key_blocks * batch * kv_heads,)
     if grid[0] == 0:
         return
-    dim = tile_dim(head_dim)
     _ws_backward_kernel[grid](
         q_desc=rows_descriptor(q, BLOCK_M), k_desc=rows_descriptor(k, block_ng), v_desc=rows_descriptor(v, block_ng),
-        do_desc=rows_descriptor(do, BLOCK_M), dq_desc=_descriptor(dq_acc, [BLOCK_M, dim]),
+        do_desc=rows_descriptor(do, BLOCK_M), dq_desc=accumulator_descriptor(dq_acc, head_dim, BLOCK_M),
         dk_desc=rows_descriptor(dk, block_ng), dv_desc=rows_descriptor(dv, block_ng),
         LSE=lse, DELTA=delta, DK=dk, DV=dv, TILES=tiles, TILE_STARTS=tile_starts, CU_Q=cu_q, CU_K=cu_k, PAIRS=pairs,
         seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads, batch_kv_heads=batch * kv_heads,
@@ -820,4 +958,4 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
         CAUSAL=causal, MASKED=masked, WINDOW_LEFT=window_left, WINDOW_RIGHT=-1 if causal else window_right,
         SOFTCAP=float(softcap), WARP_SPECIALIZE=warp_specialize, EARLY_SCORES=early_scores and warp_specialize,
         GROUPS=groups, GROUP_REGS=GROUP_REGS, SWAP_AB=swap_ab, PERSISTENT=persistent, VARLEN=varlen is not None,
-        WITH_DQ=with_dq, num_warps=group_warps, **layouts(BLOCK_M, block_ng, dim, group_warps, q.dtype, swap_ab))
+        WITH_DQ=with_dq, num_warps=group_warps, **layouts(BLOCK_M, block_ng, head_dim, group_warps, q.dtype, swap_ab))

@@ -19,13 +19,14 @@ import triton
 from kernels.common import LOG2E
 from kernels.gluon.compat import (cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma, tma_load, tma_store,
                                   warpgroup_mma, warpgroup_mma_wait)
-from kernels.gluon.ws import _box, _issue_products, _probabilities, rows_descriptor, tile_dim
+from kernels.gluon.ws import (_box, _chunk_zeros, _issue_products, _mma_chunks, _probabilities, _store_chunks,
+                              _store_rows, _wait_chunks, head_dim_chunks, rows_descriptor, tile_dim)
 
 
 @gluon.jit
 def _ws_dq_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DQ, CU_Q, CU_K, PAIRS, seq_q, seq_k, heads,
                   kv_heads, qk_scale, sm_scale, DIM: gl.constexpr, S_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr,
-                  Q_SMEM: gl.constexpr, KV_SMEM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                  DQ_LAYOUT_R: gl.constexpr, D_MAIN: gl.constexpr, D_REST: gl.constexpr, Q_SMEM: gl.constexpr, KV_SMEM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                   MASKED: gl.constexpr, VARLEN: gl.constexpr):
     """Grid (cdiv(Nq, BM) * B * H,) (VARLEN: (pairs * H,), PAIRS [pairs, 2] = (document, query block)).
     q/do/dq_desc: [B * Nq, H, D] boxes [BM, 1, tile D]; k/v_desc: [B * Nk, Hkv, D] boxes [BN, 1, tile D]. LSE
@@ -49,8 +50,8 @@ def _ws_dq_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DQ, CU_Q
         mbarrier.init(empty.index(s), count=1)
     tiles = (q_smem, do_smem, k_smem, v_smem, q_ready, ready, empty)
     gl.warp_specialize([
-        (_dq_compute, (tiles, rows, dq_desc, LSE, DELTA, DQ, qk_scale, sm_scale, DIM, S_LAYOUT, DQ_LAYOUT, STAGES,
-                       CAUSAL, MASKED)),
+        (_dq_compute, (tiles, rows, dq_desc, LSE, DELTA, DQ, qk_scale, sm_scale, DIM, S_LAYOUT, DQ_LAYOUT,
+                       DQ_LAYOUT_R, D_MAIN, D_REST, STAGES, CAUSAL, MASKED)),
         (_dq_loads, (q_desc, k_desc, v_desc, do_desc, tiles, rows, STAGES)),
     ], [1], [24])
 
@@ -109,61 +110,65 @@ def _dq_loads(q_desc, k_desc, v_desc, do_desc, tiles, rows, STAGES: gl.constexpr
 
 @gluon.jit
 def _dq_compute(tiles, rows, dq_desc, LSE, DELTA, DQ, qk_scale, sm_scale, DIM: gl.constexpr, S_LAYOUT: gl.constexpr,
-                DQ_LAYOUT: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr):
-    """The compute warps: per key block S, dP, then dS and dQ += dS K; at the end dQ (x scale) out."""
+                DQ_LAYOUT: gl.constexpr, DQ_LAYOUT_R: gl.constexpr, D_MAIN: gl.constexpr, D_REST: gl.constexpr,
+                STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr):
+    """The compute warps: per key block S, dP, then dS and dQ += dS K; at the end dQ (x scale) out. D_MAIN, D_REST:
+    the head-dim chunks of the products (kernels.gluon.ws.head_dim_chunks)."""
     q_smem, do_smem, k_smem, v_smem, q_ready, ready, empty = tiles
     i_b, i_h, i_hk, seq_q, seq_k, heads, kv_heads, start_m, key_blocks, bases = rows
     q_row0, k_row0, stats_row0 = bases
     BLOCK_M: gl.constexpr = q_smem.shape[0]
-    HEAD_DIM: gl.constexpr = q_smem.shape[1]
     BLOCK_N: gl.constexpr = k_smem.shape[1]
     dtype: gl.constexpr = q_smem.dtype
+    CHUNKS: gl.constexpr = 2 if D_REST > 0 else 1  # wgmma groups per product
     DS_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=DQ_LAYOUT, k_width=2)
+    DS_OPERAND_R: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=DQ_LAYOUT_R, k_width=2)
     o_m = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, S_LAYOUT))  # query of each S row
     row_stats = stats_row0 + o_m
     lse = gl.load(LSE + row_stats, mask=o_m < seq_q, other=float("inf"))  # [BM]; rows past Nq: P = 0
     delta = gl.load(DELTA + row_stats, mask=o_m < seq_q, other=0.)  # [BM]
-    dq = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, DQ_LAYOUT)
+    dq = _chunk_zeros(BLOCK_M, DQ_LAYOUT, DQ_LAYOUT_R, D_MAIN, D_REST)  # [BM, D] as head-dim chunks
     mbarrier.wait(q_ready, 0)
     for j in range(key_blocks):
         stage = j % STAGES
         mbarrier.wait(ready.index(stage), (j // STAGES) & 1)
         k_tile = k_smem.index(stage)
-        s, dp = _issue_products(q_smem, k_tile, do_smem, v_smem.index(stage), S_LAYOUT)  # [BM, BN] each
-        s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))
+        s, dp = _issue_products(q_smem, k_tile, do_smem, v_smem.index(stage), S_LAYOUT, D_MAIN,
+                                D_REST)  # [BM, BN] each
+        s = warpgroup_mma_wait(num_outstanding=CHUNKS, deps=(s,))
         p, _ = _probabilities(s, lse, o_m, j * BLOCK_N, start_m, seq_q, seq_k, qk_scale, False, CAUSAL, -1, -1, 0.0,
                               MASKED)  # no window, no softcap (ws_two_pass lists no modifiers)
         dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
         ds = (p * (dp - gl.expand_dims(delta, 1))).to(dtype)  # [BM, BN]
-        dq = warpgroup_mma(gl.convert_layout(ds, DS_OPERAND), k_tile, dq, is_async=True)  # [BM, BN] @ [BN, D]
-        dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq,))
+        dq = _mma_chunks(gl.convert_layout(ds, DS_OPERAND), gl.convert_layout(ds, DS_OPERAND_R), k_tile, dq, D_MAIN,
+                         D_REST)  # [BM, BN] @ [BN, D]
+        dq, _ = _wait_chunks(0, dq, dq, D_REST)
         mbarrier.arrive(empty.index(stage), count=1)  # the stage's MMAs are done (the arrive: a barrier first)
-    dq = dq * sm_scale
     if start_m + BLOCK_M <= seq_q:  # a whole query block: out through Q's shared tile by TMA
         cta_barrier()  # every warpgroup's wgmmas that read Q are done
-        q_smem.store(dq.to(dtype))
+        _store_chunks(q_smem, dq, sm_scale, D_MAIN, D_REST)
         fence_async_shared()
         cta_barrier()
         tma_store(dq_desc, [q_row0 + start_m, i_h, 0], _box(q_smem))  # columns past DIM: outside the view, dropped
         tma.store_wait(pendings=0)
     else:  # a tail: its rows past Nq are the next batch's (document's) in the view
-        o_qm = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, DQ_LAYOUT))
-        o_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, DQ_LAYOUT))
-        offsets = (((q_row0 + gl.expand_dims(o_qm, 1)).to(gl.int64) * heads + i_h) * DIM
-                   + gl.expand_dims(o_d, 0))
-        gl.store(DQ + offsets, dq.to(dtype), mask=(gl.expand_dims(o_qm, 1) < seq_q) & (gl.expand_dims(o_d, 0) < DIM))
+        _store_rows(DQ, dq, sm_scale, q_row0 + start_m, q_row0 + seq_q, heads, i_h, DIM, D_MAIN, D_REST)
 
 
 def dq_layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype) -> dict:
-    """S / dP [BM, BN] and dQ [BM, D] split by 16-row slices over the warps (BM = 16 x num_warps x k); the shared
-    layouts of the Q / dO and K / V tiles."""
+    """S / dP [BM, BN] and dQ [BM, D] (each head-dim chunk: head_dim_chunks) split by 16-row slices over the warps
+    (BM = 16 x num_warps x k); the shared layouts of the Q / dO and K / V tiles (tile_dim(D) columns)."""
     from kernels.gluon.ws import GL_DTYPES
-    return dict(S_LAYOUT=gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
-                                                   instr_shape=[16, block_n, 16]),
-                DQ_LAYOUT=gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
-                                                    instr_shape=[16, head_dim, 16]),
-                Q_SMEM=gl.NVMMASharedLayout.get_default_for([block_m, head_dim], GL_DTYPES[dtype]),
-                KV_SMEM=gl.NVMMASharedLayout.get_default_for([block_n, head_dim], GL_DTYPES[dtype]))
+    d_main, d_rest = head_dim_chunks(head_dim)
+    tile = tile_dim(head_dim)
+
+    def by_rows(n_cols):
+        return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, n_cols, 16])
+
+    return dict(S_LAYOUT=by_rows(block_n), DQ_LAYOUT=by_rows(d_main), DQ_LAYOUT_R=by_rows(d_rest or d_main),
+                D_MAIN=d_main, D_REST=d_rest,
+                Q_SMEM=gl.NVMMASharedLayout.get_default_for([block_m, tile], GL_DTYPES[dtype]),
+                KV_SMEM=gl.NVMMASharedLayout.get_default_for([block_n, tile], GL_DTYPES[dtype]))
 
 
 def ws_dq(q, k, v, do, lse, delta, dq, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int, num_warps: int,
@@ -184,14 +189,13 @@ def ws_dq(q, k, v, do, lse, delta, dq, *, causal: bool, scale: float, BLOCK_M: i
         grid = (pairs.shape[0] * heads,)
         if grid[0] == 0:
             return
-    dim = tile_dim(head_dim)
     _ws_dq_kernel[grid](
         q_desc=rows_descriptor(q, BLOCK_M), k_desc=rows_descriptor(k, BLOCK_N), v_desc=rows_descriptor(v, BLOCK_N),
         do_desc=rows_descriptor(do, BLOCK_M), dq_desc=rows_descriptor(dq, BLOCK_M),
         LSE=lse, DELTA=delta, DQ=dq, CU_Q=cu_q, CU_K=cu_k, PAIRS=pairs, seq_q=seq_q, seq_k=seq_k, heads=heads,
         kv_heads=kv_heads, qk_scale=scale * LOG2E, sm_scale=scale, DIM=head_dim, STAGES=num_stages, CAUSAL=causal,
         MASKED=masked, VARLEN=varlen is not None, num_warps=num_warps,
-        **dq_layouts(BLOCK_M, BLOCK_N, dim, num_warps, q.dtype))
+        **dq_layouts(BLOCK_M, BLOCK_N, head_dim, num_warps, q.dtype))
 
 
 def ws_two_pass_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, dkdv_blocks: dict,
