@@ -735,16 +735,22 @@ def _store_chunk_rows(PTR, tile, scale, row0, row_end, heads, i_h, col0: gl.cons
 
 def head_dim_chunks(head_dim: int) -> tuple[int, int]:
     """(D_MAIN, D_REST): the head-dim chunks the kernels' D-wide products run in. A power of two: (D, 0), one chunk.
-    Else the largest power of two below D and the rest when that is a power of two of at least 16 (96 = 64 + 32,
-    192 = 128 + 64): two chunks, so no MMA reads the tiles' zero columns past D; else (tile_dim(D), 0) (zeros and all)."""
+    Else the largest power of two below D and the rest when that is a power of two of at least MIN_CHUNK
+    (192 = 128 + 64): two chunks, so no MMA reads the tiles' zero columns past D; else (tile_dim(D), 0), one chunk,
+    zero columns and all (96: the 64 + 32 chunks measured 6-14 % slower than 128 with zeros on an H100, B2 H16 N4096
+    bf16, results/h100/gluon/large_d; 192 in chunks: 1.07x ws_two_pass's 256-column tiles)."""
     main = tile_dim(head_dim)
     if main == head_dim:
         return head_dim, 0
     main //= 2
     rest = head_dim - main
-    return (main, rest) if rest >= 16 and rest & (rest - 1) == 0 else (tile_dim(head_dim), 0)
+    return (main, rest) if rest >= MIN_CHUNK and rest & (rest - 1) == 0 else (tile_dim(head_dim), 0)
 
 
+MIN_CHUNK = 64  # the narrowest second head-dim chunk (one 128-byte swizzle row of 16-bit elements)
+
+
+@functools.cache  # host time of a launch: made once per tile config
 def layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype, swap_ab: bool = True) -> dict:
     """The kernel's register and shared layouts (constexprs) for one compute group of num_warps warps and block_n
     keys: S^T / dP^T [BN, BM] (swap_ab) and dK / dV [BN, D] split by rows over all its warps; dQ [BM, D], and S /
@@ -850,16 +856,21 @@ def dense_bnhd(t: torch.Tensor) -> bool:
     return t.is_contiguous()
 
 
+@functools.cache
 def tile_dim(head_dim: int) -> int:
     """The tiles' head dim: head_dim rounded up to a power of two (Gluon tiles), at least 16 (a wgmma K step).
     The TMA views read the columns past head_dim as zeros and drop them on stores."""
     return max(16, triton.next_power_of_2(head_dim))
 
 
+@functools.cache
+def shared_layout(block: tuple, dtype) -> object:
+    """The NVMMA shared layout of a TMA box (made once per box and dtype: host time of a launch)."""
+    return gl.NVMMASharedLayout.get_default_for(list(block), gl.float32 if dtype == torch.float32 else GL_DTYPES[dtype])
+
+
 def _descriptor(t2d: torch.Tensor, block: list[int]):
-    dtype = gl.float32 if t2d.dtype == torch.float32 else GL_DTYPES[t2d.dtype]
-    return TensorDescriptor(t2d, list(t2d.shape), list(t2d.stride()), block,
-                            gl.NVMMASharedLayout.get_default_for(block, dtype))
+    return TensorDescriptor(t2d, list(t2d.shape), list(t2d.stride()), block, shared_layout(tuple(block), t2d.dtype))
 
 
 def rows_descriptor(t: torch.Tensor, block_rows: int):
@@ -873,7 +884,7 @@ def accumulator_descriptor(dq_acc: torch.Tensor, head_dim: int, block_m: int):
     """The TMA view of the fp32 dQ accumulator [rows, tile_dim(D)] as [rows, D] (boxes [block_m, tile_dim(D)]): the
     reduce-adds drop a dQ tile's columns past D."""
     return TensorDescriptor(dq_acc, [dq_acc.shape[0], head_dim], list(dq_acc.stride()), [block_m, dq_acc.shape[1]],
-                            gl.NVMMASharedLayout.get_default_for([block_m, dq_acc.shape[1]], gl.float32))
+                            shared_layout((block_m, dq_acc.shape[1]), torch.float32))
 
 
 def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,

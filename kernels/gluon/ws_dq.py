@@ -14,6 +14,8 @@ masking a program walks the key blocks up to its diagonal, and programs are numb
 with tiles of tile_dim(D) columns (zeros past D). Packed documents (VARLEN): one program per (document, query block)
 pair and head, heaviest first.
 """
+import functools
+
 import triton
 
 from kernels.common import LOG2E
@@ -155,6 +157,7 @@ def _dq_compute(tiles, rows, dq_desc, LSE, DELTA, DQ, qk_scale, sm_scale, DIM: g
         _store_rows(DQ, dq, sm_scale, q_row0 + start_m, q_row0 + seq_q, heads, i_h, DIM, D_MAIN, D_REST)
 
 
+@functools.cache  # host time of a launch: made once per tile config
 def dq_layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype) -> dict:
     """S / dP [BM, BN] and dQ [BM, D] (each head-dim chunk: head_dim_chunks) split by 16-row slices over the warps
     (BM = 16 x num_warps x k); the shared layouts of the Q / dO and K / V tiles (tile_dim(D) columns)."""
