@@ -54,10 +54,13 @@ class WsTwoPassBlocks(Blocks):
 
     @classmethod
     def dq_tile_for(cls, head_dim: int) -> dict:
-        """The dQ kernel's default tile for a head dim (ws's deterministic mode): the dataclass's up to D128; past it
-        (tiles of 256 columns) 64 x 64 on one warpgroup, so Q, dO and a 2-stage K / V ring fit shared memory."""
+        """The dQ kernel's default tile for a head dim (ws's deterministic mode), as ws_two_pass's rules give it
+        (conf/block_defaults.yaml): the dataclass's up to D128; past it (tiles of 256 columns) 128 x 32 on two
+        warpgroups at D192, 64 x 64 on one at D256, so Q, dO and a 2-stage K / V ring fit shared memory."""
         if head_dim <= 128:
             return cls().dq_tile()
+        if head_dim <= 192:
+            return dict(BLOCK_M=128, BLOCK_N=32, num_warps=8, num_stages=2)
         return dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2)
 
 
