@@ -35,7 +35,8 @@ def test_tiny_model_step_writes_gated_rows(tmp_path, capsys):
     (["model=tiny", "dtype=bf16"], "dtype=bf16 needs a GPU"),
     (["model=tiny", "compile=reduce-overhead"], "needs CUDA graphs"),
     (["model=tiny", "seq"], "arguments are key=value"),
-], ids=["model", "gqa", "type", "unknown-key", "variant", "bf16", "cudagraphs", "not-key-value"])
+    (["model=tiny", "truth=fp64"], "truth=fp64: one of auto, fp32, none"),
+], ids=["model", "gqa", "type", "unknown-key", "variant", "bf16", "cudagraphs", "not-key-value", "truth"])
 def test_bad_config_is_one_line(argv, match, capsys, tmp_path):
     assert model_step.main([*argv, f"results_dir={tmp_path}"]) == model_step.EXIT_CONFIG
     err = capsys.readouterr().err
@@ -51,6 +52,32 @@ def test_agreement_gate():
     assert agreement.verdict(0.004, spread=0.0, floor=0.01)[:2] == (True, 0.01)
     correct, tolerance, reason = agreement.verdict(0.2, spread=0.05, floor=0.01)
     assert not correct and "beyond its own run-to-run spread 0.05" in reason
+
+
+def test_truth_gate_judges_by_the_distance_to_fp32_attention():
+    """With an fp32 truth the verdict is the truth's: a design as far from the baseline as it likes is correct while
+    it is no further from fp32 attention than the farthest SDPA backend plus the spread, and wrong past that."""
+    assert agreement.truth_verdict(0.012, sdpa_deviation=0.010, spread=0.004, floor=0.001)[:2] == (True, 0.014)
+    correct, tolerance, reason = agreement.truth_verdict(0.02, sdpa_deviation=0.010, spread=0.004, floor=0.001)
+    assert not correct and tolerance == pytest.approx(0.014) and "fp32-attention truth by 0.02" in reason
+    gate = model_step.Gate([3.0, 2.0], spread=0.004, floor=0.001, truth_curve=[3.0, 2.03], sdpa_truth_dev=0.02)
+    judged = gate.judge([3.0, 2.016])  # 0.016 off the baseline (beyond its spread), 0.014 off the truth
+    assert judged["correct"] and judged["loss_max_dev"] > judged["loss_tol"]
+    assert judged["loss_truth_dev"] == pytest.approx(0.014) and judged["loss_truth_tol"] == pytest.approx(0.024)
+    assert not model_step.Gate([3.0, 2.0], 0.004, 0.001, [3.0, 2.0], 0.001).judge([3.0, 2.016])["correct"]
+
+
+def test_truth_run_writes_its_columns(tmp_path, capsys):
+    """truth=fp32 on the CPU smoke model: the fp32-attention curve is trained and every row carries its distance."""
+    code = model_step.main(["model=tiny", "variant=two_pass", "compile=eager", "truth=fp32", f"results_dir={tmp_path}",
+                            "sweep_id=truth", "steps=2"])
+    assert code == 0
+    df = results.load(sorted(tmp_path.rglob("*.parquet")))
+    assert set(df["status"]) == {"ok"} and (df["loss_truth_dev"] <= df["loss_truth_tol"]).all()
+    assert "fp32-attention truth" in capsys.readouterr().out
+    config = model_config.load("tiny", {})
+    assert not model_step.wants_truth("auto", config) and model_step.wants_truth("fp32", config)
+    assert model_step.wants_truth("auto", model_config.load("tiny", {"dtype": "bf16"}))
 
 
 def test_every_model_file_loads():

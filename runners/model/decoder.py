@@ -6,6 +6,21 @@ from torch import nn
 from runners.model.config import ModelConfig
 from variants import attention
 
+TRUTH = "fp32"  # the truth run's attention (not a design): q, k, v in fp32 through SDPA (agreement's fp32 truth)
+
+
+def fp32_attention(q, k, v, causal: bool) -> torch.Tensor:
+    """q [B, N, H, D], k, v [B, N, Hkv, D] -> o like q: attention computed in fp32 outside autocast (SDPA's
+    memory-efficient kernel on a GPU, so a long sequence never materializes N x N scores; math on a CPU)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backends = [SDPBackend.EFFICIENT_ATTENTION] if q.is_cuda else [SDPBackend.MATH]
+    with torch.autocast(q.device.type, enabled=False), sdpa_kernel(backends):
+        qf, kf, vf = (t.float().transpose(1, 2) for t in (q, k, v))  # [B, H, N, D]
+        o = nn.functional.scaled_dot_product_attention(qf, kf, vf, is_causal=causal,
+                                                       enable_gqa=kf.shape[1] != qf.shape[1])
+    return o.transpose(1, 2).to(q.dtype)
+
 
 class Block(nn.Module):
     """Pre-norm: x + attention(norm(x)), then x + MLP(norm(x)). Queries have `heads` heads, keys/values `kv_heads`."""
@@ -24,7 +39,10 @@ class Block(nn.Module):
         batch, seq, _ = x.shape
         qkv = self.qkv(self.norm1(x)).view(batch, seq, self.heads + 2 * self.kv_heads, self.head_dim)
         q, k, v = qkv.split([self.heads, self.kv_heads, self.kv_heads], dim=2)  # [B, N, H, D], [B, N, Hkv, D] x 2
-        o = attention(q, k, v, causal=self.causal, variant=self.variant)  # [B, N, H, D]
+        if self.variant == TRUTH:
+            o = fp32_attention(q, k, v, self.causal)
+        else:
+            o = attention(q, k, v, causal=self.causal, variant=self.variant)  # [B, N, H, D]
         x = x + self.out(o.reshape(batch, seq, self.heads * self.head_dim))
         return x + self.mlp(self.norm2(x))
 

@@ -8,7 +8,8 @@ in the same tables as runners.sweep (results/<gpu>/<sweep_id>/*.parquet; runners
 Arguments (key=value): model (conf/model/<name>.yaml), variant (comma-separated, or `all`: every registered design
 and baseline but the fp32 reference), compile (eager, default, reduce-overhead, max-autotune...; torch.compile's mode),
 baseline (the agreement baseline; default: the first of sdpa_flash, sdpa_efficient, reference that runs the
-problem), seed, results_dir, sweep_id; any other key overrides the model file's (seq=16384, head_dim=128, ...).
+problem), truth (auto: an fp32-attention truth run for fp16 / bf16 models, none for fp32 ones; fp32; none), seed,
+results_dir, sweep_id; any other key overrides the model file's (seq=16384, head_dim=128, ...).
 Hydra is not needed. Every row is accuracy-gated by training agreement (runners/model/agreement.py). A bad argument is
 one line on stderr and exit code 2.
 """
@@ -34,8 +35,9 @@ from variants.registry import registered  # noqa: E402
 
 BENCH_KIND = "model_step"
 EXIT_CONFIG = 2
-RUNNER_KEYS = {"model": "tiny", "variant": "all", "compile": None, "baseline": None, "seed": "0",
+RUNNER_KEYS = {"model": "tiny", "variant": "all", "compile": None, "baseline": None, "truth": "auto", "seed": "0",
                "results_dir": "results", "sweep_id": None}
+TRUTH_CHOICES = ("auto", "fp32", "none")
 BASELINE_CHOICES = ("sdpa_flash", "sdpa_efficient", "reference")  # preference order; the first that runs is used
 ORACLE = "reference"  # the fp32 test oracle: not a contender in `variant=all`
 
@@ -76,6 +78,64 @@ def problem_of(config: model_config.ModelConfig) -> Problem:
     dtype = DTYPES[config.dtype]
     return Problem(config.batch, config.seq, config.seq, config.heads, config.kv_heads, config.head_dim, config.causal,
                    dtype, "cuda" if on_gpu() else "cpu")
+
+
+def wants_truth(text: str, config) -> bool:
+    """Whether the gate measures an fp32-attention truth run (agreement.truth_verdict)."""
+    if text not in TRUTH_CHOICES:
+        raise ConfigError(f"truth={text}: one of {', '.join(TRUTH_CHOICES)}")
+    return text == "fp32" or (text == "auto" and config.dtype != "fp32")
+
+
+def sdpa_backends(problem: Problem) -> list[str]:
+    """The SDPA baselines (from the registry) that run the problem: the implementations a design's distance to the
+    fp32 truth is judged against."""
+    from variants.sdpa import _Sdpa
+    return [name for name in registered() if isinstance(get(name), _Sdpa) and get(name).supports(problem) is None]
+
+
+class Gate:
+    """What a design's loss curve is judged against: the baseline's curve and spread, and, given an fp32 truth run,
+    its curve and the farthest SDPA backend's distance to it (runners/model/agreement.py)."""
+
+    def __init__(self, reference_curve: list[float], spread: float, floor: float, truth_curve=None,
+                 sdpa_truth_dev: float = math.nan):
+        self.reference_curve, self.spread, self.floor = reference_curve, spread, floor
+        self.truth_curve, self.sdpa_truth_dev = truth_curve, sdpa_truth_dev
+
+    def judge(self, curve: list[float]) -> dict:
+        deviation = agreement.max_deviation(curve, self.reference_curve)
+        correct, tolerance, why = agreement.verdict(deviation, self.spread, self.floor)
+        columns = {"loss_max_dev": deviation, "loss_spread": self.spread, "loss_tol": tolerance}
+        if self.truth_curve is not None:
+            truth_dev = agreement.max_deviation(curve, self.truth_curve)
+            correct, truth_tol, why = agreement.truth_verdict(truth_dev, self.sdpa_truth_dev, self.spread,
+                                                              self.floor)
+            columns.update(loss_truth_dev=truth_dev, loss_sdpa_truth_dev=self.sdpa_truth_dev,
+                           loss_truth_tol=truth_tol)
+        return {"correct": correct, "reason": why, **columns}
+
+
+def make_gate(config, baseline: str, problem: Problem, init_state: dict, seed: int, device: str, truth: bool) -> Gate:
+    """The baseline's curve twice (its run-to-run spread); with `truth`, the fp32-attention curve and every SDPA
+    backend's distance to it. Prints what it measured."""
+    baseline_trainer = Trainer(config, baseline, "eager", init_state, device)
+    reference_curve = baseline_trainer.curve(init_state, seed)
+    spread = agreement.max_deviation(baseline_trainer.curve(init_state, seed), reference_curve)
+    print(f"baseline {baseline}: loss {reference_curve[0]:.4f} -> {reference_curve[-1]:.4f}, run-to-run spread "
+          f"{spread:.3g}")
+    if not truth:
+        return Gate(reference_curve, spread, config.loss_floor)
+    truth_curve = Trainer(config, decoder.TRUTH, "eager", init_state, device).curve(init_state, seed)
+    distances = {}
+    for name in sdpa_backends(problem):
+        curve = reference_curve if name == baseline else Trainer(config, name, "eager", init_state, device).curve(
+            init_state, seed)
+        distances[name] = agreement.max_deviation(curve, truth_curve)
+    sdpa_dev = max(distances.values()) if distances else agreement.max_deviation(reference_curve, truth_curve)
+    print("fp32-attention truth: loss {:.4f} -> {:.4f}; SDPA backends off it by {}".format(
+        truth_curve[0], truth_curve[-1], ", ".join(f"{k} {v:.3g}" for k, v in distances.items()) or "(none run)"))
+    return Gate(reference_curve, spread, config.loss_floor, truth_curve, sdpa_dev)
 
 
 def pick_baseline(name: str | None, problem: Problem) -> str:
@@ -166,8 +226,7 @@ def step_profile(step, bwd_kernels: set[str]) -> dict:
             "attn_bwd_kernels": ",".join(sorted(bwd_kernels))}
 
 
-def measure_one(config, variant: str, mode: str, init_state: dict, reference_curve: list[float], spread: float,
-                seed: int, device: str) -> dict:
+def measure_one(config, variant: str, mode: str, init_state: dict, gate: Gate, seed: int, device: str) -> dict:
     """The measured columns of one row; never raises (a failure is a status and a one-line reason)."""
     from runners.point.measure import classify, one_line
     reason = get(variant).supports(problem_of(config))
@@ -176,12 +235,10 @@ def measure_one(config, variant: str, mode: str, init_state: dict, reference_cur
     try:
         trainer = Trainer(config, variant, mode, init_state, device)
         curve = trainer.curve(init_state, seed)
-        deviation = agreement.max_deviation(curve, reference_curve)
-        correct, tolerance, why = agreement.verdict(deviation, spread, config.loss_floor)
+        judged = gate.judge(curve)
         ms, ms_p20, ms_p80 = time_steps(trainer.step_fn(seed), config.warmup, config.rep)
-        row = {"status": "ok" if correct else "wrong", "correct": correct, "reason": why, "ms": ms,
-               "ms_p20": ms_p20, "ms_p80": ms_p80, "loss_max_dev": deviation, "loss_spread": spread,
-               "loss_tol": tolerance, "loss_first": curve[0], "loss_last": curve[-1],
+        row = {"status": "ok" if judged["correct"] else "wrong", **judged, "ms": ms, "ms_p20": ms_p20,
+               "ms_p80": ms_p80, "loss_first": curve[0], "loss_last": curve[-1],
                "loss_curve_json": json.dumps([round(x, 6) for x in curve])}
         if on_gpu():
             row.update(step_profile(trainer.step_fn(seed), attention_backward_kernels(variant, config, seed)))
@@ -215,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         variants_ = variant_names(runner["variant"])
         modes = compile_modes(runner["compile"])
         baseline = pick_baseline(runner["baseline"], problem)
+        truth = wants_truth(runner["truth"], config)
         seed = int(runner["seed"])
     except (ConfigError, ValueError) as exc:
         print(f"config error: {exc}", file=sys.stderr)
@@ -226,15 +284,11 @@ def main(argv: list[str] | None = None) -> int:
           + ("" if on_gpu() else "; CPU interpreter: times are CPU wall clock, not GPU timings"))
     torch.manual_seed(seed)
     init_state = {k: v.clone() for k, v in decoder.Decoder(config, baseline).to(device).state_dict().items()}
-    baseline_trainer = Trainer(config, baseline, "eager", init_state, device)
-    reference_curve = baseline_trainer.curve(init_state, seed)
-    spread = agreement.max_deviation(baseline_trainer.curve(init_state, seed), reference_curve)
-    print(f"baseline {baseline}: loss {reference_curve[0]:.4f} -> {reference_curve[-1]:.4f}, run-to-run spread "
-          f"{spread:.3g}")
+    gate = make_gate(config, baseline, problem, init_state, seed, device, truth)
     directory = results.point_dir(runner["results_dir"], environment["gpu"], sweep_id)
     for index, (variant, mode) in enumerate((v, m) for v in variants_ for m in modes):
         torch._dynamo.reset()
-        measured = measure_one(config, variant, mode, init_state, reference_curve, spread, seed, device)
+        measured = measure_one(config, variant, mode, init_state, gate, seed, device)
         row = row_of(config, variant, mode, baseline, seed, sweep_id, index, measured, environment)
         key = results.resume_key(row["config_key"], environment["gpu_name"], environment["commit"],
                                  environment["diff_hash"])
@@ -260,6 +314,9 @@ def progress(variant: str, mode: str, row: dict) -> str:
         return f"{head} {row['status']}: {row['reason']}"
     share = row.get("attn_bwd_share")
     share_text = f", attention backward {share:.0%} of kernel time" if share is not None and share == share else ""
-    return (f"{head} {row['status']:<5} {row['ms']:9.3f} ms/step{share_text}; loss off baseline by "
+    text = (f"{head} {row['status']:<5} {row['ms']:9.3f} ms/step{share_text}; loss off baseline by "
             f"{row['loss_max_dev']:.3g} (tolerance {row['loss_tol']:.3g})")
+    if row.get("loss_truth_dev") is not None:
+        text += f", off the fp32 truth by {row['loss_truth_dev']:.3g} (tolerance {row['loss_truth_tol']:.3g})"
+    return text
 
