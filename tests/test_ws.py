@@ -329,3 +329,42 @@ def test_packed_with_persistent_is_one_clear_line():
     with pytest.raises(ValueError, match="persistent=true does not walk packed"):
         run_and_check_packed("ws", *packed_inputs([100, 50], None, 2, 1, 64, torch.bfloat16, "cuda"), False,
                              blocks=dict(persistent=True))
+
+
+PACKED_COMPILE = """
+import json, torch
+from triton.runtime.jit import JITFunction
+from kernels.varlen import Packing
+from runners.compile.resources import compile_kernel, ptxas_usage
+launches = []
+JITFunction.run = lambda self, *a, grid, warmup, **k: launches.append((self, a, k))
+from kernels.gluon.ws import ws_backward
+from kernels.gluon.ws_dq import ws_two_pass_backward
+cu = torch.tensor([0, 100, 101, 401], dtype=torch.int32)
+q, k, v, do = (torch.randn(1, 401, 2, 192, dtype=torch.bfloat16) for _ in range(4))
+lse, delta = torch.zeros(1, 2, 401), torch.zeros(1, 2, 401)
+tile = dict(BLOCK_M=64, BLOCK_N=64, num_warps=8, swap_ab=False)
+ws_backward(q, k, v, do, lse, delta, causal=True, scale=0.1, varlen=Packing(cu, cu), num_stages=1, **tile)
+ws_two_pass_backward(q, k, v, do, lse, delta, causal=True, scale=0.1, varlen=Packing(cu, cu),
+                     dkdv_blocks=dict(tile, num_stages=2), dq_blocks=dict(BLOCK_M=128, BLOCK_N=32, num_warps=8, num_stages=2))
+rows = []
+for fn, args, kwargs in launches:
+    if fn.__name__.startswith("_ws"):
+        compiled = compile_kernel(fn, args, kwargs)
+        rows.append(dict(kernel=fn.__name__, varlen=kwargs["VARLEN"], smem=int(compiled.metadata.shared),
+                         **ptxas_usage(compiled.asm["ptx"])))
+print(json.dumps(rows))
+"""
+
+
+def test_packed_kernels_compile_for_sm90():
+    """The packed-document kernels (VARLEN: the (document, block) table, cu_seqlens rows) of ws and both of
+    ws_two_pass's compile for sm90 at D192 (two head-dim chunks) within shared memory and without spills."""
+    import json
+    env = {k: v for k, v in __import__("os").environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", PACKED_COMPILE], capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = json.loads(out.stdout.strip().splitlines()[-1])
+    assert [row["kernel"] for row in rows] == ["_ws_backward_kernel", "_ws_backward_kernel", "_ws_dq_kernel"], rows
+    for row in rows:
+        assert row["varlen"] and row["smem"] <= MAX_SMEM and row["spill_store_bytes"] == 0, row

@@ -163,6 +163,16 @@ class AtomicTmaBlocks(Blocks):
     warp_specialize: bool = False  # tl.range(warp_specialize=True) on the unmasked inner loop
 
 
+def check_key_block(block_n: int, num_warps: int, swap_ab: bool) -> None:
+    """The key-block rule of the Gluon dK/dV kernel (ws, ws_two_pass): one-line ValueError when it breaks."""
+    if swap_ab and block_n % (16 * num_warps):
+        raise ValueError(f"BLOCK_N={block_n}: must be a multiple of 16 x num_warps ({16 * num_warps}) with "
+                         f"swap_ab=true: S^T rows are split over the warps")
+    if not swap_ab and block_n % 64:
+        raise ValueError(f"BLOCK_N={block_n}: must be a multiple of 64 with swap_ab=false (dK, dV rows: 16 per "
+                         f"warp of a warpgroup)")
+
+
 @dataclass(frozen=True)
 class WsBlocks(Blocks):
     """ws (Gluon, sm90): S^T / dP^T [BLOCK_N, BLOCK_M] and dK / dV [BLOCK_N, D] are split by rows over the
@@ -201,12 +211,7 @@ class WsBlocks(Blocks):
                              "split_warpgroups=false (the dK/dV kernel without dQ)")
         if self.BLOCK_M < 64:
             raise ValueError(f"BLOCK_M={self.BLOCK_M}: must be >= 64 (dQ's wgmma needs a 64-row warpgroup tile)")
-        if self.swap_ab and self.BLOCK_N % (16 * self.num_warps):
-            raise ValueError(f"BLOCK_N={self.BLOCK_N}: must be a multiple of 16 x num_warps ({16 * self.num_warps}) with "
-                             f"swap_ab=true: S^T rows are split over the warps")
-        if not self.swap_ab and self.BLOCK_N % 64:
-            raise ValueError(f"BLOCK_N={self.BLOCK_N}: must be a multiple of 64 with swap_ab=false (dK, dV rows: 16 per "
-                             f"warp of a warpgroup)")
+        check_key_block(self.BLOCK_N, self.num_warps, self.swap_ab)
         if self.num_stages < 1:
             raise ValueError(f"num_stages={self.num_stages}: must be >= 1 (the Q / dO ring's stages)")
         if self.split_warpgroups and not (self.warp_specialize and self.num_warps == 8):

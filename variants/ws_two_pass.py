@@ -5,7 +5,7 @@ registers) that writes dq once: no fp32 accumulator, no reduce-adds, no conversi
 sm90 only; it cannot run in the Triton interpreter."""
 from dataclasses import dataclass
 
-from variants.blocks import BOOLS, WARPS, Blocks, tunable
+from variants.blocks import BOOLS, WARPS, Blocks, check_key_block, tunable
 from variants.registry import register_variant
 from variants.ws import Ws
 
@@ -35,12 +35,7 @@ class WsTwoPassBlocks(Blocks):
                 raise ValueError(f"{name}={warps}: must be 4 or 8 (whole warpgroups)")
         if self.BLOCK_M < 64:
             raise ValueError(f"BLOCK_M={self.BLOCK_M}: must be >= 64 (a 64-row warpgroup tile)")
-        if self.swap_ab and self.BLOCK_N % (16 * self.num_warps):
-            raise ValueError(f"BLOCK_N={self.BLOCK_N}: must be a multiple of 16 x num_warps ({16 * self.num_warps}) with "
-                             f"swap_ab=true: S^T rows are split over the warps")
-        if not self.swap_ab and self.BLOCK_N % 64:
-            raise ValueError(f"BLOCK_N={self.BLOCK_N}: must be a multiple of 64 with swap_ab=false (dK, dV rows: 16 per "
-                             f"warp of a warpgroup)")
+        check_key_block(self.BLOCK_N, self.num_warps, self.swap_ab)
         if self.BLOCK_M2 % (16 * self.num_warps2):
             raise ValueError(f"BLOCK_M2={self.BLOCK_M2}: must be a multiple of 16 x num_warps2 "
                              f"({16 * self.num_warps2}): dQ rows are split over the warps")

@@ -164,15 +164,11 @@ def _tile(k, schedule, sizes, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUS
     else:
         tile = k
     if VARLEN:
-        pair = tile // kv_heads
         i_hk = tile % kv_heads
-        i_b = gl.load(PAIRS + 2 * pair)
-        i_n = gl.load(PAIRS + 2 * pair + 1)
-        q_row0 = gl.load(CU_Q + i_b)
-        k_row0 = gl.load(CU_K + i_b)
+        i_b, i_n, q_row0, k_row0, doc_q, doc_k = _document(tile // kv_heads, PAIRS, CU_Q, CU_K)
         bases = (q_row0, k_row0, q_row0, seq_q, q_row0, seq_q)  # LSE [1, H, total_q]; accumulator [H, total_q, D]
-        seq_q = gl.load(CU_Q + i_b + 1) - q_row0
-        seq_k = gl.load(CU_K + i_b + 1) - k_row0
+        seq_q = doc_q
+        seq_k = doc_k
     else:
         key_blocks = gl.cdiv(seq_k, BLOCK_N)
         chunk = tile // (chunk_heads * key_blocks)
@@ -199,6 +195,17 @@ def _tile(k, schedule, sizes, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUS
         m_end = seq_q
     m_blocks = gl.cdiv(gl.maximum(m_end - m_lo, 0), BLOCK_M)
     return (i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, m_blocks * group, bases)
+
+
+@gluon.jit
+def _document(pair, PAIRS, CU_Q, CU_K):
+    """A packed batch's (document, block) pair (kernels.varlen.Packing.block_indices) -> (document, block, its first
+    query row, its first key row, its query and key lengths)."""
+    doc = gl.load(PAIRS + 2 * pair)
+    block = gl.load(PAIRS + 2 * pair + 1)
+    q_row0 = gl.load(CU_Q + doc)
+    k_row0 = gl.load(CU_K + doc)
+    return doc, block, q_row0, k_row0, gl.load(CU_Q + doc + 1) - q_row0, gl.load(CU_K + doc + 1) - k_row0
 
 
 @gluon.jit

@@ -21,7 +21,7 @@ import triton
 from kernels.common import LOG2E
 from kernels.gluon.compat import (cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma, tma_load, tma_store,
                                   warpgroup_mma, warpgroup_mma_wait)
-from kernels.gluon.ws import (_box, _chunk_zeros, _issue_products, _mma_chunks, _probabilities, _store_chunks,
+from kernels.gluon.ws import (_box, _chunk_zeros, _document, _issue_products, _mma_chunks, _probabilities, _store_chunks,
                               _store_rows, _wait_chunks, head_dim_chunks, rows_descriptor, tile_dim)
 
 
@@ -67,15 +67,11 @@ def _program_rows(seq_q, seq_k, heads, kv_heads, CU_Q, CU_K, PAIRS, BLOCK_M: gl.
     stats_row0): its batch's (document's) first rows in the q / k views and its head's LSE / delta row."""
     pid = gl.program_id(0)
     if VARLEN:
-        pair = pid // heads
         i_h = pid % heads
-        i_b = gl.load(PAIRS + 2 * pair)
-        i_m = gl.load(PAIRS + 2 * pair + 1)
-        q_row0 = gl.load(CU_Q + i_b)
-        k_row0 = gl.load(CU_K + i_b)
+        i_b, i_m, q_row0, k_row0, doc_q, doc_k = _document(pid // heads, PAIRS, CU_Q, CU_K)
         bases = (q_row0, k_row0, i_h * seq_q + q_row0)  # LSE [1, H, total_q]
-        seq_q = gl.load(CU_Q + i_b + 1) - q_row0
-        seq_k = gl.load(CU_K + i_b + 1) - k_row0
+        seq_q = doc_q
+        seq_k = doc_k
     else:
         query_blocks = gl.cdiv(seq_q, BLOCK_M)
         i_m = query_blocks - 1 - pid // (gl.num_programs(0) // query_blocks)
