@@ -17,10 +17,11 @@ the loads (and stages LSE / delta in shared memory), a 1-warp partition the dQ r
 dK and dV leave through K's and V's shared tiles by TMA stores. docs/ws.md
 has the partitions, barriers and measured effects.
 
-Tensors are read as 2-D TMA views of dense [B, N, H, D] storage: rows b * N + n, columns h * D + d. A block
-that runs past its sequence reads the next batch's first rows (or TMA zeros after the last): those rows are
-masked out of S^T, so they add exactly 0 to dK, dV and dQ (and dQ's reduce-add of those zero rows into the next
-head's accumulator rows changes nothing).
+Tensors are read as 3-D TMA views [B * N, H, D] of dense [B, N, H, D] storage (`rows_descriptor`), boxes of
+tile_dim(D) columns: zeros past D on loads, dropped on stores; a D that is no power of two runs its D-wide products
+in `head_dim_chunks`. A block that runs past its sequence reads the next batch's (document's) first rows (or TMA
+zeros after the last): those rows are masked out of S^T, so they add exactly 0 to dK, dV and dQ (and dQ's
+reduce-add of those zero rows into the next head's accumulator rows changes nothing).
 """
 import functools
 
@@ -49,10 +50,12 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_de
                         SWAP_AB: gl.constexpr, PERSISTENT: gl.constexpr, VARLEN: gl.constexpr, WITH_DQ: gl.constexpr = True):
     """Grid (cdiv(Nk, BLOCK_N) * B * Hkv,), one tile (key block of a (batch, kv head)) per program, batch_kv_heads
     = B * Hkv; PERSISTENT: grid (programs,), program p walks tiles TILES[TILE_STARTS[p]:TILE_STARTS[p + 1]] (int32,
-    a schedule made on the host: `tile_schedule`). q/do_desc: [B * Nq, H * D] blocks [BM, D];
-    k/v_desc: [B * Nk, Hkv * D] blocks [BN, D]; dq_desc: the fp32 accumulator [B * H * dq_rows(Nq), D] blocks [BM, D],
-    rows reordered within groups of 8 (`_bank_spread_rows`). LSE (base 2), DELTA: [B, H, Nq]
-    fp32. DK, DV: dense [B, Nk, Hkv, D]. MASKED: causal, or a sequence not a multiple of its block.
+    a schedule made on the host: `tile_schedule`); VARLEN: grid (pairs * Hkv,), PAIRS [pairs, 2] = (document, key
+    block), CU_Q / CU_K the cu_seqlens. q/do_desc: [B * Nq, H, D] boxes [BM, 1, tile D]; k/v_desc: [B * Nk, Hkv, D]
+    boxes [BN, 1, tile D]; dq_desc: the fp32 accumulator [B * H * dq_rows(Nq), tile D] (packed: [H * total_q, tile D])
+    boxes [BM, tile D], rows reordered within groups of 8 (`_bank_spread_rows`, not VARLEN). LSE (base 2), DELTA:
+    [B, H, Nq] fp32. DK, DV: dense [B, Nk, Hkv, DIM]. DIM: the data's head dim; D_MAIN, D_REST: its chunks
+    (`head_dim_chunks`), *_R the second chunk's layouts. MASKED: causal, or a sequence not a multiple of its block.
     WARP_SPECIALIZE: the num_warps warps only compute; one more warp issues the TMA loads (`_load_partition`)
     and one the dQ reduce-adds (`_dq_partition`), handing tiles over through mbarriers; else the compute warps
     issue both themselves. GROUPS = 2 (split_warpgroups): two compute partitions of num_warps warps, each with
