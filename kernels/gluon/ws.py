@@ -747,8 +747,9 @@ def head_dim_chunks(head_dim: int) -> tuple[int, int]:
     """(D_MAIN, D_REST): the head-dim chunks the kernels' D-wide products run in. A power of two: (D, 0), one chunk.
     Else the largest power of two below D and the rest when that is a power of two of at least MIN_CHUNK
     (192 = 128 + 64): two chunks, so no MMA reads the tiles' zero columns past D; else (tile_dim(D), 0), one chunk,
-    zero columns and all (96: the 64 + 32 chunks measured 6-14 % slower than 128 with zeros on an H100, B2 H16 N4096
-    bf16, results/h100/gluon/large_d; 192 in chunks: 1.07x ws_two_pass's 256-column tiles)."""
+    zero columns and all (96: a run with 64 + 32 chunks was 6-14 % slower than 128 with zeros on an H100, B2 H16 N4096
+    bf16, but it also carried a codegen change reverted since, so the split alone is unmeasured; 192 in chunks:
+    1.06-1.07x ws_two_pass's 256-column tiles; results/h100/gluon/h100_gluon_large_d_bf16*)."""
     main = tile_dim(head_dim)
     if main == head_dim:
         return head_dim, 0
