@@ -7,12 +7,13 @@
 #   OUT=/some/folder bash scripts/gpu_model_step.sh
 #
 # Knobs (environment): MODEL (gpt_d64), SEQ (4096), STEPS (agreement steps, 30), MODES (eager,reduce-overhead),
-# VARIANTS (all), TEST_BUDGET_S (240), TOTAL_BUDGET_S (470). Hydra is not needed; torch, triton, pandas, pyarrow and
+# VARIANTS (all), POINT_TIMEOUT_S (0: none), TEST_BUDGET_S (240), TOTAL_BUDGET_S (470). Hydra is not needed; torch, triton, pandas, pyarrow and
 # PyYAML are. Writes $OUT/<gpu>_model_step_tests.log, $OUT/<gpu>_model_step.parquet and .log; copy them to
 # results/<gpu>/model_step/ and commit.
 set -uo pipefail
 OUT=${OUT:?set OUT to the output folder}
 MODEL=${MODEL:-gpt_d64} SEQ=${SEQ:-4096} STEPS=${STEPS:-30} MODES=${MODES:-eager,reduce-overhead} VARIANTS=${VARIANTS:-all}
+POINT_TIMEOUT_S=${POINT_TIMEOUT_S:-0}  # per (variant, mode), compiles included (flex under reduce-overhead at N16k)
 TEST_BUDGET_S=${TEST_BUDGET_S:-240} TOTAL_BUDGET_S=${TOTAL_BUDGET_S:-470}
 START=$SECONDS
 GPU=$(python -c "import torch; n = torch.cuda.get_device_name(0) if torch.cuda.is_available() else ''; \
@@ -29,7 +30,7 @@ LEFT=$((TOTAL_BUDGET_S - (SECONDS - START)))
 echo "+ runners.model_step model=$MODEL seq=$SEQ steps=$STEPS compile=$MODES variant=$VARIANTS (budget ${LEFT}s)" \
   | tee "$OUT/${GPU}_model_step.log"
 timeout "$LEFT" python -m runners.model_step model="$MODEL" seq="$SEQ" steps="$STEPS" compile="$MODES" \
-  variant="$VARIANTS" results_dir="$SCRATCH" sweep_id="model_step_$MODEL" 2>&1 | tee -a "$OUT/${GPU}_model_step.log"
+  variant="$VARIANTS" point_timeout="$POINT_TIMEOUT_S" results_dir="$SCRATCH" sweep_id="model_step_$MODEL" 2>&1 | tee -a "$OUT/${GPU}_model_step.log"
 python -m runners.merge "$SCRATCH" out="$OUT/${GPU}_model_step.parquet" 2>&1 | tee -a "$OUT/${GPU}_model_step.log"
 python - "$OUT/${GPU}_model_step.parquet" <<'PY' 2>&1 | tee -a "$OUT/${GPU}_model_step.log"
 import sys

@@ -36,7 +36,8 @@ def test_tiny_model_step_writes_gated_rows(tmp_path, capsys):
     (["model=tiny", "compile=reduce-overhead"], "needs CUDA graphs"),
     (["model=tiny", "seq"], "arguments are key=value"),
     (["model=tiny", "truth=fp64"], "truth=fp64: one of auto, fp32, none"),
-], ids=["model", "gqa", "type", "unknown-key", "variant", "bf16", "cudagraphs", "not-key-value", "truth"])
+    (["model=tiny", "point_timeout=soon"], r"point_timeout=soon: seconds >= 0"),
+], ids=["model", "gqa", "type", "unknown-key", "variant", "bf16", "cudagraphs", "not-key-value", "truth", "timeout"])
 def test_bad_config_is_one_line(argv, match, capsys, tmp_path):
     assert model_step.main([*argv, f"results_dir={tmp_path}"]) == model_step.EXIT_CONFIG
     err = capsys.readouterr().err
@@ -78,6 +79,26 @@ def test_truth_run_writes_its_columns(tmp_path, capsys):
     config = model_config.load("tiny", {})
     assert not model_step.wants_truth("auto", config) and model_step.wants_truth("fp32", config)
     assert model_step.wants_truth("auto", model_config.load("tiny", {"dtype": "bf16"}))
+
+
+def test_a_point_past_its_time_limit_is_a_timeout_row_and_the_next_one_runs(tmp_path, monkeypatch):
+    """point_timeout: a (variant, mode) that does not finish in time (a compile that never ends) is a `timeout` row
+    with its reason; the points after it are measured."""
+    import time as clock
+    real = model_step.measure_trained
+
+    def slow_for_default_mode(config, variant, mode, *args):
+        if mode == "default":
+            clock.sleep(60)
+        return real(config, variant, mode, *args)
+
+    monkeypatch.setattr(model_step, "measure_trained", slow_for_default_mode)
+    code = model_step.main(["model=tiny", "variant=two_pass", "compile=default,eager", "point_timeout=8",
+                            f"results_dir={tmp_path}", "sweep_id=timeout", "steps=2"])
+    assert code == 0
+    df = results.load(sorted(tmp_path.rglob("*.parquet"))).set_index("compile_mode")
+    assert df.loc["default", "status"] == "timeout" and "point_timeout=8 s" in df.loc["default", "reason"]
+    assert df.loc["eager", "status"] == "ok"
 
 
 def test_every_model_file_loads():

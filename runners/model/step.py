@@ -8,15 +8,19 @@ in the same tables as runners.sweep (results/<gpu>/<sweep_id>/*.parquet; runners
 Arguments (key=value): model (conf/model/<name>.yaml), variant (comma-separated, or `all`: every registered design
 and baseline but the fp32 reference), compile (eager, default, reduce-overhead, max-autotune...; torch.compile's mode),
 baseline (the agreement baseline; default: the first of sdpa_flash, sdpa_efficient, reference that runs the
-problem), truth (auto: an fp32-attention truth run for fp16 / bf16 models, none for fp32 ones; fp32; none), seed,
-results_dir, sweep_id; any other key overrides the model file's (seq=16384, head_dim=128, ...).
+problem), truth (auto: an fp32-attention truth run for fp16 / bf16 models, none for fp32 ones; fp32; none),
+point_timeout (seconds one (variant, mode) may take, compiles included; 0: no limit; past it the point is a `timeout`
+row and the next one runs), seed, results_dir, sweep_id; any other key overrides the model file's (seq=16384, head_dim=128, ...).
 Hydra is not needed. Every row is accuracy-gated by training agreement (runners/model/agreement.py). A bad argument is
 one line on stderr and exit code 2.
 """
+import contextlib
 import datetime
 import json
 import math
+import signal
 import sys
+import threading
 import time
 
 from runners.point import env
@@ -35,8 +39,8 @@ from variants.registry import registered  # noqa: E402
 
 BENCH_KIND = "model_step"
 EXIT_CONFIG = 2
-RUNNER_KEYS = {"model": "tiny", "variant": "all", "compile": None, "baseline": None, "truth": "auto", "seed": "0",
-               "results_dir": "results", "sweep_id": None}
+RUNNER_KEYS = {"model": "tiny", "variant": "all", "compile": None, "baseline": None, "truth": "auto",
+               "point_timeout": "0", "seed": "0", "results_dir": "results", "sweep_id": None}
 TRUTH_CHOICES = ("auto", "fp32", "none")
 BASELINE_CHOICES = ("sdpa_flash", "sdpa_efficient", "reference")  # preference order; the first that runs is used
 ORACLE = "reference"  # the fp32 test oracle: not a contender in `variant=all`
@@ -78,6 +82,39 @@ def problem_of(config: model_config.ModelConfig) -> Problem:
     dtype = DTYPES[config.dtype]
     return Problem(config.batch, config.seq, config.seq, config.heads, config.kv_heads, config.head_dim, config.causal,
                    dtype, "cuda" if on_gpu() else "cpu")
+
+
+class PointTimeout(Exception):
+    """A (variant, mode) ran past point_timeout."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float):
+    """Raises PointTimeout in the block after `seconds` (SIGALRM; 0, or off the main thread: no limit)."""
+    if seconds <= 0 or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum, frame):
+        raise PointTimeout(f"no result within point_timeout={seconds:g} s (compiles included)")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def point_timeout(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if seconds < 0:
+        raise ConfigError(f"point_timeout={text}: seconds >= 0 (0: no limit)")
+    return seconds
 
 
 def wants_truth(text: str, config) -> bool:
@@ -226,27 +263,35 @@ def step_profile(step, bwd_kernels: set[str]) -> dict:
             "attn_bwd_kernels": ",".join(sorted(bwd_kernels))}
 
 
-def measure_one(config, variant: str, mode: str, init_state: dict, gate: Gate, seed: int, device: str) -> dict:
+def measure_one(config, variant: str, mode: str, init_state: dict, gate: Gate, seed: int, device: str,
+                timeout_s: float = 0.0) -> dict:
     """The measured columns of one row; never raises (a failure is a status and a one-line reason)."""
     from runners.point.measure import classify, one_line
     reason = get(variant).supports(problem_of(config))
     if reason is not None:
         return {"status": "unsupported", "correct": False, "reason": reason}
     try:
-        trainer = Trainer(config, variant, mode, init_state, device)
-        curve = trainer.curve(init_state, seed)
-        judged = gate.judge(curve)
-        ms, ms_p20, ms_p80 = time_steps(trainer.step_fn(seed), config.warmup, config.rep)
-        row = {"status": "ok" if judged["correct"] else "wrong", **judged, "ms": ms, "ms_p20": ms_p20,
-               "ms_p80": ms_p80, "loss_first": curve[0], "loss_last": curve[-1],
-               "loss_curve_json": json.dumps([round(x, 6) for x in curve])}
-        if on_gpu():
-            row.update(step_profile(trainer.step_fn(seed), attention_backward_kernels(variant, config, seed)))
-        else:
-            row["profile_note"] = "CPU interpreter: no CUDA kernels, no per-kernel times"
-        return row
+        with time_limit(timeout_s):
+            return measure_trained(config, variant, mode, init_state, gate, seed, device)
+    except PointTimeout as exc:
+        return {"status": "timeout", "correct": False, "reason": str(exc)}
     except Exception as exc:  # noqa: BLE001 - one row per point, whatever the failure
         return {"status": classify(exc, from_variant=True), "correct": False, "reason": one_line(exc)}
+
+
+def measure_trained(config, variant: str, mode: str, init_state: dict, gate: Gate, seed: int, device: str) -> dict:
+    """measure_one's columns of a design that runs the model (may raise)."""
+    trainer = Trainer(config, variant, mode, init_state, device)
+    curve = trainer.curve(init_state, seed)
+    judged = gate.judge(curve)
+    ms, ms_p20, ms_p80 = time_steps(trainer.step_fn(seed), config.warmup, config.rep)
+    row = {"status": "ok" if judged["correct"] else "wrong", **judged, "ms": ms, "ms_p20": ms_p20, "ms_p80": ms_p80,
+           "loss_first": curve[0], "loss_last": curve[-1], "loss_curve_json": json.dumps([round(x, 6) for x in curve])}
+    if on_gpu():
+        row.update(step_profile(trainer.step_fn(seed), attention_backward_kernels(variant, config, seed)))
+    else:
+        row["profile_note"] = "CPU interpreter: no CUDA kernels, no per-kernel times"
+    return row
 
 
 def row_of(config, variant: str, mode: str, baseline: str, seed: int, sweep_id: str, index: int, measured: dict,
@@ -273,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         modes = compile_modes(runner["compile"])
         baseline = pick_baseline(runner["baseline"], problem)
         truth = wants_truth(runner["truth"], config)
+        timeout_s = point_timeout(runner["point_timeout"])
         seed = int(runner["seed"])
     except (ConfigError, ValueError) as exc:
         print(f"config error: {exc}", file=sys.stderr)
@@ -288,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     directory = results.point_dir(runner["results_dir"], environment["gpu"], sweep_id)
     for index, (variant, mode) in enumerate((v, m) for v in variants_ for m in modes):
         torch._dynamo.reset()
-        measured = measure_one(config, variant, mode, init_state, gate, seed, device)
+        measured = measure_one(config, variant, mode, init_state, gate, seed, device, timeout_s)
         row = row_of(config, variant, mode, baseline, seed, sweep_id, index, measured, environment)
         key = results.resume_key(row["config_key"], environment["gpu_name"], environment["commit"],
                                  environment["diff_hash"])
