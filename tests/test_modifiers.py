@@ -33,8 +33,9 @@ def skip_unless_implemented(variant, causal, window, softcap, gated, q=None, k=N
     missing = [name for name, on in used.items() if on and name not in get(variant).modifiers]
     if missing:
         pytest.skip(f"{variant} does not implement {missing}")
-    if q is not None and q.dim() == 4:
-        reason = get(variant).problem_reason(Problem.from_tensors(q, k, k, causal))
+    if q is not None:  # packed [total, H, D]: its dtype and head dim as one sequence
+        dense = (q, k) if q.dim() == 4 else (q.unsqueeze(0), k.unsqueeze(0))
+        reason = get(variant).problem_reason(Problem.from_tensors(dense[0], dense[1], dense[1], causal))
         if reason:
             pytest.skip(reason)
 

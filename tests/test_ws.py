@@ -368,3 +368,13 @@ def test_packed_kernels_compile_for_sm90():
     assert [row["kernel"] for row in rows] == ["_ws_backward_kernel", "_ws_backward_kernel", "_ws_dq_kernel"], rows
     for row in rows:
         assert row["varlen"] and row["smem"] <= MAX_SMEM and row["spill_store_bytes"] == 0, row
+
+
+def test_packed_documents_with_a_window_or_softcap_are_refused_until_tested():
+    """ws serves packed documents and windows / softcap, but the two together have run on no GPU test yet: refused
+    with the reason (problem_reason, on any device), not run untested."""
+    from variants.ws import PACKED_MODIFIERS
+    packed = Problem(1, 64, 64, 2, 2, 64, True, torch.bfloat16, "cpu", (30, 34), (30, 34))
+    assert get("ws").problem_reason(packed) is None
+    for modified in (packed.with_modifiers(window_size=(16, 0)), packed.with_modifiers(softcap=5.0)):
+        assert get("ws").problem_reason(modified) == PACKED_MODIFIERS
