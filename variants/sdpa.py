@@ -54,7 +54,8 @@ class _VarlenOps(torch.autograd.Function):
         return dq, dk, dv, None, None, None, None
 
 
-class _Sdpa(Baseline):
+class SdpaBackend(Baseline):
+    """One SDPA backend (flash, cuDNN, efficient) as a baseline; public so callers can ask which baselines are SDPA."""
     backend: SDPBackend
     native_gqa = True  # pass enable_gqa=True; otherwise k/v are expanded inside the graph
     varlen_op: str | None = None  # "flash" / "cudnn": the aten varlen op pair behind this backend
@@ -116,13 +117,13 @@ class _Sdpa(Baseline):
 
 
 @register_variant("sdpa_flash")
-class SdpaFlash(_Sdpa):
+class SdpaFlash(SdpaBackend):
     backend = SDPBackend.FLASH_ATTENTION
     varlen_op = "flash"  # FlashAttention-2 varlen (GQA native)
 
 
 @register_variant("sdpa_cudnn")
-class SdpaCudnn(_Sdpa):
+class SdpaCudnn(SdpaBackend):
     backend = SDPBackend.CUDNN_ATTENTION
     native_gqa = False
     varlen_op = "cudnn"  # cuDNN's ragged (nested-tensor) path
@@ -137,6 +138,6 @@ class SdpaCudnn(_Sdpa):
 
 
 @register_variant("sdpa_efficient")
-class SdpaEfficient(_Sdpa):
+class SdpaEfficient(SdpaBackend):
     backend = SDPBackend.EFFICIENT_ATTENTION
     native_gqa = False

@@ -607,7 +607,6 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, LSE, DELTA, q
     p_smem = p_all.index(WG)
     dq_smem = dq_all.index(WG)
     BLOCK_N: gl.constexpr = k_smem.shape[0]
-    HEAD_DIM: gl.constexpr = k_smem.shape[1]
     BLOCK_M: gl.constexpr = q_smem.shape[1]
     GROUPS: gl.constexpr = k_all.shape[0]
     # S^T [BN, BM] (swap AB: keys on dim 0) or S [BM, BN]: query-indexed vectors are slices along the key dim

@@ -127,8 +127,9 @@ def wants_truth(text: str, config) -> bool:
 def sdpa_backends(problem: Problem) -> list[str]:
     """The SDPA baselines (from the registry) that run the problem: the implementations a design's distance to the
     fp32 truth is judged against."""
-    from variants.sdpa import _Sdpa
-    return [name for name in registered() if isinstance(get(name), _Sdpa) and get(name).supports(problem) is None]
+    from variants.sdpa import SdpaBackend
+    return [name for name in registered()
+            if isinstance(get(name), SdpaBackend) and get(name).supports(problem) is None]
 
 
 class Gate:
