@@ -14,7 +14,7 @@ deterministic mode gets it from the dQ pass.
 """
 import torch
 
-from kernels.two_pass import launch_dkdv, launch_dq
+from kernels.dkdv_dq import launch_dkdv, launch_dq
 
 
 def atomic_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,

@@ -26,21 +26,20 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels.backward_args import NO_GATE, GateTensors, backward_args
 from kernels.backward_steps import document_pointers
-from kernels.common import (LOG2E, band_blocks, document_block, even_blocks, gate_values, head_block, load_tile,
+from kernels.common import (band_blocks, document_block, even_blocks, gate_values, head_block, load_tile,
                             modifier_args, modify_scores, score_mask, softcap_grad)
 from kernels.dq_finish import dq_finish
-from kernels.forward import dot_precision, strides
-from kernels.two_pass import launch_dq
+from kernels.dkdv_dq import launch_dq
+from kernels.forward import dot_precision
 from kernels.varlen import UNIFORM_ARGS
 
 DQ_NONE, DQ_ATOMIC, DQ_TMA = 0, 1, 2
 
 
 @triton.jit
-def _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE, DELTA,
-                  stride_qn, stride_qd, stride_don, stride_dod,
-                  o_n, start_m, seq_q, seq_k, qk_scale,
+def _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE, DELTA, s_q, s_do, o_n, start_m, seq_q, seq_k, qk_scale,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
                   MASK_CAUSAL: tl.constexpr, TMA_LOAD: tl.constexpr, DQ_MODE: tl.constexpr,
                   EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
@@ -50,7 +49,8 @@ def _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE, DEL
     (unscaled dS^T Q), dV (P^T dO), and adds the unscaled dS K into the fp32 dQ accumulator.
     Modifiers (module doc): the window mask where WINDOW_LEFT / WINDOW_RIGHT >= 0, SOFTCAP, GATED (G the head's gate
     cumsum, b_gk [BN] the resident keys' values; b_dgk [BN] accumulates sum_i dS_ij; unless DQ_MODE = 0 (the dQ pass
-    does it) DGQ, the head's per-query sums, gets sum_j dS_ij by atomics). -> (dK, dV, dG sums)."""
+    does it) DGQ, the head's per-query sums, gets sum_j dS_ij by atomics). s_q, s_do: Q's and DO's
+    kernels.common.Strides (pointer loads). -> (dK, dV, dG sums)."""
     o_m = start_m + tl.arange(0, BLOCK_M)
     o_d = tl.arange(0, BLOCK_D)
     m_m = o_m < seq_q
@@ -58,9 +58,9 @@ def _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE, DEL
         b_q = d_q.load([start_m, 0])  # [BM, BD], zeros past Nq and D
         b_do = d_do.load([start_m, 0])  # [BM, BD]
     else:
-        b_q = load_tile(Q + o_m[:, None] * stride_qn + o_d[None, :] * stride_qd,
+        b_q = load_tile(Q + o_m[:, None] * s_q.n + o_d[None, :] * s_q.d,
                         m_m[:, None], o_d[None, :] < HEAD_DIM, not EVEN_M, not EVEN_D)  # [BM, BD]
-        b_do = load_tile(DO + o_m[:, None] * stride_don + o_d[None, :] * stride_dod,
+        b_do = load_tile(DO + o_m[:, None] * s_do.n + o_d[None, :] * s_do.d,
                          m_m[:, None], o_d[None, :] < HEAD_DIM, not EVEN_M, not EVEN_D)  # [BM, BD]
     if EVEN_M:
         b_lse = tl.load(LSE + o_m)  # [BM]
@@ -99,7 +99,7 @@ def _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE, DEL
 
 @triton.jit
 def _band_query_blocks(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE, DELTA,
-                       stride_qn, stride_qd, stride_don, stride_dod, o_n, seq_q, seq_k, qk_scale,
+                       s_q, s_do, o_n, seq_q, seq_k, qk_scale,
                        m_lo, m_full_lo, m_full_hi, m_hi,
                        HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, TMA_LOAD: tl.constexpr,
                        DQ_MODE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, EVEN_M: tl.constexpr,
@@ -111,19 +111,19 @@ def _band_query_blocks(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE
     query blocks outside [m_lo, m_hi) are fully masked and never visited. -> (dK, dV, dG sums) accumulators."""
     for start_m in range(m_lo, m_full_lo, BLOCK_M):  # the band's early edge: masked
         b_dk, b_dv, b_dgk = _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE, DELTA,
-                                          stride_qn, stride_qd, stride_don, stride_dod, o_n, start_m, seq_q, seq_k,
+                                          s_q, s_do, o_n, start_m, seq_q, seq_k,
                                           qk_scale, HEAD_DIM, BLOCK_M, BLOCK_D, False, TMA_LOAD, DQ_MODE,
                                           EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
                                           G, b_gk, b_dgk, DGQ, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
     for start_m in tl.range(m_full_lo, m_full_hi, BLOCK_M, warp_specialize=WARP_SPECIALIZE):  # inside: no band mask
         b_dk, b_dv, b_dgk = _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE, DELTA,
-                                          stride_qn, stride_qd, stride_don, stride_dod, o_n, start_m, seq_q, seq_k,
+                                          s_q, s_do, o_n, start_m, seq_q, seq_k,
                                           qk_scale, HEAD_DIM, BLOCK_M, BLOCK_D, False, TMA_LOAD, DQ_MODE,
                                           EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
                                           G, b_gk, b_dgk, DGQ, -1, -1, SOFTCAP, GATED)
     for start_m in range(m_full_hi, m_hi, BLOCK_M):  # the band's late edge: masked
         b_dk, b_dv, b_dgk = _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE, DELTA,
-                                          stride_qn, stride_qd, stride_don, stride_dod, o_n, start_m, seq_q, seq_k,
+                                          s_q, s_do, o_n, start_m, seq_q, seq_k,
                                           qk_scale, HEAD_DIM, BLOCK_M, BLOCK_D, False, TMA_LOAD, DQ_MODE,
                                           EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
                                           G, b_gk, b_dgk, DGQ, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
@@ -131,12 +131,7 @@ def _band_query_blocks(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE
 
 
 @triton.jit
-def _atomic_tma_kernel(Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA,
-                       stride_qb, stride_qn, stride_qh, stride_qd, stride_kb, stride_kn, stride_kh, stride_kd,
-                       stride_vb, stride_vn, stride_vh, stride_vd, stride_dob, stride_don, stride_doh, stride_dod,
-                       stride_dkb, stride_dkn, stride_dkh, stride_dkd, stride_dvb, stride_dvn, stride_dvh, stride_dvd,
-                       seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale, CU_SEQLENS_Q, CU_SEQLENS_K, BLOCK_INDICES,
-                       G, DG, DG_QUERY,
+def _atomic_tma_kernel(tensors, strides, sizes, docs, gate,
                        HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                        CAUSAL: tl.constexpr, LONGEST_FIRST: tl.constexpr, TMA_LOAD: tl.constexpr,
                        DQ_MODE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, IS_VARLEN: tl.constexpr,
@@ -145,10 +140,15 @@ def _atomic_tma_kernel(Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA,
                        GATED: tl.constexpr):
     """Grid (cdiv(Nk, BLOCK_N), B * Hkv), or (B * Hkv, cdiv(Nk, BLOCK_N)) with LONGEST_FIRST.
     dK, dV of key block i_n of kv-head i_hk, summed over the group of query heads sharing it (GQA);
-    DQ_ACC [B, H, Nq, BLOCK_D] fp32 receives the unscaled dS K of every (query, key) block pair.
-    IS_VARLEN: B = 1 and the blocks axis runs over the (document, key block) pairs of BLOCK_INDICES;
-    DQ_ACC is [1, H, total_q, BLOCK_D]. Score modifiers (module doc): G the gate's cumsum, DG its per-key sums of
-    dS, DG_QUERY its per-query sums (atomics; unless DQ_MODE = 0), all like LSE (None unless GATED)."""
+    tensors, strides, sizes, docs, gate: kernels.backward_args; tensors.dq (DQ_ACC) is the fp32 accumulator
+    [B, H, Nq, BLOCK_D] (strides.dq None) that receives the unscaled dS K of every (query, key) block pair.
+    IS_VARLEN: B = 1 and the blocks axis runs over the (document, key block) pairs of docs.block_indices;
+    DQ_ACC is [1, H, total_q, BLOCK_D]. Score modifiers (module doc): gate.g the gate's cumsum, gate.dg its per-key
+    sums of dS, gate.dg_query its per-query sums (atomics; unless DQ_MODE = 0), all like LSE (None unless GATED)."""
+    Q, K, V, DO, DQ_ACC, DK, DV, LSE, DELTA = tensors
+    seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale = sizes
+    G, DG, DG_QUERY = gate
+    s_q, s_k, s_v, s_do, _, s_dk, s_dv = strides  # no dq strides (Triton 3.6 loses a None leaf across loops)
     qk_scale, sm_scale = tl.cast(qk_scale, tl.float32), tl.cast(sm_scale, tl.float32)  # fp32 loop carries whatever the caller passed
     if LONGEST_FIRST:
         i_n = tl.program_id(1)
@@ -162,10 +162,8 @@ def _atomic_tma_kernel(Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA,
     stride_lse = seq_q  # LSE, DELTA [B, H, Nq], DQ_ACC [B, H, Nq, BLOCK_D] (varlen: total_q rows per head)
     heads_walked = group
     if IS_VARLEN:
-        i_n, bos_q, seq_q, bos_k, seq_k = document_block(BLOCK_INDICES, CU_SEQLENS_Q, CU_SEQLENS_K, i_n)
-        Q, K, V, DO, DQ_ACC, DK, DV, LSE, DELTA = document_pointers(
-            Q, K, V, DO, DQ_ACC, DK, DV, LSE, DELTA,
-            stride_qn, stride_kn, stride_vn, stride_don, BLOCK_D, stride_dkn, stride_dvn, bos_q, bos_k)
+        i_n, bos_q, seq_q, bos_k, seq_k = document_block(docs, i_n)
+        Q, K, V, DO, DQ_ACC, DK, DV, LSE, DELTA = document_pointers(tensors, strides, BLOCK_D, bos_q, bos_k)
         # From here on seq_q / seq_k are the document's: loads, masks, the causal shift (bottom-right per
         # document) and descriptor shapes stop at its end. A document without queries walks no head (and
         # builds no 0-row descriptor); its dK, dV are stored as zeros.
@@ -179,16 +177,16 @@ def _atomic_tma_kernel(Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA,
     o_n = start_n + tl.arange(0, BLOCK_N)
     o_d = tl.arange(0, BLOCK_D)
     m_nd = (o_n[:, None] < seq_k) & (o_d[None, :] < HEAD_DIM)
-    K += i_b * stride_kb + i_hk * stride_kh
-    V += i_b * stride_vb + i_hk * stride_vh
+    K += i_b * s_k.b + i_hk * s_k.h
+    V += i_b * s_v.b + i_hk * s_v.h
     if TMA_LOAD:
-        d_k = tl.make_tensor_descriptor(K, shape=[seq_k, HEAD_DIM], strides=[stride_kn, 1], block_shape=[BLOCK_N, BLOCK_D])
-        d_v = tl.make_tensor_descriptor(V, shape=[seq_k, HEAD_DIM], strides=[stride_vn, 1], block_shape=[BLOCK_N, BLOCK_D])
+        d_k = tl.make_tensor_descriptor(K, shape=[seq_k, HEAD_DIM], strides=[s_k.n, 1], block_shape=[BLOCK_N, BLOCK_D])
+        d_v = tl.make_tensor_descriptor(V, shape=[seq_k, HEAD_DIM], strides=[s_v.n, 1], block_shape=[BLOCK_N, BLOCK_D])
         b_k = d_k.load([start_n, 0])  # [BN, BD]
         b_v = d_v.load([start_n, 0])  # [BN, BD]
     else:
-        b_k = tl.load(K + o_n[:, None] * stride_kn + o_d[None, :] * stride_kd, mask=m_nd, other=0.)  # [BN, BD]
-        b_v = tl.load(V + o_n[:, None] * stride_vn + o_d[None, :] * stride_vd, mask=m_nd, other=0.)  # [BN, BD]
+        b_k = tl.load(K + o_n[:, None] * s_k.n + o_d[None, :] * s_k.d, mask=m_nd, other=0.)  # [BN, BD]
+        b_v = tl.load(V + o_n[:, None] * s_v.n + o_d[None, :] * s_v.d, mask=m_nd, other=0.)  # [BN, BD]
     b_dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
     b_dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
 
@@ -211,8 +209,8 @@ def _atomic_tma_kernel(Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA,
     for i_g in range(heads_walked):
         i_h = i_hk * group + i_g
         i_bh = i_b * heads + i_h
-        q_base = Q + i_b * stride_qb + i_h * stride_qh
-        do_base = DO + i_b * stride_dob + i_h * stride_doh
+        q_base = Q + i_b * s_q.b + i_h * s_q.h
+        do_base = DO + i_b * s_do.b + i_h * s_do.h
         dq_base = DQ_ACC + i_bh.to(tl.int64) * stride_lse * BLOCK_D
         G_h, DGQ_h = G, DG_QUERY
         if GATED:
@@ -222,9 +220,9 @@ def _atomic_tma_kernel(Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA,
         b_gk = gate_values(G_h, o_n, seq_k, GATED)  # [BN]
         b_dgk = tl.zeros([BLOCK_N], dtype=tl.float32)
         if TMA_LOAD:
-            d_q = tl.make_tensor_descriptor(q_base, shape=[seq_q, HEAD_DIM], strides=[stride_qn, 1],
+            d_q = tl.make_tensor_descriptor(q_base, shape=[seq_q, HEAD_DIM], strides=[s_q.n, 1],
                                             block_shape=[BLOCK_M, BLOCK_D])
-            d_do = tl.make_tensor_descriptor(do_base, shape=[seq_q, HEAD_DIM], strides=[stride_don, 1],
+            d_do = tl.make_tensor_descriptor(do_base, shape=[seq_q, HEAD_DIM], strides=[s_do.n, 1],
                                              block_shape=[BLOCK_M, BLOCK_D])
         else:
             d_q = q_base
@@ -237,7 +235,7 @@ def _atomic_tma_kernel(Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA,
         if WINDOW_LEFT >= 0 or WINDOW_RIGHT >= 0:
             b_dk, b_dv, b_dgk = _band_query_blocks(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, q_base, do_base, dq_base,
                                                    LSE + i_bh * stride_lse, DELTA + i_bh * stride_lse,
-                                                   stride_qn, stride_qd, stride_don, stride_dod, o_n, seq_q, seq_k,
+                                                   s_q, s_do, o_n, seq_q, seq_k,
                                                    qk_scale,
                                                    m_lo, m_full_lo, m_full_hi, m_hi,
                                                    HEAD_DIM, BLOCK_M, BLOCK_D, TMA_LOAD, DQ_MODE, WARP_SPECIALIZE,
@@ -247,24 +245,22 @@ def _atomic_tma_kernel(Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA,
             for start_m in range(m_lo, m_mid, BLOCK_M):
                 b_dk, b_dv, b_dgk = _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, q_base, do_base, dq_base,
                                                   LSE + i_bh * stride_lse, DELTA + i_bh * stride_lse,
-                                                  stride_qn, stride_qd, stride_don, stride_dod,
-                                                  o_n, start_m, seq_q, seq_k, qk_scale,
+                                                  s_q, s_do, o_n, start_m, seq_q, seq_k, qk_scale,
                                                   HEAD_DIM, BLOCK_M, BLOCK_D, True, TMA_LOAD, DQ_MODE,
                                                   EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
                                                   G_h, b_gk, b_dgk, DGQ_h, -1, -1, SOFTCAP, GATED)
             for start_m in tl.range(m_mid, seq_q, BLOCK_M, warp_specialize=WARP_SPECIALIZE):
                 b_dk, b_dv, b_dgk = _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, q_base, do_base, dq_base,
                                                   LSE + i_bh * stride_lse, DELTA + i_bh * stride_lse,
-                                                  stride_qn, stride_qd, stride_don, stride_dod,
-                                                  o_n, start_m, seq_q, seq_k, qk_scale,
+                                                  s_q, s_do, o_n, start_m, seq_q, seq_k, qk_scale,
                                                   HEAD_DIM, BLOCK_M, BLOCK_D, False, TMA_LOAD, DQ_MODE,
                                                   EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
                                                   G_h, b_gk, b_dgk, DGQ_h, -1, -1, SOFTCAP, GATED)
         if GATED:
             tl.store(DG + i_bh * stride_lse + o_n, b_dgk, mask=o_n < seq_k)
-    tl.store(DK + i_b * stride_dkb + i_hk * stride_dkh + o_n[:, None] * stride_dkn + o_d[None, :] * stride_dkd,
+    tl.store(DK + i_b * s_dk.b + i_hk * s_dk.h + o_n[:, None] * s_dk.n + o_d[None, :] * s_dk.d,
              (b_dk * sm_scale).to(DK.dtype.element_ty), mask=m_nd)
-    tl.store(DV + i_b * stride_dvb + i_hk * stride_dvh + o_n[:, None] * stride_dvn + o_d[None, :] * stride_dvd,
+    tl.store(DV + i_b * s_dv.b + i_hk * s_dv.h + o_n[:, None] * s_dv.n + o_d[None, :] * s_dv.d,
              b_dv.to(DV.dtype.element_ty), mask=m_nd)
 
 
@@ -331,10 +327,8 @@ def atomic_tma_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, 
     grid = (blocks, batch * kv_heads)
     if blocks > 0:  # packed: 0 when no document has a key
         _atomic_tma_kernel[grid[::-1] if longest_first else grid](
-            q, k, v, do, dk, dv, dq_acc, lse, delta,
-            *strides(q), *strides(k), *strides(v), *strides(do), *strides(dk), *strides(dv),
-            seq_q, seq_k, heads, kv_heads, scale * LOG2E, scale, **doc_args,
-            **gate_args(gate, deterministic), **modifier_args(mods, gate is not None, causal),
+            **backward_args(q, k, v, do, dq_acc, dk, dv, lse, delta, scale, dq_strides=False), **doc_args,
+            gate=gate_tensors(gate, deterministic), **modifier_args(mods, gate is not None, causal),
             HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=block_d,
             CAUSAL=causal, LONGEST_FIRST=longest_first, TMA_LOAD=use_load, DQ_MODE=dq_mode,
             WARP_SPECIALIZE=warp_specialize, EVEN_M=even_m, EVEN_N=even_n, EVEN_D=even_d,
@@ -348,9 +342,9 @@ def atomic_tma_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, 
     return dq, dk, dv
 
 
-def gate_args(gate, deterministic: bool) -> dict:
-    """G, DG and DG_QUERY of the kernel: the gate's cumsum, its per-key sums (kernels.gate.GateSums.as_key) and,
-    unless deterministic (the dQ pass writes them), its per-query sums (as_query, zeroed: atomics add into it)."""
+def gate_tensors(gate, deterministic: bool) -> GateTensors:
+    """The kernel's gate argument: the gate's cumsum, its per-key sums (kernels.gate.GateSums.as_key) and, unless
+    deterministic (the dQ pass writes them), its per-query sums (as_query, zeroed: atomics add into it)."""
     if gate is None:
-        return dict(G=None, DG=None, DG_QUERY=None)
-    return dict(G=gate.cumsum, DG=gate.as_key, DG_QUERY=None if deterministic else gate.query_for_atomics())
+        return NO_GATE
+    return GateTensors(gate.cumsum, gate.as_key, None if deterministic else gate.query_for_atomics())

@@ -1,16 +1,66 @@
-"""The argument block every backward kernel takes, built once from tensors."""
-from kernels.common import LOG2E
-from kernels.forward import strides
+"""The argument groups every backward kernel takes, built once from tensors on the host.
+
+A backward kernel's runtime arguments come in five groups, in this order, then its constexprs (Triton passes a
+tuple leaf by leaf, in order, so grouping changes nothing in the compiled kernel):
+    tensors  BackwardTensors: q, k, v, do, dq, dk, dv [B, N, H, D] and lse, delta [B, H, Nq] fp32
+    strides  BackwardStrides: a kernels.common.Strides per [B, N, H, D] tensor (None: the kernel does not read them)
+    sizes    Sizes: lengths, heads and the two scales
+    docs     kernels.varlen.Documents (None each for a dense batch)
+    gate     GateTensors (None each without the forget gate)
+Inside a kernel: `Q, K, V, DO, DQ, DK, DV, LSE, DELTA = tensors`, `strides.q.n`, ...
+"""
+from typing import NamedTuple
+
+import torch
+
+from kernels.common import LOG2E, Strides, strides
 
 
-def backward_args(q, k, v, do, dq, dk, dv, lse, delta, scale: float) -> tuple:
-    """Pointers, then [B, N, H, D] strides of q, k, v, do, dq, dk, dv, then sizes and scales.
+class BackwardTensors(NamedTuple):
+    q: torch.Tensor  # [B, Nq, H, D]
+    k: torch.Tensor  # [B, Nk, Hkv, D]
+    v: torch.Tensor  # [B, Nk, Hkv, D]
+    do: torch.Tensor  # [B, Nq, H, D]
+    dq: torch.Tensor  # [B, Nq, H, D] (atomic: fp32; atomic_tma: its accumulator [B, H, Nq, BLOCK_D])
+    dk: torch.Tensor  # [B, Nk, Hkv, D]
+    dv: torch.Tensor  # [B, Nk, Hkv, D]
+    lse: torch.Tensor  # [B, H, Nq] fp32, base 2
+    delta: torch.Tensor  # [B, H, Nq] fp32, rowsum(dO * O)
 
-    Matches the leading parameters of every backward kernel:
-    (Q, K, V, DO, DQ, DK, DV, LSE, DELTA, 7 x 4 strides, seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale).
-    """
-    batch, seq_q, heads, _ = q.shape
-    seq_k, kv_heads = k.shape[1], k.shape[2]
-    return (q, k, v, do, dq, dk, dv, lse, delta,
-            *strides(q), *strides(k), *strides(v), *strides(do), *strides(dq), *strides(dk), *strides(dv),
-            seq_q, seq_k, heads, kv_heads, scale * LOG2E, scale)
+
+class BackwardStrides(NamedTuple):
+    q: Strides
+    k: Strides
+    v: Strides
+    do: Strides
+    dq: Strides | None
+    dk: Strides
+    dv: Strides
+
+
+class Sizes(NamedTuple):
+    seq_q: int
+    seq_k: int
+    heads: int
+    kv_heads: int
+    qk_scale: float  # scale * log2(e): scores in base-2 units
+    sm_scale: float  # scale
+
+
+class GateTensors(NamedTuple):
+    """The forget gate's tensors, all [B, H, Nq] fp32 like LSE (kernels/gate.py)."""
+    g: torch.Tensor | None  # its cumsum G
+    dg: torch.Tensor | None  # the per-key sums of dS (a dK/dV kernel) or per-query ones (the dQ kernel)
+    dg_query: torch.Tensor | None  # the per-query sums that a dK/dV kernel adds in (atomics, or fused's dQ half)
+
+
+NO_GATE = GateTensors(None, None, None)
+
+
+def backward_args(q, k, v, do, dq, dk, dv, lse, delta, scale: float, dq_strides: bool = True) -> dict:
+    """tensors=, strides=, sizes= of every backward kernel. dq_strides=False: dq is not a [B, N, H, D] tensor
+    (atomic_tma's accumulator), its strides are None."""
+    return dict(tensors=BackwardTensors(q, k, v, do, dq, dk, dv, lse, delta),
+                strides=BackwardStrides(strides(q), strides(k), strides(v), strides(do),
+                                        strides(dq) if dq_strides else None, strides(dk), strides(dv)),
+                sizes=Sizes(q.shape[1], k.shape[1], q.shape[2], k.shape[2], scale * LOG2E, scale))

@@ -19,7 +19,7 @@ from kernels.common import band_blocks, gate_values, load_tile, modify_scores, s
 
 @triton.jit
 def dkdv_step(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA, DQ_ACC,
-              stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd,
+              s_q, s_do, s_dq,
               o_n, start_m, seq_q, seq_k, qk_scale,
               HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
               MASK_CAUSAL: tl.constexpr, PRESCALED: tl.constexpr, ACCUM_DQ: tl.constexpr,
@@ -39,9 +39,9 @@ def dkdv_step(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA,
     o_d = tl.arange(0, BLOCK_D)
     m_m = o_m < seq_q
     m_d = o_d < HEAD_DIM
-    b_qT = load_tile(Q + o_m[None, :] * stride_qn + o_d[:, None] * stride_qd,
+    b_qT = load_tile(Q + o_m[None, :] * s_q.n + o_d[:, None] * s_q.d,
                      m_m[None, :], m_d[:, None], not EVEN_M, not EVEN_D)  # [BD, BM]
-    b_do = load_tile(DO + o_m[:, None] * stride_don + o_d[None, :] * stride_dod,
+    b_do = load_tile(DO + o_m[:, None] * s_do.n + o_d[None, :] * s_do.d,
                      m_m[:, None], m_d[None, :], not EVEN_M, not EVEN_D)  # [BM, BD]
     if EVEN_M:
         b_lse = tl.load(LSE + o_m)  # [BM]
@@ -54,9 +54,9 @@ def dkdv_step(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA,
     if BLOCK_D2 > 0:  # the head dim's second chunk
         o_d2 = BLOCK_D + tl.arange(0, BLOCK_D2)
         m_d2 = o_d2 < HEAD_DIM
-        b_qT2 = load_tile(Q + o_m[None, :] * stride_qn + o_d2[:, None] * stride_qd,
+        b_qT2 = load_tile(Q + o_m[None, :] * s_q.n + o_d2[:, None] * s_q.d,
                           m_m[None, :], m_d2[:, None], not EVEN_M, not EVEN_D2)  # [BD2, BM]
-        b_do2 = load_tile(DO + o_m[:, None] * stride_don + o_d2[None, :] * stride_dod,
+        b_do2 = load_tile(DO + o_m[:, None] * s_do.n + o_d2[None, :] * s_do.d,
                           m_m[:, None], m_d2[None, :], not EVEN_M, not EVEN_D2)  # [BM, BD2]
         b_sT += tl.dot(b_k2, b_qT2, input_precision=DOT_PRECISION)  # [BN, BD2] @ [BD2, BM]
     if not PRESCALED:
@@ -89,14 +89,14 @@ def dkdv_step(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA,
             b_dk2 += tl.dot(b_dsT.to(b_qT.dtype), tl.trans(b_qT2), input_precision=DOT_PRECISION)  # -> [BN, BD2]
     if ACCUM_DQ:  # only with GRADS = 3 and one head-dim chunk (launch_dkdv refuses the mixes)
         b_dq = tl.dot(tl.trans(b_dsT.to(b_v.dtype)), b_k, input_precision=DOT_PRECISION)  # [BM, BN] @ [BN, BD]
-        tl.atomic_add(DQ_ACC + o_m[:, None] * stride_dqn + o_d[None, :] * stride_dqd, b_dq,
+        tl.atomic_add(DQ_ACC + o_m[:, None] * s_dq.n + o_d[None, :] * s_dq.d, b_dq,
                       mask=m_m[:, None] & m_d[None, :])
     return b_dk, b_dv, b_dk2, b_dv2, b_dgk
 
 
 @triton.jit
 def dkdv_over_queries(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA, DQ_ACC,
-                      stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd,
+                      s_q, s_do, s_dq,
                       o_n, start_n, seq_q, seq_k, qk_scale,
                       HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                       BLOCK_D: tl.constexpr, SLICE: tl.constexpr, CAUSAL: tl.constexpr,
@@ -114,25 +114,25 @@ def dkdv_over_queries(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE
         for start_m in range(m_lo, m_full_lo, SLICE_W):  # the band's early edge: masked
             b_dk, b_dv, b_dk2, b_dv2, b_dgk = dkdv_step(
                 b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA, DQ_ACC,
-                stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd, o_n, start_m, seq_q, seq_k,
+                s_q, s_do, s_dq, o_n, start_m, seq_q, seq_k,
                 qk_scale, HEAD_DIM, SLICE_W, BLOCK_D, False, PRESCALED, ACCUM_DQ, EVEN_M, EVEN_N, EVEN_D,
                 DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2, G, b_gk, b_dgk, DGQ, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
         for start_m in range(m_full_lo, m_full_hi, BLOCK_M):  # inside the band: no band mask
             b_dk, b_dv, b_dk2, b_dv2, b_dgk = dkdv_step(
                 b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA, DQ_ACC,
-                stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd, o_n, start_m, seq_q, seq_k,
+                s_q, s_do, s_dq, o_n, start_m, seq_q, seq_k,
                 qk_scale, HEAD_DIM, BLOCK_M, BLOCK_D, False, PRESCALED, ACCUM_DQ, EVEN_M, EVEN_N, EVEN_D,
                 DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2, G, b_gk, b_dgk, DGQ, -1, -1, SOFTCAP, GATED)
         for start_m in range(m_full_hi, m_hi, SLICE_W):  # the band's late edge: masked
             b_dk, b_dv, b_dk2, b_dv2, b_dgk = dkdv_step(
                 b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA, DQ_ACC,
-                stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd, o_n, start_m, seq_q, seq_k,
+                s_q, s_do, s_dq, o_n, start_m, seq_q, seq_k,
                 qk_scale, HEAD_DIM, SLICE_W, BLOCK_D, False, PRESCALED, ACCUM_DQ, EVEN_M, EVEN_N, EVEN_D,
                 DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2, G, b_gk, b_dgk, DGQ, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
     else:
         b_dk, b_dv, b_dk2, b_dv2, b_dgk = dkdv_over_causal(
             b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA, DQ_ACC,
-            stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd, o_n, start_n, seq_q, seq_k, qk_scale,
+            s_q, s_do, s_dq, o_n, start_n, seq_q, seq_k, qk_scale,
             HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, SLICE, CAUSAL, PRESCALED, ACCUM_DQ, EVEN_M, EVEN_N, EVEN_D,
             DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2, G, b_gk, b_dgk, DGQ, SOFTCAP, GATED)
     return b_dk, b_dv, b_dk2, b_dv2, b_dgk
@@ -140,7 +140,7 @@ def dkdv_over_queries(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE
 
 @triton.jit
 def dkdv_over_causal(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA, DQ_ACC,
-                     stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd,
+                     s_q, s_do, s_dq,
                      o_n, start_n, seq_q, seq_k, qk_scale,
                      HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                      BLOCK_D: tl.constexpr, SLICE: tl.constexpr, CAUSAL: tl.constexpr,
@@ -157,7 +157,7 @@ def dkdv_over_causal(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE,
         m_mid = tl.minimum(m_lo + tl.cdiv(m_full - m_lo, SLICE_M) * SLICE_M, seq_q)
         for start_m in range(m_lo, m_mid, SLICE_M):
             b_dk, b_dv, b_dk2, b_dv2, b_dgk = dkdv_step(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA, DQ_ACC,
-                                   stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd,
+                                   s_q, s_do, s_dq,
                                    o_n, start_m, seq_q, seq_k, qk_scale,
                                    HEAD_DIM, SLICE_M, BLOCK_D, True, PRESCALED, ACCUM_DQ,
                                    EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2,
@@ -167,7 +167,7 @@ def dkdv_over_causal(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE,
         m_start = 0
     for start_m in range(m_start, seq_q, BLOCK_M):
         b_dk, b_dv, b_dk2, b_dv2, b_dgk = dkdv_step(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA, DQ_ACC,
-                               stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd,
+                               s_q, s_do, s_dq,
                                o_n, start_m, seq_q, seq_k, qk_scale,
                                HEAD_DIM, BLOCK_M, BLOCK_D, False, PRESCALED, ACCUM_DQ,
                                EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2,
@@ -176,7 +176,7 @@ def dkdv_over_causal(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE,
 
 
 @triton.jit
-def dq_step(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
+def dq_step(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V, s_k, s_v,
             o_m, start_n, seq_q, seq_k, qk_scale,
             HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
             MASK_CAUSAL: tl.constexpr, PRESCALED: tl.constexpr,
@@ -193,14 +193,14 @@ def dq_step(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V, stride_kn
     o_d = tl.arange(0, BLOCK_D)
     m_n = o_n[None, :] < seq_k
     m_d = o_d[:, None] < HEAD_DIM
-    b_kT = load_tile(K + o_n[None, :] * stride_kn + o_d[:, None] * stride_kd, m_n, m_d, not EVEN_N, not EVEN_D)  # [BD, BN]
-    b_vT = load_tile(V + o_n[None, :] * stride_vn + o_d[:, None] * stride_vd, m_n, m_d, not EVEN_N, not EVEN_D)  # [BD, BN]
+    b_kT = load_tile(K + o_n[None, :] * s_k.n + o_d[:, None] * s_k.d, m_n, m_d, not EVEN_N, not EVEN_D)  # [BD, BN]
+    b_vT = load_tile(V + o_n[None, :] * s_v.n + o_d[:, None] * s_v.d, m_n, m_d, not EVEN_N, not EVEN_D)  # [BD, BN]
     b_s = tl.dot(b_q, b_kT, input_precision=DOT_PRECISION)  # [BM, BD] @ [BD, BN] -> [BM, BN]
     if BLOCK_D2 > 0:
         o_d2 = BLOCK_D + tl.arange(0, BLOCK_D2)
         m_d2 = o_d2[:, None] < HEAD_DIM
-        b_kT2 = load_tile(K + o_n[None, :] * stride_kn + o_d2[:, None] * stride_kd, m_n, m_d2, not EVEN_N, not EVEN_D2)  # [BD2, BN]
-        b_vT2 = load_tile(V + o_n[None, :] * stride_vn + o_d2[:, None] * stride_vd, m_n, m_d2, not EVEN_N, not EVEN_D2)  # [BD2, BN]
+        b_kT2 = load_tile(K + o_n[None, :] * s_k.n + o_d2[:, None] * s_k.d, m_n, m_d2, not EVEN_N, not EVEN_D2)  # [BD2, BN]
+        b_vT2 = load_tile(V + o_n[None, :] * s_v.n + o_d2[:, None] * s_v.d, m_n, m_d2, not EVEN_N, not EVEN_D2)  # [BD2, BN]
         b_s += tl.dot(b_q2, b_kT2, input_precision=DOT_PRECISION)  # [BM, BD2] @ [BD2, BN]
     if not PRESCALED:
         b_s = b_s * qk_scale
@@ -227,7 +227,7 @@ def dq_step(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V, stride_kn
 
 
 @triton.jit
-def dq_over_keys(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
+def dq_over_keys(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V, s_k, s_v,
                  o_m, start_m, seq_q, seq_k, qk_scale,
                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                  BLOCK_D: tl.constexpr, SLICE: tl.constexpr, CAUSAL: tl.constexpr, PRESCALED: tl.constexpr,
@@ -243,25 +243,25 @@ def dq_over_keys(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V, stri
                                                        WINDOW_LEFT, WINDOW_RIGHT)
         for start_n in range(n_lo, n_full_lo, SLICE_W):  # the band's early edge: masked
             b_dq, b_dq2, b_dgq = dq_step(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V,
-                                         stride_kn, stride_kd, stride_vn, stride_vd, o_m, start_n, seq_q, seq_k,
+                                         s_k, s_v, o_m, start_n, seq_q, seq_k,
                                          qk_scale, HEAD_DIM, SLICE_W, BLOCK_D, False, PRESCALED, EVEN_M, EVEN_N,
                                          EVEN_D, DOT_PRECISION, BLOCK_D2, EVEN_D2,
                                          G, b_gq, b_dgq, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
         for start_n in range(n_full_lo, n_full_hi, BLOCK_N):  # inside the band: no band mask
             b_dq, b_dq2, b_dgq = dq_step(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V,
-                                         stride_kn, stride_kd, stride_vn, stride_vd, o_m, start_n, seq_q, seq_k,
+                                         s_k, s_v, o_m, start_n, seq_q, seq_k,
                                          qk_scale, HEAD_DIM, BLOCK_N, BLOCK_D, False, PRESCALED, EVEN_M, EVEN_N,
                                          EVEN_D, DOT_PRECISION, BLOCK_D2, EVEN_D2,
                                          G, b_gq, b_dgq, -1, -1, SOFTCAP, GATED)
         for start_n in range(n_full_hi, n_hi, SLICE_W):  # the band's late edge: masked
             b_dq, b_dq2, b_dgq = dq_step(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V,
-                                         stride_kn, stride_kd, stride_vn, stride_vd, o_m, start_n, seq_q, seq_k,
+                                         s_k, s_v, o_m, start_n, seq_q, seq_k,
                                          qk_scale, HEAD_DIM, SLICE_W, BLOCK_D, False, PRESCALED, EVEN_M, EVEN_N,
                                          EVEN_D, DOT_PRECISION, BLOCK_D2, EVEN_D2,
                                          G, b_gq, b_dgq, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
     else:
         b_dq, b_dq2, b_dgq = dq_over_causal(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V,
-                                            stride_kn, stride_kd, stride_vn, stride_vd, o_m, start_m, seq_q, seq_k,
+                                            s_k, s_v, o_m, start_m, seq_q, seq_k,
                                             qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, SLICE, CAUSAL, PRESCALED,
                                             EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION, BLOCK_D2, EVEN_D2,
                                             G, b_gq, b_dgq, SOFTCAP, GATED)
@@ -269,8 +269,8 @@ def dq_over_keys(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V, stri
 
 
 @triton.jit
-def dq_over_causal(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V, stride_kn, stride_kd, stride_vn,
-                   stride_vd, o_m, start_m, seq_q, seq_k, qk_scale,
+def dq_over_causal(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V, s_k, s_v,
+                   o_m, start_m, seq_q, seq_k, qk_scale,
                    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                    BLOCK_D: tl.constexpr, SLICE: tl.constexpr, CAUSAL: tl.constexpr, PRESCALED: tl.constexpr,
                    EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
@@ -284,21 +284,21 @@ def dq_over_causal(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V, st
         n_mid = tl.minimum(tl.maximum(start_m + shift + 1, 0) // BLOCK_N * BLOCK_N, n_end)  # all rows see [0, n_mid)
         for start_n in range(n_mid, n_end, SLICE_N):
             b_dq, b_dq2, b_dgq = dq_step(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V,
-                                  stride_kn, stride_kd, stride_vn, stride_vd, o_m, start_n, seq_q, seq_k, qk_scale,
+                                  s_k, s_v, o_m, start_n, seq_q, seq_k, qk_scale,
                                   HEAD_DIM, SLICE_N, BLOCK_D, True, PRESCALED, EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
                                   BLOCK_D2, EVEN_D2, G, b_gq, b_dgq, -1, -1, SOFTCAP, GATED)
     else:
         n_mid = seq_k
     for start_n in range(0, n_mid, BLOCK_N):
         b_dq, b_dq2, b_dgq = dq_step(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V,
-                              stride_kn, stride_kd, stride_vn, stride_vd, o_m, start_n, seq_q, seq_k, qk_scale,
+                              s_k, s_v, o_m, start_n, seq_q, seq_k, qk_scale,
                               HEAD_DIM, BLOCK_N, BLOCK_D, False, PRESCALED, EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
                               BLOCK_D2, EVEN_D2, G, b_gq, b_dgq, -1, -1, SOFTCAP, GATED)
     return b_dq, b_dq2, b_dgq
 
 
 @triton.jit
-def second_chunk(A, B, stride_an, stride_ad, stride_bn, stride_bd, o_r, m_r, qk_scale, b_a, b_b,
+def second_chunk(A, B, s_a, s_b, o_r, m_r, qk_scale, b_a, b_b,
                  HEAD_DIM: tl.constexpr, ROWS: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_D2: tl.constexpr,
                  PRESCALED: tl.constexpr):
     """A program's resident tiles of A and B (rows o_r, valid where m_r) over the head dim's second chunk
@@ -307,8 +307,8 @@ def second_chunk(A, B, stride_an, stride_ad, stride_bn, stride_bd, o_r, m_r, qk_
     if BLOCK_D2 > 0:
         o_d2 = BLOCK_D + tl.arange(0, BLOCK_D2)
         m_rd2 = m_r[:, None] & (o_d2[None, :] < HEAD_DIM)
-        b_a2 = tl.load(A + o_r[:, None] * stride_an + o_d2[None, :] * stride_ad, mask=m_rd2, other=0.)  # [R, BD2]
-        b_b2 = tl.load(B + o_r[:, None] * stride_bn + o_d2[None, :] * stride_bd, mask=m_rd2, other=0.)  # [R, BD2]
+        b_a2 = tl.load(A + o_r[:, None] * s_a.n + o_d2[None, :] * s_a.d, mask=m_rd2, other=0.)  # [R, BD2]
+        b_b2 = tl.load(B + o_r[:, None] * s_b.n + o_d2[None, :] * s_b.d, mask=m_rd2, other=0.)  # [R, BD2]
         if PRESCALED:
             b_a2 = (b_a2 * qk_scale).to(b_a2.dtype)
         b_acc2 = tl.zeros([ROWS, BLOCK_D2], dtype=tl.float32)
@@ -320,15 +320,7 @@ def second_chunk(A, B, stride_an, stride_ad, stride_bn, stride_bd, o_r, m_r, qk_
 
 
 @triton.jit
-def dkdv_program(Q, K, V, DO, DK, DV, LSE, DELTA, DQ_ACC,
-                 stride_qb, stride_qn, stride_qh, stride_qd,
-                 stride_kb, stride_kn, stride_kh, stride_kd,
-                 stride_vb, stride_vn, stride_vh, stride_vd,
-                 stride_dob, stride_don, stride_doh, stride_dod,
-                 stride_dkb, stride_dkn, stride_dkh, stride_dkd,
-                 stride_dvb, stride_dvn, stride_dvh, stride_dvd,
-                 stride_dqb, stride_dqn, stride_dqh, stride_dqd,
-                 seq_q, seq_k, stride_lse, heads, group, qk_scale, sm_scale, i_n, i_b, i_hk,
+def dkdv_program(tensors, strides, seq_q, seq_k, stride_lse, heads, group, qk_scale, sm_scale, i_n, i_b, i_hk,
                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                  BLOCK_D: tl.constexpr, SLICE: tl.constexpr, CAUSAL: tl.constexpr,
                  PRESCALED: tl.constexpr, ACCUM_DQ: tl.constexpr,
@@ -342,23 +334,26 @@ def dkdv_program(Q, K, V, DO, DK, DV, LSE, DELTA, DQ_ACC,
     accumulator registers). BLOCK_D2 > 0: the head dim in two chunks (BLOCK_D, then BLOCK_D2; no padding to
     the next power of two when HEAD_DIM = BLOCK_D + BLOCK_D2, e.g. 192 = 128 + 64). Modifiers (module doc): G, DG
     [B, H, stride_lse] fp32 like LSE; DG gets sum_i dS_ij of every key j and query head (GATED, GRADS != 1), and
-    with ACCUM_DQ DG_QUERY (zeroed, like LSE) sum_j dS_ij of every query row, by atomics."""
+    with ACCUM_DQ DG_QUERY (zeroed, like LSE) sum_j dS_ij of every query row, by atomics.
+    tensors, strides: kernels.backward_args (tensors moved to the document when packed); DQ is the fp32 dQ that
+    ACCUM_DQ adds into."""
+    Q, K, V, DO, DQ, DK, DV, LSE, DELTA = tensors
     qk_scale, sm_scale = tl.cast(qk_scale, tl.float32), tl.cast(sm_scale, tl.float32)  # fp32 loop carries whatever the caller passed
     start_n = i_n * BLOCK_N
     o_n = start_n + tl.arange(0, BLOCK_N)
     o_d = tl.arange(0, BLOCK_D)
     m_nd = (o_n[:, None] < seq_k) & (o_d[None, :] < HEAD_DIM)
-    b_k = tl.load(K + i_b * stride_kb + i_hk * stride_kh + o_n[:, None] * stride_kn + o_d[None, :] * stride_kd,
+    b_k = tl.load(K + i_b * strides.k.b + i_hk * strides.k.h + o_n[:, None] * strides.k.n + o_d[None, :] * strides.k.d,
                   mask=m_nd, other=0.)  # [BN, BD]
-    b_v = tl.load(V + i_b * stride_vb + i_hk * stride_vh + o_n[:, None] * stride_vn + o_d[None, :] * stride_vd,
+    b_v = tl.load(V + i_b * strides.v.b + i_hk * strides.v.h + o_n[:, None] * strides.v.n + o_d[None, :] * strides.v.d,
                   mask=m_nd, other=0.)  # [BN, BD]
     b_ks = b_k
     if PRESCALED:
         b_ks = (b_k * qk_scale).to(b_k.dtype)
     b_dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
     b_dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
-    b_k2, b_v2, b_dk2 = second_chunk(K + i_b * stride_kb + i_hk * stride_kh, V + i_b * stride_vb + i_hk * stride_vh,
-                                     stride_kn, stride_kd, stride_vn, stride_vd, o_n, o_n < seq_k, qk_scale, b_ks, b_v,
+    b_k2, b_v2, b_dk2 = second_chunk(K + i_b * strides.k.b + i_hk * strides.k.h, V + i_b * strides.v.b + i_hk * strides.v.h,
+                                     strides.k, strides.v, o_n, o_n < seq_k, qk_scale, b_ks, b_v,
                                      HEAD_DIM, BLOCK_N, BLOCK_D, BLOCK_D2, PRESCALED)  # [BN, BD2] x 3
     b_dv2 = tl.zeros_like(b_dk2)
     for i_g in range(group):
@@ -373,40 +368,33 @@ def dkdv_program(Q, K, V, DO, DK, DV, LSE, DELTA, DQ_ACC,
         b_dgk = tl.zeros([BLOCK_N], dtype=tl.float32)
         b_dk, b_dv, b_dk2, b_dv2, b_dgk = dkdv_over_queries(
             b_dk, b_dv, b_ks, b_v, b_dk2, b_dv2, b_k2, b_v2,
-            Q + i_b * stride_qb + i_h * stride_qh, DO + i_b * stride_dob + i_h * stride_doh,
-            LSE + i_bh * stride_lse, DELTA + i_bh * stride_lse, DQ_ACC + i_b * stride_dqb + i_h * stride_dqh,
-            stride_qn, stride_qd, stride_don, stride_dod, stride_dqn, stride_dqd,
-            o_n, start_n, seq_q, seq_k, qk_scale,
+            Q + i_b * strides.q.b + i_h * strides.q.h, DO + i_b * strides.do.b + i_h * strides.do.h,
+            LSE + i_bh * stride_lse, DELTA + i_bh * stride_lse, DQ + i_b * strides.dq.b + i_h * strides.dq.h,
+            strides.q, strides.do, strides.dq, o_n, start_n, seq_q, seq_k, qk_scale,
             HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, SLICE, CAUSAL, PRESCALED, ACCUM_DQ,
             EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2,
             G_h, b_gk, b_dgk, DGQ_h, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
         if GATED and GRADS != 1:
             tl.store(DG + i_bh * stride_lse + o_n, b_dgk, mask=o_n < seq_k)
     if GRADS != 1:  # not dV only
-        tl.store(DK + i_b * stride_dkb + i_hk * stride_dkh + o_n[:, None] * stride_dkn + o_d[None, :] * stride_dkd,
+        tl.store(DK + i_b * strides.dk.b + i_hk * strides.dk.h + o_n[:, None] * strides.dk.n + o_d[None, :] * strides.dk.d,
                  (b_dk * sm_scale).to(DK.dtype.element_ty), mask=m_nd)
     if GRADS != 2:  # not dK only
-        tl.store(DV + i_b * stride_dvb + i_hk * stride_dvh + o_n[:, None] * stride_dvn + o_d[None, :] * stride_dvd,
+        tl.store(DV + i_b * strides.dv.b + i_hk * strides.dv.h + o_n[:, None] * strides.dv.n + o_d[None, :] * strides.dv.d,
                  b_dv.to(DV.dtype.element_ty), mask=m_nd)
     if BLOCK_D2 > 0:
         o_d2 = BLOCK_D + tl.arange(0, BLOCK_D2)
         m_nd2 = (o_n[:, None] < seq_k) & (o_d2[None, :] < HEAD_DIM)
         if GRADS != 1:
-            tl.store(DK + i_b * stride_dkb + i_hk * stride_dkh + o_n[:, None] * stride_dkn + o_d2[None, :] * stride_dkd,
+            tl.store(DK + i_b * strides.dk.b + i_hk * strides.dk.h + o_n[:, None] * strides.dk.n + o_d2[None, :] * strides.dk.d,
                      (b_dk2 * sm_scale).to(DK.dtype.element_ty), mask=m_nd2)
         if GRADS != 2:
-            tl.store(DV + i_b * stride_dvb + i_hk * stride_dvh + o_n[:, None] * stride_dvn + o_d2[None, :] * stride_dvd,
+            tl.store(DV + i_b * strides.dv.b + i_hk * strides.dv.h + o_n[:, None] * strides.dv.n + o_d2[None, :] * strides.dv.d,
                      b_dv2.to(DV.dtype.element_ty), mask=m_nd2)
 
 
 @triton.jit
-def dq_program(Q, K, V, DO, DQ, LSE, DELTA,
-               stride_qb, stride_qn, stride_qh, stride_qd,
-               stride_kb, stride_kn, stride_kh, stride_kd,
-               stride_vb, stride_vn, stride_vh, stride_vd,
-               stride_dob, stride_don, stride_doh, stride_dod,
-               stride_dqb, stride_dqn, stride_dqh, stride_dqd,
-               seq_q, seq_k, stride_lse, heads, group, qk_scale, sm_scale, i_m, i_b, i_h,
+def dq_program(tensors, strides, seq_q, seq_k, stride_lse, heads, group, qk_scale, sm_scale, i_m, i_b, i_h,
                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                BLOCK_D: tl.constexpr, SLICE: tl.constexpr, CAUSAL: tl.constexpr, PRESCALED: tl.constexpr,
                EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
@@ -415,7 +403,8 @@ def dq_program(Q, K, V, DO, DQ, LSE, DELTA,
                SOFTCAP: tl.constexpr = 0.0, GATED: tl.constexpr = False):
     """dQ of query block i_m of head i_h (its kv-head is i_h // group). LSE, DELTA [B, H, stride_lse] fp32.
     BLOCK_D2 > 0: the head dim in two chunks (see dkdv_program). Modifiers (module doc): G, DG like LSE; DG gets
-    sum_j dS_ij of every query i (GATED)."""
+    sum_j dS_ij of every query i (GATED). tensors, strides: as dkdv_program (DK, DV are not read)."""
+    Q, K, V, DO, DQ, DK, DV, LSE, DELTA = tensors
     qk_scale, sm_scale = tl.cast(qk_scale, tl.float32), tl.cast(sm_scale, tl.float32)  # fp32 loop carries whatever the caller passed
     start_m = i_m * BLOCK_M
     o_m = start_m + tl.arange(0, BLOCK_M)
@@ -424,9 +413,9 @@ def dq_program(Q, K, V, DO, DQ, LSE, DELTA,
     m_md = m_m[:, None] & (o_d[None, :] < HEAD_DIM)
     i_bh = i_b * heads + i_h
     i_hk = i_h // group
-    b_q = tl.load(Q + i_b * stride_qb + i_h * stride_qh + o_m[:, None] * stride_qn + o_d[None, :] * stride_qd,
+    b_q = tl.load(Q + i_b * strides.q.b + i_h * strides.q.h + o_m[:, None] * strides.q.n + o_d[None, :] * strides.q.d,
                   mask=m_md, other=0.)  # [BM, BD]
-    b_do = tl.load(DO + i_b * stride_dob + i_h * stride_doh + o_m[:, None] * stride_don + o_d[None, :] * stride_dod,
+    b_do = tl.load(DO + i_b * strides.do.b + i_h * strides.do.h + o_m[:, None] * strides.do.n + o_d[None, :] * strides.do.d,
                    mask=m_md, other=0.)  # [BM, BD]
     b_lse = tl.load(LSE + i_bh * stride_lse + o_m, mask=m_m, other=float("inf"))  # [BM]
     b_delta = tl.load(DELTA + i_bh * stride_lse + o_m, mask=m_m, other=0.)  # [BM]
@@ -439,29 +428,30 @@ def dq_program(Q, K, V, DO, DQ, LSE, DELTA,
         G_h = G + i_bh * stride_lse
     b_gq = gate_values(G_h, o_m, seq_q, GATED)  # [BM]
     b_dgq = tl.zeros([BLOCK_M], dtype=tl.float32)
-    b_q2, b_do2, b_dq2 = second_chunk(Q + i_b * stride_qb + i_h * stride_qh, DO + i_b * stride_dob + i_h * stride_doh,
-                                      stride_qn, stride_qd, stride_don, stride_dod, o_m, m_m, qk_scale, b_qs, b_do,
+    b_q2, b_do2, b_dq2 = second_chunk(Q + i_b * strides.q.b + i_h * strides.q.h, DO + i_b * strides.do.b + i_h * strides.do.h,
+                                      strides.q, strides.do, o_m, m_m, qk_scale, b_qs, b_do,
                                       HEAD_DIM, BLOCK_M, BLOCK_D, BLOCK_D2, PRESCALED)  # [BM, BD2] x 3
     b_dq, b_dq2, b_dgq = dq_over_keys(b_dq, b_qs, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta,
-                        K + i_b * stride_kb + i_hk * stride_kh, V + i_b * stride_vb + i_hk * stride_vh,
-                        stride_kn, stride_kd, stride_vn, stride_vd, o_m, start_m, seq_q, seq_k, qk_scale,
+                        K + i_b * strides.k.b + i_hk * strides.k.h, V + i_b * strides.v.b + i_hk * strides.v.h,
+                        strides.k, strides.v, o_m, start_m, seq_q, seq_k, qk_scale,
                         HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, SLICE, CAUSAL, PRESCALED,
                         EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION, BLOCK_D2, EVEN_D2,
                         G_h, b_gq, b_dgq, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
     if GATED:
         tl.store(DG + i_bh * stride_lse + o_m, b_dgq, mask=m_m)
-    tl.store(DQ + i_b * stride_dqb + i_h * stride_dqh + o_m[:, None] * stride_dqn + o_d[None, :] * stride_dqd,
+    tl.store(DQ + i_b * strides.dq.b + i_h * strides.dq.h + o_m[:, None] * strides.dq.n + o_d[None, :] * strides.dq.d,
              (b_dq * sm_scale).to(DQ.dtype.element_ty), mask=m_md)
     if BLOCK_D2 > 0:
         o_d2 = BLOCK_D + tl.arange(0, BLOCK_D2)
         m_md2 = m_m[:, None] & (o_d2[None, :] < HEAD_DIM)
-        tl.store(DQ + i_b * stride_dqb + i_h * stride_dqh + o_m[:, None] * stride_dqn + o_d2[None, :] * stride_dqd,
+        tl.store(DQ + i_b * strides.dq.b + i_h * strides.dq.h + o_m[:, None] * strides.dq.n + o_d2[None, :] * strides.dq.d,
                  (b_dq2 * sm_scale).to(DQ.dtype.element_ty), mask=m_md2)
 
 
 @triton.jit
-def document_pointers(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
-                      stride_qn, stride_kn, stride_vn, stride_don, stride_dqn, stride_dkn, stride_dvn, bos_q, bos_k):
-    """The backward's pointers moved to one varlen document: its queries start at token bos_q, its keys at bos_k."""
-    return (Q + bos_q * stride_qn, K + bos_k * stride_kn, V + bos_k * stride_vn, DO + bos_q * stride_don,
-            DQ + bos_q * stride_dqn, DK + bos_k * stride_dkn, DV + bos_k * stride_dvn, LSE + bos_q, DELTA + bos_q)
+def document_pointers(tensors, strides, dq_row, bos_q, bos_k):
+    """The backward's pointers (kernels.backward_args: tensors, strides) moved to one varlen document: its queries
+    start at token bos_q, its keys at bos_k. dq_row: DQ's row stride (strides.dq.n, or an accumulator's width)."""
+    Q, K, V, DO, DQ, DK, DV, LSE, DELTA = tensors
+    return (Q + bos_q * strides.q.n, K + bos_k * strides.k.n, V + bos_k * strides.v.n, DO + bos_q * strides.do.n,
+            DQ + bos_q * dq_row, DK + bos_k * strides.dk.n, DV + bos_k * strides.dv.n, LSE + bos_q, DELTA + bos_q)

@@ -1,6 +1,8 @@
 """Constants and masking helpers shared by every kernel. Defined once, here."""
 import math
+from typing import NamedTuple
 
+import torch
 import triton
 import triton.language as tl
 
@@ -9,6 +11,19 @@ LN2 = 0.6931471805599453  # ln(2) == 1 / LOG2E
 
 assert abs(LOG2E - 1.0 / math.log(2.0)) < 1e-15 and abs(LN2 - math.log(2.0)) < 1e-15
 LOG2E_C: tl.constexpr = tl.constexpr(LOG2E)  # the same, readable inside @triton.jit code
+
+
+class Strides(NamedTuple):
+    """A [B, N, H, D] tensor's strides, in elements; one kernel argument (Triton passes a tuple leaf by leaf)."""
+    b: int
+    n: int
+    h: int
+    d: int
+
+
+def strides(t: torch.Tensor) -> Strides:
+    """Strides of a [B, N, H, D] view, in elements (any memory layout)."""
+    return Strides(*t.stride())
 
 
 def head_block(head_dim: int) -> int:
@@ -137,10 +152,11 @@ def softcap_grad(b_ds, b_tanh, SOFTCAP: tl.constexpr):
 
 
 @triton.jit
-def document_block(BLOCK_INDICES, CU_SEQLENS_Q, CU_SEQLENS_K, i_p):
-    """Program i_p of a varlen launch -> (its block within its document, bos_q, seq_q, bos_k, seq_k):
-    BLOCK_INDICES [programs, 2] int32 holds (document, block) pairs (kernels/varlen.py), CU_SEQLENS_* the
-    document starts. The uniform batch is the special case bos = 0, seq = the batch's lengths."""
+def document_block(docs, i_p):
+    """Program i_p of a varlen launch -> (its block within its document, bos_q, seq_q, bos_k, seq_k).
+    docs: kernels.varlen.Documents, BLOCK_INDICES [programs, 2] int32 holds (document, block) pairs, CU_SEQLENS_*
+    the document starts. The uniform batch is the special case bos = 0, seq = the batch's lengths."""
+    CU_SEQLENS_Q, CU_SEQLENS_K, BLOCK_INDICES = docs
     i_doc = tl.load(BLOCK_INDICES + 2 * i_p)
     i_blk = tl.load(BLOCK_INDICES + 2 * i_p + 1)
     bos_q = tl.load(CU_SEQLENS_Q + i_doc)

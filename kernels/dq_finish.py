@@ -4,7 +4,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.forward import strides
+from kernels.common import strides
 
 
 @triton.jit

@@ -3,17 +3,42 @@
 Scores are pre-scaled by scale * LOG2E so the softmax runs on exp2. A row that sees no key
 (causal with Nq > Nk) gets O = 0 and LSE = +inf, so the backward gives it zero probability.
 """
+from typing import NamedTuple
+
 import torch
 import triton
 import triton.language as tl
 
-from kernels.common import (LOG2E, band_blocks, document_block, gate_values, head_block, modifier_args,
-                            modify_scores, score_mask)
+from kernels.common import (LOG2E, Strides, band_blocks, document_block, gate_values, head_block, modifier_args,
+                            modify_scores, score_mask, strides)
 from kernels.varlen import UNIFORM_ARGS
 
 
+class ForwardTensors(NamedTuple):
+    q: torch.Tensor  # [B, Nq, H, D]
+    k: torch.Tensor  # [B, Nk, Hkv, D]
+    v: torch.Tensor  # [B, Nk, Hkv, D]
+    o: torch.Tensor  # [B, Nq, H, D]
+    lse: torch.Tensor  # [B, H, Nq] fp32, base 2
+
+
+class ForwardStrides(NamedTuple):
+    q: Strides
+    k: Strides
+    v: Strides
+    o: Strides
+
+
+class ForwardSizes(NamedTuple):
+    seq_q: int
+    seq_k: int
+    heads: int
+    group: int  # query heads per kv head
+    qk_scale: float  # scale * log2(e)
+
+
 @triton.jit
-def _fwd_step(b_acc, b_m, b_l, b_q, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
+def _fwd_step(b_acc, b_m, b_l, b_q, K, V, s_k, s_v,
               o_m, start_n, seq_q, seq_k, qk_scale,
               HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
               MASK_CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
@@ -21,12 +46,12 @@ def _fwd_step(b_acc, b_m, b_l, b_q, K, V, stride_kn, stride_kd, stride_vn, strid
               SOFTCAP: tl.constexpr = 0.0, GATED: tl.constexpr = False):
     """One online-softmax update of a [BLOCK_M] query block with keys [start_n, start_n + BLOCK_N).
     Score modifiers (kernels.common.modify_scores): SOFTCAP, GATED (G the gate's cumsum, b_gq the block's rows
-    of it), and the window mask where WINDOW_LEFT / WINDOW_RIGHT >= 0."""
+    of it), and the window mask where WINDOW_LEFT / WINDOW_RIGHT >= 0. s_k, s_v: K's and V's kernels.common.Strides."""
     o_n = start_n + tl.arange(0, BLOCK_N)
     o_d = tl.arange(0, BLOCK_D)
     m_n = o_n < seq_k
     m_d = o_d < HEAD_DIM
-    b_kT = tl.load(K + o_n[None, :] * stride_kn + o_d[:, None] * stride_kd,
+    b_kT = tl.load(K + o_n[None, :] * s_k.n + o_d[:, None] * s_k.d,
                    mask=m_n[None, :] & m_d[:, None], other=0.)  # [BD, BN]
     b_s = tl.dot(b_q, b_kT, input_precision=DOT_PRECISION) * qk_scale  # [BM, BD] @ [BD, BN] -> [BM, BN]
     if SOFTCAP > 0 or GATED:
@@ -39,26 +64,24 @@ def _fwd_step(b_acc, b_m, b_l, b_q, K, V, stride_kn, stride_kd, stride_vn, strid
     b_p = tl.math.exp2(b_s - b_m_use[:, None])  # [BM, BN]
     b_alpha = tl.math.exp2(b_m - b_m_use)  # [BM]
     b_l = b_l * b_alpha + tl.sum(b_p, 1)
-    b_v = tl.load(V + o_n[:, None] * stride_vn + o_d[None, :] * stride_vd,
+    b_v = tl.load(V + o_n[:, None] * s_v.n + o_d[None, :] * s_v.d,
                   mask=m_n[:, None] & m_d[None, :], other=0.)  # [BN, BD]
     b_acc = b_acc * b_alpha[:, None] + tl.dot(b_p.to(b_v.dtype), b_v, input_precision=DOT_PRECISION)  # [BM, BD]
     return b_acc, b_m_new, b_l
 
 
 @triton.jit
-def _fwd_kernel(Q, K, V, O, LSE,
-                stride_qb, stride_qn, stride_qh, stride_qd,
-                stride_kb, stride_kn, stride_kh, stride_kd,
-                stride_vb, stride_vn, stride_vh, stride_vd,
-                stride_ob, stride_on, stride_oh, stride_od,
-                seq_q, seq_k, heads, group, qk_scale, CU_SEQLENS_Q, CU_SEQLENS_K, BLOCK_INDICES, G,
+def _fwd_kernel(tensors, strides, sizes, docs, G,
                 HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                 CAUSAL: tl.constexpr, IS_VARLEN: tl.constexpr, DOT_PRECISION: tl.constexpr,
                 WINDOW_LEFT: tl.constexpr, WINDOW_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, GATED: tl.constexpr):
-    """Grid (cdiv(Nq, BLOCK_M), B * H). LSE is [B, H, Nq] fp32, base 2. IS_VARLEN: B = 1, LSE [1, H, total_q],
-    and the first axis runs over the (document, query block) pairs of BLOCK_INDICES.
+    """Grid (cdiv(Nq, BLOCK_M), B * H). tensors: ForwardTensors (LSE [B, H, Nq] fp32, base 2), strides:
+    ForwardStrides, sizes: ForwardSizes, docs: kernels.varlen.Documents. IS_VARLEN: B = 1, LSE [1, H, total_q],
+    and the first axis runs over the (document, query block) pairs of docs.block_indices.
     Score modifiers: G [B, H, Nq] fp32 (LSE's layout) the gate's cumsum when GATED; a window
     (WINDOW_LEFT / WINDOW_RIGHT >= 0) walks only the key blocks inside the band (kernels.common.band_blocks)."""
+    Q, K, V, O, LSE = tensors
+    seq_q, seq_k, heads, group, qk_scale = sizes
     qk_scale = tl.cast(qk_scale, tl.float32)  # an fp64 scalar (a caller's SymFloat) must not make b_m fp64 in the loop
     i_m = tl.program_id(0)
     i_bh = tl.program_id(1)
@@ -67,22 +90,22 @@ def _fwd_kernel(Q, K, V, O, LSE,
     i_hk = i_h // group
     stride_lse = seq_q
     if IS_VARLEN:
-        i_m, bos_q, seq_q, bos_k, seq_k = document_block(BLOCK_INDICES, CU_SEQLENS_Q, CU_SEQLENS_K, i_m)
-        Q += bos_q * stride_qn
-        O += bos_q * stride_on
+        i_m, bos_q, seq_q, bos_k, seq_k = document_block(docs, i_m)
+        Q += bos_q * strides.q.n
+        O += bos_q * strides.o.n
         LSE += bos_q
         if GATED:
             G += bos_q
-        K += bos_k * stride_kn
-        V += bos_k * stride_vn
+        K += bos_k * strides.k.n
+        V += bos_k * strides.v.n
     start_m = i_m * BLOCK_M
     o_m = start_m + tl.arange(0, BLOCK_M)
     o_d = tl.arange(0, BLOCK_D)
     m_md = (o_m[:, None] < seq_q) & (o_d[None, :] < HEAD_DIM)
-    b_q = tl.load(Q + i_b * stride_qb + i_h * stride_qh + o_m[:, None] * stride_qn + o_d[None, :] * stride_qd,
+    b_q = tl.load(Q + i_b * strides.q.b + i_h * strides.q.h + o_m[:, None] * strides.q.n + o_d[None, :] * strides.q.d,
                   mask=m_md, other=0.)  # [BM, BD]
-    K += i_b * stride_kb + i_hk * stride_kh
-    V += i_b * stride_vb + i_hk * stride_vh
+    K += i_b * strides.k.b + i_hk * strides.k.h
+    V += i_b * strides.v.b + i_hk * strides.v.h
 
     b_m = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     b_l = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -94,15 +117,15 @@ def _fwd_kernel(Q, K, V, O, LSE,
         n_lo, n_full_lo, n_full_hi, n_hi = band_blocks(start_m, seq_k, seq_k - seq_q, BLOCK_M, BLOCK_N,
                                                        WINDOW_LEFT, WINDOW_RIGHT)
         for start_n in range(n_lo, n_full_lo, BLOCK_N):
-            b_acc, b_m, b_l = _fwd_step(b_acc, b_m, b_l, b_q, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
+            b_acc, b_m, b_l = _fwd_step(b_acc, b_m, b_l, b_q, K, V, strides.k, strides.v,
                                         o_m, start_n, seq_q, seq_k, qk_scale, HEAD_DIM, BLOCK_N, BLOCK_D, False,
                                         DOT_PRECISION, G, b_gq, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
         for start_n in range(n_full_lo, n_full_hi, BLOCK_N):
-            b_acc, b_m, b_l = _fwd_step(b_acc, b_m, b_l, b_q, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
+            b_acc, b_m, b_l = _fwd_step(b_acc, b_m, b_l, b_q, K, V, strides.k, strides.v,
                                         o_m, start_n, seq_q, seq_k, qk_scale, HEAD_DIM, BLOCK_N, BLOCK_D, False,
                                         DOT_PRECISION, G, b_gq, -1, -1, SOFTCAP, GATED)
         for start_n in range(n_full_hi, n_hi, BLOCK_N):
-            b_acc, b_m, b_l = _fwd_step(b_acc, b_m, b_l, b_q, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
+            b_acc, b_m, b_l = _fwd_step(b_acc, b_m, b_l, b_q, K, V, strides.k, strides.v,
                                         o_m, start_n, seq_q, seq_k, qk_scale, HEAD_DIM, BLOCK_N, BLOCK_D, False,
                                         DOT_PRECISION, G, b_gq, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
     elif CAUSAL:
@@ -110,18 +133,18 @@ def _fwd_kernel(Q, K, V, O, LSE,
         n_end = tl.minimum(tl.maximum(start_m + BLOCK_M + shift, 0), seq_k)
         n_mid = tl.minimum(tl.maximum(start_m + shift + 1, 0) // BLOCK_N * BLOCK_N, n_end)
         for start_n in range(0, n_mid, BLOCK_N):  # every query of the block sees every key
-            b_acc, b_m, b_l = _fwd_step(b_acc, b_m, b_l, b_q, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
+            b_acc, b_m, b_l = _fwd_step(b_acc, b_m, b_l, b_q, K, V, strides.k, strides.v,
                                         o_m, start_n, seq_q, seq_k, qk_scale,
                                         HEAD_DIM, BLOCK_N, BLOCK_D, False, DOT_PRECISION,
                                         G, b_gq, -1, -1, SOFTCAP, GATED)
         for start_n in range(n_mid, n_end, BLOCK_N):  # the diagonal: causal mask
-            b_acc, b_m, b_l = _fwd_step(b_acc, b_m, b_l, b_q, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
+            b_acc, b_m, b_l = _fwd_step(b_acc, b_m, b_l, b_q, K, V, strides.k, strides.v,
                                         o_m, start_n, seq_q, seq_k, qk_scale,
                                         HEAD_DIM, BLOCK_N, BLOCK_D, True, DOT_PRECISION,
                                         G, b_gq, -1, -1, SOFTCAP, GATED)
     else:
         for start_n in range(0, seq_k, BLOCK_N):
-            b_acc, b_m, b_l = _fwd_step(b_acc, b_m, b_l, b_q, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
+            b_acc, b_m, b_l = _fwd_step(b_acc, b_m, b_l, b_q, K, V, strides.k, strides.v,
                                         o_m, start_n, seq_q, seq_k, qk_scale,
                                         HEAD_DIM, BLOCK_N, BLOCK_D, False, DOT_PRECISION,
                                         G, b_gq, -1, -1, SOFTCAP, GATED)
@@ -130,7 +153,7 @@ def _fwd_kernel(Q, K, V, O, LSE,
     b_l_safe = tl.where(b_empty, 1., b_l)
     b_o = b_acc / b_l_safe[:, None]
     b_lse = tl.where(b_empty, float("inf"), b_m + tl.math.log2(b_l_safe))
-    tl.store(O + i_b * stride_ob + i_h * stride_oh + o_m[:, None] * stride_on + o_d[None, :] * stride_od,
+    tl.store(O + i_b * strides.o.b + i_h * strides.o.h + o_m[:, None] * strides.o.n + o_d[None, :] * strides.o.d,
              b_o.to(O.dtype.element_ty), mask=m_md)
     tl.store(LSE + i_bh * stride_lse + o_m, b_lse, mask=o_m < seq_q)
 
@@ -138,11 +161,6 @@ def _fwd_kernel(Q, K, V, O, LSE,
 def dot_precision(dtype: torch.dtype) -> str:
     """fp32 inputs get exact fp32 dots (tests); fp16/bf16 use the tensor cores as they are."""
     return "ieee" if dtype == torch.float32 else "tf32"
-
-
-def strides(t: torch.Tensor) -> tuple[int, int, int, int]:
-    """Strides of a [B, N, H, D] view, in elements (any memory layout)."""
-    return t.stride(0), t.stride(1), t.stride(2), t.stride(3)
 
 
 def attention_forward(q, k, v, causal: bool, scale: float, *, BLOCK_M: int = 64, BLOCK_N: int = 64,
@@ -158,8 +176,9 @@ def attention_forward(q, k, v, causal: bool, scale: float, *, BLOCK_M: int = 64,
     if blocks == 0:
         return o, lse
     grid = (blocks, batch * heads)
-    _fwd_kernel[grid](q, k, v, o, lse, *strides(q), *strides(k), *strides(v), *strides(o),
-                      seq_q, seq_k, heads, heads // kv_heads, scale * LOG2E, **doc_args, G=gate,
+    _fwd_kernel[grid](tensors=ForwardTensors(q, k, v, o, lse),
+                      strides=ForwardStrides(strides(q), strides(k), strides(v), strides(o)),
+                      sizes=ForwardSizes(seq_q, seq_k, heads, heads // kv_heads, scale * LOG2E), **doc_args, G=gate,
                       HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=head_block(head_dim),
                       CAUSAL=causal, DOT_PRECISION=dot_precision(q.dtype),
                       **modifier_args(mods, gate is not None, causal),

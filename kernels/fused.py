@@ -9,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.backward_args import backward_args
+from kernels.backward_args import NO_GATE, GateTensors, backward_args
 from kernels.backward_steps import dkdv_program, document_pointers, dq_program
 from kernels.common import document_block, even_blocks, head_block, modifier_args
 from kernels.forward import dot_precision
@@ -18,22 +18,20 @@ from kernels.varlen import UNIFORM_ARGS
 
 
 @triton.jit
-def _fused_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
-                  stride_qb, stride_qn, stride_qh, stride_qd, stride_kb, stride_kn, stride_kh, stride_kd,
-                  stride_vb, stride_vn, stride_vh, stride_vd, stride_dob, stride_don, stride_doh, stride_dod,
-                  stride_dqb, stride_dqn, stride_dqh, stride_dqd, stride_dkb, stride_dkn, stride_dkh, stride_dkd,
-                  stride_dvb, stride_dvn, stride_dvh, stride_dvd,
-                  seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale, CU_SEQLENS_Q, CU_SEQLENS_K, BLOCK_INDICES,
-                  G, DG_KEY, DG_QUERY, HEAD_DIM: tl.constexpr, BLOCK_M1: tl.constexpr, BLOCK_N1: tl.constexpr,
+def _fused_kernel(tensors, strides, sizes, docs, gate,
+                  HEAD_DIM: tl.constexpr, BLOCK_M1: tl.constexpr, BLOCK_N1: tl.constexpr,
                   BLOCK_M2: tl.constexpr, BLOCK_N2: tl.constexpr, BLOCK_D: tl.constexpr,
                   BLK_SLICE_FACTOR: tl.constexpr, CAUSAL: tl.constexpr, PRESCALED: tl.constexpr, IS_VARLEN: tl.constexpr,
                   EVEN_M1: tl.constexpr, EVEN_N1: tl.constexpr, EVEN_M2: tl.constexpr, EVEN_N2: tl.constexpr,
                   EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr, WINDOW_LEFT: tl.constexpr,
                   WINDOW_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, GATED: tl.constexpr):
-    """Grid (max(cdiv(Nk, BLOCK_N1), cdiv(Nq, BLOCK_M2)), B * Hkv). IS_VARLEN: B = 1 and the first axis runs
-    over the (document, block) pairs of BLOCK_INDICES (per document, the max of its two block counts).
-    Score modifiers (module doc): G the gate's cumsum, DG_KEY / DG_QUERY its per-key / per-query sums of dS, all
-    [B, H, Nq] fp32 like LSE (None unless GATED)."""
+    """Grid (max(cdiv(Nk, BLOCK_N1), cdiv(Nq, BLOCK_M2)), B * Hkv). tensors, strides, sizes, docs, gate:
+    kernels.backward_args. IS_VARLEN: B = 1 and the first axis runs over the (document, block) pairs of
+    docs.block_indices (per document, the max of its two block counts).
+    Score modifiers (module doc): gate.g the gate's cumsum, gate.dg / gate.dg_query its per-key / per-query sums
+    of dS, all [B, H, Nq] fp32 like LSE (None unless GATED)."""
+    seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale = sizes
+    G, DG_KEY, DG_QUERY = gate
     i_p = tl.program_id(0)
     i_bhk = tl.program_id(1)
     i_b = i_bhk // kv_heads
@@ -41,31 +39,21 @@ def _fused_kernel(Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
     group = heads // kv_heads
     stride_lse = seq_q  # LSE, DELTA [B, H, Nq] (varlen: [1, H, total_q])
     if IS_VARLEN:
-        i_p, bos_q, seq_q, bos_k, seq_k = document_block(BLOCK_INDICES, CU_SEQLENS_Q, CU_SEQLENS_K, i_p)
-        Q, K, V, DO, DQ, DK, DV, LSE, DELTA = document_pointers(
-            Q, K, V, DO, DQ, DK, DV, LSE, DELTA,
-            stride_qn, stride_kn, stride_vn, stride_don, stride_dqn, stride_dkn, stride_dvn, bos_q, bos_k)
+        i_p, bos_q, seq_q, bos_k, seq_k = document_block(docs, i_p)
+        tensors = document_pointers(tensors, strides, strides.dq.n, bos_q, bos_k)
         if GATED:  # like LSE (a gated batch has bos_k == bos_q)
             G += bos_q
             DG_KEY += bos_q
             DG_QUERY += bos_q
     if i_p * BLOCK_N1 < seq_k:
-        dkdv_program(Q, K, V, DO, DK, DV, LSE, DELTA, DQ,
-                     stride_qb, stride_qn, stride_qh, stride_qd, stride_kb, stride_kn, stride_kh, stride_kd,
-                     stride_vb, stride_vn, stride_vh, stride_vd, stride_dob, stride_don, stride_doh, stride_dod,
-                     stride_dkb, stride_dkn, stride_dkh, stride_dkd, stride_dvb, stride_dvn, stride_dvh, stride_dvd,
-                     stride_dqb, stride_dqn, stride_dqh, stride_dqd,
-                     seq_q, seq_k, stride_lse, heads, group, qk_scale, sm_scale, i_p, i_b, i_hk,
+        dkdv_program(tensors, strides, seq_q, seq_k, stride_lse, heads, group, qk_scale, sm_scale, i_p, i_b, i_hk,
                      HEAD_DIM, BLOCK_M1, BLOCK_N1, BLOCK_D, BLK_SLICE_FACTOR, CAUSAL, PRESCALED, False,
                      EVEN_M1, EVEN_N1, EVEN_D, DOT_PRECISION, G=G, DG=DG_KEY, WINDOW_LEFT=WINDOW_LEFT,
                      WINDOW_RIGHT=WINDOW_RIGHT, SOFTCAP=SOFTCAP, GATED=GATED)
     if i_p * BLOCK_M2 < seq_q:
         for i_g in range(group):
-            dq_program(Q, K, V, DO, DQ, LSE, DELTA,
-                       stride_qb, stride_qn, stride_qh, stride_qd, stride_kb, stride_kn, stride_kh, stride_kd,
-                       stride_vb, stride_vn, stride_vh, stride_vd, stride_dob, stride_don, stride_doh, stride_dod,
-                       stride_dqb, stride_dqn, stride_dqh, stride_dqd,
-                       seq_q, seq_k, stride_lse, heads, group, qk_scale, sm_scale, i_p, i_b, i_hk * group + i_g,
+            dq_program(tensors, strides, seq_q, seq_k, stride_lse, heads, group, qk_scale, sm_scale,
+                       i_p, i_b, i_hk * group + i_g,
                        HEAD_DIM, BLOCK_M2, BLOCK_N2, BLOCK_D, BLK_SLICE_FACTOR, CAUSAL, PRESCALED,
                        EVEN_M2, EVEN_N2, EVEN_D, DOT_PRECISION, G=G, DG=DG_QUERY, WINDOW_LEFT=WINDOW_LEFT,
                        WINDOW_RIGHT=WINDOW_RIGHT, SOFTCAP=SOFTCAP, GATED=GATED)
@@ -93,8 +81,8 @@ def fused_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK
     if blocks == 0:
         return dq, dk, dv
     grid = (blocks, batch * kv_heads)
-    _fused_kernel[grid](*backward_args(q, k, v, do, dq, dk, dv, lse, delta, scale), **doc_args,
-                        **gate_pointers(gate), **modifier_args(mods, gate is not None, causal),
+    _fused_kernel[grid](**backward_args(q, k, v, do, dq, dk, dv, lse, delta, scale), **doc_args,
+                        gate=gate_tensors(gate), **modifier_args(mods, gate is not None, causal),
                         HEAD_DIM=head_dim, BLOCK_M1=BLOCK_M1, BLOCK_N1=BLOCK_N1, BLOCK_M2=BLOCK_M2,
                         BLOCK_N2=BLOCK_N2, BLOCK_D=block_d, BLK_SLICE_FACTOR=BLK_SLICE_FACTOR,
                         CAUSAL=causal, PRESCALED=prescale, EVEN_M1=even_m1, EVEN_N1=even_n1, EVEN_M2=even_m2,
@@ -103,9 +91,6 @@ def fused_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK
     return dq, dk, dv
 
 
-def gate_pointers(gate) -> dict:
-    """G, DG_KEY, DG_QUERY of the fused kernel: the gate's cumsum and the two sums it writes (kernels.gate.GateSums),
-    or None each without a gate."""
-    if gate is None:
-        return dict(G=None, DG_KEY=None, DG_QUERY=None)
-    return dict(G=gate.cumsum, DG_KEY=gate.as_key, DG_QUERY=gate.as_query)
+def gate_tensors(gate) -> GateTensors:
+    """The fused kernel's gate argument: the gate's cumsum and the two sums it writes (kernels.gate.GateSums)."""
+    return NO_GATE if gate is None else GateTensors(gate.cumsum, gate.as_key, gate.as_query)

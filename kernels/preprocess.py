@@ -3,8 +3,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.common import head_block
-from kernels.forward import strides
+from kernels.common import head_block, strides
 
 
 @triton.jit

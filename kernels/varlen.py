@@ -6,7 +6,17 @@ the token axis, q [total_q, H, D], k/v [total_k, Hkv, D], document d owning toke
 size) the table that maps every program of a varlen launch to one (document, block) pair, so no program
 is launched for a block that lies outside every document (as FLA's `prepare_chunk_indices`).
 """
+from typing import NamedTuple
+
 import torch
+
+
+class Documents(NamedTuple):
+    """The packed-batch argument of a varlen-aware kernel: cu_seqlens_q / cu_seqlens_k int32 [docs + 1] and the
+    (document, block) table int32 [programs, 2] (Packing.block_indices); None each for a dense batch."""
+    cu_seqlens_q: torch.Tensor | None
+    cu_seqlens_k: torch.Tensor | None
+    block_indices: torch.Tensor | None
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -88,10 +98,10 @@ class Packing:
 
     def kernel_args(self, block_q: int | None = None, block_k: int | None = None,
                     heaviest_first: bool = False, causal: bool = False) -> dict:
-        """The keyword arguments every varlen-aware kernel takes, and its program count along the blocks axis."""
+        """The keyword arguments every varlen-aware kernel takes (docs=, IS_VARLEN=), and its program count along
+        the blocks axis."""
         table = self.block_indices(block_q, block_k, heaviest_first, causal)
-        return dict(CU_SEQLENS_Q=self.cu_seqlens_q, CU_SEQLENS_K=self.cu_seqlens_k, BLOCK_INDICES=table,
-                    IS_VARLEN=True), table.shape[0]
+        return dict(docs=Documents(self.cu_seqlens_q, self.cu_seqlens_k, table), IS_VARLEN=True), table.shape[0]
 
 
-UNIFORM_ARGS = dict(CU_SEQLENS_Q=None, CU_SEQLENS_K=None, BLOCK_INDICES=None, IS_VARLEN=False)
+UNIFORM_ARGS = dict(docs=Documents(None, None, None), IS_VARLEN=False)  # a dense batch

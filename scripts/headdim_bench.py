@@ -22,7 +22,7 @@ import triton  # noqa: E402
 
 import variants  # noqa: E402
 from kernels.preprocess import attention_delta  # noqa: E402
-from kernels.two_pass import launch_dkdv, launch_dq  # noqa: E402
+from kernels.dkdv_dq import launch_dkdv, launch_dq  # noqa: E402
 from variants.accuracy import REL_TOL, error  # noqa: E402
 from variants.problem import Problem  # noqa: E402
 from variants.reference import reference_grads  # noqa: E402

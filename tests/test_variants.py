@@ -255,7 +255,7 @@ def test_two_pass_large_head_dim_defaults(head_dim, causal, device):
 
 
 def test_splits_refuse_the_atomic_dq():
-    from kernels.two_pass import launch_dkdv
+    from kernels.dkdv_dq import launch_dkdv
     t = torch.zeros(1, 16, 1, 48)
     with pytest.raises(ValueError, match="split cannot be combined with accumulate_dq"):
         launch_dkdv(t, t, t, t, t, t, t, t, t, causal=False, scale=1.0, accumulate_dq=True,

@@ -30,7 +30,7 @@ STAGES = (1, 2, 3, 4)
 BOOLS = (False, True)
 
 
-DKDV_KERNEL = "_dkdv_kernel"  # kernels/two_pass.py's kernels, as kernel_ms names them
+DKDV_KERNEL = "_dkdv_kernel"  # kernels/dkdv_dq.py's kernels, as kernel_ms names them
 DQ_KERNEL = "_dq_kernel"
 
 

@@ -24,6 +24,7 @@ zeros after the last): those rows are masked out of S^T, so they add exactly 0 t
 reduce-add of those zero rows into the next head's accumulator rows changes nothing).
 """
 import functools
+from typing import NamedTuple
 
 import torch
 import triton
@@ -39,31 +40,92 @@ LOG2E_C = gl.constexpr(LOG2E)  # log2(e), readable inside the kernels (softcap)
 GROUP_REGS = 240  # registers per thread of the second compute group (split_warpgroups), a worker partition
 
 
+class WsDescs(NamedTuple):  # the TMA views (`rows_descriptor`, `accumulator_descriptor`)
+    q: object  # [B * Nq, H, D], boxes [BM, 1, tile D]
+    k: object  # [B * Nk, Hkv, D], boxes [BN, 1, tile D] (BN: one compute group's keys)
+    v: object  # like k
+    do: object  # like q
+    dq: object  # the fp32 accumulator [B * H * dq_rows(Nq), tile D], boxes [BM, tile D]
+    dk: object  # like k
+    dv: object  # like k
+
+
+class WsTensors(NamedTuple):  # what the kernel reads and writes by pointer
+    lse: object  # [B, H, Nq] fp32, base 2 (packed: [1, H, total_q])
+    delta: object  # like lse
+    dk: object  # [B, Nk, Hkv, D] dense (tails' masked stores)
+    dv: object  # like dk
+
+
+class WsSchedule(NamedTuple):  # PERSISTENT: the programs' tiles (`tile_schedule`), int32
+    tiles: object  # [tiles], numbered as `_tile` numbers them
+    tile_starts: object  # [programs + 1]: program p walks tiles[tile_starts[p]:tile_starts[p + 1]]
+
+
+class WsDocs(NamedTuple):  # VARLEN: the packed documents (kernels.varlen.Packing)
+    cu_q: object  # [documents + 1] int32: cu_seqlens_q
+    cu_k: object  # [documents + 1] int32: cu_seqlens_k
+    pairs: object  # [pairs, 2] int32: (document, key block)
+
+
+class WsSizes(NamedTuple):  # the problem's sizes (VARLEN: seq_q, seq_k the packed totals)
+    seq_q: int
+    seq_k: int
+    heads: int
+    kv_heads: int
+    batch_kv_heads: int  # B * Hkv
+    chunk_heads: int  # (batch, kv head) pairs per chunk of tiles (`chunk_heads`)
+
+
+class WsScales(NamedTuple):  # the softmax scale
+    qk_scale: float  # scale * log2(e): S to exp2's units
+    sm_scale: float  # scale: dK's
+
+
+class WsLayouts(NamedTuple):  # the kernel's register and shared layouts (`layouts`)
+    s: object  # S^T / dP^T [BN, BM] (swap AB), else S / dP [BM, BN]
+    kv: object  # dK / dV [BN, D_MAIN]
+    dq: object  # dQ [BM, D_MAIN]
+    kv_r: object  # dK / dV [BN, D_REST] (the second head-dim chunk; kv with one chunk)
+    dq_r: object  # dQ [BM, D_REST] (dq with one chunk)
+    ds_smem: object  # dS^T, P^T [BN, BM] (swap AB), else dS, P [BM, BN]
+    stats_smem: object  # LSE, delta [BM] of a ring stage
+    q_smem: object  # Q, dO [BM, tile D]
+    kv_smem: object  # K, V (dK, dV) [BN, tile D]
+
+
 @gluon.jit
-def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_desc, LSE, DELTA, DK, DV, TILES,
-                        TILE_STARTS, CU_Q, CU_K, PAIRS, seq_q, seq_k, heads, kv_heads, batch_kv_heads, chunk_heads,
-                        qk_scale, sm_scale, DIM: gl.constexpr, S_LAYOUT: gl.constexpr, KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, KV_LAYOUT_R: gl.constexpr,
-                   DQ_LAYOUT_R: gl.constexpr, D_MAIN: gl.constexpr, D_REST: gl.constexpr,
-                        DS_SMEM: gl.constexpr, STATS_SMEM: gl.constexpr, Q_SMEM: gl.constexpr, KV_SMEM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr,
-                        MASKED: gl.constexpr, WARP_SPECIALIZE: gl.constexpr,
-                        EARLY_SCORES: gl.constexpr, GROUPS: gl.constexpr, GROUP_REGS: gl.constexpr,
-                        SWAP_AB: gl.constexpr, PERSISTENT: gl.constexpr, VARLEN: gl.constexpr, WITH_DQ: gl.constexpr = True):
+def _ws_backward_kernel(descs, tensors, schedule, docs, sizes, scales, DIM: gl.constexpr, LAYOUTS: gl.constexpr,
+                        D_MAIN: gl.constexpr, D_REST: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                        WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr,
+                        MASKED: gl.constexpr, WARP_SPECIALIZE: gl.constexpr, EARLY_SCORES: gl.constexpr,
+                        GROUPS: gl.constexpr, GROUP_REGS: gl.constexpr, SWAP_AB: gl.constexpr,
+                        PERSISTENT: gl.constexpr, VARLEN: gl.constexpr, WITH_DQ: gl.constexpr = True):
     """Grid (cdiv(Nk, BLOCK_N) * B * Hkv,), one tile (key block of a (batch, kv head)) per program, batch_kv_heads
-    = B * Hkv; PERSISTENT: grid (programs,), program p walks tiles TILES[TILE_STARTS[p]:TILE_STARTS[p + 1]] (int32,
-    a schedule made on the host: `tile_schedule`); VARLEN: grid (pairs * Hkv,), PAIRS [pairs, 2] = (document, key
-    block), CU_Q / CU_K the cu_seqlens. q/do_desc: [B * Nq, H, D] boxes [BM, 1, tile D]; k/v_desc: [B * Nk, Hkv, D]
-    boxes [BN, 1, tile D]; dq_desc: the fp32 accumulator [B * H * dq_rows(Nq), tile D] (packed: [H * total_q, tile D])
-    boxes [BM, tile D], rows reordered within groups of 8 (`_bank_spread_rows`, not VARLEN). LSE (base 2), DELTA:
-    [B, H, Nq] fp32. DK, DV: dense [B, Nk, Hkv, DIM]. DIM: the data's head dim; D_MAIN, D_REST: its chunks
-    (`head_dim_chunks`), *_R the second chunk's layouts. MASKED: causal, or a sequence not a multiple of its block.
+    = B * Hkv; PERSISTENT: grid (programs,), program p walks tiles TILES[TILE_STARTS[p]:TILE_STARTS[p + 1]]
+    (schedule, a WsSchedule: int32, made on the host by `tile_schedule`); VARLEN: grid (pairs * Hkv,), PAIRS
+    [pairs, 2] = (document, key block), CU_Q / CU_K the cu_seqlens (docs, a WsDocs). descs (WsDescs): q/do
+    [B * Nq, H, D] boxes [BM, 1, tile D]; k/v/dk/dv [B * Nk, Hkv, D] boxes [BN, 1, tile D]; dq the fp32 accumulator
+    [B * H * dq_rows(Nq), tile D] (packed: [H * total_q, tile D]) boxes [BM, tile D], rows reordered within groups of
+    8 (`_bank_spread_rows`, not VARLEN). tensors (WsTensors): LSE (base 2), DELTA [B, H, Nq] fp32; DK, DV dense
+    [B, Nk, Hkv, DIM]. sizes (WsSizes): seq_q, seq_k, heads, kv_heads, batch_kv_heads, chunk_heads; scales
+    (WsScales): qk_scale, sm_scale. DIM: the data's head dim; D_MAIN, D_REST: its chunks (`head_dim_chunks`);
+    LAYOUTS: a WsLayouts (`layouts`), *_r the second chunk's. MASKED: causal, or a sequence not a multiple of its
+    block.
     WARP_SPECIALIZE: the num_warps warps only compute; one more warp issues the TMA loads (`_load_partition`)
     and one the dQ reduce-adds (`_dq_partition`), handing tiles over through mbarriers; else the compute warps
     issue both themselves. GROUPS = 2 (split_warpgroups): two compute partitions of num_warps warps, each with
-    BLOCK_N / 2 keys (k_desc's block), its own dS^T and dQ tiles; GROUP_REGS: the second one's registers.
+    BLOCK_N / 2 keys (descs.k's block), its own dS^T and dQ tiles; GROUP_REGS: the second one's registers.
     WITH_DQ=False (ws_two_pass's dK/dV kernel; WARP_SPECIALIZE, one group): no dQ, no dQ warp; the compute warps
     hand each step's stage back themselves. Every partition walks the same tiles and steps; the Q / dO ring and the dQ hand-over count steps across tiles,
     and K / V of the next tile load once the compute warps are done with this one's (`kv_empty`), while they
     store its dK, dV."""
+    q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_desc = descs
+    LSE, DELTA, DK, DV = tensors
+    TILES, TILE_STARTS = schedule
+    CU_Q, CU_K, PAIRS = docs
+    seq_q, seq_k, heads, kv_heads, batch_kv_heads, chunk_heads = sizes
+    qk_scale, sm_scale = scales
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[2]  # the tiles' head dim: DIM rounded up to a power of two
     BLOCK_N: gl.constexpr = GROUPS * k_desc.block_type.shape[0]
@@ -76,26 +138,26 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_de
     else:
         first_tile = pid
         end_tile = pid + 1
-    sizes = (seq_q, seq_k, heads, kv_heads, batch_kv_heads, chunk_heads, CU_Q, CU_K, PAIRS)
-    schedule = (TILES, first_tile, end_tile)
+    sizes = (seq_q, seq_k, heads, kv_heads, batch_kv_heads, chunk_heads, CU_Q, CU_K, PAIRS)  # what `_tile` reads
+    schedule = (TILES, first_tile, end_tile)  # this program's tiles
 
-    k_smem = gl.allocate_shared_memory(dtype, [GROUPS, BLOCK_NG, HEAD_DIM], KV_SMEM)
-    v_smem = gl.allocate_shared_memory(dtype, [GROUPS, BLOCK_NG, HEAD_DIM], KV_SMEM)
-    q_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], Q_SMEM)
-    do_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], Q_SMEM)
+    k_smem = gl.allocate_shared_memory(dtype, [GROUPS, BLOCK_NG, HEAD_DIM], LAYOUTS.kv_smem)
+    v_smem = gl.allocate_shared_memory(dtype, [GROUPS, BLOCK_NG, HEAD_DIM], LAYOUTS.kv_smem)
+    q_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], LAYOUTS.q_smem)
+    do_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], LAYOUTS.q_smem)
     if SWAP_AB:  # dS^T of each group's keys (P^T stays in registers)
-        ds_smem = gl.allocate_shared_memory(dtype, [GROUPS, BLOCK_NG, BLOCK_M], DS_SMEM)
+        ds_smem = gl.allocate_shared_memory(dtype, [GROUPS, BLOCK_NG, BLOCK_M], LAYOUTS.ds_smem)
         p_smem = ds_smem
     else:  # dS and P [BM, BN]: A operands of dK, dV (read transposed) and dQ
-        ds_smem = gl.allocate_shared_memory(dtype, [1, BLOCK_M, BLOCK_N], DS_SMEM)
-        p_smem = gl.allocate_shared_memory(dtype, [1, BLOCK_M, BLOCK_N], DS_SMEM)
+        ds_smem = gl.allocate_shared_memory(dtype, [1, BLOCK_M, BLOCK_N], LAYOUTS.ds_smem)
+        p_smem = gl.allocate_shared_memory(dtype, [1, BLOCK_M, BLOCK_N], LAYOUTS.ds_smem)
     if WITH_DQ:
         dq_smem = gl.allocate_shared_memory(gl.float32, [GROUPS, BLOCK_M, HEAD_DIM], dq_desc.layout)  # each group's dQ
     else:  # no dQ: a placeholder
         dq_smem = gl.allocate_shared_memory(gl.float32, [GROUPS, 8, HEAD_DIM], dq_desc.layout)
     # LSE and delta of each stage's query block, staged by the load warp (WARP_SPECIALIZE)
-    lse_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], STATS_SMEM)
-    delta_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], STATS_SMEM)
+    lse_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], LAYOUTS.stats_smem)
+    delta_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], LAYOUTS.stats_smem)
     kv_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     kv_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())  # a tile's MMAs are done
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())  # Q, dO of a stage landed
@@ -114,36 +176,43 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_de
     tiles = (k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, kv_empty,
              ready, empty, dq_full, dq_empty)
     stores = (dk_desc, dv_desc, DK, DV, sm_scale, DIM)
+    loads = (q_desc, k_desc, v_desc, do_desc)
+    stats = (LSE, DELTA)
     if not WITH_DQ:  # the compute warps and the load warp only
         gl.warp_specialize([
-            (_mma_partition, (tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT,
-                              DQ_LAYOUT, KV_LAYOUT_R, DQ_LAYOUT_R, D_MAIN, D_REST, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, True, False, 0, SWAP_AB, PERSISTENT, VARLEN, None, None,
-                              None, None, None, False)),
-            (_load_partition, (q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE, DELTA, STAGES,
-                               CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT, VARLEN)),
+            (_mma_partition, (tiles, schedule, sizes, stores, stats, qk_scale, LAYOUTS, D_MAIN, D_REST, STAGES, CAUSAL,
+                              WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, True, False, 0, SWAP_AB, PERSISTENT, VARLEN,
+                              None, False)),
+            (_load_partition, (loads, tiles, schedule, sizes, stats, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT,
+                               SOFTCAP, PERSISTENT, VARLEN)),
         ], [1], [24])
     elif WARP_SPECIALIZE:
         if GROUPS == 2:  # two compute warpgroups, each its own partition with its own half of the keys and dQ
             gl.warp_specialize([
-                (_mma_partition, (tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT,
-                                  DQ_LAYOUT, KV_LAYOUT_R, DQ_LAYOUT_R, D_MAIN, D_REST, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, True, EARLY_SCORES, 0, SWAP_AB, PERSISTENT, VARLEN)),
-                (_mma_partition, (tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT,
-                                  DQ_LAYOUT, KV_LAYOUT_R, DQ_LAYOUT_R, D_MAIN, D_REST, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, True, EARLY_SCORES, 1, SWAP_AB, PERSISTENT, VARLEN)),
-                (_load_partition, (q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE, DELTA, STAGES,
-                                   CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT, VARLEN)),
-                (_dq_partition, (dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT, VARLEN)),
+                (_mma_partition, (tiles, schedule, sizes, stores, stats, qk_scale, LAYOUTS, D_MAIN, D_REST, STAGES,
+                                  CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, True, EARLY_SCORES, 0, SWAP_AB,
+                                  PERSISTENT, VARLEN)),
+                (_mma_partition, (tiles, schedule, sizes, stores, stats, qk_scale, LAYOUTS, D_MAIN, D_REST, STAGES,
+                                  CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, True, EARLY_SCORES, 1, SWAP_AB,
+                                  PERSISTENT, VARLEN)),
+                (_load_partition, (loads, tiles, schedule, sizes, stats, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT,
+                                   SOFTCAP, PERSISTENT, VARLEN)),
+                (_dq_partition, (dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT,
+                                 SOFTCAP, PERSISTENT, VARLEN)),
             ], [4, 1, 1], [GROUP_REGS, 24, 24])
         else:
             gl.warp_specialize([
-                (_mma_partition, (tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT,
-                                  DQ_LAYOUT, KV_LAYOUT_R, DQ_LAYOUT_R, D_MAIN, D_REST, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, True, EARLY_SCORES, 0, SWAP_AB, PERSISTENT, VARLEN)),
-                (_load_partition, (q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE, DELTA, STAGES,
-                                   CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT, VARLEN)),
-                (_dq_partition, (dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT, VARLEN)),
+                (_mma_partition, (tiles, schedule, sizes, stores, stats, qk_scale, LAYOUTS, D_MAIN, D_REST, STAGES,
+                                  CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, True, EARLY_SCORES, 0, SWAP_AB,
+                                  PERSISTENT, VARLEN)),
+                (_load_partition, (loads, tiles, schedule, sizes, stats, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT,
+                                   SOFTCAP, PERSISTENT, VARLEN)),
+                (_dq_partition, (dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT,
+                                 SOFTCAP, PERSISTENT, VARLEN)),
             ], [1, 1], [24, 24])
     else:
-        _mma_partition(tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT, DQ_LAYOUT, KV_LAYOUT_R, DQ_LAYOUT_R, D_MAIN, D_REST, STAGES,
-                       CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, False, False, 0, SWAP_AB, PERSISTENT, VARLEN, q_desc, k_desc, v_desc, do_desc, dq_desc)
+        _mma_partition(tiles, schedule, sizes, stores, stats, qk_scale, LAYOUTS, D_MAIN, D_REST, STAGES, CAUSAL,
+                       WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, False, False, 0, SWAP_AB, PERSISTENT, VARLEN, descs)
 
 
 @gluon.jit
@@ -267,26 +336,30 @@ def _issue_qdo(q_desc, do_desc, tiles, rows, step, slot, STAGES: gl.constexpr):
 
 
 @gluon.jit
-def _load_partition(q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE, DELTA, STAGES: gl.constexpr,
-                    CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, PERSISTENT: gl.constexpr, VARLEN: gl.constexpr):
+def _load_partition(loads, tiles, schedule, sizes, stats, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                    WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr,
+                    PERSISTENT: gl.constexpr, VARLEN: gl.constexpr):
     """One warp: per tile, K and V once the compute warps are done with the last tile's, then every step's Q, dO as
-    soon as the dQ warp has released its stage."""
+    soon as the dQ warp has released its stage. loads: (q_desc, k_desc, v_desc, do_desc); stats: (LSE, DELTA)."""
     TILES, first_tile, end_tile = schedule
     if PERSISTENT:
         slot = 0  # steps before this tile's, over the program's tiles: the ring's position
         for k in range(first_tile, end_tile):
-            slot = _load_tile(k, slot, k - first_tile, q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE,
-                              DELTA, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT, VARLEN)
+            slot = _load_tile(k, slot, k - first_tile, loads, tiles, schedule, sizes, stats, STAGES, CAUSAL,
+                              WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT, VARLEN)
     else:
-        _load_tile(first_tile, 0, 0, q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE, DELTA, STAGES,
-                   CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT, VARLEN)
+        _load_tile(first_tile, 0, 0, loads, tiles, schedule, sizes, stats, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT,
+                   SOFTCAP, PERSISTENT, VARLEN)
 
 
 @gluon.jit
-def _load_tile(k, slot, tile_count, q_desc, k_desc, v_desc, do_desc, tiles, schedule, sizes, LSE, DELTA,
-               STAGES: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, PERSISTENT: gl.constexpr, VARLEN: gl.constexpr):
+def _load_tile(k, slot, tile_count, loads, tiles, schedule, sizes, stats, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+               WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, PERSISTENT: gl.constexpr,
+               VARLEN: gl.constexpr):
     """The k-th tile's loads, its steps at ring positions slot, slot + 1, ...; tile_count: the program's tiles
     before it -> the ring position after it."""
+    q_desc, k_desc, v_desc, do_desc = loads
+    LSE, DELTA = stats
     k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, kv_empty, ready, empty, dq_full, dq_empty = tiles
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = k_smem.shape[0] * k_desc.block_type.shape[0]
@@ -491,17 +564,18 @@ def _softcap_grad(ds, t, SOFTCAP: gl.constexpr):
 
 @gluon.jit
 def _gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, ds_smem, o_m, start_n, start_m,
-               seq_q, seq_k, qk_scale, KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, KV_LAYOUT_R: gl.constexpr,
-               DQ_LAYOUT_R: gl.constexpr, D_MAIN: gl.constexpr, D_REST: gl.constexpr, CAUSAL: gl.constexpr,
-               WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr,
+               seq_q, seq_k, qk_scale, LAYOUTS: gl.constexpr, D_MAIN: gl.constexpr, D_REST: gl.constexpr,
+               CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr,
                MASKED: gl.constexpr, WITH_DQ: gl.constexpr = True):
     """One step from its S^T, dP^T in flight (the last wgmma groups): P^T and dS^T, then dV += P^T dO,
     dK += dS^T Q and dQ = dS K issued -> (dq [BM, D], dk, dv [BN, D]) as head-dim chunk tuples, in flight."""
     BLOCK_M: gl.constexpr = q_tile.shape[0]
     dtype: gl.constexpr = k_smem.dtype
     CHUNKS: gl.constexpr = 2 if D_REST > 0 else 1  # wgmma groups per product
-    P_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=KV_LAYOUT, k_width=2)
-    P_OPERAND_R: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=KV_LAYOUT_R, k_width=2)
+    P_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=LAYOUTS.kv, k_width=2)
+    P_OPERAND_R: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=LAYOUTS.kv_r, k_width=2)
+    DQ_LAYOUT: gl.constexpr = LAYOUTS.dq  # passed on to a jit function: bound as a constexpr (Triton 3.6)
+    DQ_LAYOUT_R: gl.constexpr = LAYOUTS.dq_r
     s_t = warpgroup_mma_wait(num_outstanding=CHUNKS, deps=(s_t,))
     p_t, t_t = _probabilities(s_t, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, True, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED)  # [BN, BM]
     p_lo = p_t.to(dtype)
@@ -526,15 +600,17 @@ def _gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, ds_smem, 
 
 @gluon.jit
 def _gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, k_smem, p_smem, ds_smem, o_m, start_n, start_m,
-                  seq_q, seq_k, qk_scale, DQ_LAYOUT: gl.constexpr, DQ_LAYOUT_R: gl.constexpr, D_MAIN: gl.constexpr,
-                  D_REST: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr,
-                  SOFTCAP: gl.constexpr, MASKED: gl.constexpr, WITH_DQ: gl.constexpr = True):
+                  seq_q, seq_k, qk_scale, LAYOUTS: gl.constexpr, D_MAIN: gl.constexpr, D_REST: gl.constexpr,
+                  CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr,
+                  MASKED: gl.constexpr, WITH_DQ: gl.constexpr = True):
     """Without swap AB (each warpgroup owns query rows of S, dP): P and dS go to shared memory, where dV += P^T dO
     and dK += dS^T Q read them transposed (each warpgroup its key rows) and dQ = dS K as they are
     -> (dq [BM, D], dk, dv [BN, D]), their three wgmma groups in flight."""
     BLOCK_M: gl.constexpr = q_tile.shape[0]
     dtype: gl.constexpr = k_smem.dtype
     CHUNKS: gl.constexpr = 2 if D_REST > 0 else 1  # wgmma groups per product
+    DQ_LAYOUT: gl.constexpr = LAYOUTS.dq  # passed on to a jit function: bound as a constexpr (Triton 3.6)
+    DQ_LAYOUT_R: gl.constexpr = LAYOUTS.dq_r
     s = warpgroup_mma_wait(num_outstanding=CHUNKS, deps=(s,))
     p, t = _probabilities(s, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, False, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED)  # [BM, BN]
     p_smem.store(p.to(dtype))
@@ -566,41 +642,40 @@ def _bank_spread_rows(tile):
 
 
 @gluon.jit
-def _mma_partition(tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.constexpr,
-                   KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, KV_LAYOUT_R: gl.constexpr,
-                   DQ_LAYOUT_R: gl.constexpr, D_MAIN: gl.constexpr, D_REST: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr,
-                   MASKED: gl.constexpr, SPECIALIZED: gl.constexpr, EARLY_SCORES: gl.constexpr, WG: gl.constexpr,
-                   SWAP_AB: gl.constexpr, PERSISTENT: gl.constexpr, VARLEN: gl.constexpr,
-                   q_desc=None, k_desc=None, v_desc=None, do_desc=None, dq_desc=None, WITH_DQ: gl.constexpr = True):
+def _mma_partition(tiles, schedule, sizes, stores, stats, qk_scale, LAYOUTS: gl.constexpr, D_MAIN: gl.constexpr,
+                   D_REST: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr,
+                   WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, MASKED: gl.constexpr, SPECIALIZED: gl.constexpr,
+                   EARLY_SCORES: gl.constexpr, WG: gl.constexpr, SWAP_AB: gl.constexpr, PERSISTENT: gl.constexpr,
+                   VARLEN: gl.constexpr, descs=None, WITH_DQ: gl.constexpr = True):
     """Compute group WG (its rows of the key block, its shared tiles): per tile, per step, the five matmuls and the
     softmax gradient; at the end of a tile it stores its rows of dK (scaled) and dV (stores: DK, DV, sm_scale).
-    SPECIALIZED: the loads and reduce-adds are other warps' (signalled through mbarriers); else issued here
-    (the descriptors given). EARLY_SCORES (SPECIALIZED only): the next step's S^T, dP^T are issued right
-    behind this step's dQ, so they run while dQ is handed over and the next step starts with them done.
+    stats: (LSE, DELTA). SPECIALIZED: the loads and reduce-adds are other warps' (signalled through mbarriers);
+    else issued here (descs, a WsDescs, given). EARLY_SCORES (SPECIALIZED only): the next step's S^T, dP^T are
+    issued right behind this step's dQ, so they run while dQ is handed over and the next step starts with them done.
     WITH_DQ=False (SPECIALIZED, not EARLY_SCORES): dK and dV only, each step's stage handed back here."""
     TILES, first_tile, end_tile = schedule
     if PERSISTENT:
         slot = 0  # steps before this tile's, over the program's tiles: the ring's and the dQ hand-over's position
         for k in range(first_tile, end_tile):
-            slot = _mma_tile(k, slot, k - first_tile, tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT,
-                             KV_LAYOUT, DQ_LAYOUT, KV_LAYOUT_R, DQ_LAYOUT_R, D_MAIN, D_REST, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, SPECIALIZED, EARLY_SCORES, WG, SWAP_AB,
-                             PERSISTENT, VARLEN, q_desc, k_desc, v_desc, do_desc, dq_desc, WITH_DQ)
+            slot = _mma_tile(k, slot, k - first_tile, tiles, schedule, sizes, stores, stats, qk_scale, LAYOUTS,
+                             D_MAIN, D_REST, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, SPECIALIZED,
+                             EARLY_SCORES, WG, SWAP_AB, PERSISTENT, VARLEN, descs, WITH_DQ)
     else:
-        _mma_tile(first_tile, 0, 0, tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT, KV_LAYOUT,
-                  DQ_LAYOUT, KV_LAYOUT_R, DQ_LAYOUT_R, D_MAIN, D_REST, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, SPECIALIZED, EARLY_SCORES, WG, SWAP_AB, PERSISTENT, VARLEN, q_desc,
-                  k_desc, v_desc, do_desc, dq_desc, WITH_DQ)
+        _mma_tile(first_tile, 0, 0, tiles, schedule, sizes, stores, stats, qk_scale, LAYOUTS, D_MAIN, D_REST, STAGES,
+                  CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, SPECIALIZED, EARLY_SCORES, WG, SWAP_AB,
+                  PERSISTENT, VARLEN, descs, WITH_DQ)
 
 
 @gluon.jit
-def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, LSE, DELTA, qk_scale, S_LAYOUT: gl.constexpr,
-              KV_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr, KV_LAYOUT_R: gl.constexpr,
-                   DQ_LAYOUT_R: gl.constexpr, D_MAIN: gl.constexpr, D_REST: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr,
-              MASKED: gl.constexpr, SPECIALIZED: gl.constexpr, EARLY_SCORES: gl.constexpr, WG: gl.constexpr,
-              SWAP_AB: gl.constexpr, PERSISTENT: gl.constexpr, VARLEN: gl.constexpr, q_desc, k_desc, v_desc, do_desc, dq_desc,
-              WITH_DQ: gl.constexpr = True):
+def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, stats, qk_scale, LAYOUTS: gl.constexpr,
+              D_MAIN: gl.constexpr, D_REST: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+              WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, MASKED: gl.constexpr,
+              SPECIALIZED: gl.constexpr, EARLY_SCORES: gl.constexpr, WG: gl.constexpr, SWAP_AB: gl.constexpr,
+              PERSISTENT: gl.constexpr, VARLEN: gl.constexpr, descs, WITH_DQ: gl.constexpr = True):
     """The k-th tile of compute group WG, its steps at ring positions slot, slot + 1, ... (tile_count: the
     program's tiles before it) -> the ring position after it."""
     k_all, v_all, q_smem, do_smem, ds_all, p_all, dq_all, lse_smem, delta_smem, kv_ready, kv_empty, ready, empty, dq_full, dq_empty = tiles
+    LSE, DELTA = stats
     k_smem = k_all.index(WG)  # [BN, D] of this group
     v_smem = v_all.index(WG)
     ds_smem = ds_all.index(WG)
@@ -611,14 +686,17 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, LSE, DELTA, q
     GROUPS: gl.constexpr = k_all.shape[0]
     # S^T [BN, BM] (swap AB: keys on dim 0) or S [BM, BN]: query-indexed vectors are slices along the key dim
     KEY_DIM: gl.constexpr = 0 if SWAP_AB else 1
+    S_LAYOUT: gl.constexpr = LAYOUTS.s  # layouts passed on to jit functions: bound as constexprs (Triton 3.6)
+    KV_LAYOUT: gl.constexpr = LAYOUTS.kv
+    KV_LAYOUT_R: gl.constexpr = LAYOUTS.kv_r
     rows = _tile(k, schedule, sizes, BLOCK_M, GROUPS * BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT, VARLEN)
     i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps, bases = rows
     start_n = start_n + WG * BLOCK_N  # this group's first key
     if not SPECIALIZED:  # K, V and the first STAGES - 1 steps' Q, dO (one tile per program: nothing to wait)
-        _issue_kv(k_desc, v_desc, tiles, rows)
+        _issue_kv(descs.k, descs.v, tiles, rows)
         for s in gl.static_range(STAGES - 1):
             if s < steps:
-                _issue_qdo(q_desc, do_desc, tiles, rows, s, slot + s, STAGES)
+                _issue_qdo(descs.q, descs.do, tiles, rows, s, slot + s, STAGES)
     dk = _chunk_zeros(BLOCK_N, KV_LAYOUT, KV_LAYOUT_R, D_MAIN, D_REST)  # [BN, D] as head-dim chunks
     dv = _chunk_zeros(BLOCK_N, KV_LAYOUT, KV_LAYOUT_R, D_MAIN, D_REST)
     mbarrier.wait(kv_ready, tile_count & 1)
@@ -632,7 +710,7 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, LSE, DELTA, q
     for step in range(steps):
         if not SPECIALIZED:  # refill the stage that the previous step finished with
             if step + STAGES - 1 < steps:
-                _issue_qdo(q_desc, do_desc, tiles, rows, step + STAGES - 1, slot + step + STAGES - 1, STAGES)
+                _issue_qdo(descs.q, descs.do, tiles, rows, step + STAGES - 1, slot + step + STAGES - 1, STAGES)
         stage = (slot + step) % STAGES
         i_h, start_m = _query_block(step, rows, BLOCK_M)
         o_m = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(KEY_DIM, S_LAYOUT))  # query of each S column
@@ -650,12 +728,12 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, LSE, DELTA, q
             delta = gl.load(DELTA + row_stats, mask=o_m < seq_q, other=0.)  # [BM]
         if SWAP_AB:
             dq, dk, dv = _gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, ds_smem, o_m,
-                                    start_n, start_m, seq_q, seq_k, qk_scale, KV_LAYOUT, DQ_LAYOUT, KV_LAYOUT_R, DQ_LAYOUT_R, D_MAIN, D_REST, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED,
-                                    WITH_DQ)
+                                    start_n, start_m, seq_q, seq_k, qk_scale, LAYOUTS, D_MAIN, D_REST, CAUSAL,
+                                    WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, WITH_DQ)
         else:
             dq, dk, dv = _gradients_mn(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, p_smem, ds_smem,
-                                       o_m, start_n, start_m, seq_q, seq_k, qk_scale, DQ_LAYOUT, DQ_LAYOUT_R, D_MAIN, D_REST, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED,
-                                       WITH_DQ)
+                                       o_m, start_n, start_m, seq_q, seq_k, qk_scale, LAYOUTS, D_MAIN, D_REST, CAUSAL,
+                                       WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, WITH_DQ)
         if not WITH_DQ:  # ws_two_pass's dK/dV kernel: the step's MMAs done, its stage goes back to the load warp
             dk, dv = _wait_chunks(0, dk, dv, D_REST)
             mbarrier.arrive(empty.index(stage), count=1)
@@ -679,7 +757,7 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, LSE, DELTA, q
                 mbarrier.arrive(dq_full.index(WG), count=1)  # also frees the stage (the dQ warp passes it on)
             else:
                 cta_barrier()
-                tma_reduce_add(dq_desc, [_dq_row(rows, i_h, start_m), 0], dq_smem)
+                tma_reduce_add(descs.dq, [_dq_row(rows, i_h, start_m), 0], dq_smem)
     if not SPECIALIZED:
         tma.store_wait(pendings=0)
     if EARLY_SCORES:
@@ -761,12 +839,12 @@ MIN_CHUNK = 64  # the narrowest second head-dim chunk (one 128-byte swizzle row 
 
 
 @functools.cache  # host time of a launch: made once per tile config
-def layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype, swap_ab: bool = True) -> dict:
-    """The kernel's register and shared layouts (constexprs) for one compute group of num_warps warps and block_n
-    keys: S^T / dP^T [BN, BM] (swap_ab) and dK / dV [BN, D] split by rows over all its warps; dQ [BM, D], and S /
-    dP [BM, BN] without swap_ab, by rows over as many warps as BM has 16-row slices, the rest split the columns.
-    head_dim: the data's (the tiles have tile_dim(head_dim) columns); *_R: the layouts of the second head-dim chunk
-    (`head_dim_chunks`; the first's when there is one chunk)."""
+def layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype, swap_ab: bool = True) -> WsLayouts:
+    """The kernel's register and shared layouts (its LAYOUTS constexpr) for one compute group of num_warps warps and
+    block_n keys: S^T / dP^T [BN, BM] (swap_ab) and dK / dV [BN, D] split by rows over all its warps; dQ [BM, D],
+    and S / dP [BM, BN] without swap_ab, by rows over as many warps as BM has 16-row slices, the rest split the
+    columns. head_dim: the data's (the tiles have tile_dim(head_dim) columns); *_r: the layouts of the second
+    head-dim chunk (`head_dim_chunks`; the first's when there is one chunk)."""
     d_main, d_rest = head_dim_chunks(head_dim)
     tile = tile_dim(head_dim)
     warps_m = min(num_warps, block_m // 16)
@@ -780,16 +858,16 @@ def layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype, sw
         return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[warps_kv, num_warps // warps_kv],
                                          instr_shape=[16, n_cols // (num_warps // warps_kv), 16])
 
-    return dict(
-        S_LAYOUT=(gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, block_m, 16])
-                  if swap_ab else split_by_rows(block_n)),
-        KV_LAYOUT=kv_layout(d_main), KV_LAYOUT_R=kv_layout(d_rest or d_main),
-        DQ_LAYOUT=split_by_rows(d_main), DQ_LAYOUT_R=split_by_rows(d_rest or d_main), D_MAIN=d_main, D_REST=d_rest,
-        DS_SMEM=gl.NVMMASharedLayout.get_default_for([block_n, block_m] if swap_ab else [block_m, block_n],
+    return WsLayouts(
+        s=(gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, block_m, 16])
+           if swap_ab else split_by_rows(block_n)),
+        kv=kv_layout(d_main), dq=split_by_rows(d_main), kv_r=kv_layout(d_rest or d_main),
+        dq_r=split_by_rows(d_rest or d_main),
+        ds_smem=gl.NVMMASharedLayout.get_default_for([block_n, block_m] if swap_ab else [block_m, block_n],
                                                      GL_DTYPES[dtype]),
-        Q_SMEM=gl.NVMMASharedLayout.get_default_for([block_m, tile], GL_DTYPES[dtype]),  # Q, dO tiles
-        KV_SMEM=gl.NVMMASharedLayout.get_default_for([block_n, tile], GL_DTYPES[dtype]),  # K, V (dK, dV) tiles
-        STATS_SMEM=gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[0]))
+        stats_smem=gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[0]),
+        q_smem=gl.NVMMASharedLayout.get_default_for([block_m, tile], GL_DTYPES[dtype]),  # Q, dO tiles
+        kv_smem=gl.NVMMASharedLayout.get_default_for([block_n, tile], GL_DTYPES[dtype]))  # K, V (dK, dV) tiles
 
 
 def chunk_heads(device, seq_k: int, block_n: int, batch_kv_heads: int, longest_first: bool) -> int:
@@ -971,14 +1049,18 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
         grid = (key_blocks * batch * kv_heads,)
     if grid[0] == 0:
         return
+    d_main, d_rest = head_dim_chunks(head_dim)
     _ws_backward_kernel[grid](
-        q_desc=rows_descriptor(q, BLOCK_M), k_desc=rows_descriptor(k, block_ng), v_desc=rows_descriptor(v, block_ng),
-        do_desc=rows_descriptor(do, BLOCK_M), dq_desc=accumulator_descriptor(dq_acc, head_dim, BLOCK_M),
-        dk_desc=rows_descriptor(dk, block_ng), dv_desc=rows_descriptor(dv, block_ng),
-        LSE=lse, DELTA=delta, DK=dk, DV=dv, TILES=tiles, TILE_STARTS=tile_starts, CU_Q=cu_q, CU_K=cu_k, PAIRS=pairs,
-        seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads, batch_kv_heads=batch * kv_heads,
-        chunk_heads=heads_per_chunk, qk_scale=scale * LOG2E, sm_scale=scale, DIM=head_dim, STAGES=num_stages,
-        CAUSAL=causal, MASKED=masked, WINDOW_LEFT=window_left, WINDOW_RIGHT=-1 if causal else window_right,
-        SOFTCAP=float(softcap), WARP_SPECIALIZE=warp_specialize, EARLY_SCORES=early_scores and warp_specialize,
-        GROUPS=groups, GROUP_REGS=GROUP_REGS, SWAP_AB=swap_ab, PERSISTENT=persistent, VARLEN=varlen is not None,
-        WITH_DQ=with_dq, num_warps=group_warps, **layouts(BLOCK_M, block_ng, head_dim, group_warps, q.dtype, swap_ab))
+        descs=WsDescs(q=rows_descriptor(q, BLOCK_M), k=rows_descriptor(k, block_ng), v=rows_descriptor(v, block_ng),
+                      do=rows_descriptor(do, BLOCK_M), dq=accumulator_descriptor(dq_acc, head_dim, BLOCK_M),
+                      dk=rows_descriptor(dk, block_ng), dv=rows_descriptor(dv, block_ng)),
+        tensors=WsTensors(lse=lse, delta=delta, dk=dk, dv=dv),
+        schedule=WsSchedule(tiles=tiles, tile_starts=tile_starts), docs=WsDocs(cu_q=cu_q, cu_k=cu_k, pairs=pairs),
+        sizes=WsSizes(seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads, batch_kv_heads=batch * kv_heads,
+                      chunk_heads=heads_per_chunk),
+        scales=WsScales(qk_scale=scale * LOG2E, sm_scale=scale), DIM=head_dim,
+        LAYOUTS=layouts(BLOCK_M, block_ng, head_dim, group_warps, q.dtype, swap_ab), D_MAIN=d_main, D_REST=d_rest,
+        STAGES=num_stages, CAUSAL=causal, MASKED=masked, WINDOW_LEFT=window_left,
+        WINDOW_RIGHT=-1 if causal else window_right, SOFTCAP=float(softcap), WARP_SPECIALIZE=warp_specialize,
+        EARLY_SCORES=early_scores and warp_specialize, GROUPS=groups, GROUP_REGS=GROUP_REGS, SWAP_AB=swap_ab,
+        PERSISTENT=persistent, VARLEN=varlen is not None, WITH_DQ=with_dq, num_warps=group_warps)

@@ -15,34 +15,67 @@ with tiles of tile_dim(D) columns (zeros past D). Packed documents (VARLEN): one
 pair and head, heaviest first.
 """
 import functools
+from typing import NamedTuple
 
 import triton
 
 from kernels.common import LOG2E
 from kernels.gluon.compat import (cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma, tma_load, tma_store,
                                   warpgroup_mma, warpgroup_mma_wait)
-from kernels.gluon.ws import (_box, _chunk_zeros, _document, _issue_products, _mma_chunks, _probabilities, _store_chunks,
-                              _store_rows, _wait_chunks, head_dim_chunks, rows_descriptor, tile_dim)
+from kernels.gluon.ws import (WsDocs, WsScales, _box, _chunk_zeros, _document, _issue_products, _mma_chunks,
+                              _probabilities, _store_chunks, _store_rows, _wait_chunks, head_dim_chunks,
+                              rows_descriptor, tile_dim)
+
+
+class DqDescs(NamedTuple):  # the TMA views (`rows_descriptor`)
+    q: object  # [B * Nq, H, D], boxes [BM, 1, tile D]
+    k: object  # [B * Nk, Hkv, D], boxes [BN, 1, tile D]
+    v: object  # like k
+    do: object  # like q
+    dq: object  # like q
+
+
+class DqTensors(NamedTuple):  # what the kernel reads and writes by pointer
+    lse: object  # [B, H, Nq] fp32, base 2 (packed: [1, H, total_q])
+    delta: object  # like lse
+    dq: object  # [B, Nq, H, D] dense (tails' masked stores)
+
+
+class DqSizes(NamedTuple):  # the problem's sizes (VARLEN: seq_q, seq_k the packed totals)
+    seq_q: int
+    seq_k: int
+    heads: int
+    kv_heads: int
+
+
+class DqLayouts(NamedTuple):  # the kernel's register and shared layouts (`dq_layouts`)
+    s: object  # S / dP [BM, BN]
+    dq: object  # dQ [BM, D_MAIN]
+    dq_r: object  # dQ [BM, D_REST] (the second head-dim chunk; dq with one chunk)
+    q_smem: object  # Q, dO [BM, tile D]
+    kv_smem: object  # K, V [BN, tile D]
 
 
 @gluon.jit
-def _ws_dq_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DQ, CU_Q, CU_K, PAIRS, seq_q, seq_k, heads,
-                  kv_heads, qk_scale, sm_scale, DIM: gl.constexpr, S_LAYOUT: gl.constexpr, DQ_LAYOUT: gl.constexpr,
-                  DQ_LAYOUT_R: gl.constexpr, D_MAIN: gl.constexpr, D_REST: gl.constexpr, Q_SMEM: gl.constexpr, KV_SMEM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                  MASKED: gl.constexpr, VARLEN: gl.constexpr):
-    """Grid (cdiv(Nq, BM) * B * H,) (VARLEN: (pairs * H,), PAIRS [pairs, 2] = (document, query block)).
-    q/do/dq_desc: [B * Nq, H, D] boxes [BM, 1, tile D]; k/v_desc: [B * Nk, Hkv, D] boxes [BN, 1, tile D]. LSE
-    (base 2), DELTA: [B, H, Nq] fp32 (packed: [1, H, total_q]); DQ: dense [B, Nq, H, D] (tails' masked stores)."""
+def _ws_dq_kernel(descs, tensors, docs, sizes, scales, DIM: gl.constexpr, LAYOUTS: gl.constexpr, D_MAIN: gl.constexpr,
+                  D_REST: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr,
+                  VARLEN: gl.constexpr):
+    """Grid (cdiv(Nq, BM) * B * H,) (VARLEN: (pairs * H,), PAIRS [pairs, 2] = (document, query block); docs:
+    kernels.gluon.ws.WsDocs). descs (DqDescs): q/do/dq: [B * Nq, H, D] boxes [BM, 1, tile D]; k/v: [B * Nk, Hkv, D]
+    boxes [BN, 1, tile D]. tensors (DqTensors): LSE (base 2), DELTA: [B, H, Nq] fp32 (packed: [1, H, total_q]); DQ:
+    dense [B, Nq, H, D] (tails' masked stores). sizes: DqSizes; scales: kernels.gluon.ws.WsScales; LAYOUTS:
+    DqLayouts (`dq_layouts`); D_MAIN, D_REST: the head-dim chunks (`head_dim_chunks`)."""
+    q_desc, k_desc, v_desc, do_desc, dq_desc = descs
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[2]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     dtype: gl.constexpr = q_desc.dtype
-    rows = _program_rows(seq_q, seq_k, heads, kv_heads, CU_Q, CU_K, PAIRS, BLOCK_M, BLOCK_N, CAUSAL, VARLEN)
+    rows = _program_rows(sizes, docs, BLOCK_M, BLOCK_N, CAUSAL, VARLEN)
 
-    q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], Q_SMEM)
-    do_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], Q_SMEM)
-    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], KV_SMEM)
-    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], KV_SMEM)
+    q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], LAYOUTS.q_smem)
+    do_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], LAYOUTS.q_smem)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], LAYOUTS.kv_smem)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], LAYOUTS.kv_smem)
     q_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())  # K, V of a stage landed
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())  # a stage's MMAs are done
@@ -52,19 +85,22 @@ def _ws_dq_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DQ, CU_Q
         mbarrier.init(empty.index(s), count=1)
     tiles = (q_smem, do_smem, k_smem, v_smem, q_ready, ready, empty)
     gl.warp_specialize([
-        (_dq_compute, (tiles, rows, dq_desc, LSE, DELTA, DQ, qk_scale, sm_scale, DIM, S_LAYOUT, DQ_LAYOUT,
-                       DQ_LAYOUT_R, D_MAIN, D_REST, STAGES, CAUSAL, MASKED)),
+        (_dq_compute, (tiles, rows, dq_desc, tensors, scales, DIM, LAYOUTS, D_MAIN, D_REST, STAGES, CAUSAL,
+                       MASKED)),
         (_dq_loads, (q_desc, k_desc, v_desc, do_desc, tiles, rows, STAGES)),
     ], [1], [24])
 
 
 @gluon.jit
-def _program_rows(seq_q, seq_k, heads, kv_heads, CU_Q, CU_K, PAIRS, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                  CAUSAL: gl.constexpr, VARLEN: gl.constexpr):
+def _program_rows(sizes, docs, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr,
+                  VARLEN: gl.constexpr):
     """(i_b, i_h, i_hk, seq_q, seq_k, heads, kv_heads, start_m, key_blocks, bases) of this program: query blocks last
     first, then (batch, head) pairs (VARLEN: program = pair * H + head, PAIRS[pair] = (document, query block));
     key_blocks: how many key blocks its queries see (causal: up to the diagonal); bases = (q_row0, k_row0,
-    stats_row0): its batch's (document's) first rows in the q / k views and its head's LSE / delta row."""
+    stats_row0): its batch's (document's) first rows in the q / k views and its head's LSE / delta row. sizes:
+    (seq_q, seq_k, heads, kv_heads); docs: (CU_Q, CU_K, PAIRS)."""
+    seq_q, seq_k, heads, kv_heads = sizes
+    CU_Q, CU_K, PAIRS = docs
     pid = gl.program_id(0)
     if VARLEN:
         i_h = pid % heads
@@ -107,12 +143,17 @@ def _dq_loads(q_desc, k_desc, v_desc, do_desc, tiles, rows, STAGES: gl.constexpr
 
 
 @gluon.jit
-def _dq_compute(tiles, rows, dq_desc, LSE, DELTA, DQ, qk_scale, sm_scale, DIM: gl.constexpr, S_LAYOUT: gl.constexpr,
-                DQ_LAYOUT: gl.constexpr, DQ_LAYOUT_R: gl.constexpr, D_MAIN: gl.constexpr, D_REST: gl.constexpr,
-                STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr):
-    """The compute warps: per key block S, dP, then dS and dQ += dS K; at the end dQ (x scale) out. D_MAIN, D_REST:
-    the head-dim chunks of the products (kernels.gluon.ws.head_dim_chunks)."""
+def _dq_compute(tiles, rows, dq_desc, tensors, scales, DIM: gl.constexpr, LAYOUTS: gl.constexpr, D_MAIN: gl.constexpr,
+                D_REST: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr):
+    """The compute warps: per key block S, dP, then dS and dQ += dS K; at the end dQ (x scale) out. tensors: (LSE,
+    DELTA, DQ); scales: (qk_scale, sm_scale); D_MAIN, D_REST: the head-dim chunks of the products
+    (kernels.gluon.ws.head_dim_chunks)."""
     q_smem, do_smem, k_smem, v_smem, q_ready, ready, empty = tiles
+    LSE, DELTA, DQ = tensors
+    qk_scale, sm_scale = scales
+    S_LAYOUT: gl.constexpr = LAYOUTS.s
+    DQ_LAYOUT: gl.constexpr = LAYOUTS.dq
+    DQ_LAYOUT_R: gl.constexpr = LAYOUTS.dq_r
     i_b, i_h, i_hk, seq_q, seq_k, heads, kv_heads, start_m, key_blocks, bases = rows
     q_row0, k_row0, stats_row0 = bases
     BLOCK_M: gl.constexpr = q_smem.shape[0]
@@ -154,7 +195,7 @@ def _dq_compute(tiles, rows, dq_desc, LSE, DELTA, DQ, qk_scale, sm_scale, DIM: g
 
 
 @functools.cache  # host time of a launch: made once per tile config
-def dq_layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype) -> dict:
+def dq_layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype) -> DqLayouts:
     """S / dP [BM, BN] and dQ [BM, D] (each head-dim chunk: head_dim_chunks) split by 16-row slices over the warps
     (BM = 16 x num_warps x k); the shared layouts of the Q / dO and K / V tiles (tile_dim(D) columns)."""
     from kernels.gluon.ws import GL_DTYPES
@@ -164,10 +205,9 @@ def dq_layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype)
     def by_rows(n_cols):
         return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, n_cols, 16])
 
-    return dict(S_LAYOUT=by_rows(block_n), DQ_LAYOUT=by_rows(d_main), DQ_LAYOUT_R=by_rows(d_rest or d_main),
-                D_MAIN=d_main, D_REST=d_rest,
-                Q_SMEM=gl.NVMMASharedLayout.get_default_for([block_m, tile], GL_DTYPES[dtype]),
-                KV_SMEM=gl.NVMMASharedLayout.get_default_for([block_n, tile], GL_DTYPES[dtype]))
+    return DqLayouts(s=by_rows(block_n), dq=by_rows(d_main), dq_r=by_rows(d_rest or d_main),
+                     q_smem=gl.NVMMASharedLayout.get_default_for([block_m, tile], GL_DTYPES[dtype]),
+                     kv_smem=gl.NVMMASharedLayout.get_default_for([block_n, tile], GL_DTYPES[dtype]))
 
 
 def ws_dq(q, k, v, do, lse, delta, dq, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int, num_warps: int,
@@ -188,13 +228,15 @@ def ws_dq(q, k, v, do, lse, delta, dq, *, causal: bool, scale: float, BLOCK_M: i
         grid = (pairs.shape[0] * heads,)
         if grid[0] == 0:
             return
+    d_main, d_rest = head_dim_chunks(head_dim)
     _ws_dq_kernel[grid](
-        q_desc=rows_descriptor(q, BLOCK_M), k_desc=rows_descriptor(k, BLOCK_N), v_desc=rows_descriptor(v, BLOCK_N),
-        do_desc=rows_descriptor(do, BLOCK_M), dq_desc=rows_descriptor(dq, BLOCK_M),
-        LSE=lse, DELTA=delta, DQ=dq, CU_Q=cu_q, CU_K=cu_k, PAIRS=pairs, seq_q=seq_q, seq_k=seq_k, heads=heads,
-        kv_heads=kv_heads, qk_scale=scale * LOG2E, sm_scale=scale, DIM=head_dim, STAGES=num_stages, CAUSAL=causal,
-        MASKED=masked, VARLEN=varlen is not None, num_warps=num_warps,
-        **dq_layouts(BLOCK_M, BLOCK_N, head_dim, num_warps, q.dtype))
+        descs=DqDescs(q=rows_descriptor(q, BLOCK_M), k=rows_descriptor(k, BLOCK_N), v=rows_descriptor(v, BLOCK_N),
+                      do=rows_descriptor(do, BLOCK_M), dq=rows_descriptor(dq, BLOCK_M)),
+        tensors=DqTensors(lse=lse, delta=delta, dq=dq), docs=WsDocs(cu_q=cu_q, cu_k=cu_k, pairs=pairs),
+        sizes=DqSizes(seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads),
+        scales=WsScales(qk_scale=scale * LOG2E, sm_scale=scale), DIM=head_dim,
+        LAYOUTS=dq_layouts(BLOCK_M, BLOCK_N, head_dim, num_warps, q.dtype), D_MAIN=d_main, D_REST=d_rest,
+        STAGES=num_stages, CAUSAL=causal, MASKED=masked, VARLEN=varlen is not None, num_warps=num_warps)
 
 
 def ws_two_pass_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, dkdv_blocks: dict,

@@ -1,0 +1,164 @@
+"""The dK/dV kernel (K/V block resident, loop over Q/dO) and the dQ kernel (Q block resident, loop over K/V), and
+their launchers: two_pass runs both; atomic runs the first with dQ atomics (the second in deterministic mode);
+atomic_tma's deterministic mode runs the second."""
+import triton
+import triton.language as tl
+
+from kernels.backward_args import NO_GATE, GateTensors, backward_args
+from kernels.backward_steps import dkdv_program, document_pointers, dq_program
+from kernels.common import document_block, even_blocks, head_dim_args, modifier_args
+from kernels.forward import dot_precision
+from kernels.gate import check_prescale
+from kernels.varlen import UNIFORM_ARGS
+
+
+@triton.jit
+def _dkdv_kernel(tensors, strides, sizes, docs, gate,
+                 HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                 CAUSAL: tl.constexpr, ACCUM_DQ: tl.constexpr, LONGEST_FIRST: tl.constexpr, PRESCALED: tl.constexpr,
+                 IS_VARLEN: tl.constexpr, GRADS: tl.constexpr, BLOCK_D2: tl.constexpr,
+                 EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, EVEN_D2: tl.constexpr,
+                 DOT_PRECISION: tl.constexpr, WINDOW_LEFT: tl.constexpr, WINDOW_RIGHT: tl.constexpr,
+                 SOFTCAP: tl.constexpr, GATED: tl.constexpr):
+    """Grid (cdiv(Nk, BLOCK_N), B * Hkv), or (B * Hkv, cdiv(Nk, BLOCK_N)) with LONGEST_FIRST: programs are
+    dispatched x-fastest, so every head's key block 0 (the most queries when causal) starts first and the
+    last wave holds the shortest programs. tensors, strides, sizes, docs, gate: kernels.backward_args.
+    With ACCUM_DQ (the atomic design) it also adds dS K into the fp32 dq.
+    IS_VARLEN: B = 1 and the blocks axis runs over the (document, key block) pairs of docs.block_indices (with
+    LONGEST_FIRST sorted heaviest first across documents). GRADS: 3 = dK and dV; 1 / 2 = dV / dK only (split).
+    BLOCK_D2 > 0: the head dim as two register blocks, BLOCK_D then BLOCK_D2 (kernels.common.head_chunks).
+    Score modifiers (kernels/backward_steps.py): gate.g the gate's cumsum, gate.dg its per-key sums of dS; with
+    ACCUM_DQ, gate.dg_query (zeroed) gets the per-query sums by atomics."""
+    seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale = sizes
+    G, DG, DG_QUERY = gate
+    if LONGEST_FIRST:
+        i_n = tl.program_id(1)
+        i_bhk = tl.program_id(0)
+    else:
+        i_n = tl.program_id(0)
+        i_bhk = tl.program_id(1)
+    stride_lse = seq_q  # LSE, DELTA [B, H, Nq] (varlen: [1, H, total_q])
+    if IS_VARLEN:
+        i_n, bos_q, seq_q, bos_k, seq_k = document_block(docs, i_n)
+        tensors = document_pointers(tensors, strides, strides.dq.n, bos_q, bos_k)
+        if GATED:  # like LSE (a gated batch has bos_k == bos_q)
+            G += bos_q
+            DG += bos_q
+            if ACCUM_DQ:
+                DG_QUERY += bos_q
+    dkdv_program(tensors, strides, seq_q, seq_k, stride_lse, heads, heads // kv_heads, qk_scale, sm_scale,
+                 i_n, i_bhk // kv_heads, i_bhk % kv_heads,
+                 HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, 1, CAUSAL, PRESCALED, ACCUM_DQ, EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
+                 GRADS, BLOCK_D2, EVEN_D2, G=G, DG=DG, WINDOW_LEFT=WINDOW_LEFT, WINDOW_RIGHT=WINDOW_RIGHT,
+                 SOFTCAP=SOFTCAP, GATED=GATED, DG_QUERY=DG_QUERY)
+
+
+@triton.jit
+def _dq_kernel(tensors, strides, sizes, docs, gate,
+               HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+               CAUSAL: tl.constexpr, LONGEST_FIRST: tl.constexpr, PRESCALED: tl.constexpr, IS_VARLEN: tl.constexpr,
+               BLOCK_D2: tl.constexpr, EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr,
+               EVEN_D2: tl.constexpr, DOT_PRECISION: tl.constexpr, WINDOW_LEFT: tl.constexpr,
+               WINDOW_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, GATED: tl.constexpr):
+    """Grid (cdiv(Nq, BLOCK_M), B * H), or (B * H, cdiv(Nq, BLOCK_M)) with LONGEST_FIRST: every head's last
+    query block (the most keys when causal) is dispatched first. tensors, strides, sizes, docs, gate:
+    kernels.backward_args (tensors.dk, dv unused). IS_VARLEN: B = 1 and the blocks axis runs over the (document,
+    query block) pairs of docs.block_indices (with LONGEST_FIRST already heaviest first).
+    Score modifiers (kernels/backward_steps.py): gate.g the gate's cumsum, gate.dg its per-query sums of dS."""
+    seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale = sizes
+    G, DG, _ = gate
+    if LONGEST_FIRST:
+        i_m = tl.program_id(1) if IS_VARLEN else tl.num_programs(1) - 1 - tl.program_id(1)
+        i_bh = tl.program_id(0)
+    else:
+        i_m = tl.program_id(0)
+        i_bh = tl.program_id(1)
+    stride_lse = seq_q  # LSE, DELTA [B, H, Nq] (varlen: [1, H, total_q])
+    if IS_VARLEN:
+        i_m, bos_q, seq_q, bos_k, seq_k = document_block(docs, i_m)
+        tensors = document_pointers(tensors, strides, strides.dq.n, bos_q, bos_k)
+        if GATED:
+            G += bos_q
+            DG += bos_q
+    dq_program(tensors, strides, seq_q, seq_k, stride_lse, heads, heads // kv_heads, qk_scale, sm_scale,
+               i_m, i_bh // heads, i_bh % heads,
+               HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, 1, CAUSAL, PRESCALED, EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
+               BLOCK_D2, EVEN_D2, G=G, DG=DG, WINDOW_LEFT=WINDOW_LEFT, WINDOW_RIGHT=WINDOW_RIGHT, SOFTCAP=SOFTCAP,
+               GATED=GATED)
+
+
+def launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, *, causal: bool, scale: float, accumulate_dq: bool,
+                BLOCK_M: int, BLOCK_N: int, num_warps: int, num_stages: int, longest_first: bool = False,
+                prescale: bool = False, split: bool = False, split_d: bool = False, varlen=None, mods=None,
+                gate=None) -> None:
+    """Writes dk, dv [B, Nk, Hkv, D]; with accumulate_dq also adds unscaled dS K into fp32 dq.
+    prescale: the resident K block is multiplied by scale * log2(e) once instead of every score tile.
+    split: two launches, dV then dK, each with one [BLOCK_N, D] fp32 accumulator instead of two (S and P are
+    computed in both: 5 matmuls instead of 4); for large head dims, where two accumulators spill.
+    split_d: a head dim that is not a power of two in two register blocks (kernels.common.head_chunks).
+    varlen: a kernels.varlen.Packing; then B = 1 and N is the packed length.
+    mods: window / softcap (variants.problem.Modifiers) or None; gate: a kernels.gate.GateSums (writes its as_key,
+    and with accumulate_dq its as_query, from the same dS)."""
+    if prescale and accumulate_dq:
+        raise ValueError("prescale cannot be combined with accumulate_dq (dQ would use the scaled K)")
+    check_prescale(gate, prescale)
+    if split and accumulate_dq:
+        raise ValueError("split cannot be combined with accumulate_dq (one pass must see dS and dV)")
+    batch, seq_q, _, head_dim = q.shape
+    seq_k, kv_heads = k.shape[1], k.shape[2]
+    head_args = head_dim_args(head_dim, split_d)
+    if head_args["BLOCK_D2"] and accumulate_dq:
+        raise ValueError("split_d cannot be combined with accumulate_dq (the dQ atomics take one head-dim block)")
+    even_m, even_n, _ = even_blocks(seq_q, seq_k, head_dim, head_args["BLOCK_D"], walked=BLOCK_M,
+                                         resident=BLOCK_N, walks_queries=True, causal=causal, varlen=varlen is not None)
+    longest_first = longest_first and (causal or varlen is not None)  # else every program has the same work
+    doc_args, blocks = (UNIFORM_ARGS, triton.cdiv(seq_k, BLOCK_N)) if varlen is None else \
+        varlen.kernel_args(block_k=BLOCK_N, heaviest_first=longest_first, causal=causal)
+    grid = (blocks, batch * kv_heads)
+    if blocks == 0:
+        return
+    args = backward_args(q, k, v, do, dq, dk, dv, lse, delta, scale)
+    gate_args = gate_tensors(gate, "as_key", gate.query_for_atomics() if gate is not None and accumulate_dq else None)
+    for grads in ((1, 2) if split else (3,)):  # GRADS: 1 dV only, 2 dK only, 3 both (kernels/backward_steps.py)
+        _dkdv_kernel[grid[::-1] if longest_first else grid](
+                           **args, **doc_args, gate=gate_args, **modifier_args(mods, gate is not None, causal),
+                           **head_args, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
+                           CAUSAL=causal, ACCUM_DQ=accumulate_dq, LONGEST_FIRST=longest_first, PRESCALED=prescale,
+                           GRADS=grads, EVEN_M=even_m, EVEN_N=even_n,
+                           DOT_PRECISION=dot_precision(q.dtype),
+                           num_warps=num_warps, num_stages=num_stages)
+
+
+def launch_dq(q, k, v, do, dq, lse, delta, *, causal: bool, scale: float,
+              BLOCK_M: int, BLOCK_N: int, num_warps: int, num_stages: int, longest_first: bool = False,
+              prescale: bool = False, split_d: bool = False, varlen=None, mods=None, gate=None) -> None:
+    """Writes dq [B, Nq, H, D]. prescale: the resident Q block is multiplied by scale * log2(e) once.
+    mods, gate: as launch_dkdv (writes the gate's as_query).
+    split_d: a head dim that is not a power of two in two register blocks (kernels.common.head_chunks).
+    varlen: a kernels.varlen.Packing; then B = 1 and N is the packed length."""
+    batch, seq_q, heads, head_dim = q.shape
+    head_args = head_dim_args(head_dim, split_d)
+    even_m, even_n, _ = even_blocks(seq_q, k.shape[1], head_dim, head_args["BLOCK_D"], walked=BLOCK_N,
+                                         resident=BLOCK_M, walks_queries=False, causal=causal,
+                                         varlen=varlen is not None)
+    longest_first = longest_first and (causal or varlen is not None)
+    doc_args, blocks = (UNIFORM_ARGS, triton.cdiv(seq_q, BLOCK_M)) if varlen is None else \
+        varlen.kernel_args(block_q=BLOCK_M, heaviest_first=longest_first, causal=causal)
+    grid = (blocks, batch * heads)
+    if blocks == 0:
+        return
+    _dq_kernel[grid[::-1] if longest_first else grid](
+                     **backward_args(q, k, v, do, dq, dq, dq, lse, delta, scale), **doc_args,
+                     gate=gate_tensors(gate, "as_query"), **modifier_args(mods, gate is not None, causal),
+                     **head_args, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
+                     CAUSAL=causal, LONGEST_FIRST=longest_first, PRESCALED=prescale, EVEN_M=even_m, EVEN_N=even_n,
+                     DOT_PRECISION=dot_precision(q.dtype),
+                     num_warps=num_warps, num_stages=num_stages)
+
+
+def gate_tensors(gate, written: str, query_sums=None) -> GateTensors:
+    """The gate argument of the dK/dV and dQ kernels: the gate's cumsum, the sums the kernel writes
+    (kernels.gate.GateSums.as_key / as_query) and, for the dK/dV kernel with dQ atomics, the per-query sums."""
+    if gate is None:
+        return NO_GATE
+    return GateTensors(gate.cumsum, getattr(gate, written), query_sums)
