@@ -125,3 +125,24 @@ def test_score_modifiers_pick_their_block_rule_and_name_themselves(tmp_path):
 def test_a_bad_modifier_exits_2_with_one_line():
     run, _ = cli("--variant", "two_pass", "--gate")  # a gate needs causal
     assert run.returncode == 2 and run.stderr.count("\n") == 1 and "causal" in run.stderr, run.stderr
+
+
+def test_a_kernel_the_launcher_cannot_take_is_an_error_not_a_pass(monkeypatch):
+    """Triton 3.6's CUDA launcher asserts on a host tensor descriptor inside a tuple argument, after the kernel
+    compiled; check_launcher builds that argument list on the CPU (whichever launcher this Triton has) and says so in
+    one line. Here the launcher's expansion is made to fail as 3.6's does."""
+    from types import SimpleNamespace
+
+    from triton.backends.nvidia import driver
+
+    from runners.compile.resources import check_launcher
+
+    def refuse(*args, **kwargs):
+        raise AssertionError()
+
+    monkeypatch.setattr(driver, "expand_signature", refuse, raising=False)
+    monkeypatch.setattr(driver, "make_launcher", refuse, raising=False)
+    src = SimpleNamespace(fn=SimpleNamespace(arg_names=["descs"]), constants={},
+                          signature={"descs": "(tensordesc<bf16[64, 64]>)"})
+    with pytest.raises(RuntimeError, match="launcher cannot take this kernel's arguments"):
+        check_launcher(src, SimpleNamespace(metadata=SimpleNamespace(tensordesc_meta=None)))

@@ -40,16 +40,6 @@ LOG2E_C = gl.constexpr(LOG2E)  # log2(e), readable inside the kernels (softcap)
 GROUP_REGS = 240  # registers per thread of the second compute group (split_warpgroups), a worker partition
 
 
-class WsDescs(NamedTuple):  # the TMA views (`rows_descriptor`, `accumulator_descriptor`)
-    q: object  # [B * Nq, H, D], boxes [BM, 1, tile D]
-    k: object  # [B * Nk, Hkv, D], boxes [BN, 1, tile D] (BN: one compute group's keys)
-    v: object  # like k
-    do: object  # like q
-    dq: object  # the fp32 accumulator [B * H * dq_rows(Nq), tile D], boxes [BM, tile D]
-    dk: object  # like k
-    dv: object  # like k
-
-
 class WsTensors(NamedTuple):  # what the kernel reads and writes by pointer
     lse: object  # [B, H, Nq] fp32, base 2 (packed: [1, H, total_q])
     delta: object  # like lse
@@ -68,16 +58,18 @@ class WsDocs(NamedTuple):  # VARLEN: the packed documents (kernels.varlen.Packin
     pairs: object  # [pairs, 2] int32: (document, key block)
 
 
-class WsSizes(NamedTuple):  # the problem's sizes (VARLEN: seq_q, seq_k the packed totals)
+class WsSizes(NamedTuple):  # the problem's sizes (VARLEN: seq_q, seq_k the packed totals) and the softmax scale
     seq_q: int
     seq_k: int
     heads: int
     kv_heads: int
     batch_kv_heads: int  # B * Hkv
     chunk_heads: int  # (batch, kv head) pairs per chunk of tiles (`chunk_heads`)
+    qk_scale: float  # scale * log2(e): S to exp2's units
+    sm_scale: float  # scale: dK's
 
 
-class WsScales(NamedTuple):  # the softmax scale
+class WsScales(NamedTuple):  # the softmax scale (ws_dq's kernel)
     qk_scale: float  # scale * log2(e): S to exp2's units
     sm_scale: float  # scale: dK's
 
@@ -95,7 +87,8 @@ class WsLayouts(NamedTuple):  # the kernel's register and shared layouts (`layou
 
 
 @gluon.jit
-def _ws_backward_kernel(descs, tensors, schedule, docs, sizes, scales, DIM: gl.constexpr, LAYOUTS: gl.constexpr,
+def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_desc, tensors, schedule, docs, sizes,
+                        DIM: gl.constexpr, LAYOUTS: gl.constexpr,
                         D_MAIN: gl.constexpr, D_REST: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                         WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr,
                         MASKED: gl.constexpr, WARP_SPECIALIZE: gl.constexpr, EARLY_SCORES: gl.constexpr,
@@ -104,28 +97,27 @@ def _ws_backward_kernel(descs, tensors, schedule, docs, sizes, scales, DIM: gl.c
     """Grid (cdiv(Nk, BLOCK_N) * B * Hkv,), one tile (key block of a (batch, kv head)) per program, batch_kv_heads
     = B * Hkv; PERSISTENT: grid (programs,), program p walks tiles TILES[TILE_STARTS[p]:TILE_STARTS[p + 1]]
     (schedule, a WsSchedule: int32, made on the host by `tile_schedule`); VARLEN: grid (pairs * Hkv,), PAIRS
-    [pairs, 2] = (document, key block), CU_Q / CU_K the cu_seqlens (docs, a WsDocs). descs (WsDescs): q/do
+    [pairs, 2] = (document, key block), CU_Q / CU_K the cu_seqlens (docs, a WsDocs). The TMA views, each its own
+    argument (Triton 3.6's launcher takes host descriptors only at the top level, not inside a tuple): q/do
     [B * Nq, H, D] boxes [BM, 1, tile D]; k/v/dk/dv [B * Nk, Hkv, D] boxes [BN, 1, tile D]; dq the fp32 accumulator
     [B * H * dq_rows(Nq), tile D] (packed: [H * total_q, tile D]) boxes [BM, tile D], rows reordered within groups of
     8 (`_bank_spread_rows`, not VARLEN). tensors (WsTensors): LSE (base 2), DELTA [B, H, Nq] fp32; DK, DV dense
-    [B, Nk, Hkv, DIM]. sizes (WsSizes): seq_q, seq_k, heads, kv_heads, batch_kv_heads, chunk_heads; scales
-    (WsScales): qk_scale, sm_scale. DIM: the data's head dim; D_MAIN, D_REST: its chunks (`head_dim_chunks`);
+    [B, Nk, Hkv, DIM]. sizes (WsSizes): seq_q, seq_k, heads, kv_heads, batch_kv_heads, chunk_heads, qk_scale,
+    sm_scale. DIM: the data's head dim; D_MAIN, D_REST: its chunks (`head_dim_chunks`);
     LAYOUTS: a WsLayouts (`layouts`), *_r the second chunk's. MASKED: causal, or a sequence not a multiple of its
     block.
     WARP_SPECIALIZE: the num_warps warps only compute; one more warp issues the TMA loads (`_load_partition`)
     and one the dQ reduce-adds (`_dq_partition`), handing tiles over through mbarriers; else the compute warps
     issue both themselves. GROUPS = 2 (split_warpgroups): two compute partitions of num_warps warps, each with
-    BLOCK_N / 2 keys (descs.k's block), its own dS^T and dQ tiles; GROUP_REGS: the second one's registers.
+    BLOCK_N / 2 keys (k_desc's block), its own dS^T and dQ tiles; GROUP_REGS: the second one's registers.
     WITH_DQ=False (ws_two_pass's dK/dV kernel; WARP_SPECIALIZE, one group): no dQ, no dQ warp; the compute warps
     hand each step's stage back themselves. Every partition walks the same tiles and steps; the Q / dO ring and the dQ hand-over count steps across tiles,
     and K / V of the next tile load once the compute warps are done with this one's (`kv_empty`), while they
     store its dK, dV."""
-    q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_desc = descs
     LSE, DELTA, DK, DV = tensors
     TILES, TILE_STARTS = schedule
     CU_Q, CU_K, PAIRS = docs
-    seq_q, seq_k, heads, kv_heads, batch_kv_heads, chunk_heads = sizes
-    qk_scale, sm_scale = scales
+    seq_q, seq_k, heads, kv_heads, batch_kv_heads, chunk_heads, qk_scale, sm_scale = sizes
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[2]  # the tiles' head dim: DIM rounded up to a power of two
     BLOCK_N: gl.constexpr = GROUPS * k_desc.block_type.shape[0]
@@ -212,7 +204,8 @@ def _ws_backward_kernel(descs, tensors, schedule, docs, sizes, scales, DIM: gl.c
             ], [1, 1], [24, 24])
     else:
         _mma_partition(tiles, schedule, sizes, stores, stats, qk_scale, LAYOUTS, D_MAIN, D_REST, STAGES, CAUSAL,
-                       WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, False, False, 0, SWAP_AB, PERSISTENT, VARLEN, descs)
+                       WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, False, False, 0, SWAP_AB, PERSISTENT, VARLEN,
+                       (q_desc, k_desc, v_desc, do_desc, dq_desc))
 
 
 @gluon.jit
@@ -650,7 +643,7 @@ def _mma_partition(tiles, schedule, sizes, stores, stats, qk_scale, LAYOUTS: gl.
     """Compute group WG (its rows of the key block, its shared tiles): per tile, per step, the five matmuls and the
     softmax gradient; at the end of a tile it stores its rows of dK (scaled) and dV (stores: DK, DV, sm_scale).
     stats: (LSE, DELTA). SPECIALIZED: the loads and reduce-adds are other warps' (signalled through mbarriers);
-    else issued here (descs, a WsDescs, given). EARLY_SCORES (SPECIALIZED only): the next step's S^T, dP^T are
+    else issued here (descs: the q, k, v, do, dq TMA views, given). EARLY_SCORES (SPECIALIZED only): the next step's S^T, dP^T are
     issued right behind this step's dQ, so they run while dQ is handed over and the next step starts with them done.
     WITH_DQ=False (SPECIALIZED, not EARLY_SCORES): dK and dV only, each step's stage handed back here."""
     TILES, first_tile, end_tile = schedule
@@ -693,10 +686,11 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, stats, qk_sca
     i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps, bases = rows
     start_n = start_n + WG * BLOCK_N  # this group's first key
     if not SPECIALIZED:  # K, V and the first STAGES - 1 steps' Q, dO (one tile per program: nothing to wait)
-        _issue_kv(descs.k, descs.v, tiles, rows)
+        q_desc, k_desc, v_desc, do_desc, dq_desc = descs
+        _issue_kv(k_desc, v_desc, tiles, rows)
         for s in gl.static_range(STAGES - 1):
             if s < steps:
-                _issue_qdo(descs.q, descs.do, tiles, rows, s, slot + s, STAGES)
+                _issue_qdo(q_desc, do_desc, tiles, rows, s, slot + s, STAGES)
     dk = _chunk_zeros(BLOCK_N, KV_LAYOUT, KV_LAYOUT_R, D_MAIN, D_REST)  # [BN, D] as head-dim chunks
     dv = _chunk_zeros(BLOCK_N, KV_LAYOUT, KV_LAYOUT_R, D_MAIN, D_REST)
     mbarrier.wait(kv_ready, tile_count & 1)
@@ -710,7 +704,7 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, stats, qk_sca
     for step in range(steps):
         if not SPECIALIZED:  # refill the stage that the previous step finished with
             if step + STAGES - 1 < steps:
-                _issue_qdo(descs.q, descs.do, tiles, rows, step + STAGES - 1, slot + step + STAGES - 1, STAGES)
+                _issue_qdo(q_desc, do_desc, tiles, rows, step + STAGES - 1, slot + step + STAGES - 1, STAGES)
         stage = (slot + step) % STAGES
         i_h, start_m = _query_block(step, rows, BLOCK_M)
         o_m = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(KEY_DIM, S_LAYOUT))  # query of each S column
@@ -757,7 +751,7 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, stats, qk_sca
                 mbarrier.arrive(dq_full.index(WG), count=1)  # also frees the stage (the dQ warp passes it on)
             else:
                 cta_barrier()
-                tma_reduce_add(descs.dq, [_dq_row(rows, i_h, start_m), 0], dq_smem)
+                tma_reduce_add(dq_desc, [_dq_row(rows, i_h, start_m), 0], dq_smem)
     if not SPECIALIZED:
         tma.store_wait(pendings=0)
     if EARLY_SCORES:
@@ -1051,14 +1045,13 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
         return
     d_main, d_rest = head_dim_chunks(head_dim)
     _ws_backward_kernel[grid](
-        descs=WsDescs(q=rows_descriptor(q, BLOCK_M), k=rows_descriptor(k, block_ng), v=rows_descriptor(v, block_ng),
-                      do=rows_descriptor(do, BLOCK_M), dq=accumulator_descriptor(dq_acc, head_dim, BLOCK_M),
-                      dk=rows_descriptor(dk, block_ng), dv=rows_descriptor(dv, block_ng)),
+        q_desc=rows_descriptor(q, BLOCK_M), k_desc=rows_descriptor(k, block_ng), v_desc=rows_descriptor(v, block_ng),
+        do_desc=rows_descriptor(do, BLOCK_M), dq_desc=accumulator_descriptor(dq_acc, head_dim, BLOCK_M),
+        dk_desc=rows_descriptor(dk, block_ng), dv_desc=rows_descriptor(dv, block_ng),
         tensors=WsTensors(lse=lse, delta=delta, dk=dk, dv=dv),
         schedule=WsSchedule(tiles=tiles, tile_starts=tile_starts), docs=WsDocs(cu_q=cu_q, cu_k=cu_k, pairs=pairs),
         sizes=WsSizes(seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads, batch_kv_heads=batch * kv_heads,
-                      chunk_heads=heads_per_chunk),
-        scales=WsScales(qk_scale=scale * LOG2E, sm_scale=scale), DIM=head_dim,
+                      chunk_heads=heads_per_chunk, qk_scale=scale * LOG2E, sm_scale=scale), DIM=head_dim,
         LAYOUTS=layouts(BLOCK_M, block_ng, head_dim, group_warps, q.dtype, swap_ab), D_MAIN=d_main, D_REST=d_rest,
         STAGES=num_stages, CAUSAL=causal, MASKED=masked, WINDOW_LEFT=window_left,
         WINDOW_RIGHT=-1 if causal else window_right, SOFTCAP=float(softcap), WARP_SPECIALIZE=warp_specialize,

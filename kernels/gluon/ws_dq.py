@@ -27,14 +27,6 @@ from kernels.gluon.ws import (WsDocs, WsScales, _box, _chunk_zeros, _document, _
                               rows_descriptor, tile_dim)
 
 
-class DqDescs(NamedTuple):  # the TMA views (`rows_descriptor`)
-    q: object  # [B * Nq, H, D], boxes [BM, 1, tile D]
-    k: object  # [B * Nk, Hkv, D], boxes [BN, 1, tile D]
-    v: object  # like k
-    do: object  # like q
-    dq: object  # like q
-
-
 class DqTensors(NamedTuple):  # what the kernel reads and writes by pointer
     lse: object  # [B, H, Nq] fp32, base 2 (packed: [1, H, total_q])
     delta: object  # like lse
@@ -57,15 +49,15 @@ class DqLayouts(NamedTuple):  # the kernel's register and shared layouts (`dq_la
 
 
 @gluon.jit
-def _ws_dq_kernel(descs, tensors, docs, sizes, scales, DIM: gl.constexpr, LAYOUTS: gl.constexpr, D_MAIN: gl.constexpr,
+def _ws_dq_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, tensors, docs, sizes, scales, DIM: gl.constexpr,
+                  LAYOUTS: gl.constexpr, D_MAIN: gl.constexpr,
                   D_REST: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr,
                   VARLEN: gl.constexpr):
     """Grid (cdiv(Nq, BM) * B * H,) (VARLEN: (pairs * H,), PAIRS [pairs, 2] = (document, query block); docs:
-    kernels.gluon.ws.WsDocs). descs (DqDescs): q/do/dq: [B * Nq, H, D] boxes [BM, 1, tile D]; k/v: [B * Nk, Hkv, D]
+    kernels.gluon.ws.WsDocs). The TMA views (top-level arguments, as _ws_backward_kernel's): q/do/dq: [B * Nq, H, D] boxes [BM, 1, tile D]; k/v: [B * Nk, Hkv, D]
     boxes [BN, 1, tile D]. tensors (DqTensors): LSE (base 2), DELTA: [B, H, Nq] fp32 (packed: [1, H, total_q]); DQ:
     dense [B, Nq, H, D] (tails' masked stores). sizes: DqSizes; scales: kernels.gluon.ws.WsScales; LAYOUTS:
     DqLayouts (`dq_layouts`); D_MAIN, D_REST: the head-dim chunks (`head_dim_chunks`)."""
-    q_desc, k_desc, v_desc, do_desc, dq_desc = descs
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[2]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
@@ -230,8 +222,8 @@ def ws_dq(q, k, v, do, lse, delta, dq, *, causal: bool, scale: float, BLOCK_M: i
             return
     d_main, d_rest = head_dim_chunks(head_dim)
     _ws_dq_kernel[grid](
-        descs=DqDescs(q=rows_descriptor(q, BLOCK_M), k=rows_descriptor(k, BLOCK_N), v=rows_descriptor(v, BLOCK_N),
-                      do=rows_descriptor(do, BLOCK_M), dq=rows_descriptor(dq, BLOCK_M)),
+        q_desc=rows_descriptor(q, BLOCK_M), k_desc=rows_descriptor(k, BLOCK_N), v_desc=rows_descriptor(v, BLOCK_N),
+        do_desc=rows_descriptor(do, BLOCK_M), dq_desc=rows_descriptor(dq, BLOCK_M),
         tensors=DqTensors(lse=lse, delta=delta, dq=dq), docs=WsDocs(cu_q=cu_q, cu_k=cu_k, pairs=pairs),
         sizes=DqSizes(seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads),
         scales=WsScales(qk_scale=scale * LOG2E, sm_scale=scale), DIM=head_dim,

@@ -159,7 +159,31 @@ def compile_kernel(fn, args, kwargs, capability: int = ARCHS[DEFAULT_ARCH].capab
     source = ASTSource
     if getattr(fn, "is_gluon", lambda: False)():  # a @gluon.jit kernel: Gluon's own front end
         from triton.experimental.gluon._runtime import GluonASTSource as source
-    return triton.compile(source(fn, signature, constexprs, attrs), target=target, options=options.__dict__)
+    src = source(fn, signature, constexprs, attrs)
+    compiled = triton.compile(src, target=target, options=options.__dict__)
+    check_launcher(src, compiled)
+    return compiled
+
+
+def check_launcher(src, compiled) -> None:
+    """Expands the kernel's arguments the way this Triton's CUDA launcher does at the first launch (pure Python, no
+    GPU needed), so a kernel that compiles but cannot be launched fails here too: Triton 3.6's launcher takes host
+    tensor descriptors only as top-level arguments, not inside a tuple (an AssertionError at launch)."""
+    import triton
+    from triton.backends.nvidia import driver
+
+    arg_index = lambda x: (src.fn.arg_names.index(x),) if isinstance(x, str) else x  # noqa: E731 - as the driver
+    constants = {arg_index(key): value for key, value in getattr(src, "constants", {}).items()}
+    signature = dict(src.signature)
+    meta = getattr(compiled.metadata, "tensordesc_meta", None)
+    try:
+        if hasattr(driver, "expand_signature"):  # Triton 3.9
+            driver.expand_signature(signature.values(), meta, "nvTmaDesc")
+        elif hasattr(driver, "make_launcher"):  # Triton 3.6
+            driver.make_launcher(constants, signature, meta)
+    except Exception as exc:  # noqa: BLE001 - any failure here is a launch failure on a GPU
+        raise RuntimeError(f"Triton {triton.__version__}'s CUDA launcher cannot take this kernel's arguments "
+                           f"(host tensor descriptors inside a tuple?): {type(exc).__name__} {exc}") from None
 
 
 @functools.lru_cache(maxsize=512)
