@@ -31,12 +31,13 @@ import triton
 
 from kernels.common import LOG2E
 from kernels.gluon.compat import (TensorDescriptor, cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma_load,
-                                  tma_reduce_add, tma_store, tma, warpgroup_mma, warpgroup_mma_init,
+                                  tma_reduce_add, tma_store, tma, warpgroup_mma_init,
                                   warpgroup_mma_wait)
+from kernels.gluon.tiles import (GL_DTYPES, WsDocs, as_box, chunk_zeros, dense_bnhd, document_pair, head_dim_chunks,
+                                  issue_products, mma_chunks, probabilities, rows_descriptor, shared_layout,
+                                  store_chunks, store_rows, tile_dim, wait_chunks)
 
-GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
 HEAD_DIMS = (64, 96, 128, 192, 256)  # with measured or compile-checked tiles (variants.ws)
-LOG2E_C = gl.constexpr(LOG2E)  # log2(e), readable inside the kernels (softcap)
 GROUP_REGS = 240  # registers per thread of the second compute group (split_warpgroups), a worker partition
 
 
@@ -52,12 +53,6 @@ class WsSchedule(NamedTuple):  # PERSISTENT: the programs' tiles (`tile_schedule
     tile_starts: object  # [programs + 1]: program p walks tiles[tile_starts[p]:tile_starts[p + 1]]
 
 
-class WsDocs(NamedTuple):  # VARLEN: the packed documents (kernels.varlen.Packing)
-    cu_q: object  # [documents + 1] int32: cu_seqlens_q
-    cu_k: object  # [documents + 1] int32: cu_seqlens_k
-    pairs: object  # [pairs, 2] int32: (document, key block)
-
-
 class WsSizes(NamedTuple):  # the problem's sizes (VARLEN: seq_q, seq_k the packed totals) and the softmax scale
     seq_q: int
     seq_k: int
@@ -65,11 +60,6 @@ class WsSizes(NamedTuple):  # the problem's sizes (VARLEN: seq_q, seq_k the pack
     kv_heads: int
     batch_kv_heads: int  # B * Hkv
     chunk_heads: int  # (batch, kv head) pairs per chunk of tiles (`chunk_heads`)
-    qk_scale: float  # scale * log2(e): S to exp2's units
-    sm_scale: float  # scale: dK's
-
-
-class WsScales(NamedTuple):  # the softmax scale (ws_dq's kernel)
     qk_scale: float  # scale * log2(e): S to exp2's units
     sm_scale: float  # scale: dK's
 
@@ -230,7 +220,7 @@ def _tile(k, schedule, sizes, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUS
         tile = k
     if VARLEN:
         i_hk = tile % kv_heads
-        i_b, i_n, q_row0, k_row0, doc_q, doc_k = _document(tile // kv_heads, PAIRS, CU_Q, CU_K)
+        i_b, i_n, q_row0, k_row0, doc_q, doc_k = document_pair(tile // kv_heads, PAIRS, CU_Q, CU_K)
         bases = (q_row0, k_row0, q_row0, seq_q, q_row0, seq_q)  # LSE [1, H, total_q]; accumulator [H, total_q, D]
         seq_q = doc_q
         seq_k = doc_k
@@ -263,17 +253,6 @@ def _tile(k, schedule, sizes, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUS
 
 
 @gluon.jit
-def _document(pair, PAIRS, CU_Q, CU_K):
-    """A packed batch's (document, block) pair (kernels.varlen.Packing.block_indices) -> (document, block, its first
-    query row, its first key row, its query and key lengths)."""
-    doc = gl.load(PAIRS + 2 * pair)
-    block = gl.load(PAIRS + 2 * pair + 1)
-    q_row0 = gl.load(CU_Q + doc)
-    k_row0 = gl.load(CU_K + doc)
-    return doc, block, q_row0, k_row0, gl.load(CU_Q + doc + 1) - q_row0, gl.load(CU_K + doc + 1) - k_row0
-
-
-@gluon.jit
 def _query_block(step, rows, BLOCK_M: gl.constexpr):
     """(query head, first query) of a step."""
     i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps, bases = rows
@@ -303,14 +282,8 @@ def _issue_kv(k_desc, v_desc, tiles, rows):
     GROUPS: gl.constexpr = k_smem.shape[0]
     mbarrier.expect(kv_ready, 2 * GROUPS * k_desc.block_type.nbytes)
     for g in gl.static_range(GROUPS):
-        tma_load(k_desc, [k_row0 + start_n + g * BLOCK_NG, i_hk, 0], kv_ready, _box(k_smem.index(g)))
-        tma_load(v_desc, [k_row0 + start_n + g * BLOCK_NG, i_hk, 0], kv_ready, _box(v_smem.index(g)))
-
-
-@gluon.jit
-def _box(tile):
-    """A shared tile [R, C] as the [R, 1, C] box of a [rows, heads, D] TMA view (the same bytes)."""
-    return tile.reshape([tile.shape[0], 1, tile.shape[1]])
+        tma_load(k_desc, [k_row0 + start_n + g * BLOCK_NG, i_hk, 0], kv_ready, as_box(k_smem.index(g)))
+        tma_load(v_desc, [k_row0 + start_n + g * BLOCK_NG, i_hk, 0], kv_ready, as_box(v_smem.index(g)))
 
 
 @gluon.jit
@@ -324,8 +297,8 @@ def _issue_qdo(q_desc, do_desc, tiles, rows, step, slot, STAGES: gl.constexpr):
     i_h, start_m = _query_block(step, rows, BLOCK_M)
     stage = slot % STAGES
     mbarrier.expect(ready.index(stage), 2 * q_desc.block_type.nbytes)
-    tma_load(q_desc, [q_row0 + start_m, i_h, 0], ready.index(stage), _box(q_smem.index(stage)))
-    tma_load(do_desc, [q_row0 + start_m, i_h, 0], ready.index(stage), _box(do_smem.index(stage)))
+    tma_load(q_desc, [q_row0 + start_m, i_h, 0], ready.index(stage), as_box(q_smem.index(stage)))
+    tma_load(do_desc, [q_row0 + start_m, i_h, 0], ready.index(stage), as_box(do_smem.index(stage)))
 
 
 @gluon.jit
@@ -415,70 +388,12 @@ def _dq_tile(k, slot, dq_desc, tiles, schedule, sizes, STAGES: gl.constexpr, BLO
 def _issue_scores(k_smem, v_smem, q_tile, do_tile, S_LAYOUT: gl.constexpr, SWAP_AB: gl.constexpr,
                   D_MAIN: gl.constexpr, D_REST: gl.constexpr):
     """S^T = K Q^T and dP^T = V dO^T [BN, BM] (swap AB), else S = Q K^T and dP = dO V^T [BM, BN]: async wgmma
-    groups in flight, one per head-dim chunk of each (`_issue_products`)."""
+    groups in flight, one per head-dim chunk of each (`issue_products`)."""
     if SWAP_AB:
-        s, dp = _issue_products(k_smem, q_tile, v_smem, do_tile, S_LAYOUT, D_MAIN, D_REST)
+        s, dp = issue_products(k_smem, q_tile, v_smem, do_tile, S_LAYOUT, D_MAIN, D_REST)
     else:
-        s, dp = _issue_products(q_tile, k_smem, do_tile, v_smem, S_LAYOUT, D_MAIN, D_REST)
+        s, dp = issue_products(q_tile, k_smem, do_tile, v_smem, S_LAYOUT, D_MAIN, D_REST)
     return s, dp
-
-
-@gluon.jit
-def _issue_products(a1, b1, a2, b2, LAYOUT: gl.constexpr, D_MAIN: gl.constexpr = 0, D_REST: gl.constexpr = 0):
-    """a1 b1^T and a2 b2^T ([R, D] @ [D, C] -> [R, C]) as async wgmma groups: one each, or (D_REST > 0: a head dim
-    D_MAIN + D_REST that is no power of two) one per chunk of the reduction, so no MMA reads the tiles' zero
-    columns past D."""
-    # accumulators made here (use_acc=False ignores them), so no zero tile stays live across steps
-    acc_shape: gl.constexpr = [a1.shape[0], b1.shape[0]]
-    if D_REST > 0:
-        p1 = warpgroup_mma(a1.slice(0, D_MAIN, 1), b1.slice(0, D_MAIN, 1).permute((1, 0)),
-                           gl.zeros(acc_shape, gl.float32, LAYOUT), use_acc=False, is_async=True)
-        p1 = warpgroup_mma(a1.slice(D_MAIN, D_REST, 1), b1.slice(D_MAIN, D_REST, 1).permute((1, 0)), p1,
-                           is_async=True)
-        p2 = warpgroup_mma(a2.slice(0, D_MAIN, 1), b2.slice(0, D_MAIN, 1).permute((1, 0)),
-                           gl.zeros(acc_shape, gl.float32, LAYOUT), use_acc=False, is_async=True)
-        p2 = warpgroup_mma(a2.slice(D_MAIN, D_REST, 1), b2.slice(D_MAIN, D_REST, 1).permute((1, 0)), p2,
-                           is_async=True)
-    else:
-        p1 = warpgroup_mma(a1, b1.permute((1, 0)), gl.zeros(acc_shape, gl.float32, LAYOUT), use_acc=False,
-                           is_async=True)
-        p2 = warpgroup_mma(a2, b2.permute((1, 0)), gl.zeros(acc_shape, gl.float32, LAYOUT), use_acc=False,
-                           is_async=True)
-    return p1, p2
-
-
-@gluon.jit
-def _chunk_zeros(rows: gl.constexpr, LAYOUT: gl.constexpr, LAYOUT_R: gl.constexpr, D_MAIN: gl.constexpr,
-                 D_REST: gl.constexpr):
-    """A [rows, D] fp32 accumulator as a tuple of head-dim chunks: ([rows, D_MAIN],) or, D_REST > 0,
-    ([rows, D_MAIN], [rows, D_REST])."""
-    if D_REST > 0:
-        return (gl.zeros([rows, D_MAIN], gl.float32, LAYOUT), gl.zeros([rows, D_REST], gl.float32, LAYOUT_R))
-    else:
-        return (gl.zeros([rows, D_MAIN], gl.float32, LAYOUT),)
-
-
-@gluon.jit
-def _mma_chunks(a, a_r, b, acc, D_MAIN: gl.constexpr, D_REST: gl.constexpr, use_acc: gl.constexpr = True):
-    """acc[c] += a @ b[:, chunk c] for each head-dim chunk of the accumulator tuple (`_chunk_zeros`); b [K, D] in
-    shared memory; a (chunk 0) and a_r (chunk 1): the same A operand, in registers laid out for each chunk's
-    accumulator, or one shared tile. One async wgmma group per chunk."""
-    if D_REST > 0:
-        return (warpgroup_mma(a, b.slice(0, D_MAIN, 1), acc[0], use_acc=use_acc, is_async=True),
-                warpgroup_mma(a_r, b.slice(D_MAIN, D_REST, 1), acc[1], use_acc=use_acc, is_async=True))
-    else:
-        return (warpgroup_mma(a, b, acc[0], use_acc=use_acc, is_async=True),)
-
-
-@gluon.jit
-def _wait_chunks(n: gl.constexpr, x, y, D_REST: gl.constexpr):
-    """warpgroup_mma_wait(num_outstanding=n) on two chunk tuples -> (x, y)."""
-    if D_REST > 0:
-        x0, x1, y0, y1 = warpgroup_mma_wait(num_outstanding=n, deps=(x[0], x[1], y[0], y[1]))
-        return (x0, x1), (y0, y1)
-    else:
-        x0, y0 = warpgroup_mma_wait(num_outstanding=n, deps=(x[0], y[0]))
-        return (x0,), (y0,)
 
 
 @gluon.jit
@@ -490,61 +405,6 @@ def _wait_chunks3(n: gl.constexpr, x, y, z, D_REST: gl.constexpr):
     else:
         x0, y0, z0 = warpgroup_mma_wait(num_outstanding=n, deps=(x[0], y[0], z[0]))
         return (x0,), (y0,), (z0,)
-
-
-@gluon.jit
-def _store_chunks(smem, acc, scale, D_MAIN: gl.constexpr, D_REST: gl.constexpr):
-    """scale * acc (a chunk tuple) into the shared tile's first D_MAIN + D_REST columns, in the tile's dtype."""
-    if D_REST > 0:
-        smem.slice(0, D_MAIN, 1).store((acc[0] * scale).to(smem.dtype))
-        smem.slice(D_MAIN, D_REST, 1).store((acc[1] * scale).to(smem.dtype))
-    else:
-        smem.store((acc[0] * scale).to(smem.dtype))
-
-
-@gluon.jit
-def _probabilities(s, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, KEYS_ON_ROWS: gl.constexpr,
-                   CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, MASKED: gl.constexpr):
-    """P = exp2(S * scale * log2 e - LSE) of S^T [BN, BM] (KEYS_ON_ROWS, swap AB) or S [BM, BN]; o_m: the query
-    index of each query row / column. Only blocks that cross the causal diagonal, a window edge or a sequence end
-    pay for the mask (keys past Nk, queries past Nq, keys right of the bottom-right diagonal under causal masking,
-    and outside the window (WINDOW_LEFT / WINDOW_RIGHT >= 0, FlashAttention's window_size) -> 0)."""
-    KEY_DIM: gl.constexpr = 0 if KEYS_ON_ROWS else 1
-    QUERY_DIM: gl.constexpr = 1 - KEY_DIM
-    BLOCK_N: gl.constexpr = s.shape[KEY_DIM]
-    BLOCK_M: gl.constexpr = s.shape[QUERY_DIM]
-    s = s * qk_scale  # log2 units
-    t = s  # tanh(s / softcap): a placeholder without softcap (never read)
-    if SOFTCAP > 0:  # s -> softcap * tanh(s / softcap), in log2 units (kernels.common.modify_scores)
-        t = _tanh(s * (1.0 / (SOFTCAP * LOG2E_C)))
-        s = t * (SOFTCAP * LOG2E_C)
-    p = gl.exp2(s - gl.expand_dims(lse, KEY_DIM))
-    if MASKED:
-        shift = seq_k - seq_q  # bottom-right causal: query i sees key j iff j <= i + shift
-        right = 0 if CAUSAL else WINDOW_RIGHT  # -1: unbounded
-        crosses_right = right >= 0 and start_m + shift + right < start_n + BLOCK_N - 1
-        crosses_left = WINDOW_LEFT >= 0 and start_m + BLOCK_M - 1 + shift - WINDOW_LEFT > start_n
-        if crosses_right or crosses_left or start_m + BLOCK_M > seq_q or start_n + BLOCK_N > seq_k:
-            # key indices built here, not held across the loop
-            keys = gl.expand_dims(start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(QUERY_DIM, s.type.layout)),
-                                  QUERY_DIM)
-            queries = gl.expand_dims(o_m, KEY_DIM)
-            visible = (keys < seq_k) & (queries < seq_q)
-            if right >= 0:
-                visible = visible & (keys <= queries + shift + right)
-            if WINDOW_LEFT >= 0:
-                visible = visible & (keys >= queries + shift - WINDOW_LEFT)
-            p = gl.where(visible, p, 0.)
-    return p, t
-
-
-@gluon.jit
-def _tanh(x):
-    """kernels.common.tanh for Gluon: from exp2, accurate near 0, saturating at +-1 (the forward's own formula, so
-    P here is the forward's)."""
-    e = gl.exp2(gl.abs(x) * (-2.0 * LOG2E_C))
-    t = (1.0 - e) / (1.0 + e)
-    return gl.where(x < 0, -t, t)
 
 
 @gluon.jit
@@ -570,21 +430,21 @@ def _gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, ds_smem, 
     DQ_LAYOUT: gl.constexpr = LAYOUTS.dq  # passed on to a jit function: bound as a constexpr (Triton 3.6)
     DQ_LAYOUT_R: gl.constexpr = LAYOUTS.dq_r
     s_t = warpgroup_mma_wait(num_outstanding=CHUNKS, deps=(s_t,))
-    p_t, t_t = _probabilities(s_t, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, True, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED)  # [BN, BM]
+    p_t, t_t = probabilities(s_t, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, True, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED)  # [BN, BM]
     p_lo = p_t.to(dtype)
-    dv = _mma_chunks(gl.convert_layout(p_lo, P_OPERAND), gl.convert_layout(p_lo, P_OPERAND_R), do_tile, dv, D_MAIN,
+    dv = mma_chunks(gl.convert_layout(p_lo, P_OPERAND), gl.convert_layout(p_lo, P_OPERAND_R), do_tile, dv, D_MAIN,
                      D_REST)  # [BN, BM] @ [BM, D]
     dp_t = warpgroup_mma_wait(num_outstanding=CHUNKS, deps=(dp_t,))
     ds_t = _softcap_grad(p_t * (dp_t - gl.expand_dims(delta, 0)), t_t, SOFTCAP).to(dtype)  # [BN, BM]
     if WITH_DQ:
         ds_smem.store(ds_t)
-    dk = _mma_chunks(gl.convert_layout(ds_t, P_OPERAND), gl.convert_layout(ds_t, P_OPERAND_R), q_tile, dk, D_MAIN,
+    dk = mma_chunks(gl.convert_layout(ds_t, P_OPERAND), gl.convert_layout(ds_t, P_OPERAND_R), q_tile, dk, D_MAIN,
                      D_REST)  # [BN, BM] @ [BM, D]
     if WITH_DQ:
         fence_async_shared()
         cta_barrier()  # every warpgroup's rows of dS^T are in shared memory before dQ reads all of them
-        dq = _mma_chunks(ds_smem.permute((1, 0)), ds_smem.permute((1, 0)), k_smem,
-                         _chunk_zeros(BLOCK_M, DQ_LAYOUT, DQ_LAYOUT_R, D_MAIN, D_REST), D_MAIN, D_REST,
+        dq = mma_chunks(ds_smem.permute((1, 0)), ds_smem.permute((1, 0)), k_smem,
+                         chunk_zeros(BLOCK_M, DQ_LAYOUT, DQ_LAYOUT_R, D_MAIN, D_REST), D_MAIN, D_REST,
                          use_acc=False)  # [BM, BN] @ [BN, D] -> [BM, D]
     else:
         dq = dk  # no dQ (ws_two_pass): a placeholder
@@ -605,17 +465,17 @@ def _gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, k_smem, p_smem, ds
     DQ_LAYOUT: gl.constexpr = LAYOUTS.dq  # passed on to a jit function: bound as a constexpr (Triton 3.6)
     DQ_LAYOUT_R: gl.constexpr = LAYOUTS.dq_r
     s = warpgroup_mma_wait(num_outstanding=CHUNKS, deps=(s,))
-    p, t = _probabilities(s, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, False, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED)  # [BM, BN]
+    p, t = probabilities(s, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, False, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED)  # [BM, BN]
     p_smem.store(p.to(dtype))
     dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
     ds = _softcap_grad(p * (dp - gl.expand_dims(delta, 1)), t, SOFTCAP).to(dtype)  # [BM, BN]
     ds_smem.store(ds)
     fence_async_shared()
     cta_barrier()  # every warpgroup's rows of P and dS are in shared memory before the wgmmas read all of them
-    dv = _mma_chunks(p_smem.permute((1, 0)), p_smem.permute((1, 0)), do_tile, dv, D_MAIN, D_REST)  # [BN, BM] @ [BM, D]
-    dk = _mma_chunks(ds_smem.permute((1, 0)), ds_smem.permute((1, 0)), q_tile, dk, D_MAIN, D_REST)
+    dv = mma_chunks(p_smem.permute((1, 0)), p_smem.permute((1, 0)), do_tile, dv, D_MAIN, D_REST)  # [BN, BM] @ [BM, D]
+    dk = mma_chunks(ds_smem.permute((1, 0)), ds_smem.permute((1, 0)), q_tile, dk, D_MAIN, D_REST)
     if WITH_DQ:
-        dq = _mma_chunks(ds_smem, ds_smem, k_smem, _chunk_zeros(BLOCK_M, DQ_LAYOUT, DQ_LAYOUT_R, D_MAIN, D_REST),
+        dq = mma_chunks(ds_smem, ds_smem, k_smem, chunk_zeros(BLOCK_M, DQ_LAYOUT, DQ_LAYOUT_R, D_MAIN, D_REST),
                          D_MAIN, D_REST, use_acc=False)  # [BM, BN] @ [BN, D] -> [BM, D]
     else:
         dq = dk  # no dQ (ws_two_pass): a placeholder
@@ -691,8 +551,8 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, stats, qk_sca
         for s in gl.static_range(STAGES - 1):
             if s < steps:
                 _issue_qdo(q_desc, do_desc, tiles, rows, s, slot + s, STAGES)
-    dk = _chunk_zeros(BLOCK_N, KV_LAYOUT, KV_LAYOUT_R, D_MAIN, D_REST)  # [BN, D] as head-dim chunks
-    dv = _chunk_zeros(BLOCK_N, KV_LAYOUT, KV_LAYOUT_R, D_MAIN, D_REST)
+    dk = chunk_zeros(BLOCK_N, KV_LAYOUT, KV_LAYOUT_R, D_MAIN, D_REST)  # [BN, D] as head-dim chunks
+    dv = chunk_zeros(BLOCK_N, KV_LAYOUT, KV_LAYOUT_R, D_MAIN, D_REST)
     mbarrier.wait(kv_ready, tile_count & 1)
     if EARLY_SCORES:  # in-flight accumulators carried across steps (typed as async wgmma results)
         s_t = warpgroup_mma_init(gl.zeros([BLOCK_N, BLOCK_M], gl.float32, S_LAYOUT))
@@ -729,7 +589,7 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, stats, qk_sca
                                        o_m, start_n, start_m, seq_q, seq_k, qk_scale, LAYOUTS, D_MAIN, D_REST, CAUSAL,
                                        WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, WITH_DQ)
         if not WITH_DQ:  # ws_two_pass's dK/dV kernel: the step's MMAs done, its stage goes back to the load warp
-            dk, dv = _wait_chunks(0, dk, dv, D_REST)
+            dk, dv = wait_chunks(0, dk, dv, D_REST)
             mbarrier.arrive(empty.index(stage), count=1)
         elif EARLY_SCORES:  # the last step re-issues its own scores (its stage is still loaded; never read)
             nxt = slot + gl.minimum(step + 1, steps - 1)
@@ -760,19 +620,19 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, stats, qk_sca
     q_row0, k_row0, stats_row0, stats_stride, acc_row0, acc_stride = bases
     if start_n + BLOCK_N <= seq_k:  # a whole key block: dK, dV through K's and V's shared tiles, by TMA
         cta_barrier()  # every warpgroup's last wgmmas (which read all of K) are done
-        _store_chunks(k_smem, dk, sm_scale, D_MAIN, D_REST)
-        _store_chunks(v_smem, dv, 1.0, D_MAIN, D_REST)
+        store_chunks(k_smem, dk, sm_scale, D_MAIN, D_REST)
+        store_chunks(v_smem, dv, 1.0, D_MAIN, D_REST)
         fence_async_shared()
         cta_barrier()
-        tma_store(dk_desc, [k_row0 + start_n, i_hk, 0], _box(k_smem))  # columns past DIM: outside the view, dropped
-        tma_store(dv_desc, [k_row0 + start_n, i_hk, 0], _box(v_smem))
+        tma_store(dk_desc, [k_row0 + start_n, i_hk, 0], as_box(k_smem))  # columns past DIM: outside the view, dropped
+        tma_store(dv_desc, [k_row0 + start_n, i_hk, 0], as_box(v_smem))
         tma.store_wait(pendings=0)
         # K, V can take the next tile's (the arrive's barrier: in every warp, after the stores have read them)
         mbarrier.arrive(kv_empty, count=1)
     else:  # a tail: its rows past Nk are the next batch's in the view, so masked stores from registers
         mbarrier.arrive(kv_empty, count=1)  # every wgmma of the tile is done: K, V can take the next tile's
-        _store_rows(DK, dk, sm_scale, k_row0 + start_n, k_row0 + seq_k, kv_heads, i_hk, DIM, D_MAIN, D_REST)
-        _store_rows(DV, dv, 1.0, k_row0 + start_n, k_row0 + seq_k, kv_heads, i_hk, DIM, D_MAIN, D_REST)
+        store_rows(DK, dk, sm_scale, k_row0 + start_n, k_row0 + seq_k, kv_heads, i_hk, DIM, D_MAIN, D_REST)
+        store_rows(DV, dv, 1.0, k_row0 + start_n, k_row0 + seq_k, kv_heads, i_hk, DIM, D_MAIN, D_REST)
     return slot + steps
 
 
@@ -792,44 +652,6 @@ def _store_dq(dq_smem, dq, D_MAIN: gl.constexpr, D_REST: gl.constexpr, VARLEN: g
             dq_smem.store(dq[0])
         else:
             dq_smem.store(_bank_spread_rows(dq[0]))
-
-
-@gluon.jit
-def _store_rows(PTR, acc, scale, row0, row_end, heads, i_h, DIM: gl.constexpr, D_MAIN: gl.constexpr,
-                D_REST: gl.constexpr):
-    """scale * acc (a chunk tuple of [R, D] rows row0, row0 + 1, ... of head i_h) into dense [rows, heads, DIM] at PTR,
-    rows from row_end on (the next batch's or document's) and columns past DIM left alone: masked stores."""
-    _store_chunk_rows(PTR, acc[0], scale, row0, row_end, heads, i_h, 0, DIM)
-    if D_REST > 0:
-        _store_chunk_rows(PTR, acc[1], scale, row0, row_end, heads, i_h, D_MAIN, DIM)
-
-
-@gluon.jit
-def _store_chunk_rows(PTR, tile, scale, row0, row_end, heads, i_h, col0: gl.constexpr, DIM: gl.constexpr):
-    LAYOUT: gl.constexpr = tile.type.layout
-    o_n = row0 + gl.arange(0, tile.shape[0], layout=gl.SliceLayout(1, LAYOUT))
-    o_d = col0 + gl.arange(0, tile.shape[1], layout=gl.SliceLayout(0, LAYOUT))
-    offsets = (gl.expand_dims(o_n, 1).to(gl.int64) * heads + i_h) * DIM + gl.expand_dims(o_d, 0)
-    inside = (gl.expand_dims(o_n, 1) < row_end) & (gl.expand_dims(o_d, 0) < DIM)
-    gl.store(PTR + offsets, (tile * scale).to(PTR.dtype.element_ty), mask=inside)
-
-
-def head_dim_chunks(head_dim: int) -> tuple[int, int]:
-    """(D_MAIN, D_REST): the head-dim chunks the kernels' D-wide products run in. A power of two: (D, 0), one chunk.
-    Else the largest power of two below D and the rest when that is a power of two of at least MIN_CHUNK
-    (192 = 128 + 64): two chunks, so no MMA reads the tiles' zero columns past D; else (tile_dim(D), 0), one chunk,
-    zero columns and all (96: a run with 64 + 32 chunks was 6-14 % slower than 128 with zeros on an H100, B2 H16 N4096
-    bf16, but it also carried a codegen change reverted since, so the split alone is unmeasured; 192 in chunks:
-    1.06-1.07x ws_two_pass's 256-column tiles; results/h100/gluon/h100_gluon_large_d_bf16*)."""
-    main = tile_dim(head_dim)
-    if main == head_dim:
-        return head_dim, 0
-    main //= 2
-    rest = head_dim - main
-    return (main, rest) if rest >= MIN_CHUNK and rest & (rest - 1) == 0 else (tile_dim(head_dim), 0)
-
-
-MIN_CHUNK = 64  # the narrowest second head-dim chunk (one 128-byte swizzle row of 16-bit elements)
 
 
 @functools.cache  # host time of a launch: made once per tile config
@@ -931,35 +753,6 @@ def dq_rows(seq_q: int) -> int:
     """Rows per (batch, head) of the fp32 dQ accumulator: Nq rounded up to the 8-row groups that
     `_bank_spread_rows` reorders (a query's row stays inside its head's)."""
     return triton.cdiv(seq_q, 8) * 8
-
-
-def dense_bnhd(t: torch.Tensor) -> bool:
-    """Whether t [B, N, H, D] is dense in that order (what the TMA views need)."""
-    return t.is_contiguous()
-
-
-@functools.cache
-def tile_dim(head_dim: int) -> int:
-    """The tiles' head dim: head_dim rounded up to a power of two (Gluon tiles), at least 16 (a wgmma K step).
-    The TMA views read the columns past head_dim as zeros and drop them on stores."""
-    return max(16, triton.next_power_of_2(head_dim))
-
-
-@functools.cache
-def shared_layout(block: tuple, dtype) -> object:
-    """The NVMMA shared layout of a TMA box (made once per box and dtype: host time of a launch)."""
-    return gl.NVMMASharedLayout.get_default_for(list(block), gl.float32 if dtype == torch.float32 else GL_DTYPES[dtype])
-
-
-def _descriptor(t2d: torch.Tensor, block: list[int]):
-    return TensorDescriptor(t2d, list(t2d.shape), list(t2d.stride()), block, shared_layout(tuple(block), t2d.dtype))
-
-
-def rows_descriptor(t: torch.Tensor, block_rows: int):
-    """The TMA view [B * N, H, D] of t [B, N, H, D] (dense) with boxes [block_rows, 1, tile_dim(D)]: one head's
-    rows, zeros past D."""
-    batch, seq, heads, head_dim = t.shape
-    return _descriptor(t.view(batch * seq, heads, head_dim), [block_rows, 1, tile_dim(head_dim)])
 
 
 def accumulator_descriptor(dq_acc: torch.Tensor, head_dim: int, block_m: int):

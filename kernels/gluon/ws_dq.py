@@ -21,10 +21,10 @@ import triton
 
 from kernels.common import LOG2E
 from kernels.gluon.compat import (cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma, tma_load, tma_store,
-                                  warpgroup_mma, warpgroup_mma_wait)
-from kernels.gluon.ws import (WsDocs, WsScales, _box, _chunk_zeros, _document, _issue_products, _mma_chunks,
-                              _probabilities, _store_chunks, _store_rows, _wait_chunks, head_dim_chunks,
-                              rows_descriptor, tile_dim)
+                                  warpgroup_mma_wait)
+from kernels.gluon.tiles import (WsDocs, WsScales, as_box, chunk_zeros, document_pair, head_dim_chunks, issue_products,
+                                 mma_chunks, probabilities, rows_descriptor, store_chunks, store_rows, tile_dim,
+                                 wait_chunks)
 
 
 class DqTensors(NamedTuple):  # what the kernel reads and writes by pointer
@@ -96,7 +96,7 @@ def _program_rows(sizes, docs, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAU
     pid = gl.program_id(0)
     if VARLEN:
         i_h = pid % heads
-        i_b, i_m, q_row0, k_row0, doc_q, doc_k = _document(pid // heads, PAIRS, CU_Q, CU_K)
+        i_b, i_m, q_row0, k_row0, doc_q, doc_k = document_pair(pid // heads, PAIRS, CU_Q, CU_K)
         bases = (q_row0, k_row0, i_h * seq_q + q_row0)  # LSE [1, H, total_q]
         seq_q = doc_q
         seq_k = doc_k
@@ -124,14 +124,14 @@ def _dq_loads(q_desc, k_desc, v_desc, do_desc, tiles, rows, STAGES: gl.constexpr
     q_row0, k_row0, stats_row0 = bases
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     mbarrier.expect(q_ready, 2 * q_desc.block_type.nbytes)
-    tma_load(q_desc, [q_row0 + start_m, i_h, 0], q_ready, _box(q_smem))
-    tma_load(do_desc, [q_row0 + start_m, i_h, 0], q_ready, _box(do_smem))
+    tma_load(q_desc, [q_row0 + start_m, i_h, 0], q_ready, as_box(q_smem))
+    tma_load(do_desc, [q_row0 + start_m, i_h, 0], q_ready, as_box(do_smem))
     for j in range(key_blocks):
         stage = j % STAGES
         mbarrier.wait(empty.index(stage), ((j // STAGES) & 1) ^ 1)  # passes at once on the first lap
         mbarrier.expect(ready.index(stage), 2 * k_desc.block_type.nbytes)
-        tma_load(k_desc, [k_row0 + j * BLOCK_N, i_hk, 0], ready.index(stage), _box(k_smem.index(stage)))
-        tma_load(v_desc, [k_row0 + j * BLOCK_N, i_hk, 0], ready.index(stage), _box(v_smem.index(stage)))
+        tma_load(k_desc, [k_row0 + j * BLOCK_N, i_hk, 0], ready.index(stage), as_box(k_smem.index(stage)))
+        tma_load(v_desc, [k_row0 + j * BLOCK_N, i_hk, 0], ready.index(stage), as_box(v_smem.index(stage)))
 
 
 @gluon.jit
@@ -139,7 +139,7 @@ def _dq_compute(tiles, rows, dq_desc, tensors, scales, DIM: gl.constexpr, LAYOUT
                 D_REST: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr):
     """The compute warps: per key block S, dP, then dS and dQ += dS K; at the end dQ (x scale) out. tensors: (LSE,
     DELTA, DQ); scales: (qk_scale, sm_scale); D_MAIN, D_REST: the head-dim chunks of the products
-    (kernels.gluon.ws.head_dim_chunks)."""
+    (kernels.gluon.tiles.head_dim_chunks)."""
     q_smem, do_smem, k_smem, v_smem, q_ready, ready, empty = tiles
     LSE, DELTA, DQ = tensors
     qk_scale, sm_scale = scales
@@ -158,39 +158,39 @@ def _dq_compute(tiles, rows, dq_desc, tensors, scales, DIM: gl.constexpr, LAYOUT
     row_stats = stats_row0 + o_m
     lse = gl.load(LSE + row_stats, mask=o_m < seq_q, other=float("inf"))  # [BM]; rows past Nq: P = 0
     delta = gl.load(DELTA + row_stats, mask=o_m < seq_q, other=0.)  # [BM]
-    dq = _chunk_zeros(BLOCK_M, DQ_LAYOUT, DQ_LAYOUT_R, D_MAIN, D_REST)  # [BM, D] as head-dim chunks
+    dq = chunk_zeros(BLOCK_M, DQ_LAYOUT, DQ_LAYOUT_R, D_MAIN, D_REST)  # [BM, D] as head-dim chunks
     mbarrier.wait(q_ready, 0)
     for j in range(key_blocks):
         stage = j % STAGES
         mbarrier.wait(ready.index(stage), (j // STAGES) & 1)
         k_tile = k_smem.index(stage)
-        s, dp = _issue_products(q_smem, k_tile, do_smem, v_smem.index(stage), S_LAYOUT, D_MAIN,
+        s, dp = issue_products(q_smem, k_tile, do_smem, v_smem.index(stage), S_LAYOUT, D_MAIN,
                                 D_REST)  # [BM, BN] each
         s = warpgroup_mma_wait(num_outstanding=CHUNKS, deps=(s,))
-        p, _ = _probabilities(s, lse, o_m, j * BLOCK_N, start_m, seq_q, seq_k, qk_scale, False, CAUSAL, -1, -1, 0.0,
+        p, _ = probabilities(s, lse, o_m, j * BLOCK_N, start_m, seq_q, seq_k, qk_scale, False, CAUSAL, -1, -1, 0.0,
                               MASKED)  # no window, no softcap (ws_two_pass lists no modifiers)
         dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
         ds = (p * (dp - gl.expand_dims(delta, 1))).to(dtype)  # [BM, BN]
-        dq = _mma_chunks(gl.convert_layout(ds, DS_OPERAND), gl.convert_layout(ds, DS_OPERAND_R), k_tile, dq, D_MAIN,
+        dq = mma_chunks(gl.convert_layout(ds, DS_OPERAND), gl.convert_layout(ds, DS_OPERAND_R), k_tile, dq, D_MAIN,
                          D_REST)  # [BM, BN] @ [BN, D]
-        dq, _ = _wait_chunks(0, dq, dq, D_REST)
+        dq, _ = wait_chunks(0, dq, dq, D_REST)
         mbarrier.arrive(empty.index(stage), count=1)  # the stage's MMAs are done (the arrive: a barrier first)
     if start_m + BLOCK_M <= seq_q:  # a whole query block: out through Q's shared tile by TMA
         cta_barrier()  # every warpgroup's wgmmas that read Q are done
-        _store_chunks(q_smem, dq, sm_scale, D_MAIN, D_REST)
+        store_chunks(q_smem, dq, sm_scale, D_MAIN, D_REST)
         fence_async_shared()
         cta_barrier()
-        tma_store(dq_desc, [q_row0 + start_m, i_h, 0], _box(q_smem))  # columns past DIM: outside the view, dropped
+        tma_store(dq_desc, [q_row0 + start_m, i_h, 0], as_box(q_smem))  # columns past DIM: outside the view, dropped
         tma.store_wait(pendings=0)
     else:  # a tail: its rows past Nq are the next batch's (document's) in the view
-        _store_rows(DQ, dq, sm_scale, q_row0 + start_m, q_row0 + seq_q, heads, i_h, DIM, D_MAIN, D_REST)
+        store_rows(DQ, dq, sm_scale, q_row0 + start_m, q_row0 + seq_q, heads, i_h, DIM, D_MAIN, D_REST)
 
 
 @functools.cache  # host time of a launch: made once per tile config
 def dq_layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype) -> DqLayouts:
     """S / dP [BM, BN] and dQ [BM, D] (each head-dim chunk: head_dim_chunks) split by 16-row slices over the warps
     (BM = 16 x num_warps x k); the shared layouts of the Q / dO and K / V tiles (tile_dim(D) columns)."""
-    from kernels.gluon.ws import GL_DTYPES
+    from kernels.gluon.tiles import GL_DTYPES
     d_main, d_rest = head_dim_chunks(head_dim)
     tile = tile_dim(head_dim)
 
@@ -238,7 +238,8 @@ def ws_two_pass_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float,
     varlen: a kernels.varlen.Packing (B = 1, packed documents)."""
     import torch
 
-    from kernels.gluon.ws import dense_bnhd, ws_dkdv
+    from kernels.gluon.tiles import dense_bnhd
+    from kernels.gluon.ws import ws_dkdv
     q, k, v, do = (t if dense_bnhd(t) else t.contiguous() for t in (q, k, v, do))
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     ws_dkdv(q, k, v, do, lse, delta, dk, dv, None, causal=causal, scale=scale, varlen=varlen, **dkdv_blocks)

@@ -1,0 +1,224 @@
+"""The Gluon building blocks both ws kernels use (kernels/gluon/ws.py's dK/dV/dQ kernel, kernels/gluon/ws_dq.py's dQ
+kernel): head-dim chunks and TMA views of dense [B, N, H, D] tensors on the host; in the kernels, the packed-document
+lookup, the softmax probabilities with their masks and modifiers, chunked wgmma issue / wait and the stores.
+
+A head dim that is no power of two runs in two chunks (`head_dim_chunks`: 192 = 128 + 64), so no wgmma reads the
+tiles' zero columns; an accumulator is then a tuple of chunks (`chunk_zeros`, `mma_chunks`, `store_chunks`).
+"""
+import functools
+from typing import NamedTuple
+
+import torch
+import triton
+
+from kernels.common import LOG2E
+from kernels.gluon.compat import TensorDescriptor, gl, gluon, warpgroup_mma, warpgroup_mma_wait
+
+GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
+LOG2E_C = gl.constexpr(LOG2E)  # log2(e), readable inside the kernels (softcap)
+MIN_CHUNK = 64  # the narrowest second head-dim chunk (one 128-byte swizzle row of 16-bit elements)
+
+
+class WsDocs(NamedTuple):  # VARLEN: the packed documents (kernels.varlen.Packing)
+    cu_q: object  # [documents + 1] int32: cu_seqlens_q
+    cu_k: object  # [documents + 1] int32: cu_seqlens_k
+    pairs: object  # [pairs, 2] int32: (document, key block)
+
+
+class WsScales(NamedTuple):  # the softmax scale (ws_dq's kernel)
+    qk_scale: float  # scale * log2(e): S to exp2's units
+    sm_scale: float  # scale: dK's
+
+
+@gluon.jit
+def document_pair(pair, PAIRS, CU_Q, CU_K):
+    """A packed batch's (document, block) pair (kernels.varlen.Packing.block_indices) -> (document, block, its first
+    query row, its first key row, its query and key lengths)."""
+    doc = gl.load(PAIRS + 2 * pair)
+    block = gl.load(PAIRS + 2 * pair + 1)
+    q_row0 = gl.load(CU_Q + doc)
+    k_row0 = gl.load(CU_K + doc)
+    return doc, block, q_row0, k_row0, gl.load(CU_Q + doc + 1) - q_row0, gl.load(CU_K + doc + 1) - k_row0
+
+
+@gluon.jit
+def as_box(tile):
+    """A shared tile [R, C] as the [R, 1, C] box of a [rows, heads, D] TMA view (the same bytes)."""
+    return tile.reshape([tile.shape[0], 1, tile.shape[1]])
+
+
+@gluon.jit
+def issue_products(a1, b1, a2, b2, LAYOUT: gl.constexpr, D_MAIN: gl.constexpr = 0, D_REST: gl.constexpr = 0):
+    """a1 b1^T and a2 b2^T ([R, D] @ [D, C] -> [R, C]) as async wgmma groups: one each, or (D_REST > 0: a head dim
+    D_MAIN + D_REST that is no power of two) one per chunk of the reduction, so no MMA reads the tiles' zero
+    columns past D."""
+    # accumulators made here (use_acc=False ignores them), so no zero tile stays live across steps
+    acc_shape: gl.constexpr = [a1.shape[0], b1.shape[0]]
+    if D_REST > 0:
+        p1 = warpgroup_mma(a1.slice(0, D_MAIN, 1), b1.slice(0, D_MAIN, 1).permute((1, 0)),
+                           gl.zeros(acc_shape, gl.float32, LAYOUT), use_acc=False, is_async=True)
+        p1 = warpgroup_mma(a1.slice(D_MAIN, D_REST, 1), b1.slice(D_MAIN, D_REST, 1).permute((1, 0)), p1,
+                           is_async=True)
+        p2 = warpgroup_mma(a2.slice(0, D_MAIN, 1), b2.slice(0, D_MAIN, 1).permute((1, 0)),
+                           gl.zeros(acc_shape, gl.float32, LAYOUT), use_acc=False, is_async=True)
+        p2 = warpgroup_mma(a2.slice(D_MAIN, D_REST, 1), b2.slice(D_MAIN, D_REST, 1).permute((1, 0)), p2,
+                           is_async=True)
+    else:
+        p1 = warpgroup_mma(a1, b1.permute((1, 0)), gl.zeros(acc_shape, gl.float32, LAYOUT), use_acc=False,
+                           is_async=True)
+        p2 = warpgroup_mma(a2, b2.permute((1, 0)), gl.zeros(acc_shape, gl.float32, LAYOUT), use_acc=False,
+                           is_async=True)
+    return p1, p2
+
+
+@gluon.jit
+def chunk_zeros(rows: gl.constexpr, LAYOUT: gl.constexpr, LAYOUT_R: gl.constexpr, D_MAIN: gl.constexpr,
+                 D_REST: gl.constexpr):
+    """A [rows, D] fp32 accumulator as a tuple of head-dim chunks: ([rows, D_MAIN],) or, D_REST > 0,
+    ([rows, D_MAIN], [rows, D_REST])."""
+    if D_REST > 0:
+        return (gl.zeros([rows, D_MAIN], gl.float32, LAYOUT), gl.zeros([rows, D_REST], gl.float32, LAYOUT_R))
+    else:
+        return (gl.zeros([rows, D_MAIN], gl.float32, LAYOUT),)
+
+
+@gluon.jit
+def mma_chunks(a, a_r, b, acc, D_MAIN: gl.constexpr, D_REST: gl.constexpr, use_acc: gl.constexpr = True):
+    """acc[c] += a @ b[:, chunk c] for each head-dim chunk of the accumulator tuple (`chunk_zeros`); b [K, D] in
+    shared memory; a (chunk 0) and a_r (chunk 1): the same A operand, in registers laid out for each chunk's
+    accumulator, or one shared tile. One async wgmma group per chunk."""
+    if D_REST > 0:
+        return (warpgroup_mma(a, b.slice(0, D_MAIN, 1), acc[0], use_acc=use_acc, is_async=True),
+                warpgroup_mma(a_r, b.slice(D_MAIN, D_REST, 1), acc[1], use_acc=use_acc, is_async=True))
+    else:
+        return (warpgroup_mma(a, b, acc[0], use_acc=use_acc, is_async=True),)
+
+
+@gluon.jit
+def wait_chunks(n: gl.constexpr, x, y, D_REST: gl.constexpr):
+    """warpgroup_mma_wait(num_outstanding=n) on two chunk tuples -> (x, y)."""
+    if D_REST > 0:
+        x0, x1, y0, y1 = warpgroup_mma_wait(num_outstanding=n, deps=(x[0], x[1], y[0], y[1]))
+        return (x0, x1), (y0, y1)
+    else:
+        x0, y0 = warpgroup_mma_wait(num_outstanding=n, deps=(x[0], y[0]))
+        return (x0,), (y0,)
+
+
+@gluon.jit
+def store_chunks(smem, acc, scale, D_MAIN: gl.constexpr, D_REST: gl.constexpr):
+    """scale * acc (a chunk tuple) into the shared tile's first D_MAIN + D_REST columns, in the tile's dtype."""
+    if D_REST > 0:
+        smem.slice(0, D_MAIN, 1).store((acc[0] * scale).to(smem.dtype))
+        smem.slice(D_MAIN, D_REST, 1).store((acc[1] * scale).to(smem.dtype))
+    else:
+        smem.store((acc[0] * scale).to(smem.dtype))
+
+
+@gluon.jit
+def probabilities(s, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, KEYS_ON_ROWS: gl.constexpr,
+                   CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, MASKED: gl.constexpr):
+    """P = exp2(S * scale * log2 e - LSE) of S^T [BN, BM] (KEYS_ON_ROWS, swap AB) or S [BM, BN]; o_m: the query
+    index of each query row / column. Only blocks that cross the causal diagonal, a window edge or a sequence end
+    pay for the mask (keys past Nk, queries past Nq, keys right of the bottom-right diagonal under causal masking,
+    and outside the window (WINDOW_LEFT / WINDOW_RIGHT >= 0, FlashAttention's window_size) -> 0)."""
+    KEY_DIM: gl.constexpr = 0 if KEYS_ON_ROWS else 1
+    QUERY_DIM: gl.constexpr = 1 - KEY_DIM
+    BLOCK_N: gl.constexpr = s.shape[KEY_DIM]
+    BLOCK_M: gl.constexpr = s.shape[QUERY_DIM]
+    s = s * qk_scale  # log2 units
+    t = s  # tanh(s / softcap): a placeholder without softcap (never read)
+    if SOFTCAP > 0:  # s -> softcap * tanh(s / softcap), in log2 units (kernels.common.modify_scores)
+        t = gluon_tanh(s * (1.0 / (SOFTCAP * LOG2E_C)))
+        s = t * (SOFTCAP * LOG2E_C)
+    p = gl.exp2(s - gl.expand_dims(lse, KEY_DIM))
+    if MASKED:
+        shift = seq_k - seq_q  # bottom-right causal: query i sees key j iff j <= i + shift
+        right = 0 if CAUSAL else WINDOW_RIGHT  # -1: unbounded
+        crosses_right = right >= 0 and start_m + shift + right < start_n + BLOCK_N - 1
+        crosses_left = WINDOW_LEFT >= 0 and start_m + BLOCK_M - 1 + shift - WINDOW_LEFT > start_n
+        if crosses_right or crosses_left or start_m + BLOCK_M > seq_q or start_n + BLOCK_N > seq_k:
+            # key indices built here, not held across the loop
+            keys = gl.expand_dims(start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(QUERY_DIM, s.type.layout)),
+                                  QUERY_DIM)
+            queries = gl.expand_dims(o_m, KEY_DIM)
+            visible = (keys < seq_k) & (queries < seq_q)
+            if right >= 0:
+                visible = visible & (keys <= queries + shift + right)
+            if WINDOW_LEFT >= 0:
+                visible = visible & (keys >= queries + shift - WINDOW_LEFT)
+            p = gl.where(visible, p, 0.)
+    return p, t
+
+
+@gluon.jit
+def gluon_tanh(x):
+    """kernels.common.tanh for Gluon: from exp2, accurate near 0, saturating at +-1 (the forward's own formula, so
+    P here is the forward's)."""
+    e = gl.exp2(gl.abs(x) * (-2.0 * LOG2E_C))
+    t = (1.0 - e) / (1.0 + e)
+    return gl.where(x < 0, -t, t)
+
+
+@gluon.jit
+def store_rows(PTR, acc, scale, row0, row_end, heads, i_h, DIM: gl.constexpr, D_MAIN: gl.constexpr,
+                D_REST: gl.constexpr):
+    """scale * acc (a chunk tuple of [R, D] rows row0, row0 + 1, ... of head i_h) into dense [rows, heads, DIM] at PTR,
+    rows from row_end on (the next batch's or document's) and columns past DIM left alone: masked stores."""
+    store_chunk_rows(PTR, acc[0], scale, row0, row_end, heads, i_h, 0, DIM)
+    if D_REST > 0:
+        store_chunk_rows(PTR, acc[1], scale, row0, row_end, heads, i_h, D_MAIN, DIM)
+
+
+@gluon.jit
+def store_chunk_rows(PTR, tile, scale, row0, row_end, heads, i_h, col0: gl.constexpr, DIM: gl.constexpr):
+    LAYOUT: gl.constexpr = tile.type.layout
+    o_n = row0 + gl.arange(0, tile.shape[0], layout=gl.SliceLayout(1, LAYOUT))
+    o_d = col0 + gl.arange(0, tile.shape[1], layout=gl.SliceLayout(0, LAYOUT))
+    offsets = (gl.expand_dims(o_n, 1).to(gl.int64) * heads + i_h) * DIM + gl.expand_dims(o_d, 0)
+    inside = (gl.expand_dims(o_n, 1) < row_end) & (gl.expand_dims(o_d, 0) < DIM)
+    gl.store(PTR + offsets, (tile * scale).to(PTR.dtype.element_ty), mask=inside)
+
+
+def head_dim_chunks(head_dim: int) -> tuple[int, int]:
+    """(D_MAIN, D_REST): the head-dim chunks the kernels' D-wide products run in. A power of two: (D, 0), one chunk.
+    Else the largest power of two below D and the rest when that is a power of two of at least MIN_CHUNK
+    (192 = 128 + 64): two chunks, so no MMA reads the tiles' zero columns past D; else (tile_dim(D), 0), one chunk,
+    zero columns and all (96: a run with 64 + 32 chunks was 6-14 % slower than 128 with zeros on an H100, B2 H16 N4096
+    bf16, but it also carried a codegen change reverted since, so the split alone is unmeasured; 192 in chunks:
+    1.06-1.07x ws_two_pass's 256-column tiles; results/h100/gluon/h100_gluon_large_d_bf16*)."""
+    main = tile_dim(head_dim)
+    if main == head_dim:
+        return head_dim, 0
+    main //= 2
+    rest = head_dim - main
+    return (main, rest) if rest >= MIN_CHUNK and rest & (rest - 1) == 0 else (tile_dim(head_dim), 0)
+
+
+def dense_bnhd(t: torch.Tensor) -> bool:
+    """Whether t [B, N, H, D] is dense in that order (what the TMA views need)."""
+    return t.is_contiguous()
+
+
+@functools.cache
+def tile_dim(head_dim: int) -> int:
+    """The tiles' head dim: head_dim rounded up to a power of two (Gluon tiles), at least 16 (a wgmma K step).
+    The TMA views read the columns past head_dim as zeros and drop them on stores."""
+    return max(16, triton.next_power_of_2(head_dim))
+
+
+@functools.cache
+def shared_layout(block: tuple, dtype) -> object:
+    """The NVMMA shared layout of a TMA box (made once per box and dtype: host time of a launch)."""
+    return gl.NVMMASharedLayout.get_default_for(list(block), gl.float32 if dtype == torch.float32 else GL_DTYPES[dtype])
+
+
+def tma_descriptor(t2d: torch.Tensor, block: list[int]):
+    return TensorDescriptor(t2d, list(t2d.shape), list(t2d.stride()), block, shared_layout(tuple(block), t2d.dtype))
+
+
+def rows_descriptor(t: torch.Tensor, block_rows: int):
+    """The TMA view [B * N, H, D] of t [B, N, H, D] (dense) with boxes [block_rows, 1, tile_dim(D)]: one head's
+    rows, zeros past D."""
+    batch, seq, heads, head_dim = t.shape
+    return tma_descriptor(t.view(batch * seq, heads, head_dim), [block_rows, 1, tile_dim(head_dim)])
