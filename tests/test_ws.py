@@ -323,6 +323,28 @@ def test_packed_documents_match_reference_on_hopper(variant, blocks, causal, pac
                          blocks=blocks)
 
 
+# Packed documents with a sliding window or softcap: the band and the tanh restart per document (documents shorter
+# than the window, an empty one, Nq != Nk per document, GQA); fp16 / bf16.
+PACKED_MODIFIED = [("causal-window", True, (40, 0), 0.0), ("full-window-softcap", False, (30, 50), 5.0),
+                   ("causal-softcap", True, None, 5.0)]
+
+
+@pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("packing", list(WS_PACKINGS))
+@pytest.mark.parametrize("case, causal, window, softcap", PACKED_MODIFIED, ids=[c[0] for c in PACKED_MODIFIED])
+def test_packed_documents_with_a_window_or_softcap_match_reference_on_hopper(case, causal, window, softcap, packing,
+                                                                            head_dim):
+    from tests.test_modifiers import check_against_reference
+    from tests.test_varlen import packed_inputs
+    torch.manual_seed(hash((case, packing, head_dim)) % 2**31)
+    lens_q, lens_k, heads, kv_heads = WS_PACKINGS[packing]
+    dtype = torch.float16 if causal else torch.bfloat16
+    q, k, v, do, cu_q, cu_k = packed_inputs(lens_q, lens_k, heads, kv_heads, head_dim, dtype, "cuda")
+    check_against_reference("ws", q, k, v, do, None, causal, window, softcap, blocks={}, cu_seqlens_q=cu_q,
+                            cu_seqlens_k=cu_k)
+
+
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
 def test_packed_with_persistent_is_one_clear_line():
     from tests.test_varlen import packed_inputs, run_and_check_packed
@@ -368,13 +390,3 @@ def test_packed_kernels_compile_for_sm90():
     assert [row["kernel"] for row in rows] == ["_ws_backward_kernel", "_ws_backward_kernel", "_ws_dq_kernel"], rows
     for row in rows:
         assert row["varlen"] and row["smem"] <= MAX_SMEM and row["spill_store_bytes"] == 0, row
-
-
-def test_packed_documents_with_a_window_or_softcap_are_refused_until_tested():
-    """ws serves packed documents and windows / softcap, but the two together have run on no GPU test yet: refused
-    with the reason (problem_reason, on any device), not run untested."""
-    from variants.ws import PACKED_MODIFIERS
-    packed = Problem(1, 64, 64, 2, 2, 64, True, torch.bfloat16, "cpu", (30, 34), (30, 34))
-    assert get("ws").problem_reason(packed) is None
-    for modified in (packed.with_modifiers(window_size=(16, 0)), packed.with_modifiers(softcap=5.0)):
-        assert get("ws").problem_reason(modified) == PACKED_MODIFIERS

@@ -11,8 +11,6 @@ import torch
 
 WS_DTYPES = (torch.float16, torch.bfloat16)
 WS_HEAD_DIMS = (64, 96, 128, 192, 256)
-# the kernels walk a packed document's window band like a dense sequence's, but no GPU test has run the two together
-PACKED_MODIFIERS = "ws: a window or softcap with packed documents has not run on a GPU test yet; refused until it has"
 
 
 @register_variant("ws")
@@ -42,8 +40,6 @@ class Ws(TritonVariant):
             return f"ws runs fp16 and bf16 (wgmma), not {problem.dtype}"
         if problem.head_dim not in WS_HEAD_DIMS:
             return f"ws covers head dims {WS_HEAD_DIMS} so far, not {problem.head_dim}"
-        if problem.is_varlen and problem.modifiers:
-            return PACKED_MODIFIERS
         return self.modifier_reason(problem) or self.varlen_reason(problem)
 
     def executed_flops(self, problem, blocks):
@@ -60,8 +56,6 @@ class Ws(TritonVariant):
         fields = blocks.as_dict()
         window = {} if mods is None else dict(window_left=mods.window_left, window_right=mods.window_right,
                                               softcap=mods.softcap)
-        if window and varlen is not None:
-            raise ValueError(PACKED_MODIFIERS)
         if fields.pop("deterministic"):  # dQ by ws_two_pass's dQ kernel at its default tile: no atomics
             if window:
                 raise ValueError("ws: deterministic=true has no window or softcap yet (ws_two_pass's dQ kernel does "
