@@ -28,8 +28,8 @@ import triton.language as tl
 
 from kernels.backward_args import NO_GATE, GateTensors, backward_args
 from kernels.backward_steps import document_pointers
-from kernels.common import (band_blocks, document_block, even_blocks, gate_values, head_block, load_tile,
-                            modifier_args, modify_scores, score_mask, softcap_grad)
+from kernels.common import (band_blocks, block_and_head, document_block, even_blocks, gate_values, head_block,
+                            load_tile, modifier_args, modify_scores, score_mask, softcap_grad)
 from kernels.dq_finish import dq_finish
 from kernels.dkdv_dq import launch_dq
 from kernels.forward import dot_precision
@@ -150,12 +150,7 @@ def _atomic_tma_kernel(tensors, strides, sizes, docs, gate,
     G, DG, DG_QUERY = gate
     s_q, s_k, s_v, s_do, _, s_dk, s_dv = strides  # no dq strides (Triton 3.6 loses a None leaf across loops)
     qk_scale, sm_scale = tl.cast(qk_scale, tl.float32), tl.cast(sm_scale, tl.float32)  # fp32 loop carries whatever the caller passed
-    if LONGEST_FIRST:
-        i_n = tl.program_id(1)
-        i_bhk = tl.program_id(0)
-    else:
-        i_n = tl.program_id(0)
-        i_bhk = tl.program_id(1)
+    i_n, i_bhk = block_and_head(LONGEST_FIRST)
     i_b = i_bhk // kv_heads
     i_hk = i_bhk % kv_heads
     group = heads // kv_heads

@@ -152,6 +152,23 @@ def softcap_grad(b_ds, b_tanh, SOFTCAP: tl.constexpr):
 
 
 @triton.jit
+def block_and_head(LONGEST_FIRST: tl.constexpr, REVERSED: tl.constexpr = False):
+    """(block, head) ids of this program: grid (blocks, heads), or (heads, blocks) with LONGEST_FIRST, so the x-fastest
+    dispatch starts every head's first block before any head's second. REVERSED (with LONGEST_FIRST): blocks numbered
+    last first (the dQ kernel: its last query block sees the most keys when causal)."""
+    if LONGEST_FIRST:
+        if REVERSED:
+            i_block = tl.num_programs(1) - 1 - tl.program_id(1)
+        else:
+            i_block = tl.program_id(1)
+        i_head = tl.program_id(0)
+    else:
+        i_block = tl.program_id(0)
+        i_head = tl.program_id(1)
+    return i_block, i_head
+
+
+@triton.jit
 def document_block(docs, i_p):
     """Program i_p of a varlen launch -> (its block within its document, bos_q, seq_q, bos_k, seq_k).
     docs: kernels.varlen.Documents, BLOCK_INDICES [programs, 2] int32 holds (document, block) pairs, CU_SEQLENS_*

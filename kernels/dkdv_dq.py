@@ -6,7 +6,7 @@ import triton.language as tl
 
 from kernels.backward_args import NO_GATE, GateTensors, backward_args
 from kernels.backward_steps import dkdv_program, document_pointers, dq_program
-from kernels.common import document_block, even_blocks, head_dim_args, modifier_args
+from kernels.common import block_and_head, document_block, even_blocks, head_dim_args, modifier_args
 from kernels.forward import dot_precision
 from kernels.gate import check_prescale
 from kernels.varlen import UNIFORM_ARGS
@@ -31,12 +31,7 @@ def _dkdv_kernel(tensors, strides, sizes, docs, gate,
     ACCUM_DQ, gate.dg_query (zeroed) gets the per-query sums by atomics."""
     seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale = sizes
     G, DG, DG_QUERY = gate
-    if LONGEST_FIRST:
-        i_n = tl.program_id(1)
-        i_bhk = tl.program_id(0)
-    else:
-        i_n = tl.program_id(0)
-        i_bhk = tl.program_id(1)
+    i_n, i_bhk = block_and_head(LONGEST_FIRST)
     stride_lse = seq_q  # LSE, DELTA [B, H, Nq] (varlen: [1, H, total_q])
     if IS_VARLEN:
         i_n, bos_q, seq_q, bos_k, seq_k = document_block(docs, i_n)
@@ -67,12 +62,7 @@ def _dq_kernel(tensors, strides, sizes, docs, gate,
     Score modifiers (kernels/backward_steps.py): gate.g the gate's cumsum, gate.dg its per-query sums of dS."""
     seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale = sizes
     G, DG, _ = gate
-    if LONGEST_FIRST:
-        i_m = tl.program_id(1) if IS_VARLEN else tl.num_programs(1) - 1 - tl.program_id(1)
-        i_bh = tl.program_id(0)
-    else:
-        i_m = tl.program_id(0)
-        i_bh = tl.program_id(1)
+    i_m, i_bh = block_and_head(LONGEST_FIRST, REVERSED=not IS_VARLEN)  # packed: the table is heaviest first
     stride_lse = seq_q  # LSE, DELTA [B, H, Nq] (varlen: [1, H, total_q])
     if IS_VARLEN:
         i_m, bos_q, seq_q, bos_k, seq_k = document_block(docs, i_m)

@@ -37,9 +37,11 @@ CASES = [  # (name, head_dim, causal, dtype, heads, kv_heads, modifiers, varlen)
 
 
 def normalized(ptx: str) -> str:
-    """The PTX without line info and debug sections (they move with every edit of the source)."""
+    """The PTX without line info, debug sections and the debug labels of inlined calls ($L__tmpN: a helper function
+    moves them), which all move with edits of the source that change no instruction."""
     ptx = ptx.split("\t.section\t.debug", 1)[0]
-    return "\n".join(line for line in ptx.splitlines() if not re.match(r"\s*\.(loc|file)\b", line))
+    return "\n".join(line for line in ptx.splitlines()
+                     if not re.match(r"\s*\.(loc|file)\b", line) and not re.match(r"\$L__tmp\d+:$", line))
 
 
 def _flipped_blocks(variant) -> list[tuple[str, dict]]:
