@@ -29,6 +29,7 @@ NOT_RUN = [
     (r"hydra/launcher=local_gpus", "needs the GPUs of a node"),
     (r"slurm_smoke\.sh", "as root: installs and starts Slurm daemons"),
     (r"gpu_\w+\.sh|compile_check_triton\.sh|isolate_overhead\.py", "a GPU machine's script"),
+    (r"ptx_fingerprint\.py", "compiles every design's kernels for sm90 (minutes); tests/test_ptx_fingerprint.py runs a case"),
     (r"^(git|mv) ", "changes the repository (the baseline refresh recipe)"),
     (r"^for ", "the head of a loop of Slurm sweeps"),
     (r"^python -m [\w.]+$", "names a module in prose (its commands are run where the docs show them)"),

@@ -1,5 +1,5 @@
 """An fp64 scale reaches the kernels and they still compile: every Triton design's forward and backward kernels,
-compiled for sm90 on the CPU with each `*scale` parameter typed fp64 (what Inductor gave a user-defined Triton
+compiled for sm90 on the CPU with each `*scale` parameter or argument-group field (`sizes.qk_scale`) typed fp64 (what Inductor gave a user-defined Triton
 kernel for a Python float: issue 27, `Loop-carried variable b_m has initial type fp32 but is re-assigned to fp64`).
 
 Runs in a subprocess: it needs @triton.jit without the interpreter (tests/test_compile_check.py says why).
@@ -40,6 +40,8 @@ finally:
 compiled = []
 for fn, args, kwargs in launches:
     scales = {name: "fp64" for name in fn.arg_names if name.endswith("scale")}
+    scales.update({f"{name}.{field}": "fp64" for name, value in kwargs.items()  # grouped: sizes.qk_scale, ...
+                   for field in getattr(value, "_fields", ()) if field.endswith("scale")})
     if scales:
         compile_kernel(fn, args, kwargs, scalar_types=scales)
         compiled.append(fn.__name__)
@@ -57,4 +59,6 @@ def test_fp64_scale_compiles(variant):
                          timeout=600, env={**os.environ, "TRITON_INTERPRET": "0", "TRITON_DEFAULT_FP_FUSION": "1",
                                            "PYTHONPATH": str(env.REPO)})
     assert run.returncode == 0, run.stderr[-3000:]
-    assert "_fwd_kernel" in run.stdout, run.stdout
+    compiled = run.stdout.split(":", 1)[1].split()
+    assert "_fwd_kernel" in compiled, run.stdout
+    assert set(compiled) - {"_fwd_kernel", "_dq_finish_kernel"}, f"no backward kernel took an fp64 scale: {run.stdout}"

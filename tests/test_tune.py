@@ -355,7 +355,7 @@ def test_wrong_rows_are_pruned_in_every_group(tmp_path, monkeypatch):
 
 
 def test_kernel_tags_name_the_two_pass_kernels_and_single_kernel_variants_have_none(tmp_path):
-    import kernels.two_pass as two_pass
+    import kernels.dkdv_dq as two_pass  # the dK/dV and dQ kernels that two_pass launches
 
     tags = TwoPassBlocks.field_kernels()
     assert {k for k in tags.values() if k} == {"_dkdv_kernel", "_dq_kernel"}

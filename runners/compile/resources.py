@@ -143,8 +143,8 @@ def compile_kernel(fn, args, kwargs, capability: int = ARCHS[DEFAULT_ARCH].capab
                    scalar_types: dict | None = None):
     """The CompiledKernel of one recorded launch for that compute capability (Triton's binder: same signature,
     constexprs, divisibility attributes and options as a launch on such a GPU would have). scalar_types:
-    {parameter: Triton type} replacing the binder's, e.g. {"qk_scale": "fp64"}, the type a caller passing a
-    SymFloat gives."""
+    {parameter: Triton type} replacing the binder's, e.g. {"qk_scale": "fp64"} or, for a field of a NamedTuple
+    argument (kernels/backward_args.py), {"sizes.qk_scale": "fp64"}: the type a caller passing a SymFloat gives."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource, make_backend
@@ -155,7 +155,10 @@ def compile_kernel(fn, args, kwargs, capability: int = ARCHS[DEFAULT_ARCH].capab
     binder = create_function_from_signature(fn.signature, fn.params, backend)
     bound_args, specialization, options = binder(*args, **kwargs)
     options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound_args, specialization, options)
-    signature.update({name: kind for name, kind in (scalar_types or {}).items() if name in signature})
+    for name, kind in (scalar_types or {}).items():
+        param, _, field = name.partition(".")  # "sizes.qk_scale": a field of a NamedTuple argument
+        if param in signature:
+            signature[param] = signature[param]._replace(**{field: kind}) if field else kind
     source = ASTSource
     if getattr(fn, "is_gluon", lambda: False)():  # a @gluon.jit kernel: Gluon's own front end
         from triton.experimental.gluon._runtime import GluonASTSource as source
