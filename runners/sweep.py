@@ -117,13 +117,20 @@ def progress(prefix: str, row: dict) -> str:
 
 
 def run_point(cfg: DictConfig, index: int = 0, total: int | None = 1, out=print,
-              gpu_index: int | None = None) -> dict | None:
+              gpu_index: int | None = None, rule_rows: bool = False) -> dict | None:
     """Check, resume-or-measure and record one point; the row written, or None when resume skipped it.
     `gpu_index`: the device leased for it (main() holds the lease), else cfg.gpu.index (auto: 0).
     Raises ConfigError for a bad config (before writing anything); never raises for a failing measurement.
-    With cfg.isolate on, the measurement runs in a worker process (runners/isolation/isolate.py): a crash or hang of
-    the point is a `crashed` / `timeout` row written here, by the parent."""
-    point = schema.check(cfg, env.device_kind())
+    `rule_rows`: blocks that break a block rule are an `unsupported` row with the rule (a point of a grid), not a
+    ConfigError. With cfg.isolate on, the measurement runs in a worker process (runners/isolation/isolate.py): a
+    crash or hang of the point is a `crashed` / `timeout` row written here, by the parent."""
+    broken_rule = None
+    try:
+        point = schema.check(cfg, env.device_kind())
+    except schema.BlockRuleError as exc:
+        if not rule_rows:
+            raise
+        point, broken_rule = exc.point, f"block rule: {exc}"
     timer = measure.timer_name(cfg.bench, env.interpreting())
     if gpu_index is None:
         gpu_index = 0 if cfg.gpu.index == lease.AUTO else int(cfg.gpu.index)
@@ -137,8 +144,10 @@ def run_point(cfg: DictConfig, index: int = 0, total: int | None = 1, out=print,
             path, old = done
             out(f"{prefix}: skipped, already recorded ({old['status']}) in {path}")
             return None
-    estimate = cpu_cost.estimate_point(point, cfg.bench) if env.interpreting() else None
+    estimate = cpu_cost.estimate_point(point, cfg.bench) if env.interpreting() and not broken_rule else None
     refused = None if estimate is None else cpu_cost.refusal(point, estimate, float(cfg.cpu_budget_s))
+    if broken_rule:
+        refused = ("unsupported", broken_rule)
     if refused is not None:  # over the CPU budget, or bf16 in the interpreter: a row, at once
         measured = measure.not_measured(point, timer, *refused)
     else:
@@ -162,8 +171,9 @@ def run_point(cfg: DictConfig, index: int = 0, total: int | None = 1, out=print,
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name=CONFIG_NAME)
 def main(cfg: DictConfig) -> dict:
-    """One job; returns what became of its point, for a launcher whose jobs run in other processes (Slurm):
-    {"written": [path], "found": [path]} (the row, new or already on disk), or {"lost": reason}."""
+    """One job; returns what became of its point, for a launcher whose jobs run in other processes (loky workers,
+    Slurm; runners/isolation/job_returns.py): {"written": [path], "found": [path]} (the row, new or already on
+    disk), or {"lost": reason}; both with "pid", the process that ran the job."""
     hydra_cfg = HydraConfig.get()
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
     index = int(hydra_cfg.job.num) if multirun else 0
@@ -171,7 +181,7 @@ def main(cfg: DictConfig) -> dict:
     before = len(results.session_paths()), len(results.session_found())
     try:
         with job_lease(cfg, hydra_cfg) as held:  # before any CUDA work; released when the job ends
-            row = run_point(cfg, index, total, gpu_index=held.index)
+            row = run_point(cfg, index, total, gpu_index=held.index, rule_rows=multirun and (total or 0) > 1)
         if row is not None and row["status"] in measure.FAULT_STATUSES:
             run_state["faults"] += 1
         if not multirun and row is not None and row["status"] == "ok" and row.get("correct"):
@@ -188,7 +198,7 @@ def main(cfg: DictConfig) -> dict:
         return note_lost(f"[{index + 1}/{total or '?'}] runner error, point not recorded: {reason}", reason)
     found = [str(p) for p in results.session_found()[before[1]:]]
     written = [str(p) for p in results.session_paths()[before[0]:] if str(p) not in found]
-    return {"written": written, "found": found}
+    return {"written": written, "found": found, "pid": os.getpid()}
 
 
 def note_lost(line: str, reason: str) -> dict:
@@ -196,7 +206,7 @@ def note_lost(line: str, reason: str) -> dict:
     EXIT_LOST (also for the launcher of jobs run elsewhere: hydra_plugins/flash_bwd_slurm)."""
     print(line, file=sys.stderr)
     run_state["lost"].append(reason)
-    return {"lost": reason}
+    return {"lost": reason, "pid": os.getpid()}
 
 
 def job_lease(cfg: DictConfig, hydra_cfg=None) -> lease.Lease:
@@ -342,6 +352,7 @@ def preflight(overrides: list[str], multirun: bool) -> int:
         jobs = expand_jobs(overrides, multirun)
         composed: dict = {}
         checked_dirs: set = set()
+        broken: list[str] = []
         for job in jobs:
             try:
                 cfg = compose_job(list(job), composed)
@@ -350,13 +361,20 @@ def preflight(overrides: list[str], multirun: bool) -> int:
             except Exception as exc:  # noqa: BLE001 - Hydra's composition error, reported as one line
                 raise _PreflightError(hydra_error_line(exc) + _blocks_hint(list(job), exc)) from None
             try:
-                schema.check(cfg, env.device_kind())
                 if cfg.results_dir not in checked_dirs:
                     check_results_dir(cfg.results_dir)
                     checked_dirs.add(cfg.results_dir)
+                schema.check(cfg, env.device_kind())
+            except schema.BlockRuleError as exc:
+                if not (multirun and len(jobs) > 1):
+                    raise
+                broken.append(str(exc))  # a grid point like any other: its row says which rule it broke
             except ConfigError as exc:
                 where = f" (point {' '.join(job)})" if multirun and len(jobs) > 1 else ""
                 raise exc.with_suffix(where) from None
+    if broken:
+        print(f"{len(broken)} of {len(jobs)} points break a block rule (e.g. {broken[0]}): each is an `unsupported` "
+              "row with its rule", flush=True)
     return len(jobs)
 
 

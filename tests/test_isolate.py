@@ -54,7 +54,7 @@ def test_multirun_crash_in_the_middle_and_a_hang_lose_only_their_points(tmp_path
     assert info.value.code == sweep.EXIT_FAULTS
     captured = capsys.readouterr()
     df = rows(tmp_path).sort_values("point_index")
-    assert df.status.tolist() == ["ok", "ok", "crashed", "timeout", "ok"]
+    assert df.status.tolist() == ["ok", "ok", "crashed", "timeout", "ok"], df.reason.tolist()
     assert df[df.status == "ok"].correct.all()
     crashed, timed_out = df.iloc[2], df.iloc[3]
     assert "SIGSEGV" in crashed.reason and "\n" not in crashed.reason
@@ -64,7 +64,9 @@ def test_multirun_crash_in_the_middle_and_a_hang_lose_only_their_points(tmp_path
     assert "2 point(s) crashed or timed out" in captured.err
 
 
-def test_worker_is_reused_and_replaced_after_a_crash(tmp_path, faults):
+def test_worker_is_reused_and_replaced_after_a_crash(tmp_path, faults, monkeypatch):
+    """The GPU's worker (spawned once, reused); the CPU interpreter forks one per point."""
+    monkeypatch.setattr(isolate, "start_method", lambda: "spawn")
     quiet = dict(out=lambda _: None)
     assert sweep.run_point(cfg_for(tmp_path, "seq=17"), **quiet)["status"] == "ok"
     first = isolate.worker_pid()
@@ -78,6 +80,12 @@ def test_worker_is_reused_and_replaced_after_a_crash(tmp_path, faults):
     assert isolate.worker_pid() not in (None, first)
     assert rows(tmp_path).status.tolist().count("ok") == 3  # the parent wrote the crashed row too
     assert len(rows(tmp_path)) == 4
+
+
+def test_a_forked_worker_serves_one_point(tmp_path, faults):
+    quiet = dict(out=lambda _: None)
+    assert sweep.run_point(cfg_for(tmp_path, "seq=17"), **quiet)["status"] == "ok"
+    assert isolate.worker_pid() is None  # retired after its point: the next one forks from the caller as it is then
 
 
 @pytest.mark.parametrize("name, words", [
@@ -101,11 +109,26 @@ def test_nan_gradients_are_wrong_not_a_fault(tmp_path, faults):
     assert (row["status"], row["correct"]) == ("wrong", False)
 
 
-def test_isolation_default_is_off_on_the_cpu_interpreter(tmp_path):
+def test_isolation_default_is_on_and_forks_on_the_cpu_interpreter(tmp_path):
     with initialize_config_dir(config_dir=str(env.CONF_DIR), version_base="1.3", job_name="test"):
-        assert not isolate.enabled(compose("config", []))
+        assert isolate.enabled(compose("config", [])) and isolate.start_method() == "fork"
         assert isolate.enabled(compose("config", ["isolate=true"]))
         assert not isolate.enabled(compose("config", ["isolate=false"]))
+
+
+def test_default_sweep_survives_a_point_that_ends_its_process(tmp_path, monkeypatch, capsys, faults):
+    """With the default isolation (a forked worker per point on the CPU), a point that calls os._exit is a
+    `crashed` row; the points after it are measured, the summary prints, exit status 3 (before: the sweep process
+    itself exited with the point's code 3, the later rows lost and no summary)."""
+    monkeypatch.setattr(sys, "argv", ["runners/sweep.py"])
+    with pytest.raises(SystemExit) as info:
+        sweep.cli(["-m", *TINY, "variant=reference", f"plugins=[{PLUGIN}]", "variant.name=two_pass,fault_exit,atomic",
+                   f"results_dir={tmp_path / 'results'}", f"hydra.sweep.dir={tmp_path / 'mr'}"])
+    assert info.value.code == sweep.EXIT_FAULTS
+    df = rows(tmp_path).sort_values("point_index")
+    assert df.status.tolist() == ["ok", "crashed", "ok"]
+    assert "exit code 3" in df.iloc[1].reason
+    assert "3 rows (2 ok, 1 crashed)" in capsys.readouterr().out
 
 
 def test_statuses_and_classification():

@@ -47,7 +47,7 @@ def test_sweep_preflight_accepts_the_launcher(name):
 def test_local_gpus_is_joblib_with_one_job_per_gpu(monkeypatch, hydra_conf):
     monkeypatch.setenv(lease.NUM_GPUS_ENV, "8")
     launcher = compose("config", ["hydra/launcher=local_gpus"], return_hydra_config=True).hydra.launcher
-    assert launcher._target_ == "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"
+    assert launcher._target_ == "hydra_plugins.flash_bwd_local.FlashBwdLocalLauncher"  # joblib's, accounted
     assert (launcher.n_jobs, launcher.backend, launcher.prefer, launcher.batch_size) == (8, "loky", "processes", "1")
     monkeypatch.delenv(lease.NUM_GPUS_ENV)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
@@ -115,3 +115,47 @@ def test_local_gpus_multirun_end_to_end(tmp_path):
     assert sorted(df.point_index) == [0, 1, 2, 3] and (df.status == "ok").all()
     assert df.gpu_index.isna().all() and "cuda_visible_devices" in df  # no GPU leased on the CPU
     assert f"sweep {df.sweep_id.iloc[0]}: 4 rows" in run.stdout
+
+
+def test_local_gpus_with_isolation_on_every_point_ok(tmp_path):
+    """The isolated worker of a loky job process starts (it died at start with "cannot find context for 'loky'"
+    on 2026-11-25, every point `crashed`)."""
+    run = subprocess.run(
+        [sys.executable, "-m", "runners.sweep", "-m", "hydra/launcher=local_gpus", "hydra.launcher.n_jobs=2",
+         "isolate=true", *TINY[:-1], "causal=false", f"results_dir={tmp_path / 'results'}",
+         f"hydra.sweep.dir={tmp_path / 'mr'}"],
+        cwd=env.REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    df = results.load(tmp_path / "results")
+    assert len(df) == 2 and (df.status == "ok").all(), df[["status", "reason"]]
+
+
+def test_local_gpus_counts_a_point_lost_in_a_job_process(tmp_path):
+    """A row that cannot be written in a loky job process (a full disk there) is counted by the sweep: the count
+    line and exit status 4 (before: exit 0, no count; the tally stayed in the job process)."""
+    run = subprocess.run(
+        [sys.executable, "-m", "runners.sweep", "-m", "hydra/launcher=local_gpus", "hydra.launcher.n_jobs=2",
+         "plugins=[tests.full_disk]", "variant=two_pass,atomic", *TINY[1:7], "seq=17", "causal=false",
+         f"results_dir={tmp_path / 'results'}", f"hydra.sweep.dir={tmp_path / 'mr'}"],
+        cwd=env.REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert run.returncode == sweep.EXIT_LOST, run.stdout[-2000:] + run.stderr[-3000:]
+    assert "1 of 2 points not recorded: OSError: [Errno 28] No space left on device" in run.stderr
+    assert run.stderr.count("point not recorded") == 1  # the job's own line, not repeated by the launcher
+    df = results.load(tmp_path / "results")
+    assert df.variant.tolist() == ["two_pass"] and (df.status == "ok").all()
+
+
+def _spawned_worker_starts() -> bool:
+    from runners.isolation import isolate
+
+    worker = isolate.Worker(("spawn-test",), (), "spawn")
+    worker.stop()
+    return True
+
+
+def test_a_spawned_worker_starts_inside_a_loky_process():
+    """On a GPU the isolated worker is spawned; inside a loky job process the spawned child inherited the start
+    method 'loky' and died at start."""
+    from joblib import Parallel, delayed
+
+    assert Parallel(n_jobs=1, backend="loky")(delayed(_spawned_worker_starts)() for _ in range(1)) == [True]

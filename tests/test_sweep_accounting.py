@@ -150,3 +150,21 @@ def test_unknown_key_through_the_command_line(tmp_path):
                          env={**os.environ, "TRITON_INTERPRET": "1"})
     assert run.returncode == 2
     assert run.stderr.strip() == "config error: unknown key 'seqlen'; did you mean 'seq'?"
+
+
+def test_a_grid_point_that_breaks_a_block_rule_is_a_row_and_the_rest_run(tmp_path, capsys):
+    """One invalid block combination in a -m product grid is an `unsupported` row naming the rule it broke; the
+    other points are measured (before: the whole multirun stopped with a config error, nothing measured)."""
+    code, out, err = run_cli(["-m", *SMALL, "variant=atomic", "blocks.BLOCK_M=16,48",
+                              f"results_dir={tmp_path / 'results'}"], tmp_path, capsys)
+    assert code == 0, err
+    assert "1 of 2 points break a block rule" in out
+    df = results.load(tmp_path / "results").set_index("BLOCK_M")
+    assert df.loc[16, "status"] == "ok" and df.loc[48, "status"] == "unsupported"
+    assert df.loc[48, "reason"].startswith("block rule: blocks.BLOCK_M=48: must be a power of two")
+
+
+def test_a_single_point_that_breaks_a_block_rule_is_still_a_config_error(tmp_path, capsys):
+    code, out, err = run_cli([*SMALL, "variant=atomic", "blocks.BLOCK_M=48", f"results_dir={tmp_path / 'results'}"],
+                             tmp_path, capsys)
+    assert code == sweep.EXIT_CONFIG and err.startswith("config error: blocks.BLOCK_M=48: must be a power of two")

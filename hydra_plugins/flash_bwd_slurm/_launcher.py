@@ -5,7 +5,7 @@ from pathlib import Path
 from typing import Sequence
 
 from hydra.core.singleton import Singleton
-from hydra.core.utils import JobReturn, JobStatus, filter_overrides
+from hydra.core.utils import JobReturn, filter_overrides
 from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
 from omegaconf import OmegaConf
@@ -53,8 +53,7 @@ def collect(jobs, job_overrides, initial_job_idx: int, **wait) -> list[JobReturn
     or found goes to the summary, a job without a result is runners.sweep.note_lost's line. Every job is
     returned as COMPLETED (Hydra's sweeper raises on a failed one: the summary and the count come instead)."""
     from runners import sweep
-    from runners.tables import results
-    from runners.isolation import slurm_jobs
+    from runners.isolation import job_returns, slurm_jobs
 
     total = sweep.run_state.get("total") or len(jobs)
     shared = set.intersection(*(set(o) for o in job_overrides)) if len(job_overrides) > 1 else set()
@@ -62,24 +61,7 @@ def collect(jobs, job_overrides, initial_job_idx: int, **wait) -> list[JobReturn
     def account(i: int, outcome) -> None:
         point = " ".join(o for o in filter_overrides(job_overrides[i]) if o not in shared)  # what differs
         prefix = f"[{initial_job_idx + i + 1}/{total}] {point}".rstrip()
-        ret = outcome.result
-        lost = outcome.lost
-        if lost is None and isinstance(ret, JobReturn) and ret.status == JobStatus.FAILED:
-            lost = f"Slurm job {outcome.job_id} raised: {type(ret._return_value).__name__}: {ret._return_value}"
-        value = ret._return_value if isinstance(ret, JobReturn) and ret.status == JobStatus.COMPLETED else None
-        if lost is None and isinstance(value, dict) and value.get("lost"):
-            lost = f"Slurm job {outcome.job_id}: {value['lost']}"
-        if lost is not None:
-            sweep.note_lost(f"{prefix}: point not recorded: {lost}", lost)
-            return
-        if isinstance(value, dict):
-            results.note_session(value.get("written", ()), value.get("found", ()))
+        job_returns.account(outcome.result, prefix, outcome.lost, where=f"Slurm job {outcome.job_id}")
 
     outcomes = slurm_jobs.collect(jobs, on_done=account, **wait)
-    returns = []
-    for i, outcome in enumerate(outcomes):
-        ret = outcome.result
-        if not isinstance(ret, JobReturn) or ret.status != JobStatus.COMPLETED:
-            ret = JobReturn(overrides=list(job_overrides[i]), status=JobStatus.COMPLETED, _return_value=None)
-        returns.append(ret)
-    return returns
+    return [job_returns.completed(outcome.result, job_overrides[i]) for i, outcome in enumerate(outcomes)]

@@ -1,12 +1,15 @@
 """Fault isolation: each point is measured in a worker process, so a crash or a hang loses only that point.
 
 A sticky CUDA error (illegal address, launch failure, device-side assert) leaves its process's CUDA context
-dead: every later point in that process would fail. A kernel that never finishes blocks its process forever.
-So, with `isolate` on (default on a GPU), `call()` runs the measurement in a worker process:
+dead: every later point in that process would fail. A kernel that never finishes blocks its process forever,
+and a point that ends its process (a segfault, `os._exit`) would end the whole sweep. So, with `isolate` on
+(the default), `call()` runs the measurement in a worker process:
 
-- one persistent worker per sweep process (multiprocessing *spawn*: CUDA forbids fork after init), reused
-  across points so imports, the CUDA context and Triton's in-memory kernel cache stay warm; replaced after a
-  crash or a timeout, and when a point needs another GPU index or other plugins;
+- on a GPU, one persistent worker per sweep process (multiprocessing *spawn*: CUDA forbids fork after init),
+  reused across points so imports, the CUDA context and Triton's in-memory kernel cache stay warm; replaced
+  after a crash or a timeout, and when a point needs another GPU index or other plugins;
+- on the CPU interpreter, one *forked* worker per point: it inherits the imports (milliseconds, not the
+  seconds of a spawn) and the caller's state as it is at that point, and there is no CUDA to forbid it;
 - the parent holds the GPU lease (runners/isolation/lease.py) and writes the row: a dying worker never loses a row; the
   worker uses the leased index it is given;
 - the worker dies (signal, exit, or reports a sticky CUDA error and exits) -> status `crashed`, reason = the
@@ -17,6 +20,7 @@ So, with `isolate` on (default on a GPU), `call()` runs the measurement in a wor
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib
 import multiprocessing
 import os
@@ -36,9 +40,14 @@ _ERROR_MARKS = ("fatal python error", "error", "exception", "aborted", "segmenta
 
 
 def enabled(cfg) -> bool:
-    """cfg.isolate: true / false, or auto = on a GPU yes, on the CPU interpreter no (docs/fault_isolation.md)."""
+    """cfg.isolate: true / false, or auto = true (docs/fault_isolation.md)."""
     choice = cfg.get("isolate", "auto")
-    return (not env.interpreting()) if choice == "auto" else bool(choice)
+    return True if choice == "auto" else bool(choice)
+
+
+def start_method() -> str:
+    """How a worker starts: fork on the CPU interpreter (cheap, no CUDA), spawn on a GPU."""
+    return "fork" if env.interpreting() else "spawn"
 
 
 def call(cfg, fn, *args, **kwargs) -> dict:
@@ -80,16 +89,21 @@ class WorkerStartError(RuntimeError):
 class Worker:
     """One spawned worker process, its pipe and its stderr file."""
 
-    def __init__(self, key: tuple, plugins: tuple):
+    def __init__(self, key: tuple, plugins: tuple, method: str = "spawn"):
         self.key = key
-        ctx = multiprocessing.get_context("spawn")
+        self.method = method
+        ctx = multiprocessing.get_context(method)
         self.conn, child_conn = ctx.Pipe()
         fd, self.stderr_path = tempfile.mkstemp(prefix="flash-bwd-worker-", suffix=".stderr")
         os.close(fd)
         self.stderr_offset = 0
         self.process = ctx.Process(target=worker_main, name="flash-bwd-worker",
-                                   args=(child_conn, plugins, self.stderr_path, os.getpid()))
-        self.process.start()
+                                   args=(child_conn, plugins, self.stderr_path, os.getpid(), method))
+        if method == "fork":  # else the child would write the parent's buffered output again when it exits
+            sys.stdout.flush()
+            sys.stderr.flush()
+        with stdlib_start_method():
+            self.process.start()
         child_conn.close()
         outcome, message = self.receive(STARTUP_TIMEOUT_S)
         if outcome != "message" or message[0] != "ready":
@@ -183,7 +197,7 @@ class Pool:
             self.retire()
         if self.worker is None:
             try:
-                self.worker = Worker(key, key[0])
+                self.worker = Worker(key, key[0], start_method())
             except Exception as exc:  # noqa: BLE001 - WorkerStartError, or spawn itself failing
                 return fault_row("crashed", f"worker process did not start: {_one_line(exc)}", timer)
         worker = self.worker
@@ -206,13 +220,30 @@ class Pool:
         if kind == "raise":  # fn itself raised (a runner bug, not a point's failure): as in-process
             self.retire()
             raise RuntimeError(f"in the worker process: {payload}")
-        if payload.get("status") == "crashed":  # the worker reported a dead CUDA context and exits
-            self.retire()
+        if payload.get("status") == "crashed" or worker.method == "fork":
+            self.retire()  # a dead CUDA context (the worker exits), or a forked worker: one per point
         return payload
 
 
 _POOL = Pool()
 atexit.register(_POOL.retire)
+
+
+@contextlib.contextmanager
+def stdlib_start_method():
+    """A spawned child sets multiprocessing's default start method to its parent's. Inside a loky process
+    (Hydra's joblib launcher, hydra/launcher=local_gpus) that default is 'loky', which a fresh interpreter
+    does not know ("ValueError: cannot find context for 'loky'", the child dies at start): for the start,
+    make the default a standard one, then put it back."""
+    current = multiprocessing.get_start_method(allow_none=True)
+    if current is None or current in multiprocessing.get_all_start_methods():
+        yield
+        return
+    multiprocessing.set_start_method("spawn", force=True)
+    try:
+        yield
+    finally:
+        multiprocessing.set_start_method(current, force=True)
 
 
 def first_error_line(text: str) -> str:
@@ -228,12 +259,16 @@ def first_error_line(text: str) -> str:
 
 # ---- worker side --------------------------------------------------------------------------------------------
 
-def worker_main(conn, plugins: tuple, stderr_path: str, parent_pid: int) -> None:
+def worker_main(conn, plugins: tuple, stderr_path: str, parent_pid: int, method: str = "spawn") -> None:
     """The worker process: imports the plugins, then runs (fn, args, kwargs) messages until the pipe closes.
     After a result with status crashed (a dead CUDA context) it exits; the parent starts a fresh one."""
+    if method == "fork":  # torch's OpenMP pool does not survive a fork: an op using it would hang forever
+        import torch
+        torch.set_num_threads(1)
     fd = os.open(stderr_path, os.O_WRONLY | os.O_APPEND)
     os.dup2(fd, 2)  # everything written to fd 2 (Python, C++, the driver) lands in the file
     os.close(fd)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # a forked child may inherit a stream without a file
     import faulthandler
     faulthandler.enable(file=sys.stderr, all_threads=False)  # a segfault/abort: "Fatal Python error: ..." in the file
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle

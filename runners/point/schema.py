@@ -165,6 +165,25 @@ class ConfigError(ValueError):
         return ConfigError(self.field, "", f"{self}{suffix}")
 
 
+class BlockRuleError(ConfigError):
+    """Block fields that break a rule of the variant (`Blocks.check_rules`: e.g. BLOCK_N=64 with 8 warps). Alone,
+    a config error; as one point of a multirun grid, an `unsupported` row with the rule (runners.sweep).
+    `point`: the point with the blocks as asked (RequestedBlocks), for that row."""
+
+    def __init__(self, field_name: str, message: str, text: str, point: "Point"):
+        super().__init__(field_name, message, text)
+        self.point = point
+
+
+@dataclass(frozen=True)
+class RequestedBlocks:
+    """The block fields a config asked for, unresolved: the blocks of a point refused by a block rule."""
+    fields: tuple  # ((name, value), ...)
+
+    def as_dict(self) -> dict:
+        return dict(self.fields)
+
+
 @dataclass(frozen=True)
 class Point:
     """One measurement's problem and resolved blocks, from a checked config."""
@@ -315,9 +334,11 @@ def check(cfg: DictConfig, device: str) -> Point:
     except ValueError as exc:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         first = message.split("=", 1)[0].split(":", 1)[0].strip()
+        asked = Point(**point_args, blocks=RequestedBlocks(tuple(sorted(overrides.items()))), block_overrides=overrides)
         if first in overrides or first in _field_names(variant):  # "BLOCK_M=48: must be ..." names its field
-            raise ConfigError(f"blocks.{first}", message, f"blocks.{message} (variant {variant.name})") from None
-        raise ConfigError("blocks", f"{message} (variant {variant.name})") from None
+            raise BlockRuleError(f"blocks.{first}", message, f"blocks.{message} (variant {variant.name})",
+                                 asked) from None
+        raise BlockRuleError("blocks", message, f"blocks: {message} (variant {variant.name})", asked) from None
     except TypeError as exc:  # a value of the wrong type inside the Blocks dataclass
         raise ConfigError("blocks", f"{str(exc).splitlines()[0]} (variant {variant.name})") from None
     return Point(**point_args, blocks=blocks, block_overrides=overrides)
