@@ -251,7 +251,8 @@ MAX_LISTED = 40  # rows of the left-out listing; the rest are counted
 
 def left_out(df: pd.DataFrame, unreadable) -> str:
     """What the report did not use, by name: files that could not be read, points that never ran (skipped over
-    the CPU budget, unsupported) with their reasons, rows whose timings are not meaningful. (Figures not drawn are
+    the CPU budget, unsupported) with their reasons, correct results without TFLOPS (NaN), rows whose timings are
+    not meaningful. (Figures not drawn are
     noted under Plots.)"""
     parts = []
     if unreadable:
@@ -261,18 +262,27 @@ def left_out(df: pd.DataFrame, unreadable) -> str:
     never = rows[rows["status"].isin(("skipped", "unsupported"))]
     if len(never):
         parts.append(f"**{len(never)} point(s) not run** ({C.status_text(never)}), never drawn or ranked:\n")
-        never = never.sort_values([T.GPU, "dtype", "variant", "seq", "head_dim"], kind="stable")
-        listing = pd.DataFrame({
-            "GPU": never[T.GPU], "variant": never["variant"], "shape": [T.shape_text(r) for _, r in never.iterrows()],
-            "dtype": never["dtype"], "status": never["status"], "reason": never["reason"].astype(str)})
-        parts.append(T.markdown_table(listing.head(MAX_LISTED)))
-        if len(listing) > MAX_LISTED:
-            parts.append(f"_… and {len(listing) - MAX_LISTED} more._\n")
+        parts += _listing(never)
+    no_tflops = rows[T.is_result(rows) & rows["timing_meaningful"] & rows["tflops"].isna()]
+    if len(no_tflops):
+        parts.append(f"**{len(no_tflops)} correct result(s) without TFLOPS**, never drawn or ranked:\n")
+        parts += _listing(no_tflops.assign(reason="tflops is NaN"))
     untimed = rows[T.is_result(rows) & ~rows["timing_meaningful"]]
     if len(untimed):
         parts.append(f"- {len(untimed)} correct result(s) with timings that are not meaningful (CPU interpreter): "
                      "left out of the best-variant tables.\n")
     return "\n".join(parts) if parts else "Nothing: every file was read and every point ran.\n"
+
+
+def _listing(rows: pd.DataFrame) -> list[str]:
+    """The left-out points by name (GPU, variant, shape, dtype, status, reason), MAX_LISTED of them, the rest
+    counted."""
+    rows = rows.sort_values([T.GPU, "dtype", "variant", "seq", "head_dim"], kind="stable")
+    listing = pd.DataFrame({
+        "GPU": rows[T.GPU], "variant": rows["variant"], "shape": [T.shape_text(r) for _, r in rows.iterrows()],
+        "dtype": rows["dtype"], "status": rows["status"], "reason": rows["reason"].astype(str)})
+    more = [f"_… and {len(listing) - MAX_LISTED} more._\n"] if len(listing) > MAX_LISTED else []
+    return [T.markdown_table(listing.head(MAX_LISTED)), *more]
 
 
 def _regressions(baseline: str, source: str, threshold: float) -> str:

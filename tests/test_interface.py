@@ -33,6 +33,19 @@ def test_bad_input_is_one_line_value_error(make, match):
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize("variant", ["two_pass", "reference"])
+@pytest.mark.parametrize("packed", [False, True], ids=["dense", "packed"])
+def test_head_dim_zero_is_checked_before_the_default_scale(variant, packed):
+    """Head dim 0 with the default scale (1 / sqrt(D)): the inputs' one-line ValueError, not a ZeroDivisionError."""
+    q, k, v = qkv(d=0)
+    varlen = dict(cu_seqlens_q=torch.tensor([0, 8], dtype=torch.int32, device=DEVICE)) if packed else {}
+    if packed:
+        q, k, v = q[0], k[0], v[0]  # [total, H, D]
+    with pytest.raises(ValueError, match="head_dim must be >= 1, got 0") as info:
+        attention(q, k, v, variant=variant, **varlen)
+    assert "\n" not in str(info.value)
+
+
 def test_unknown_variant_names_the_known_ones():
     with pytest.raises(ValueError, match="unknown variant 'nope'; known: .*two_pass"):
         attention(*qkv(), variant="nope")

@@ -1,5 +1,7 @@
 """runners.merge: result folders from many jobs and machines -> one table, each (config_key, gpu_name, commit)
 exactly once, no key lost; runners.regress and the plots read the merged file."""
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -94,6 +96,42 @@ def test_no_rows_exit_2(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert merge.main([str(tmp_path / "empty"), f"out={tmp_path / 'm.parquet'}"]) == 2
     assert "no result rows" in capsys.readouterr().err
+
+
+def clashing_files(tmp_path, seq_text: str) -> tuple[pd.DataFrame, Path]:
+    """Two result files whose `seq` types clash: int64 in a.parquet, string (seq_text) in b.parquet."""
+    rows = machine("FAKE-GPU-A", "c1" * 20, "2026-01-01T00:00:00Z")
+    folder = tmp_path / "clash"
+    folder.mkdir(parents=True)
+    rows.iloc[1:].to_parquet(folder / "a.parquet", index=False)
+    rows.iloc[:1].assign(seq=seq_text).to_parquet(folder / "b.parquet", index=False)
+    return rows, folder
+
+
+def test_conflicting_column_types_are_one_line_exit_2(tmp_path, capsys):
+    _, folder = clashing_files(tmp_path, "1024")
+    out = tmp_path / "m.parquet"
+    assert merge.main([str(folder), f"out={out}"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert "column 'seq'" in err and "int64" in err and "string" in err and "a.parquet" in err and "b.parquet" in err
+    assert not out.exists()
+
+
+def test_conflicting_column_types_with_strict_false_are_coerced_and_said(tmp_path, capsys):
+    rows, folder = clashing_files(tmp_path, "1024")
+    out = tmp_path / "m.parquet"
+    assert merge.main([str(folder), f"out={out}", "strict=false"]) == 0
+    merged = pd.read_parquet(out)
+    assert len(merged) == len(rows) and merged["seq"].dtype == "int64" and sorted(merged.seq) == sorted(rows.seq)
+    err = capsys.readouterr().err
+    assert "coerced column 'seq' of" in err and "b.parquet" in err and "string to int64" in err, err
+    # a value that does not convert: that file is skipped and named, its row is not in the output
+    _, folder = clashing_files(tmp_path / "bad", "n/a")
+    assert merge.main([str(folder), f"out={out}", "strict=false"]) == 0
+    assert len(pd.read_parquet(out)) == len(rows) - 1
+    err = capsys.readouterr().err
+    assert "skipped" in err and "b.parquet" in err and "column 'seq'" in err and "Traceback" not in err, err
 
 
 @pytest.mark.skipif(not env.interpreting(), reason="runner rows on the CPU interpreter")

@@ -169,6 +169,25 @@ def test_reference_matches_independent_math():
         assert torch.allclose(a, b, atol=1e-10, rtol=1e-9)
 
 
+@pytest.mark.parametrize("causal, window, empty", [(True, None, 8), (True, (4, 0), 8), (False, (3, 2), 6)],
+                         ids=["causal", "causal-window", "full-window"])
+def test_reference_propagates_nan_and_zeroes_only_empty_rows(causal, window, empty):
+    """One NaN in q (head 1, a row that sees keys) is NaN in that row's o and in dv of its kv head, as every design
+    gives; head 0 stays finite, and the first `empty` rows (Nq > Nk: they see no key) output 0 with zero dq.
+    Dense, and packed after a 4-token document."""
+    q, k, v, do, _ = make_case((1, 20, 12, 2, 1, 8), torch.float32, "cpu", False, seed=7)
+    q[0, 15, 1, 3] = float("nan")
+    cu_q, cu_k = (torch.tensor([0, 4, 4 + n], dtype=torch.int32) for n in (20, 12))
+    packed = [torch.cat([t[0, :4], t[0]]) for t in (q, k, v, do)]
+    for grads, rows in ((reference_grads(q, k, v, do, causal, window_size=window), lambda t: t[0]),
+                        (reference_grads(*packed, causal, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, window_size=window),
+                         lambda t: t[4:])):
+        o, dq, _, dv = (rows(t) for t in grads)
+        assert o[15, 1].isnan().all() and dv[..., 0, :].isnan().any(), "the NaN must reach o and dv"
+        assert not o[:, 0].isnan().any() and not dq[:, 0].isnan().any(), "head 0 stays finite"
+        assert (o[:empty] == 0).all() and (dq[:empty] == 0).all(), "rows that see no key: o = 0, dq = 0"
+
+
 @pytest.mark.parametrize("kwargs, message", [
     (dict(window_size=(-2, 0)), "window_size entries must be >= -1"),
     (dict(window_size=(3,)), "window_size must be two ints"),

@@ -150,6 +150,34 @@ def test_report_names_the_files_it_could_not_read_and_the_points_that_never_ran(
     assert "2 point(s) not run" in left and "2 unsupported" in left and "fabricated unsupported" in left, left
 
 
+def test_report_lists_a_correct_result_without_tflops_under_left_out(tmp_path):
+    """An ok, correct row whose tflops is NaN is not ranked, and Left out names it and why (never 'Nothing')."""
+    rows = S.table(seqs=(512, 1024), head_dims=(64,), variants=("two_pass", "sdpa_flash"), failures=False)
+    gap = (rows["variant"] == "two_pass") & (rows["seq"] == 1024) & ~rows["causal"].astype(bool)
+    folder = S.write(rows.assign(tflops=rows["tflops"].where(~gap, np.nan)), tmp_path / "results")
+    assert report.main([f"results={folder}", f"out={tmp_path / 'report'}"]) == 0
+    text = (tmp_path / "report" / "report.md").read_text()
+    left = text[text.index("## Left out"):text.index("## Resources")]
+    assert "Nothing" not in left and "1 correct result(s) without TFLOPS" in left, left
+    assert "two_pass" in left and "N1024" in left and "tflops is NaN" in left, left
+
+
+def test_report_never_counts_a_row_of_a_clashing_column_type_as_correct(tmp_path, capsys):
+    """A file whose `seq` is text that is not a number, where the other files' is int64: its ok, correct row is
+    not a result; the file is named as not read."""
+    rows = S.table(seqs=(512, 1024), head_dims=(64,), variants=("two_pass",), failures=False)
+    folder = tmp_path / "results"
+    folder.mkdir()
+    rows.iloc[1:].to_parquet(folder / "a.parquet", index=False)
+    rows.iloc[:1].assign(seq="n/a").to_parquet(folder / "b.parquet", index=False)
+    assert report.main([f"results={folder}", f"out={tmp_path / 'report'}"]) == 0
+    assert "Traceback" not in capsys.readouterr().err
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert f"{len(rows) - 1} correct results" in text, text[:400]
+    left = text[text.index("## Left out"):text.index("## Resources")]
+    assert "1 file(s) not read" in left and "b.parquet" in left and "column 'seq'" in left, left
+
+
 def test_report_with_nothing_left_out_says_so(tmp_path):
     gpu_rows = S.table(seqs=(512,), head_dims=(64,), variants=("two_pass", "sdpa_flash"), failures=False)
     folder = S.write(gpu_rows, tmp_path / "results")

@@ -157,6 +157,20 @@ def test_untimed_rows_are_never_speed_flagged(tmp_path, capsys):
     assert "untimed" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("side", ["candidate", "baseline"])
+def test_correct_point_without_tflops_is_labelled_not_dropped(side, tmp_path, capsys):
+    """An ok, correct row whose tflops is NaN cannot be compared: its own verdict 'no tflops', counted in the
+    summary and printed, never '≈' and never a regression."""
+    base = _table()
+    gap = base.assign(tflops=base["tflops"].where(~_point(base), np.nan))
+    assert _run(tmp_path, *((base, gap) if side == "candidate" else (gap, base))) == 0
+    out = capsys.readouterr().out
+    rows = _rows(out, "no tflops")
+    assert len(rows) == 1 and "two_pass" in rows[0] and "N4096 D128" in rows[0], out
+    assert "1 no tflops" in out and "no regressions" in out
+    assert len(_rows(out, "≈")) == len(base) - 1
+
+
 def test_commit_mode_compares_that_commit_with_the_newest_other(tmp_path, capsys):
     old = _table(commit="abc1234" + "0" * 33, timestamp="2025-01-01T00:00:00Z")
     mid = _slow(_table(commit="bcd2345" + "0" * 33, timestamp="2025-02-01T00:00:00Z"), 0.7)

@@ -76,21 +76,21 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, variant
         if g is not None and isinstance(g, torch.Tensor) and g.dim() == 3:
             g = g.transpose(1, 2)  # [B, Nq, H] view
     impl = get(variant)
-    scale = default_scale(q.shape[-1]) if scale is None else scale
     window_left, window_right = window_pair(window_size, bool(causal))
     if g is not None:
         check_gate(g, q)
     modifiers = dict(window_size=(window_left, window_right), softcap=float(softcap), gate=g is not None)
+    # One-line errors here, before the default scale (head dim 0) and the op's dispatch (e.g. devices).
+    problem = Problem.from_packed_tensors(q, k, v, causal) if packed else \
+        Problem.from_tensors(q, k, v, causal).with_modifiers(**modifiers)
+    scale = default_scale(problem.head_dim) if scale is None else scale
     if isinstance(impl, TritonVariant) and impl.as_operator:
-        if not packed:  # one-line errors here, before the op's dispatch (e.g. devices)
-            Problem.from_tensors(q, k, v, causal).with_modifiers(**modifiers)
         o, _ = op.attention_op(q, k, v, bool(causal), scale, variant, op.blocks_text(blocks), cu_seqlens_q,
                                cu_seqlens_k, max_seqlen_q, max_seqlen_k, window_left, window_right, float(softcap), g)
     elif packed:
         o = _packed_direct(impl, q, k, v, causal, scale, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                            max_seqlen_k, modifiers, g)
     else:
-        problem = Problem.from_tensors(q, k, v, causal).with_modifiers(**modifiers)
         impl.check(problem)
         config = impl.make_blocks(problem, blocks) if blocks is not None or isinstance(impl, TritonVariant) else None
         o = impl.apply(q, k, v, bool(causal), float(scale), config, mods=problem.mods, g=g)

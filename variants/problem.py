@@ -96,15 +96,21 @@ class Problem:
     def from_packed(cls, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, packing) -> "Problem":
         """A packed varlen batch: q [total_q, H, D], k/v [total_k, Hkv, D] and a kernels.varlen.Packing whose
         cu_seqlens end at total_q / total_k; raises ValueError (one line) on anything inconsistent."""
-        for name, t in (("q", q), ("k", k), ("v", v)):
-            if t.dim() != 3:
-                raise ValueError(f"with cu_seqlens, {name} must be 3-D [total, H, D], got shape {tuple(t.shape)}")
-        problem = cls.from_tensors(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), causal)
+        problem = cls.from_packed_tensors(q, k, v, causal)
         if packing.cu_q_host[-1] != q.shape[0] or packing.cu_k_host[-1] != k.shape[0]:
             raise ValueError(f"cu_seqlens end at {packing.cu_q_host[-1]} (q) / {packing.cu_k_host[-1]} (k), "
                              f"but q has {q.shape[0]} and k has {k.shape[0]} tokens")
         return cls.packed(packing.lens_q, packing.lens_k, problem.heads, problem.kv_heads, problem.head_dim,
                           problem.causal, problem.dtype, problem.device)
+
+    @classmethod
+    def from_packed_tensors(cls, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> "Problem":
+        """q [total_q, H, D], k/v [total_k, Hkv, D] checked as one sequence each, before any cu_seqlens is read;
+        raises ValueError (one line) on anything inconsistent."""
+        for name, t in (("q", q), ("k", k), ("v", v)):
+            if t.dim() != 3:
+                raise ValueError(f"with cu_seqlens, {name} must be 3-D [total, H, D], got shape {tuple(t.shape)}")
+        return cls.from_tensors(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), causal)
 
     @classmethod
     def packed(cls, lens_q, lens_k, heads: int, kv_heads: int, head_dim: int, causal: bool, dtype, device: str):

@@ -39,7 +39,8 @@ def reference_forward(q, k, v, causal: bool = False, scale: float | None = None,
     visible = visible_pairs(seq_q, seq_k, causal, window_size, q.device)  # [Nq, Nk] or None
     if visible is not None:
         scores = scores.masked_fill(~visible, float("-inf"))
-        probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # empty rows -> 0
+        # a row that sees no key (its softmax is 0/0) -> 0, by the mask alone: a NaN from the inputs propagates
+        probs = torch.softmax(scores, dim=-1).masked_fill(~visible.any(dim=-1, keepdim=True), 0.0)
     else:
         probs = torch.softmax(scores, dim=-1)
     return torch.matmul(probs, v_).transpose(1, 2)  # [B, Nq, H, D]

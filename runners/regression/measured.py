@@ -23,7 +23,9 @@ Joining and the rule (same GPU)
   This implies the median ratio is below 1 - threshold AND the two p20–p80 ranges are disjoint, so a change
   inside the measured run-to-run spread is never flagged. FASTER is the mirror image. A point slower than
   the threshold by its medians but not by the rule is reported as "slower (within noise)", not flagged.
-  Points whose timings are not meaningful (CPU interpreter) are never speed-compared.
+  Points whose timings are not meaningful (CPU interpreter) are never speed-compared. A correct point whose
+  tflops is NaN on either side (a model-step row: its step ms) cannot be compared: "no tflops", printed and
+  counted in the summary, never a regression.
 
 Correctness (always reported, whatever the speed)
   WRONG       the candidate's gradients are wrong (status wrong, or ok with correct False) and the baseline's
@@ -240,6 +242,7 @@ def compare(base: pd.DataFrame, cand: pd.DataFrame, threshold: float = 0.05,
     lo_b, hi_b = _ends(j, "_b")
     lo_c, hi_c = _ends(j, "_c")
     j["ratio"] = np.where(res_b & res_c, j["speed_c"] / j["speed_b"], np.nan)
+    no_speed = timed & (j["speed_b"].isna() | j["speed_c"].isna())  # ok and correct, but nothing to compare
     slower = timed & (hi_c < lo_b * (1 - threshold))
     faster = timed & (lo_c > hi_b * (1 + threshold))
     j = j.copy()  # one block of columns again after the inserts above
@@ -259,6 +262,7 @@ def compare(base: pd.DataFrame, cand: pd.DataFrame, threshold: float = 0.05,
         verdict[faster] = "FASTER"
         verdict[slower] = "SLOWER"
         verdict[res_b & both & ~res_c & ~wrong_c] = "BROKE"
+    verdict[no_speed] = "no tflops"
     verdict[wrong_c & wrong_b] = "still wrong"
     verdict[wrong_c & ~wrong_b] = "WRONG"
     j["verdict"] = verdict
@@ -351,8 +355,8 @@ def summary_lines(cmp: Comparison) -> list[str]:
     steps = int(T.is_model_step(cmp.table).sum())
     parts = [f"{cmp.n_both} point(s) in both tables" + (f" ({steps} model-step point(s) in either)" if steps else "")]
     for key in ("SLOWER", "WRONG", "BROKE", "still wrong", "FASTER", "slower (within noise)",
-                "faster (within noise)", "compared", "fails on candidate GPU", "fixed", "untimed", "still failing",
-                "missing in candidate", "new"):
+                "faster (within noise)", "compared", "fails on candidate GPU", "fixed", "untimed", "no tflops",
+                "still failing", "missing in candidate", "new"):
         if c.get(key):
             parts.append(f"{c[key]} {key}")
     lines = [", ".join(parts)]

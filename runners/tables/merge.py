@@ -18,9 +18,12 @@ read as an input. `runners.regress` and the plots read the merged file like any 
 A file that is not a result table (truncated, another format renamed .parquet, empty, unreadable, a foreign
 table missing columns such as `status` or `config_key`) stops the merge by default: one line naming it, exit 2, nothing
 written. With `strict=false` such files are skipped, each named on stderr, and the report line counts them:
-the merged table never loses rows silently.
+the merged table never loses rows silently. A column whose type clashes between files (int64 in one, string in
+another) is the same: one line naming the column, the types and the files, exit 2; with `strict=false` the clashing
+files' column is cast to the type most files have, one `coerced column ...` line each, and a file whose values do
+not convert is skipped.
 
-Exit status: 0 when written, 2 on bad arguments, a bad input file (strict) or no rows.
+Exit status: 0 when written, 2 on bad arguments, a bad input file or clashing column type (strict) or no rows.
 """
 from __future__ import annotations
 
@@ -113,19 +116,14 @@ def write(df: pd.DataFrame, out: Path) -> Path:
     return out
 
 
-def read(files: list[Path], strict: bool) -> tuple[pd.DataFrame, list[str]]:
-    """(rows of the readable files, one line per file that is not a result table); strict: UsageError
-    naming the first bad file (and how many more)."""
-    tables, problems = [], []
-    for f in files:
-        try:
-            tables.append(results.read_table(f))
-        except results.TableError as exc:
-            problems.append(str(exc))
-    if problems and strict:
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise UsageError(f"{problems[0]}{more}; nothing written (strict=false skips such files)")
-    return (results.concat_tables(tables) if tables else pd.DataFrame()), problems
+def read(files: list[Path], strict: bool) -> tuple[pd.DataFrame, list[str], list[str]]:
+    """(rows of the readable files, one line per file that is not a result table, one line per column coerced);
+    strict: UsageError naming the first bad file (and how many more) or clashing column type."""
+    try:
+        return results.read_files(files, strict)
+    except results.TableError as exc:
+        raise UsageError(f"{exc}; nothing written (strict=false skips bad files and coerces clashing "
+                         "types)") from None
 
 
 def report(counts: dict, merged: pd.DataFrame, files: int, skipped: int = 0) -> list[str]:
@@ -146,9 +144,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         inputs, out, strict = parse(argv)
         files = input_files(inputs, out)
-        df, problems = read(files, strict)
+        df, problems, notes = read(files, strict)
         for problem in problems:
             print(f"{PROG}: warning: skipped {problem}", file=sys.stderr)
+        for note in notes:
+            print(f"{PROG}: warning: {note}", file=sys.stderr)
         if df.empty:
             raise UsageError(f"no result rows under {', '.join(map(str, inputs))}")
         merged, counts = merge(df)

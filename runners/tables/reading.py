@@ -33,7 +33,7 @@ def load(path: str | Path, strict: bool = False, skipped: list | None = None) ->
 
     def warn(line: str) -> None:
         print(line, file=sys.stderr)
-        if skipped is not None:
+        if skipped is not None and line.startswith("warning: skipped "):  # not "warning: coerced ..."
             skipped.append(line.removeprefix("warning: skipped "))
 
     try:

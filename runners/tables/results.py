@@ -113,6 +113,50 @@ class TableError(ValueError):
     """A file that is not a readable result table; str() is one line that names the file."""
 
 
+def unify_types(tables: dict, strict: bool) -> tuple[dict, list[str], list[str]]:
+    """({file: pyarrow Table} with each column at one type, one line per file dropped, one line per column cast).
+    A column whose types no permissive promotion joins (int64 in one file, string in another): strict ->
+    TableError naming the column, its types and files (one line); else the clashing files' column is cast to the
+    type most files have (ties: the first file's), and a file whose values do not convert is dropped."""
+    import pyarrow as pa
+
+    tables, problems, notes = dict(tables), [], []
+    for column in dict.fromkeys(c for t in tables.values() for c in t.column_names):
+        types = {name: t.schema.field(column).type for name, t in tables.items() if column in t.column_names}
+        if _promotable(types.values()):
+            continue
+        kinds = list(types.values())
+        target = max(dict.fromkeys(kinds), key=kinds.count)  # the most files' type; ties: the first file's
+        usual = next(name for name, kind in types.items() if kind == target)
+        clash = [name for name, kind in types.items() if not _promotable((kind, target))]
+        if strict:
+            more = f" (and {len(clash) - 1} more file(s))" if len(clash) > 1 else ""
+            raise TableError(f"column {column!r} has clashing types: {target} in {usual}, {types[clash[0]]} in "
+                             f"{clash[0]}{more}")
+        for name in clash:
+            table = tables[name]
+            try:
+                cast = table.column(column).cast(target)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                problems.append(f"{name}: column {column!r} is {types[name]}, not {target} as in {usual}, and its "
+                                "values do not convert")
+                del tables[name]
+                continue
+            tables[name] = table.set_column(table.schema.get_field_index(column), column, cast)
+            notes.append(f"coerced column {column!r} of {name} from {types[name]} to {target} (as in {usual})")
+    return tables, problems, notes
+
+
+def _promotable(types) -> bool:
+    """Whether pyarrow's permissive promotion joins these types (int64 and double: yes; int64 and string: no)."""
+    import pyarrow as pa
+    try:
+        pa.unify_schemas([pa.schema([("c", kind)]) for kind in types], promote_options="permissive")
+    except (pa.ArrowTypeError, pa.ArrowInvalid):
+        return False
+    return True
+
+
 # Every row runners.sweep writes has these; without them a reader would have to guess (a missing `correct`
 # would read as wrong gradients, a missing key would merge unrelated points): such a file is refused.
 REQUIRED_COLUMNS = ("config_key", "variant", "status", "correct", "gpu_name", "commit", "timestamp")
@@ -158,17 +202,28 @@ def read_table(path: Path):
     return table
 
 
-def read_tables(path: str | Path | list) -> tuple[pd.DataFrame, list[str]]:
-    """(every row of the readable files, one line per file that is not a result table). Never raises for
-    a bad file; FileNotFoundError for a path that does not exist."""
+def read_tables(path: str | Path | list, strict: bool = False) -> tuple[pd.DataFrame, list[str], list[str]]:
+    """(every row of the readable files, one line per file that is not a result table, one line per column
+    coerced: unify_types). Never raises for a bad file unless strict; FileNotFoundError for a path that does
+    not exist."""
     paths = path if isinstance(path, (list, tuple)) else [path]
-    tables, problems = [], []
-    for f in parquet_files(paths):
+    return read_files(parquet_files(paths), strict)
+
+
+def read_files(files: list[Path], strict: bool) -> tuple[pd.DataFrame, list[str], list[str]]:
+    """read_tables of these files; strict: TableError for the first bad file or clashing column type."""
+    tables, problems = {}, []
+    for f in files:
         try:
-            tables.append(read_table(f))
+            tables[str(f)] = read_table(f)
         except TableError as exc:
             problems.append(str(exc))
-    return (concat_tables(tables) if tables else pd.DataFrame()), problems
+    if problems and strict:
+        more = f" (and {len(problems) - 1} more bad file(s))" if len(problems) > 1 else ""
+        raise TableError(problems[0] + more)
+    tables, dropped, notes = unify_types(tables, strict)
+    rows = concat_tables(list(tables.values())) if tables else pd.DataFrame()
+    return rows, problems + dropped, notes
 
 
 def load(path: str | Path | list, strict: bool = True, warn=None) -> pd.DataFrame:
@@ -176,13 +231,14 @@ def load(path: str | Path | list, strict: bool = True, warn=None) -> pd.DataFram
 
     A file that is not a result table (truncated, another format renamed .parquet, empty, unreadable,
     missing a column of REQUIRED_COLUMNS): strict -> TableError naming it (one line); strict=False ->
-    skipped, with one line per file passed to `warn` (default: "warning: skipped ..." on stderr)."""
-    df, problems = read_tables(path)
-    if problems and strict:
-        more = f" (and {len(problems) - 1} more bad file(s))" if len(problems) > 1 else ""
-        raise TableError(problems[0] + more)
+    skipped, with one line per file passed to `warn` (default: "warning: skipped ..." on stderr). A column whose
+    type clashes between files (unify_types): strict -> TableError; strict=False -> cast, one "warning: coerced
+    ..." line each, and a file whose values do not convert is skipped."""
+    df, problems, notes = read_tables(path, strict)
     for problem in problems:
         (warn or _warn_stderr)(f"warning: skipped {problem}")
+    for note in notes:
+        (warn or _warn_stderr)(f"warning: {note}")
     return df
 
 
