@@ -2,7 +2,7 @@
 
 Layout: <results_dir>/<gpu>/<sweep_id>/<point index>-<resume key>.parquet. A file is written under a
 temporary name and linked into place, so a killed sweep leaves every finished row and no partial file,
-and an existing file is never overwritten.
+and an existing file is never overwritten; a write that fails (a full disk) removes its temporary file.
 """
 import hashlib
 import json
@@ -39,8 +39,8 @@ def write_row(row: dict, directory: Path, index: int, key: str) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     stem = f"{index:05d}-{key}"
     tmp = directory / f".{stem}.{os.getpid()}.tmp"
-    pd.DataFrame([row]).to_parquet(tmp, index=False)
-    try:
+    try:  # a write that fails (a full disk) leaves no partial temporary file
+        pd.DataFrame([row]).to_parquet(tmp, index=False)
         for n in range(10_000):
             path = directory / (f"{stem}.parquet" if n == 0 else f"{stem}-{n}.parquet")
             try:
