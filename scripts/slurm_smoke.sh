@@ -106,7 +106,9 @@ set +e
 "${SWEEP[@]}" >"$SMOKE_DIR/run1.out" 2>"$SMOKE_DIR/run1.err" &
 pid=$!
 victim=""
-for _ in $(seq 1200); do  # the array's last task, once it runs (array_parallelism=1: it starts last)
+# the array's last task, once it runs (array_parallelism=1: it starts last). The wait ends on the sweep's own
+# state, task _3 running or the sweep over, never on a fixed time: a busy machine only starts _3 later.
+while kill -0 "$pid" 2>/dev/null; do
     victim=$(squeue -h -r -t running -o %i -n flash-bwd 2>/dev/null | grep -E '_3$' | head -1)
     [[ -n "$victim" ]] && break
     sleep 0.2
@@ -117,7 +119,7 @@ code=$?
 set -e
 echo "run 1 (job $victim cancelled): exit $code"
 cat "$SMOKE_DIR/run1.out" "$SMOKE_DIR/run1.err"
-[[ -n "$victim" ]] || fail "array task _3 was never seen running, so not cancelled"
+[[ -n "$victim" ]] || fail "array task _3 was never seen running before the sweep ended, so not cancelled"
 [[ $code == 4 ]] || fail "run 1 exit status $code, expected 4 (points not recorded)"
 grep -q "point not recorded: Slurm job $victim CANCELLED" "$SMOKE_DIR/run1.err" \
     || fail "run 1 does not report the cancelled job $victim in one line"

@@ -2,7 +2,7 @@
 
 Layout: <results_dir>/<gpu>/<sweep_id>/<point index>-<resume key>.parquet. A file is written under a
 temporary name and linked into place, so a killed sweep leaves every finished row and no partial file,
-and an existing file is never overwritten.
+and an existing file is never overwritten; a write that fails (a full disk) removes its temporary file.
 """
 import hashlib
 import json
@@ -13,6 +13,8 @@ import warnings
 from pathlib import Path
 
 import pandas as pd
+
+from runners.tables import claims
 
 # Statuses that a rerun would reproduce: resume skips them. oom, error, crashed and timeout may be transient: rerun.
 # skipped (over the CPU budget, runners/point/cpu_cost.py) is estimated again, so a larger cpu_budget_s runs the point.
@@ -39,8 +41,8 @@ def write_row(row: dict, directory: Path, index: int, key: str) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     stem = f"{index:05d}-{key}"
     tmp = directory / f".{stem}.{os.getpid()}.tmp"
-    pd.DataFrame([row]).to_parquet(tmp, index=False)
-    try:
+    try:  # a write that fails (a full disk) leaves no partial temporary file
+        pd.DataFrame([row]).to_parquet(tmp, index=False)
         for n in range(10_000):
             path = directory / (f"{stem}.parquet" if n == 0 else f"{stem}-{n}.parquet")
             try:
@@ -56,26 +58,50 @@ def write_row(row: dict, directory: Path, index: int, key: str) -> Path:
         raise FileExistsError(f"no free file name for {stem} in {directory}")
     finally:
         tmp.unlink(missing_ok=True)
+        claims.release(key)  # the point's claim (find_done), written or not
 
 
 def find_done(results_dir: str | Path, gpu: str, key: str) -> tuple[Path, dict] | None:
-    """The latest recorded row for resume key `key` whose status a rerun would reproduce, else None."""
+    """The latest recorded row for resume key `key` whose status a rerun would reproduce, else None, and then
+    the point is claimed for this process (runners/tables/claims.py; write_row releases it). While another
+    process holds the claim this waits; the row that process wrote meanwhile, whatever its status, is returned
+    as found (measured by another sweep). A process measures one point at a time: a claim it still holds
+    (a point that ended without a row) is released here."""
+    claims.release_all()
     base = Path(results_dir) / gpu
-    if not base.is_dir():
-        return None
-    found = []
-    for path in base.rglob(f"*-{key}*.parquet"):
+    before = _rows_of(base, key)
+    done = _latest(before.items(), RESUME_STATUSES)
+    if done is None:
+        claims.claim(base, key)
+        done = _latest((item for item in _rows_of(base, key).items() if item[0] not in before), None)
+        if done is None:
+            return None  # claimed: this process measures the point
+        claims.release(key)
+    path, row = done
+    _session_paths.append(path)
+    _session_found.append(path)
+    return path, row
+
+
+def _rows_of(base: Path, key: str) -> dict[Path, dict | None]:
+    """{file: its last row (None when unreadable)} of every row file of resume key `key` under base."""
+    rows = {}
+    for path in base.rglob(f"*-{key}*.parquet") if base.is_dir() else ():
         try:
-            row = pd.read_parquet(path).iloc[-1].to_dict()
+            rows[path] = pd.read_parquet(path).iloc[-1].to_dict()
         except Exception:  # noqa: BLE001 - an unreadable file is not a finished point
-            continue
-        if row.get("status") in RESUME_STATUSES:
-            found.append((str(row.get("timestamp", "")), path, row))
+            rows[path] = None
+    return rows
+
+
+def _latest(items, statuses) -> tuple[Path, dict] | None:
+    """(path, row) of the latest readable row by timestamp among (path, row) items, its status in `statuses`
+    (None: any)."""
+    found = [(str(row.get("timestamp", "")), path, row) for path, row in items
+             if row is not None and (statuses is None or row.get("status") in statuses)]
     if not found:
         return None
     _, path, row = max(found, key=lambda item: item[0])
-    _session_paths.append(path)
-    _session_found.append(path)
     return path, row
 
 
