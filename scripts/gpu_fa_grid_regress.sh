@@ -19,7 +19,7 @@ set -uo pipefail
 OUT=${OUT:?set OUT to the output folder}
 PART=${1:?usage: gpu_fa_grid_regress.sh bf16|fp16|extra|blocks|regress [DIR]}
 SCRATCH=${TMPDIR:-/tmp}/flash_bwd_issue10/$PART   # the runner's one-file-per-point rows (not in $OUT)
-VARIANTS=two_pass,fused,atomic,sdpa_flash,sdpa_cudnn,flex
+VARIANTS=two_pass,fused,atomic,sdpa_flash,sdpa_cudnn,flex,fa4  # fa4: FlashAttention-4 (docs/fa4.md)
 GRID=(tokens=16384 hidden=2048 seq=1024,4096,16384 head_dim=64,128 causal=true,false)
 mkdir -p "$OUT" "$SCRATCH"
 
