@@ -27,6 +27,7 @@ VARIANT_COLORS = {
     "sdpa_cudnn": "tab:brown",
     "sdpa_efficient": "tab:pink",
     "flex": "tab:olive",
+    "fa4": "magenta",  # FlashAttention-4: no other series (nor a spare colour) uses it
     "reference": "tab:gray",
 }
 _SPARE_COLORS = ("tab:cyan", "navy", "teal", "gold", "indigo", "darkkhaki")

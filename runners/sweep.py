@@ -53,7 +53,7 @@ usage: python -m runners.sweep [-m] [key=value ...]      measure one point, or -
   python -m runners.sweep -m seq=1024,4096 causal=true,false variant=two_pass,fused    a sweep (-m)
 
 main keys (defaults in conf/config.yaml; every key: docs/runner.md):
-  variant=two_pass|atomic|fused|atomic_tma|ws   a design; sdpa_flash|sdpa_cudnn|flex|...: baselines (conf/variant/)
+  variant=two_pass|atomic|fused|atomic_tma|ws   a design; sdpa_flash|sdpa_cudnn|flex|fa4|...: baselines (conf/variant/)
   seq= seq_k= batch= heads= kv_heads= head_dim= causal= dtype=bf16|fp16|fp32  the shape
   blocks.<field>=   block sizes (default: conf/block_defaults.yaml)   sweep=<preset>   a -m preset
   results_dir=results   resume=true   sweep_id=<name>   hydra/launcher=local_gpus|slurm (docs/scaling.md)

@@ -3,8 +3,8 @@
 # issue 5; fa_grid.log), now with the per-kernel and compiled-resource columns, then runners.regress of the
 # committed H200 grid against it (cross-GPU: per shape, each side's best correct config).
 #
-#   bash scripts/gpu_fa_grid_regress.sh bf16      # 72 grid points + 12 deterministic atomic, bf16      (~4-5 min on an H100)
-#   bash scripts/gpu_fa_grid_regress.sh fp16      # 72 grid points, fp16                                (~4 min)
+#   bash scripts/gpu_fa_grid_regress.sh bf16      # 84 grid points + 12 deterministic atomic, bf16      (~4-5 min on an H100 before fa4)
+#   bash scripts/gpu_fa_grid_regress.sh fp16      # 84 grid points (7 variants x 12 cells), fp16        (~4 min before fa4)
 #   bash scripts/gpu_fa_grid_regress.sh extra     # GQA (B2 H32/8 N8192) + long context (B1 H16 N32768), bf16+fp16 (~2-3 min)
 #   bash scripts/gpu_fa_grid_regress.sh blocks    # optional: sweep=blocks two_pass N4096 D128 causal (64 configs, ~3-4 min),
 #                                         # the data of the registers/spills-vs-TFLOPS view
@@ -19,7 +19,7 @@ set -uo pipefail
 OUT=${OUT:?set OUT to the output folder}
 PART=${1:?usage: gpu_fa_grid_regress.sh bf16|fp16|extra|blocks|regress [DIR]}
 SCRATCH=${TMPDIR:-/tmp}/flash_bwd_issue10/$PART   # the runner's one-file-per-point rows (not in $OUT)
-VARIANTS=two_pass,fused,atomic,sdpa_flash,sdpa_cudnn,flex
+VARIANTS=two_pass,fused,atomic,sdpa_flash,sdpa_cudnn,flex,fa4  # fa4: FlashAttention-4 (docs/fa4.md)
 GRID=(tokens=16384 hidden=2048 seq=1024,4096,16384 head_dim=64,128 causal=true,false)
 mkdir -p "$OUT" "$SCRATCH"
 

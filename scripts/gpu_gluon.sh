@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The Gluon designs on one sm90 GPU (H100 / H200): their GPU tests, then accuracy-gated runner rows on the FA grid
-# next to two_pass, FA2 and cuDNN, and a per-cell table of the best flash-bwd design against cuDNN and FA2.
+# next to two_pass, FA2, cuDNN and FA4, and a per-cell table of the best flash-bwd design against cuDNN, FA2 and FA4.
 #
 #   bash scripts/gpu_gluon.sh tests              # tests/test_ws.py, every case (slow ones too)
 #   bash scripts/gpu_gluon.sh grid bf16|fp16     # FA grid (N 1k/4k/16k x D 64/128 x causal/not)
 #   bash scripts/gpu_gluon.sh table [TABLE ...]  # no GPU needed: the per-cell table (default: $OUT's grid tables)
 #   bash scripts/gpu_gluon.sh large_d [bf16|fp16] # B2 H16 N4096 D96/192/256: ws (both modes), ws_two_pass, two_pass,
-#                                                #   FA2, cuDNN, and the best design against cuDNN per cell
+#                                                #   FA2, cuDNN, FA4, and the best design against cuDNN per cell
 #   bash scripts/gpu_gluon.sh utilization        # every Triton / Gluon design, bench.ncu=true: Nsight Compute columns
 #   bash scripts/gpu_gluon.sh ncu D [ARGS ...]   # Nsight Compute on ws's kernel, B4 H16 N4096 head dim D (ARGS: more
 #                                                #   scripts/ncu_backward.py options): per-SASS-line stall samples
@@ -19,7 +19,7 @@
 set -uo pipefail
 OUT=${OUT:?set OUT to the output folder}
 PART=${1:?usage: gpu_gluon.sh tests | grid bf16|fp16 | table [TABLE ...]}
-VARIANTS=${VARIANTS:-ws,two_pass,sdpa_flash,sdpa_cudnn}  # VARIANTS=ws BLOCKS="blocks.num_stages=2,3": a tile study
+VARIANTS=${VARIANTS:-ws,two_pass,sdpa_flash,sdpa_cudnn,fa4}  # VARIANTS=ws BLOCKS="blocks.num_stages=2,3": a tile study
 read -r -a BLOCKS <<< "${BLOCKS:-}"
 GRID=(tokens=16384 hidden=2048 seq=${SEQS:-1024,4096,16384} head_dim=64,128 causal=true,false)
 GPU=$(python -c "import torch; n = torch.cuda.get_device_name(0) if torch.cuda.is_available() else ''; \
@@ -30,7 +30,7 @@ mkdir -p "$OUT" "$SCRATCH"
 # shellcheck source=scripts/sweep_parts.sh
 source "$(dirname "$0")/sweep_parts.sh"
 
-table() {  # $@: merged tables -> per cell: best flash-bwd design, ws, cuDNN, FA2 and the ratios
+table() {  # $@: merged tables -> per cell: best flash-bwd design, ws, cuDNN, FA2, FA4 and the ratios
   python - "$@" <<'PY'
 import sys
 
@@ -50,7 +50,7 @@ if not flash:
 best = best.dropna(subset=flash, how="all")  # cells with only baselines measured: nothing to rank
 best["best_design"] = best[flash].idxmax(axis=1)
 best["best"] = best[flash].max(axis=1)
-for name in ("sdpa_cudnn", "sdpa_flash"):
+for name in ("sdpa_cudnn", "sdpa_flash", "fa4"):
     best[f"x_{name}"] = best["best"] / best[name] if name in best else float("nan")
 pd.set_option("display.width", 250)
 print(best.reset_index().drop(columns="gpu_name").round(3).to_string(index=False))
@@ -69,11 +69,12 @@ case "$PART" in
     run_part "grid_$DTYPE${TAG:+_$TAG}" "${GRID[@]}" dtype="$DTYPE" variant="$VARIANTS" "${BLOCKS[@]}" > /dev/null
     grep -E "wrong|crashed|timeout|error|KERNEL-SUM" "$OUT/${PREFIX}_grid_$DTYPE${TAG:+_$TAG}.log" | head -20
     table "$OUT/${PREFIX}_grid_$DTYPE${TAG:+_$TAG}.parquet" ;;
-  large_d)  # D96 / D192 / D256 at B2 H16 N4096 (issue 25): both Gluon designs (ws in both modes) next to two_pass, FA2
-    # and cuDNN; the per-cell table of the best design against cuDNN
+  large_d)  # D96 / D192 / D256 at B2 H16 N4096 (issue 25): both Gluon designs (ws in both modes) next to two_pass, FA2,
+    # cuDNN and FA4; the per-cell table of the best design against cuDNN
     DTYPE=${2:-bf16}
+    LARGE_D=${VARIANTS_LARGE_D:-ws,ws_two_pass,two_pass,sdpa_flash,sdpa_cudnn,fa4}
     run_part "large_d_$DTYPE${TAG:+_$TAG}" batch=2 heads=16 seq=${SEQS:-4096} head_dim=${HEAD_DIMS:-96,192,256} \
-      causal=false,true dtype="$DTYPE" variant="${VARIANTS_LARGE_D:-ws,ws_two_pass,two_pass,sdpa_flash,sdpa_cudnn}" \
+      causal=false,true dtype="$DTYPE" variant="$LARGE_D" \
       -- batch=2 heads=16 seq=${SEQS:-4096} head_dim=${HEAD_DIMS:-96,192,256} causal=false,true dtype="$DTYPE" \
       variant=ws blocks.deterministic=true > /dev/null
     grep -E "wrong|crashed|timeout|error|KERNEL-SUM" "$OUT/${PREFIX}_large_d_$DTYPE${TAG:+_$TAG}.log" | head -20

@@ -3,7 +3,7 @@
 # large head dims, and the issue's targets checked on them.
 #
 #   bash scripts/gpu_grid_headdims.sh grid bf16   # FA grid (N 1k/4k/16k x D 64/128 x causal/not): every flash-bwd design
-#   bash scripts/gpu_grid_headdims.sh grid fp16   #   + atomic_tma deterministic + FA2, cuDNN, flex (~5-6 min each)
+#   bash scripts/gpu_grid_headdims.sh grid fp16   #   + atomic_tma deterministic + FA2, cuDNN, flex, FA4 (~5-6 min each)
 #   bash scripts/gpu_grid_headdims.sh headdims    # B2 H16 N4096, D 96/192/256, causal and not, bf16, every variant (~4 min)
 #   bash scripts/gpu_grid_headdims.sh targets [TABLE ...]   # no GPU needed: the targets on merged tables (default: $OUT's)
 #
@@ -15,7 +15,7 @@ set -uo pipefail
 OUT=${OUT:?set OUT to the output folder}
 PART=${1:?usage: gpu_grid_headdims.sh grid bf16|fp16 | headdims | targets [TABLE ...]}
 DESIGNS=two_pass,fused,atomic,atomic_tma
-BASELINES=sdpa_flash,sdpa_cudnn,flex
+BASELINES=sdpa_flash,sdpa_cudnn,flex,fa4
 GRID=(tokens=16384 hidden=2048 seq=1024,4096,16384 head_dim=64,128 causal=true,false)
 GPU=$(python -c "import torch; n = torch.cuda.get_device_name(0) if torch.cuda.is_available() else ''; \
 print('h200' if 'H200' in n else 'h100' if 'H100' in n else 'gpu')" 2>/dev/null || echo gpu)
@@ -41,7 +41,7 @@ best = ok.groupby(shape + ["design"])["tflops"].max().unstack("design")  # faste
 flash = [c for c in best if c.split("+")[0] in ("two_pass", "fused", "atomic", "atomic_tma")]
 best["best_design"] = best[flash].idxmax(axis=1)
 best["best"] = best[flash].max(axis=1)
-for name in ("sdpa_flash", "sdpa_cudnn", "flex"):
+for name in ("sdpa_flash", "sdpa_cudnn", "flex", "fa4"):
     best[f"x_{name}"] = best["best"] / best[name] if name in best else float("nan")
 atomics = [c for c in best if c.split("+")[0] in ("atomic", "atomic_tma")]
 best["x_atomic_vs_two_pass"] = best[atomics].max(axis=1) / best["two_pass"] if "two_pass" in best else float("nan")
@@ -57,7 +57,8 @@ checks = [
     ("D 96/192/256: best >= FA2", large, "x_sdpa_flash", 1.0),
 ]
 pd.set_option("display.width", 250)
-cols = shape[1:] + ["best_design", "best", "x_sdpa_flash", "x_sdpa_cudnn", "x_flex", "x_atomic_vs_two_pass"]
+cols = shape[1:] + ["best_design", "best", "x_sdpa_flash", "x_sdpa_cudnn", "x_flex", "x_fa4",
+                                       "x_atomic_vs_two_pass"]
 for gpu, rows in best.groupby("gpu_name"):
     print(f"\n{gpu}")
     print(rows[cols].round(3).to_string(index=False))

@@ -2,7 +2,7 @@
 # Issue 27 on one GPU, in one call of at most ~8 minutes (H100): the GPU tests of attention() as a PyTorch operator
 # (tests/test_compile_gpu.py: fullgraph compile, gradients against eager, CUDA-graph replay, opcheck; every Triton
 # design from the registry), then a small model-step sweep (runners.model_step: every design and baseline, eager and
-# compiled with CUDA graphs), merged into one flat table.
+# compiled with CUDA graphs; fa4 too when its wheels were carried, docs/fa4.md), merged into one flat table.
 #
 #   OUT=/some/folder bash scripts/gpu_model_step.sh
 #
@@ -19,6 +19,8 @@ START=$SECONDS
 GPU=$(python -c "import torch; n = torch.cuda.get_device_name(0) if torch.cuda.is_available() else ''; \
 print('h200' if 'H200' in n else 'h100' if 'H100' in n else 'gpu')" 2>/dev/null || echo gpu)
 SCRATCH=${TMPDIR:-/tmp}/flash_bwd_model_step
+# shellcheck source=scripts/fa4_install.sh
+source "$(dirname "$0")/fa4_install.sh"  # FlashAttention-4 on PYTHONPATH when carried (VARIANTS=all takes fa4)
 mkdir -p "$OUT" "$SCRATCH"
 python -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name(0))" \
   | tee "$OUT/${GPU}_model_step_tests.log"

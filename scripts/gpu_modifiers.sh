@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Score modifiers (issue 24) on one GPU: sliding windows, softcap and FLA's forget gate, every stock design that
-# implements them against FlexAttention (score_mod / mask_mod + block mask), causal, bf16, B1, H*D = 2048.
+# implements them against FlexAttention (score_mod / mask_mod + block mask) and FlashAttention-4 (window_size, softcap;
+# no gate), causal, bf16, B1, H*D = 2048.
 #
 #   bash scripts/gpu_modifiers.sh 16k 64|128   # N 16k at one head dim: window 1024 / 4096, softcap 30, gate
 #   bash scripts/gpu_modifiers.sh 4k           # N 4k (B4), windows 1024 / 4096, both head dims (the N-scaling check)
@@ -15,6 +16,7 @@ PART=${1:?usage: gpu_modifiers.sh 16k 64|128 | 4k | table [TABLE ...]}
 DESIGNS=${DESIGNS:-two_pass,atomic,fused,atomic_tma}  # every design with all three modifiers
 WINDOWED=${WINDOWED:-$DESIGNS,ws}  # and the designs with windows and softcap but no gate (ws, Gluon)
 SOFTCAPPED=${SOFTCAPPED:-$WINDOWED}
+BASELINES=${BASELINES:-flex,fa4}  # window and softcap; the gate: flex only
 COMMON=(batch=1 hidden=2048 causal=true dtype=bf16 bench.warmup=25 bench.rep=100)
 GPU=$(python -c "import torch; n = torch.cuda.get_device_name(0) if torch.cuda.is_available() else ''; \
 print('h200' if 'H200' in n else 'h100' if 'H100' in n else 'gpu')" 2>/dev/null || echo gpu)
@@ -40,7 +42,8 @@ tflops = ok.pivot_table(index=cell, columns="variant", values="tflops", aggfunc=
 ms = ok.pivot_table(index=cell, columns="variant", values="ms", aggfunc="min")
 designs = [v for v in tflops if T.is_triton(v)]
 tflops["best_design"] = tflops[designs].idxmax(axis=1)
-tflops["x_flex"] = tflops[designs].max(axis=1) / tflops.get("flex", float("nan"))
+for name in ("flex", "fa4"):
+    tflops[f"x_{name}"] = tflops[designs].max(axis=1) / tflops.get(name, float("nan"))
 pd.set_option("display.width", 250)
 print(tflops.round(2).to_string())
 per_sequence = ok.assign(seq_ms=ok["ms"] / ok["batch"])  # time of one sequence (the 4k part runs B4)
@@ -61,15 +64,15 @@ case "$PART" in
     run_part "16k_d$D" "${COMMON[@]}" seq=16384 head_dim="$D" variant="$WINDOWED" window=1024,4096 \
       -- "${COMMON[@]}" seq=16384 head_dim="$D" variant="$SOFTCAPPED" softcap=30 \
       -- "${COMMON[@]}" seq=16384 head_dim="$D" variant="$DESIGNS" gate=true \
-      -- "${COMMON[@]}" seq=16384 head_dim="$D" variant=flex window=1024,4096 point_timeout_s=120 \
-      -- "${COMMON[@]}" seq=16384 head_dim="$D" variant=flex softcap=30 point_timeout_s=120 \
+      -- "${COMMON[@]}" seq=16384 head_dim="$D" variant="$BASELINES" window=1024,4096 point_timeout_s=120 \
+      -- "${COMMON[@]}" seq=16384 head_dim="$D" variant="$BASELINES" softcap=30 point_timeout_s=120 \
       -- "${COMMON[@]}" seq=16384 head_dim="$D" variant=flex gate=true point_timeout_s=120
     table "$OUT/${PREFIX}_16k_d$D.parquet" | tee -a "$OUT/${PREFIX}_16k_d$D.log" ;;
   4k)
     # B4: the same tokens as N 16k at B1 (at B1 a 4k windowed backward is ~0.25 ms of kernels, and the host's launch
     # overhead showed in ws's and flex's do_bench times: kernel_ms_sum / ms 0.38 and 0.67)
     run_part 4k "${COMMON[@]}" batch=4 seq=4096 head_dim=64,128 variant="$WINDOWED" window=1024,4096 \
-      -- "${COMMON[@]}" batch=4 seq=4096 head_dim=64,128 variant=flex window=1024,4096 point_timeout_s=120
+      -- "${COMMON[@]}" batch=4 seq=4096 head_dim=64,128 variant="$BASELINES" window=1024,4096 point_timeout_s=120
     table "$OUT/${PREFIX}_4k.parquet" | tee -a "$OUT/${PREFIX}_4k.log" ;;
   table)
     shift

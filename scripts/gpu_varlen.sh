@@ -3,6 +3,7 @@
 # the sweeps stop at ISSUE11_DEADLINE_S=530 s so merge and table fit one 600 s device call).
 #   A) varlen=lognormal (mean doc length 2048), tokens 16k / 64k, D 64 / 128, causal, bf16:
 #      two_pass, atomic, fused, atomic_tma, flex, sdpa_flash (FA2 varlen); sdpa_cudnn in its own process (ragged cuDNN path)
+#      and fa4 (FlashAttention-4's flash_attn_varlen_func; docs/fa4.md) in its own, with its share of D
 #   B) the matching uniform batches: varlen=none seq=2048 at the same tokens (B = tokens / 2048)
 #   C) TFLOPS vs mean document length: tokens 64k, D 128, mean 512 / 4096, lognormal and uniform batches
 #   D) bf16 correctness: GQA 16/4, odd lengths (varlen=uniform mean 300, 5000 tokens), causal and not, every Triton
@@ -12,6 +13,8 @@
 # Every point's gradients are checked against the fp32 reference (per document) before timing.
 set -uo pipefail
 OUT=${OUT:-/tmp/out_issue11}
+# shellcheck source=scripts/fa4_install.sh
+source "$(dirname "$0")/fa4_install.sh"  # FlashAttention-4 on PYTHONPATH when carried (docs/fa4.md)
 mkdir -p "$OUT"
 ROWS=$(mktemp -d /tmp/issue11_rows.XXXX)
 LOG="$OUT/varlen.log"
@@ -58,6 +61,10 @@ run 120 $COMMON sweep_id=issue11-E varlen=lognormal seq=2048 tokens=16384,65536 
     variant=two_pass,atomic_tma blocks.longest_first=true
 # cuDNN's ragged path last, in its own processes: a failure there cannot disturb the rows above
 run 60 $COMMON sweep_id=issue11-cudnn varlen=lognormal seq=2048 tokens=16384,65536 head_dim=64,128 variant=sdpa_cudnn
+# FlashAttention-4's varlen path, likewise: A's batches, then D's GQA / odd-length correctness
+run 60 $COMMON sweep_id=issue11-fa4 varlen=lognormal seq=2048 tokens=16384,65536 head_dim=64,128 variant=fa4
+run 30 results_dir=$ROWS dtype=bf16 $BENCH sweep_id=issue11-D-fa4 varlen=uniform seq=300 tokens=5000 heads=16 \
+    kv_heads=4 head_dim=64 causal=true,false variant=fa4
 
 python -m runners.merge "$ROWS" out="$OUT/varlen.parquet" 2>&1 | tee -a "$LOG" | head -n 3
 python - "$OUT/varlen.parquet" <<'PY' 2>&1 | tee -a "$LOG"
@@ -74,7 +81,8 @@ if not lf.empty:
     print("\nlongest_first on lognormal packed batches (TFLOPS):")
     print(lf.pivot_table(index=["tokens_total", "head_dim"], columns=["variant", "order"], values="tflops").round(1)
           .to_string())
-ok = df[(df.status == "ok") & df.sweep_id.isin(["issue11-A", "issue11-A-flex", "issue11-B", "issue11-cudnn"])]
+ok = df[(df.status == "ok")
+        & df.sweep_id.isin(["issue11-A", "issue11-A-flex", "issue11-B", "issue11-cudnn", "issue11-fa4"])]
 ok = ok.assign(batch_kind=ok.varlen_dist)
 table = ok.pivot_table(index=["tokens_total", "head_dim", "batch_kind"], columns="variant", values="tflops")
 pd.set_option("display.width", 200)

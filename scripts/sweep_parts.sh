@@ -2,6 +2,10 @@
 # merges them into one flat table $OUT/${PREFIX}_<part>.parquet (log: .log) and checks, for every ok GPU row,
 # that the per-kernel times add up to the measured backward (kernel_ms_sum / ms within 10 %).
 # Needs OUT, SCRATCH, PREFIX (table names) and SWEEP_ID (sweep ids: $SWEEP_ID-<part>-<n>).
+# FlashAttention-4 (the fa4 baseline) goes on PYTHONPATH when its wheels were carried or installed (docs/fa4.md);
+# without them one line says so and fa4 points are `unsupported` rows.
+# shellcheck source=scripts/fa4_install.sh
+source "$(dirname "${BASH_SOURCE[0]}")/fa4_install.sh"
 
 check_kernel_sums() {  # $1: a merged table; prints one line per ok GPU row and a summary
   python - "$1" <<'EOF'

@@ -30,6 +30,7 @@ from variants import ws_two_pass  # noqa: F401,E402
 from variants import fused  # noqa: F401,E402
 from variants import sdpa  # noqa: F401,E402
 from variants import flex  # noqa: F401,E402
+from variants import fa4  # noqa: F401,E402 - FlashAttention-4: flash_attn.cute is imported only when a point runs it
 
 for _module in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_module.name}")

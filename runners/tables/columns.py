@@ -119,6 +119,7 @@ VARIANT_LABELS = {
     "sdpa_cudnn": "sdpa_cudnn (cuDNN)",
     "sdpa_efficient": "sdpa_efficient (mem-eff)",
     "flex": "flex (FlexAttention)",
+    "fa4": "fa4 (FlashAttention-4)",
     "reference": "reference (PyTorch math)",
 }
 BLOCK_FIELDS = _FromRegistry(block_fields)  # every registered variant's block fields
