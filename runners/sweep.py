@@ -194,6 +194,7 @@ def main(cfg: DictConfig) -> dict:
         return note_lost(f"[{index + 1}/{total or '?'}] config error, point skipped: {exc}", f"config error: {exc}")
     except Exception as exc:  # noqa: BLE001 - a runner failure (e.g. writing the row) must not end a multirun
         # ... nor be a traceback: one line here, counted, and cli() exits EXIT_LOST with the count
+        results.claims.release_all()  # the point's claim (runners/tables/claims.py): another sweep may measure it
         reason = measure.one_line(exc)
         return note_lost(f"[{index + 1}/{total or '?'}] runner error, point not recorded: {reason}", reason)
     found = [str(p) for p in results.session_found()[before[1]:]]
