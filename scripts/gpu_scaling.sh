@@ -6,10 +6,10 @@
 #   COUNTS="1 2" bash scripts/gpu_scaling.sh
 #
 # The sweep: 32 points (seq 2048/4096 x head_dim 64/128 x causal/not x $VARIANTS: two_pass, atomic, cuDNN, FA2 on the FA
-# grid's B*N = 16384, H*D = 2048), bench.rep=$REP_MS (3000) so that every point takes longer than its compile. A first
+# grid's B*N = 16384, H*D = 2048), bench.rep=$REP_MS (5000) so that every point takes longer than its compile. A first
 # pass on every GPU with short timings fills the one Triton cache all the timed runs share (TRITON_CACHE_DIR), so the
 # runs compare the sweeps, not who compiles first. Each run with n GPUs sets CUDA_VISIBLE_DEVICES to the first n, and
-# stops after $SWEEP_TIMEOUT_S (300) s. The Gluon designs (ws, ws_two_pass) are left out of the default set: on 4 H200s
+# stops after $SWEEP_TIMEOUT_S (300) s ($WARM_TIMEOUT_S for the warm-up). The Gluon designs (ws, ws_two_pass) are left out of the default set: on 4 H200s
 # (2026-11-26) a warm-up pass of ws, ws_two_pass, two_pass and cuDNN took over 9 minutes (results/h200x4/README.md).
 # Writes $OUT/<gpu>_scaling.parquet (the table), $OUT/<gpu>_scaling_rows.parquet (every row of every run),
 # $OUT/<gpu>_scaling.md and the logs. Needs hydra-core and hydra-joblib-launcher on the path (../shared/wheels).
@@ -17,7 +17,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:?set OUT to the output folder}
 WORK=${WORK:-/tmp/flash_bwd_scaling}
-REP_MS=${REP_MS:-3000}
+REP_MS=${REP_MS:-5000}
 PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=$WORK/triton
 rm -rf "$WORK" && mkdir -p "$WORK" "$OUT"
@@ -28,8 +28,9 @@ VARIANTS=${VARIANTS:-two_pass,atomic,sdpa_cudnn,sdpa_flash}
 GRID=(seq=2048,4096 head_dim=64,128 causal=true,false variant=$VARIANTS tokens=16384 hidden=2048)
 
 sweep() {  # $1: GPUs, $2: name, then overrides
-  local n=$1 name=$2; shift 2
-  CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((n - 1))) timeout "${SWEEP_TIMEOUT_S:-300}" $PY -m runners.sweep -m hydra/launcher=local_gpus \
+  local n=$1 name=$2 limit=${SWEEP_TIMEOUT_S:-300}; shift 2
+  [ "$name" = warm ] && limit=${WARM_TIMEOUT_S:-$limit}
+  CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((n - 1))) timeout "$limit" $PY -m runners.sweep -m hydra/launcher=local_gpus \
     hydra.launcher.n_jobs="$n" "${GRID[@]}" "$@" results_dir="$WORK/results-$name" sweep_id="$name" \
     hydra.sweep.dir="$WORK/multirun-$name" > "$OUT/${GPU}_scaling_$name.log" 2>&1
 }

@@ -159,3 +159,26 @@ def test_a_spawned_worker_starts_inside_a_loky_process():
     from joblib import Parallel, delayed
 
     assert Parallel(n_jobs=1, backend="loky")(delayed(_spawned_worker_starts)() for _ in range(1)) == [True]
+
+
+EXIT_WITH_A_WORKER = """
+from joblib import Parallel, delayed
+from joblib.externals.loky import get_reusable_executor
+from runners.isolation import isolate
+
+def start_and_keep():
+    isolate._POOL.worker = isolate.Worker(("kept",), (), "spawn")
+    return isolate._POOL.worker.process.pid
+
+print(Parallel(n_jobs=2, backend="loky")(delayed(start_and_keep)() for _ in range(2)), flush=True)
+get_reusable_executor().shutdown(wait=True)
+print("shut down", flush=True)
+"""
+
+
+def test_a_loky_process_with_a_live_worker_exits():
+    """A loky job process ends in multiprocessing's exit function, which joins its children: a live isolated worker
+    (the GPU's, kept between points) made it wait forever, so every local_gpus sweep on a GPU hung after its summary."""
+    run = subprocess.run([sys.executable, "-c", EXIT_WITH_A_WORKER], cwd=env.REPO, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0 and "shut down" in run.stdout, run.stderr[-2000:]

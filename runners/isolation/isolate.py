@@ -23,6 +23,7 @@ import atexit
 import contextlib
 import importlib
 import multiprocessing
+import multiprocessing.util
 import os
 import signal
 import sys
@@ -227,6 +228,10 @@ class Pool:
 
 _POOL = Pool()
 atexit.register(_POOL.retire)
+# A process that multiprocessing (or loky, hydra/launcher=local_gpus) started ends in multiprocessing's own exit
+# function, not in atexit: it runs the finalizers, then joins every child, the worker too, which waits for a message
+# forever. Retire the worker among those finalizers (on 4 H200s every local_gpus sweep hung at its end, 2026-11-26).
+multiprocessing.util.Finalize(None, _POOL.retire, exitpriority=100)
 
 
 @contextlib.contextmanager
