@@ -28,7 +28,7 @@ NOT_RUN = [
     (r"hydra/launcher=slurm", "needs a Slurm cluster; bash scripts/slurm_smoke.sh runs the CPU recipe on one machine"),
     (r"hydra/launcher=local_gpus", "needs the GPUs of a node"),
     (r"slurm_smoke\.sh", "as root: installs and starts Slurm daemons"),
-    (r"gpu_\w+\.sh|compile_check_triton\.sh|isolate_overhead\.py", "a GPU machine's script"),
+    (r"gpu_\w+\.sh|compile_check_triton\.sh|isolate_overhead\.py|fa4_install\.sh", "a GPU machine's script"),
     (r"ptx_fingerprint\.py", "compiles every design's kernels for sm90 (minutes); tests/test_ptx_fingerprint.py runs a case"),
     (r"^(git|mv) ", "changes the repository (the baseline refresh recipe)"),
     (r"^for ", "the head of a loop of Slurm sweeps"),
