@@ -16,7 +16,13 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from runners.point import env
+from runners import usage
+
+if __name__ == "__main__" and usage.asks_for_help(sys.argv[1:]):  # before the imports below: seconds on 2 cores
+    usage.print_help()
+    sys.exit(0)
+
+from runners.point import env  # noqa: E402
 
 env.use_interpreter_without_gpu()  # before anything imports `variants`
 
@@ -26,12 +32,18 @@ from hydra.experimental.callback import Callback  # noqa: E402
 from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
+from runners import lazy  # noqa: E402
 from runners.isolation import isolate, lease  # noqa: E402
-from runners.point import cpu_cost, measure, schema, varlen_inputs  # noqa: E402
-from runners.tables import results  # noqa: E402
+from runners.point import schema  # noqa: E402
 from runners.point.schema import ConfigError  # noqa: E402
 
-schema.store_variant_configs()  # `variant=<name>` for every registered design, with or without conf/variant/<name>.yaml
+# torch, Triton and the designs come with these: imported at their first use, after the config's keys are checked
+cpu_cost, measure, varlen_inputs = (lazy.Module(f"runners.point.{name}") for name in ("cpu_cost", "measure",
+                                                                                       "varlen_inputs"))
+results = lazy.Module("runners.tables.results")
+if not usage.CLI and __name__ != "__main__":  # a job process (loky, Slurm) or an importer; the command line
+    # stores them once the keys are checked (preflight)
+    schema.store_variant_configs()  # `variant=<name>` for every registered design, with or without its yaml
 
 CONFIG_DIR = str(env.CONF_DIR)  # ../conf from this file, as an absolute path (works however this module is run)
 CONFIG_NAME = "config"
@@ -44,30 +56,6 @@ EXIT_LOST = 4  # the run finished, but some point's row could not be written (no
 run_state = {"total": None, "faults": 0, "lost": []}
 
 
-# what `--help` prints ahead of Hydra's own help, and the one command that plots the rows a run just wrote
-USAGE = """\
-usage: python -m runners.sweep [-m] [key=value ...]      measure one point, or -m: every combination
-
-  python -m runners.sweep seq=4096 variant=two_pass                           one point, one row
-  python -m runners.sweep seq=256 batch=1 heads=2 head_dim=64 dtype=fp16      a point that fits a CPU
-  python -m runners.sweep -m seq=1024,4096 causal=true,false variant=two_pass,fused    a sweep (-m)
-
-main keys (defaults in conf/config.yaml; every key: docs/runner.md):
-  variant=two_pass|atomic|fused|atomic_tma|ws   a design; sdpa_flash|sdpa_cudnn|flex|fa4|...: baselines (conf/variant/)
-  seq= seq_k= batch= heads= kv_heads= head_dim= causal= dtype=bf16|fp16|fp32  the shape
-  blocks.<field>=   block sizes (default: conf/block_defaults.yaml)   sweep=<preset>   a -m preset
-  results_dir=results   resume=true   sweep_id=<name>   hydra/launcher=local_gpus|slurm (docs/scaling.md)
-
-rows: one parquet file per point in <results_dir>/<gpu>/<sweep_id>/; a rerun skips points already recorded.
-exit status: 0 all recorded, 2 config error, 3 a point crashed or timed out, 4 a point not recorded.
-
-next:
-  python -m plots.compare results=results/<gpu> dtype=<dtype>   TFLOPS vs sequence length (docs/plots.md)
-  python -m plots.report results=results/<gpu>                  report.md with every table and figure
-  python -m runners.regress baseline=<commit> results=results/<gpu>    against a baseline (docs/regression.md)
-
-Hydra's help follows: config groups, the composed config, Hydra's flags.
-"""
 
 
 def shown(path) -> str:
@@ -319,6 +307,34 @@ def expand_jobs(overrides: list[str], multirun: bool) -> list[list[str]]:
     return BasicSweeper.split_arguments(parser.parse_overrides(lines), None)[0]
 
 
+def check_keys_early(overrides: list[str]) -> None:
+    """An unknown key (a typo) is a ConfigError before torch, Triton and the designs are imported: the config of the
+    conf/ folder alone is composed with the override's group choices. Where that cannot decide (a plugin, a group
+    swept over several options, a choice that only the registry knows), it leaves the check to the full preflight."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+    except Exception:  # noqa: BLE001 - a malformed override: Hydra's own one-line error comes at composition
+        return
+    groups = {p.name for p in env.CONF_DIR.iterdir() if p.is_dir()}
+    choices, values = [], []
+    for o in parsed:
+        key = o.key_or_group.split("@")[0]
+        if key == "plugins" or (key in groups and o.is_sweep_override()):
+            return
+        if key in groups or key.startswith("hydra"):
+            choices.append(o.input_line)
+        else:
+            values.append(o.input_line if not o.is_sweep_override() else f"{o.key_or_group}=null")
+    try:
+        compose_job([*choices, *values], {})
+    except ConfigError:
+        raise
+    except Exception:  # noqa: BLE001 - e.g. variant=<a registered design without a yaml>: the full check decides
+        return
+
+
 def prepare_choices(overrides: list[str]) -> None:
     """Before composing: imports the modules a `plugins=[...]` override names (their designs register and get their
     derived configs, so `variant=<their name>` composes), then refuses a `variant=` choice that names no registered
@@ -349,6 +365,8 @@ def preflight(overrides: list[str], multirun: bool) -> int:
     from hydra import initialize_config_dir
 
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3", job_name="sweep"):
+        check_keys_early(overrides)
+        schema.store_variant_configs()  # imports the designs (torch, Triton): after the keys are known good
         prepare_choices(overrides)
         jobs = expand_jobs(overrides, multirun)
         composed: dict = {}
@@ -521,9 +539,12 @@ def cli(argv: list[str] | None = None) -> None:
     """`python -m runners.sweep ...`: preflight (exit 2 on a bad config), then Hydra's main."""
     argv = sys.argv[1:] if argv is None else list(argv)
     overrides, multirun, passthrough = split_argv(argv)
-    if "--help" in argv or "-h" in argv:
-        print(USAGE, flush=True)
-    if not passthrough:
+    if usage.asks_for_help(argv):
+        usage.print_help()
+        sys.exit(0)
+    if passthrough:  # --cfg, --hydra-help, ...: Hydra composes, so every design's config must be there
+        schema.store_variant_configs()
+    else:
         try:
             run_state["total"] = preflight(overrides, multirun)
         except ConfigError as exc:
@@ -551,6 +572,7 @@ def cli(argv: list[str] | None = None) -> None:
 if __name__ == "__main__":
     # run from the module `runners.sweep`, not from `__main__`: the run's state (run_state) and its task
     # function are then the ones the callback and the Slurm launcher (hydra_plugins/flash_bwd_slurm) import
+    usage.CLI = True
     from runners.sweep import cli as _cli
 
     _cli()

@@ -6,7 +6,6 @@ torch.ops.aten._cudnn_attention_forward / _backward with cum_seq_q / cum_seq_k (
 """
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.nn.attention.bias import causal_lower_right
 from torch.nn.functional import scaled_dot_product_attention
 
 from variants.base import Baseline
@@ -108,6 +107,8 @@ class SdpaBackend(Baseline):
                 v_ = v_.repeat_interleave(heads // kv_heads, dim=1)
         mask, is_causal = None, False
         if causal and seq_q != seq_k:
+            from torch.nn.attention.bias import causal_lower_right  # imports dynamo (seconds): only when used
+
             mask = causal_lower_right(seq_q, seq_k)  # bottom-right alignment, as the Triton variants
         else:
             is_causal = causal

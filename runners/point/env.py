@@ -6,6 +6,7 @@ read TRITON_INTERPRET when they are imported.
 import datetime
 import functools
 import hashlib
+import ctypes
 import os
 import platform
 import re
@@ -24,14 +25,25 @@ MEASURING_CODE = ("kernels", "variants", "runners", "conf")  # what a measuremen
 def use_interpreter_without_gpu() -> bool:
     """Turns the Triton interpreter on (TRITON_INTERPRET=1) when CUDA is not available; True when the
     runner is in interpreter mode (tensors on the CPU, timings not meaningful)."""
-    import torch
-
-    if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
+    if not cuda_available() and os.environ.get("TRITON_INTERPRET") != "1":
         if "variants" in sys.modules:
             warnings.warn("variants was imported before TRITON_INTERPRET=1 was set: its Triton kernels "
                           "will not run on the CPU", stacklevel=2)
         os.environ["TRITON_INTERPRET"] = "1"
     return interpreting()
+
+
+def cuda_available() -> bool:
+    """torch.cuda.is_available(), without importing torch (seconds on a 2-core machine) where no CUDA driver can be
+    loaded: then CUDA cannot be available to torch either."""
+    if "torch" not in sys.modules:
+        try:
+            ctypes.CDLL("libcuda.so.1")
+        except OSError:
+            return False
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def interpreting() -> bool:
