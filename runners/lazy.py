@@ -11,7 +11,12 @@ class Module:
         self.__dict__["_name"] = name
 
     def __getattr__(self, attr: str):
-        return getattr(importlib.import_module(self._name), attr)
+        if attr.startswith("__"):  # copy / pickle probing a bare instance: not the module's
+            raise AttributeError(attr)
+        return getattr(importlib.import_module(self.__dict__["_name"]), attr)
+
+    def __reduce__(self):  # a launcher pickles the sweep's globals for its job processes
+        return Module, (self.__dict__["_name"],)
 
     def __repr__(self) -> str:
         return f"<deferred module {self._name!r}>"

@@ -90,7 +90,9 @@ class WorkerStartError(RuntimeError):
 class Worker:
     """One spawned worker process, its pipe and its stderr file."""
 
-    def __init__(self, key: tuple, plugins: tuple, method: str = "spawn"):
+    def __init__(self, key: tuple, plugins: tuple, method: str = "spawn", first_call: tuple | None = None):
+        """first_call: (fn, args, kwargs) a forked worker runs at once, inherited rather than pickled (so a
+        function a test defines or patches in place runs as it would in this process)."""
         self.key = key
         self.method = method
         ctx = multiprocessing.get_context(method)
@@ -99,7 +101,7 @@ class Worker:
         os.close(fd)
         self.stderr_offset = 0
         self.process = ctx.Process(target=worker_main, name="flash-bwd-worker",
-                                   args=(child_conn, plugins, self.stderr_path, os.getpid(), method))
+                                   args=(child_conn, plugins, self.stderr_path, os.getpid(), method, first_call))
         if method == "fork":  # else the child would write the parent's buffered output again when it exits
             sys.stdout.flush()
             sys.stderr.flush()
@@ -196,14 +198,17 @@ class Pool:
     def run(self, fn, args: tuple, kwargs: dict, *, key: tuple, timeout_s: float, timer: str | None) -> dict:
         if self.worker is not None and (self.worker.key != key or not self.worker.process.is_alive()):
             self.retire()
+        method = start_method()
         if self.worker is None:
             try:
-                self.worker = Worker(key, key[0], start_method())
+                first_call = (fn, args, kwargs) if method == "fork" else None
+                self.worker = Worker(key, key[0], method, first_call)
             except Exception as exc:  # noqa: BLE001 - WorkerStartError, or spawn itself failing
                 return fault_row("crashed", f"worker process did not start: {_one_line(exc)}", timer)
         worker = self.worker
         try:
-            worker.conn.send((fn, args, kwargs))
+            if worker.method != "fork":  # a forked worker runs the call it was started with
+                worker.conn.send((fn, args, kwargs))
         except (BrokenPipeError, EOFError, OSError):
             reason = worker.death_reason("pipe closed")
             self.retire(kill=True)
@@ -264,7 +269,8 @@ def first_error_line(text: str) -> str:
 
 # ---- worker side --------------------------------------------------------------------------------------------
 
-def worker_main(conn, plugins: tuple, stderr_path: str, parent_pid: int, method: str = "spawn") -> None:
+def worker_main(conn, plugins: tuple, stderr_path: str, parent_pid: int, method: str = "spawn",
+                first_call: tuple | None = None) -> None:
     """The worker process: imports the plugins, then runs (fn, args, kwargs) messages until the pipe closes.
     After a result with status crashed (a dead CUDA context) it exits; the parent starts a fresh one."""
     if method == "fork":  # torch's OpenMP pool does not survive a fork: an op using it would hang forever
@@ -286,9 +292,10 @@ def worker_main(conn, plugins: tuple, stderr_path: str, parent_pid: int, method:
         conn.send(("failed", _one_line(exc)))
         return
     conn.send(("ready", os.getpid()))
+    pending = [first_call] if first_call is not None else []
     while True:
         try:
-            message = conn.recv()
+            message = pending.pop() if pending else conn.recv()
         except (EOFError, OSError):
             return
         fn, args, kwargs = message
