@@ -50,7 +50,7 @@ def test_multirun_crash_in_the_middle_and_a_hang_lose_only_their_points(tmp_path
     monkeypatch.setattr(sys, "argv", ["runners/sweep.py"])
     with pytest.raises(SystemExit) as info:
         sweep.cli(["-m", *TINY, *ISOLATED, "variant.name=two_pass,atomic,fault_illegal_address,fault_hang,fused",
-                   "point_timeout_s=4", f"results_dir={tmp_path / 'results'}", f"hydra.sweep.dir={tmp_path / 'mr'}"])
+                   "point_timeout_s=15", f"results_dir={tmp_path / 'results'}", f"hydra.sweep.dir={tmp_path / 'mr'}"])
     assert info.value.code == sweep.EXIT_FAULTS
     captured = capsys.readouterr()
     df = rows(tmp_path).sort_values("point_index")
