@@ -8,9 +8,12 @@ Every trial is a runner point: `runners.sweep.run_point` measures it (accuracy g
 normal row, with `study` set, under <results_dir>/<gpu>/tune-<study>/. The sampler is Optuna's TPE with a
 fixed seed; each searched field is one categorical parameter whose candidates come from the Blocks
 declarations (variants/blocks.py `tunable`), or from the sweep=blocks grid (space=grid). A trial that is
-not ok (wrong, resources, oom, compile_error, error, or an invalid block combination, recorded as an
-`unsupported` row with the reason) is PRUNED with its status and reason. The study lives in its rows:
-a restarted study re-adds them as trials (runners/tuning/trials.py) and measures only new configs.
+not ok (wrong, resources, oom, compile_error, error, skipped, unsupported) is PRUNED with its status and reason.
+A config that cannot run (a block rule, and on a GPU the compile check for its architecture:
+runners/tuning/feasibility.py) is filtered before it is measured: no row, not one of `trials`; the samplers are told
+it is PRUNED and asked again (at most MAX_REDRAWS draws in a row without a measurement). The study lives in its
+rows: a restarted study re-adds them as trials (runners/tuning/trials.py) and measures only new configs. A study
+that measured nothing (every trial skipped or unsupported, or every config filtered) exits 2 with one line.
 
 Per-kernel decomposition (`decompose`): when the searched fields belong to independent kernels (Blocks fields
 tagged `tunable(..., kernel=...)`, two_pass's dK/dV and dQ kernels), one TPE study per kernel is asked for its
@@ -38,12 +41,14 @@ from runners import sweep  # noqa: E402
 from runners.point import measure, schema  # noqa: E402
 from runners.tables import results  # noqa: E402
 from runners.point.schema import ConfigError  # noqa: E402
+from runners.tuning import feasibility  # noqa: E402
 from runners.tuning.search import Search, field_groups, startup_trials  # noqa: E402
 
 CONFIG_NAME = "tune"
 SPACES = ("declared", "grid", "search")
-MAX_DUPLICATES = 8  # consecutive re-proposals of measured configs before a random unmeasured config is tried
-UNSUPPORTED = "unsupported"  # the runner's status for a ValueError from the variant: an invalid block combination
+MAX_DUPLICATES = 8  # consecutive re-proposals of known configs before a random unknown config is tried
+MAX_REDRAWS = 64  # draws in a row that measure nothing (re-proposals, dead configs) before the study stops
+NOT_MEASURED = ("skipped", "unsupported")  # row statuses with no measurement: a study of only these measured nothing
 
 
 @dataclasses.dataclass
@@ -57,6 +62,8 @@ class StudyResult:
     rows_dir: Path
     groups: dict = dataclasses.field(default_factory=dict)  # {group name: optuna.Study}; {JOINT: study} if joint
     combined: dict | None = None  # the joined best of the groups, when the last trial measured it
+    filtered: dict = dataclasses.field(default_factory=dict)  # {kind: dead configs filtered before measuring}
+    nothing_measured: str | None = None  # why the study measured nothing (main exits 2 with it), else None
 
     @property
     def decomposed(self) -> bool:
@@ -133,24 +140,6 @@ def trial_config(cfg: DictConfig, params: dict) -> DictConfig:
     return trial
 
 
-def record_invalid(cfg: DictConfig, base: schema.Point, params: dict, reason: str, index: int,
-                   environment: dict, rows_dir: Path) -> dict:
-    """The row of a block combination the variant rejects: status unsupported, the reason, no timing."""
-    blocks = dataclasses.replace(base.blocks, **params)  # not validated: it is the invalid combination
-    point = dataclasses.replace(base, blocks=blocks, block_overrides={**base.block_overrides, **params})
-    timer = measure.timer_name(cfg.bench, env.interpreting())
-    config_key = point.config_key(timer)
-    row = {"sweep_id": str(cfg.sweep_id), "point_index": index, "config_key": config_key,
-           **sweep.config_columns(point, cfg, timer), **measure.EMPTY, "timer": timer,
-           "timing_meaningful": not env.interpreting(), "status": UNSUPPORTED, "reason": f"invalid blocks: {reason}",
-           "peak_tflops": environment.get(f"peak_tflops_{point.dtype}"),
-           **{k: v for k, v in environment.items() if not k.startswith("peak_tflops_")},
-           "timestamp": env.utc_now()}
-    key = results.resume_key(config_key, environment["gpu_name"], environment["commit"], environment["diff_hash"])
-    results.write_row(row, rows_dir, index, key)
-    return row
-
-
 def found_row(cfg: DictConfig, trial_cfg: DictConfig, before: int, environment: dict) -> dict | None:
     """The row resume found when run_point returned None (a config measured by another run)."""
     new = results.session_paths()[before:]  # results.find_done notes the row it found
@@ -166,21 +155,45 @@ def found_row(cfg: DictConfig, trial_cfg: DictConfig, before: int, environment: 
     return None if df.empty else df.sort_values("timestamp").iloc[-1].to_dict()
 
 
-def run_trial(cfg, base, params, index, total, environment, rows_dir, gpu_index) -> tuple[dict | None, str]:
-    """(row, progress line) of one config: measured by run_point, or recorded as invalid."""
+def rule_checker(cfg: DictConfig):
+    """params -> (checked point, None), or (None, the rule it breaks): the block rules of a trial's config."""
+    def check(params: dict):
+        try:
+            return schema.check(trial_config(cfg, params), env.device_kind()), None
+        except ConfigError as exc:
+            return None, str(exc)
+    return check
+
+
+class TrialLines:
+    """The `out` of run_point for one trial: the lines it prints while measuring (the CPU interpreter's estimate
+    and its every-few-seconds line) pass on, one line late; its closing lines (the result, `row: <path>`) are held
+    back, since the tuner prints the result itself, with the study's best (issue 45)."""
+
+    def __init__(self, out):
+        self.out, self.held = out, None
+
+    def __call__(self, line: str) -> None:
+        if line.startswith("row: "):
+            return
+        if self.held is not None:
+            self.out(self.held)
+        self.held = line
+
+
+def run_trial(cfg, point, params, index, total, environment, gpu_index, out) -> tuple[dict | None, str]:
+    """(row, result line) of one live config, measured by run_point (or its row found by resume): the line names
+    the config and says its status and TFLOPS (ms in the CPU interpreter) or its reason."""
     trial_cfg = trial_config(cfg, params)
-    try:
-        schema.check(trial_cfg, env.device_kind())
-    except ConfigError as exc:
-        row = record_invalid(cfg, base, params, str(exc), index, environment, rows_dir)
-        label = dataclasses.replace(base, block_overrides={**base.block_overrides, **params}).label()
-        return row, f"[{index + 1}/{total}] {label}: {UNSUPPORTED} (invalid blocks: {exc})"
-    lines: list[str] = []
+    prefix = f"[{index + 1}/{total}] {point.label()}"
     before = len(results.session_paths())
-    row = sweep.run_point(trial_cfg, index, total, out=lines.append, gpu_index=gpu_index)
+    row = sweep.run_point(trial_cfg, index, total, out=TrialLines(out), gpu_index=gpu_index)
     if row is None:
         row = found_row(cfg, trial_cfg, before, environment)
-    return row, (lines[0] if lines else f"[{index + 1}/{total}] {params}")
+        if row is None:
+            return None, f"{prefix}: recorded by another run, row not found"
+        return row, sweep.progress(prefix, row) + " (recorded before)"
+    return row, sweep.progress(prefix, row)
 
 
 # ---- the study ------------------------------------------------------------------------------------------
@@ -242,13 +255,15 @@ def tune(cfg: DictConfig, out=print, gpu_index: int | None = None) -> StudyResul
     size = space_size(space)
     budget = min(int(cfg.trials), size)
     search = Search(cfg, name, space, layout, out)
+    checker, about = feasibility.gpu_compile_checker(environment, base.variant)
+    feasible = feasibility.Feasibility(rule_checker(cfg), checker, about, out)
     seen: dict[str, dict | None] = {}  # params key -> its row (None: recorded but not readable)
     best = None
     next_index = 0
     restored = restore(rows_dir, name, space, environment, out)
     out(f"study {name}: {len(space)} fields, {size} configs; {budget} trials "
         f"({len(restored)} restored from {rows_dir}); TPE seed {cfg.sampler_seed}, "
-        f"{startup_trials(cfg)} random start; {search.describe()}")
+        f"{startup_trials(cfg)} random start; {search.describe()}; dead configs filtered: block rules, {about}")
     for params, row in restored:
         search.add(params, row)
         seen[T.params_key(params)] = row
@@ -260,19 +275,28 @@ def tune(cfg: DictConfig, out=print, gpu_index: int | None = None) -> StudyResul
             search.enqueue({k: T.matching_candidate(v, space[k]) for k, v in default.items()})
 
     rng = random.Random(int(cfg.sampler_seed))
-    duplicates = streak = 0
+    duplicates = streak = redraws = 0
     combined, combined_due = None, search.decomposed
+    dead: set[str] = set()  # params keys of the configs filtered so far
+    stopped = ""
     while len(seen) < budget:
+        if len(seen) + len(dead) >= size:
+            stopped = f"every config of the space is measured or filtered ({len(seen)} measured)"
+            break
+        if redraws >= MAX_REDRAWS:
+            stopped = (f"stopped after {MAX_REDRAWS} draws in a row measured nothing (re-proposals or filtered "
+                       f"configs; {len(seen)} of {budget} trials measured)")
+            break
         if combined_due and len(seen) == budget - 1:  # the last trial: every group's best joined
             combined_due = False
             combined = search.combined()
-            if combined is not None and T.params_key(combined) not in seen:
+            if combined is not None and T.params_key(combined) not in seen.keys() | dead:
                 out(f"study {name}: last trial = every group's best joined")
                 search.enqueue(combined)
             else:
                 combined = None  # already measured: the trial is spent as any other
         elif streak >= MAX_DUPLICATES:
-            search.enqueue(_unmeasured(space, seen, rng))
+            search.enqueue(_unmeasured(space, seen.keys() | dead, rng))
             streak = 0
         trials, params = search.ask()
         key = T.params_key(params)
@@ -280,15 +304,25 @@ def tune(cfg: DictConfig, out=print, gpu_index: int | None = None) -> StudyResul
             search.tell(trials, seen[key], params, new=False)
             duplicates += 1
             streak += 1
+            redraws += 1
             continue
-        streak = 0
+        verdict = feasible.dead(params)  # cached: a dead config re-proposed costs no second check
+        if verdict is not None:  # dead: no row, not a trial; the samplers learn it and are asked again
+            search.tell_dead(trials, verdict)
+            dead.add(key)
+            if combined is not None and T.params_key(combined) == key:
+                combined = None  # the groups' bests joined cannot run: the trial goes to another config
+            streak += 1
+            redraws += 1
+            continue
+        streak = redraws = 0
         index = next_index
-        row, line = run_trial(cfg, base, params, index, budget, environment, rows_dir, gpu_index)
+        row, line = run_trial(cfg, feasible.point(params), params, index, budget, environment, gpu_index, out)
         next_index += 1
         seen[key] = row
         search.tell(trials, row, params, new=True)
         if row is None:  # resume said recorded but the row could not be read back: measure nothing more
-            out(f"{line} (row not found)")
+            out(line)
             continue
         best = _faster(best, {**row, "point_index": index})
         out(f"{line} | {_best_text(best)}{search.progress()}")
@@ -298,13 +332,34 @@ def tune(cfg: DictConfig, out=print, gpu_index: int | None = None) -> StudyResul
         if row is not None:
             counts[row["status"]] = counts.get(row["status"], 0) + 1
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    if stopped:
+        out(f"study {name}: {stopped}")
     out(f"study {name}: {len(seen)} configs measured ({summary}); {duplicates} re-proposals not re-measured"
         + (f"; group bests{search.progress().replace(' |', ':', 1)}" if search.decomposed else ""))
+    if feasible.summary():
+        out(f"study {name}: {feasible.summary()}")
     if best is not None:
         out(f"study {name}: {_best_text(best)}: {best['blocks_json']}")
     out(f"rows: {rows_dir}")
     groups = {g.name: g.study for g in search.groups}
-    return StudyResult(name, search.record, space, len(seen), len(restored), best, rows_dir, groups, combined)
+    return StudyResult(name, search.record, space, len(seen), len(restored), best, rows_dir, groups, combined,
+                       feasible.filtered, _nothing_measured(name, seen, feasible))
+
+
+def _nothing_measured(name: str, seen: dict, feasible) -> str | None:
+    """The one line of a study none of whose configs was measured (every row skipped or unsupported, or no row
+    at all: every config filtered), else None."""
+    rows = [row for row in seen.values() if row is not None]
+    if any(row["status"] not in NOT_MEASURED for row in rows):
+        return None
+    parts = []
+    for status in NOT_MEASURED:
+        mine = [row for row in rows if row["status"] == status]
+        if mine:
+            parts.append(f"{len(mine)} of {len(rows)} trials {status} ({mine[0]['reason']})")
+    if feasible.summary():
+        parts.append(feasible.summary())
+    return f"study {name}: nothing measured: {'; '.join(parts) or 'no trial'} (exit status {sweep.EXIT_CONFIG})"
 
 
 def _faster(best: dict | None, row: dict) -> dict | None:
@@ -315,8 +370,9 @@ def _faster(best: dict | None, row: dict) -> dict | None:
     return row if value is not None and (best is None or value < best["ms"]) else best
 
 
-def _unmeasured(space: dict, seen: dict, rng: random.Random) -> dict:
-    """A random config of the space that has no trial yet (the space is known not to be exhausted)."""
+def _unmeasured(space: dict, seen, rng: random.Random) -> dict:
+    """A random config of the space not in `seen` (params keys: measured or filtered; the space is known not to be
+    exhausted)."""
     from runners.tuning import trials as T
 
     names = list(space)
@@ -357,7 +413,10 @@ def run(cfg: DictConfig, out=print, gpu_index: int | None = None) -> StudyResult
 def main(cfg: DictConfig) -> None:
     try:
         with sweep.job_lease(cfg) as held:
-            run(cfg, gpu_index=held.index)
+            result = run(cfg, gpu_index=held.index)
+        if result is not None and result.nothing_measured:
+            print(result.nothing_measured, file=sys.stderr)
+            sys.exit(sweep.EXIT_CONFIG)
     except ConfigError as exc:
         print(f"config error: {exc}", file=sys.stderr)
         sys.exit(sweep.EXIT_CONFIG)

@@ -31,8 +31,9 @@ TINY = ["variant=two_pass", "seq=40", "head_dim=16", "batch=1", "heads=1", "dtyp
 
 
 def cfg_for(tmp_path, *overrides, base=TINY):
+    """isolate=false: tests replace measure.measure by local functions, which a worker process cannot take."""
     with initialize_config_dir(config_dir=str(env.CONF_DIR), version_base="1.3", job_name="test"):
-        return compose("tune", [*base, f"results_dir={tmp_path / 'results'}", *overrides])
+        return compose("tune", [*base, f"results_dir={tmp_path / 'results'}", "isolate=false", *overrides])
 
 
 def study_table(result):
@@ -40,8 +41,9 @@ def study_table(result):
 
 
 def test_four_trial_study_rows_pruned_trials_and_written_defaults(tmp_path, monkeypatch):
-    """2 ok, 1 wrong (dq corrupted), 1 invalid (a combination rule): every one a row with `study`;
-    the two failures are PRUNED trials with their reasons; the winner becomes the `any` rule for D <= 16."""
+    """2 ok, 1 wrong (dq corrupted), 1 invalid (a combination rule): the three that run are rows with `study`, the
+    wrong one a PRUNED trial with its reason; the invalid one is filtered (no row, not a trial, told to the sampler
+    as PRUNED `filtered`); the winner becomes the `any` rule for D <= 16."""
     impl = variants.get("two_pass")
     real_backward = impl.run_backward
 
@@ -59,26 +61,28 @@ def test_four_trial_study_rows_pruned_trials_and_written_defaults(tmp_path, monk
     result = tune.tune(cfg_for(tmp_path, "trials=4"), out=lines.append)
 
     df = study_table(result)
-    assert result.measured == 4 and result.restored == 0 and len(df) == 4
-    assert set(df["study"]) == {result.name} and df["config_key"].nunique() == 4
+    assert result.measured == 3 and result.restored == 0 and len(df) == 3
+    assert set(df["study"]) == {result.name} and df["config_key"].nunique() == 3
     by_config = {(r.BLOCK_M1, r.BLOCK_N2): r for r in df.itertuples()}
-    assert set(by_config) == {(16, 16), (16, 32), (32, 16), (32, 32)}
+    assert set(by_config) == {(16, 16), (16, 32), (32, 16)}  # (32, 32) breaks the rule: filtered, no row
     assert by_config[16, 32].status == "wrong" and by_config[16, 32].ms > 0  # measured, not a result
-    invalid = by_config[32, 32]
-    assert invalid.status == "unsupported" and "invalid blocks" in invalid.reason and "test rule" in invalid.reason
-    assert invalid.head_dim == 16 and invalid.BLOCK_M2 == by_config[16, 16].BLOCK_M2  # a normal row, resolved fields
+    assert result.filtered == {"block rule": 1} and result.nothing_measured is None
+    assert any("every config of the space is measured or filtered" in ln for ln in lines)
+    assert any("1 config filtered before measuring, not trials (1 block rule)" in ln for ln in lines)
     ok = df[df["status"] == "ok"]
     assert len(ok) == 2 and ok["correct"].all()
 
-    trials = result.study.get_trials(deepcopy=False)
+    trials = result.study.get_trials(deepcopy=False)  # the record: the measured configs
     pruned = {t.user_attrs["status"]: t for t in trials if t.state == TrialState.PRUNED}
-    assert set(pruned) == {"wrong", "unsupported"} and "test rule" in pruned["unsupported"].user_attrs["reason"]
-    assert pruned["wrong"].params == {"BLOCK_M1": 16, "BLOCK_N2": 32}
+    assert set(pruned) == {"wrong"} and pruned["wrong"].params == {"BLOCK_M1": 16, "BLOCK_N2": 32}
+    for group in result.groups.values():  # every sampler was told the invalid config is PRUNED, with the rule
+        told = [t for t in group.get_trials() if t.user_attrs.get("status") == "filtered"]
+        assert told and all(t.state == TrialState.PRUNED and "test rule" in t.user_attrs["reason"] for t in told)
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
     assert {t.value for t in complete} == set(ok["ms"])  # re-proposals carry a recorded value, never a new one
     assert result.best["ms"] == ok["ms"].min() and result.study.best_value == ok["ms"].min()
     progress = [ln for ln in lines if ln.startswith("[")]
-    assert len(progress) == 4 and all("best" in ln for ln in progress)  # one line per measured trial
+    assert len(progress) == 3 and all("best" in ln for ln in progress)  # one line per measured trial
     # BLOCK_M1 and BLOCK_N2 belong to two kernels: decomposed, told the total ms (no kernel_ms on the CPU)
     assert result.decomposed and sum("without per-kernel times" in ln for ln in lines) == 1
 
@@ -368,3 +372,134 @@ def test_kernel_tags_name_the_two_pass_kernels_and_single_kernel_variants_have_n
         tune.field_groups(fused, FusedBlocks, FusedBlocks.search_space())
     with pytest.raises(ConfigError, match="decompose: must be auto, true or false"):
         tune.field_groups(cfg_for(tmp_path, "decompose=maybe", base=SHAPE), TwoPassBlocks, {"BLOCK_M1": (16,)})
+
+
+# ---- dead configs are filtered before a trial is spent (issue 43) -------------------------------------------------
+def fake_compile_check(monkeypatch, dead_when) -> list[dict]:
+    """Replaces the GPU's compile check (off in the CPU interpreter) by `dead_when(blocks)`: a config it names is
+    out of shared memory in _dq_kernel. Returns the block dicts it was asked about."""
+    from runners.tuning import feasibility
+
+    asked = []
+
+    def check(point):
+        asked.append(point.blocks_dict)
+        if dead_when(point.blocks_dict):
+            return feasibility.Dead("shared memory on sm90", "_dq_kernel: OutOfResources: shared memory (test)",
+                                    ("_dq_kernel",))
+        return None
+
+    monkeypatch.setattr(feasibility, "gpu_compile_checker", lambda environment, variant: (check, "test check"))
+    return asked
+
+
+def test_dead_configs_are_filtered_and_every_trial_is_a_measured_config(tmp_path, monkeypatch):
+    """Issue 43's study: half the grid cannot compile (num_warps2=8 out of shared memory, said by the compile check)
+    and some configs break a block rule; 16 trials measure 16 live configs, none dead, each dead config checked once."""
+    measured = synthetic(monkeypatch, separable_tables())
+    asked = fake_compile_check(monkeypatch, lambda blocks: blocks["num_warps2"] == 8)
+
+    def rule(self):
+        if (self.BLOCK_M1, self.num_warps1) == (32, 8):
+            raise ValueError("test rule: BLOCK_M1=32 with 8 warps")
+
+    monkeypatch.setattr(TwoPassBlocks, "check_rules", rule)
+    lines = []
+    result = tune.tune(cfg_for(tmp_path, *GRID_STUDY, base=[]), out=lines.append)
+    assert len(measured) == result.measured == 16 and len(study_table(result)) == 16  # 16 trials, 16 rows
+    assert not any(b["num_warps2"] == 8 or (b["BLOCK_M1"], b["num_warps1"]) == (32, 8) for b in measured)
+    assert set(result.filtered) == {"shared memory on sm90", "block rule"}
+    keys = [json.dumps(b, sort_keys=True) for b in asked]
+    assert len(keys) == len(set(keys))  # cached: no config compile-checked twice
+    assert sum(result.filtered.values()) == sum(b["num_warps2"] == 8 for b in asked) + result.filtered["block rule"]
+    summary = [ln for ln in lines if "filtered before measuring, not trials" in ln]
+    assert len(summary) == 1 and "shared memory on sm90" in summary[0] and "block rule" in summary[0]
+    assert "dead configs filtered: block rules, test check" in lines[0]
+    # the compile check named _dq_kernel: the dQ sampler learns it (PRUNED), the dK/dV one is not told a failure
+    for kernel, state in (("_dq_kernel", TrialState.PRUNED), ("_dkdv_kernel", TrialState.FAIL)):
+        told = [t for t in result.groups[kernel].get_trials() if "shared memory" in t.user_attrs.get("reason", "")]
+        assert told and all(t.state == state and t.user_attrs["status"] == "filtered" for t in told)
+
+
+def test_a_study_of_dead_configs_stops_after_a_bounded_number_of_draws(tmp_path, monkeypatch):
+    measured = synthetic(monkeypatch, separable_tables())
+    asked = fake_compile_check(monkeypatch, lambda blocks: True)
+    lines = []
+    result = tune.tune(cfg_for(tmp_path, *GRID_STUDY, base=[]), out=lines.append)
+    assert measured == [] and result.measured == 0 and 0 < len(asked) <= tune.MAX_REDRAWS
+    assert any(f"stopped after {tune.MAX_REDRAWS} draws in a row measured nothing" in ln for ln in lines)
+    assert result.nothing_measured and "nothing measured" in result.nothing_measured
+    assert f"{len(asked)} configs filtered before measuring" in result.nothing_measured
+
+
+def test_the_compile_check_is_off_in_the_cpu_interpreter(tmp_path):
+    from runners.tuning import feasibility
+
+    checker, about = feasibility.gpu_compile_checker(env.environment({"index": 0}), "ws")
+    assert checker is None and about == "compile check off (CPU interpreter)"
+
+
+def test_the_compile_check_finds_a_ws_config_out_of_shared_memory(tmp_path):
+    """The real check, in a fresh process (the interpreter off): ws D128 causal bf16 for sm90, the default tiles fit,
+    BLOCK_M=128 needs ~355 KB of shared memory; the study's cache checks a config once."""
+    code = """
+import json, time, types
+from runners.compile.arch_limits import ARCHS
+from runners.tuning import feasibility
+def point(**blocks):
+    import variants
+    from runners.compile import resources
+    b, _, _ = resources.capture_launches("ws", 128, "bf16", True, 16, 16, blocks)
+    return types.SimpleNamespace(variant="ws", head_dim=128, dtype="bf16", causal=True, heads=16, kv_heads=16,
+                                 blocks_dict=b.as_dict(), window_left=-1, softcap=0.0, gate=False)
+calls = []
+def check(p):
+    calls.append(p.blocks_dict)
+    return feasibility.compile_verdict(p, ARCHS["sm90"])
+points = {"default": point(), "big": point(BLOCK_M=128)}
+f = feasibility.Feasibility(lambda params: (points[params["c"]], None), check, "compile check for sm90")
+out = {}
+for name in ("default", "big", "big"):
+    start = time.perf_counter()
+    dead = f.dead({"c": name})
+    out[name] = [None if dead is None else [dead.kind, dead.reason, list(dead.kernels)], time.perf_counter() - start]
+print(json.dumps({"out": out, "calls": len(calls), "summary": f.summary()}))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], cwd=env.REPO, capture_output=True, text=True, timeout=600,
+                          env={**__import__("os").environ, "TRITON_INTERPRET": "0"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["out"]["default"][0] is None
+    kind, reason, kernels = got["out"]["big"][0]
+    assert kind == "shared memory on sm90" and kernels == ["_ws_backward_kernel"] and "Hardware limit: 232448" in reason
+    assert got["calls"] == 2 and got["summary"] == "1 config filtered before measuring, not trials (1 shared memory on sm90)"
+
+
+# ---- every trial's result is printed; a study that measured nothing exits 2 (issue 45) -----------------------------
+def test_every_trial_prints_its_result_also_after_a_running_line(tmp_path, monkeypatch):
+    """Points the CPU interpreter runs for a while print `running ...` first (cpu_cost.progress); the tuner's line of
+    each trial is still its result, with the best so far; the running line passes on too."""
+    import functools
+
+    from runners.point import cpu_cost
+
+    monkeypatch.setattr(cpu_cost, "progress", functools.partial(cpu_cost.progress, after_s=0.0))
+    lines = []
+    tune.tune(cfg_for(tmp_path, "trials=3", "decompose=false"), out=lines.append)
+    results_lines = [ln for ln in lines if ln.startswith("[") and "| best" in ln]
+    assert len(results_lines) == 3
+    assert all("wall clock (CPU interpreter, not a GPU timing) ok" in ln and "running" not in ln for ln in results_lines)
+    assert sum("running in the CPU interpreter" in ln for ln in lines) == 3
+
+
+def test_the_readme_study_on_a_cpu_exits_2_with_one_line(tmp_path):
+    """README's tune command on a CPU: every trial is skipped (hours in the interpreter); each trial still prints its
+    result line, and the study exits 2 with one line on stderr saying why."""
+    proc = subprocess.run([sys.executable, "-m", "runners.tune", "variant=two_pass", "head_dim=128", "causal=true",
+                           "seq=4096", "trials=2", f"results_dir={tmp_path}"],
+                          cwd=env.REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    err = [ln for ln in proc.stderr.strip().splitlines() if "nothing measured" in ln]
+    assert len(err) == 1 and "2 of 2 trials skipped" in err[0] and "in the CPU interpreter" in err[0]
+    assert "(exit status 2)" in err[0]
+    assert sum(ln.startswith("[") and ": skipped: " in ln for ln in proc.stdout.splitlines()) == 2

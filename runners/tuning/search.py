@@ -141,6 +141,21 @@ class Search:
         if new and self.decomposed:
             self.record.add_trial(T.frozen_trial(row, params, self.dists))
 
+    def tell_dead(self, trials: list, dead) -> None:
+        """A config filtered before measuring (runners/tuning/feasibility.py): no row, PRUNED with status `filtered`
+        and the reason, in the groups it concerns: a group whose kernel is not among the failing kernels is told
+        FAIL (TPE leaves FAIL trials out of its model), unless that would leave every group uninformed."""
+        from optuna.trial import TrialState
+        from runners.tuning.feasibility import FILTERED
+
+        concerned = [not dead.kernels or g.kernel is None or g.kernel in dead.kernels for g in self.groups]
+        if not any(concerned):
+            concerned = [True] * len(self.groups)
+        for g, trial, pruned in zip(self.groups, trials, concerned):
+            trial.set_user_attr("status", FILTERED)
+            trial.set_user_attr("reason", dead.reason)
+            g.study.tell(trial, state=TrialState.PRUNED if pruned else TrialState.FAIL)
+
     def _best_trials(self) -> list:
         from optuna.trial import TrialState
 
