@@ -258,3 +258,23 @@ def test_is_result_needs_ok_and_correct():
                                    "correct": [True, False, False, None, np.nan]}))
     assert list(T.is_result(df)) == [True, False, False, False, False]
     assert list(T.is_wrong(df)) == [False, True, True, False, True]
+
+
+def test_every_series_has_a_colour_and_line_style_of_its_own():
+    """The series a figure can draw (every registered design and baseline, and each design's modes, listed from the
+    registry) never share both colour and line style; a mode keeps its design's colour; the colours of wrong and
+    failure markers and of the peak line are no series' colour."""
+    from plots import common as C
+    series = C.plot_series()
+    assert {"two_pass", "ws", "ws+deterministic", "atomic+deterministic", "atomic_tma+deterministic", "fa4",
+            "sdpa_cudnn", "reference"} <= set(series)
+    looks = {}
+    for name in series:
+        style = C.variant_style(name)
+        looks.setdefault((style["color"], style["linestyle"]), []).append(name)
+    assert {k: v for k, v in looks.items() if len(v) > 1} == {}
+    bases = {T.base_variant(s) for s in series}
+    assert len({C.variant_color(b) for b in bases}) == len(bases)  # one colour per design / baseline
+    for name in series:
+        assert C.variant_color(name) == C.variant_color(T.base_variant(name))
+        assert C.variant_color(name) not in {"red", "tab:red", "black", "dimgray"}
