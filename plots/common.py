@@ -232,12 +232,21 @@ def seq_panels(rows: pd.DataFrame, extra_height: float):
     return fig, ncols, cells
 
 
+def in_panel(rows: pd.DataFrame, head_dim, causal: bool) -> pd.DataFrame:
+    """The rows of one head_dim x causal panel."""
+    return rows[(rows["head_dim"] == head_dim) & (rows["causal"] == causal)]
+
+
 def finish_seq_panel(ax, rows: pd.DataFrame, head_dim, causal: bool, is_bottom: bool, is_left: bool,
                      ylabel: str) -> None:
-    """The shared log2 sequence axis, title, grid and labels of one panel."""
+    """The log2 sequence axis of the panel's rows, its title (head_dim, causal, and the shape family in the rows'
+    `family` column, when there is one), grid and labels."""
     log2_seq_axis(ax, rows["seq"])
     ax.set_xlim(rows["seq"].min() / 1.3, rows["seq"].max() * 1.3)
-    ax.set_title(f"head_dim={int(head_dim)}, {'causal' if causal else 'non-causal'}", fontsize=10)
+    title = f"head_dim={int(head_dim)}, {'causal' if causal else 'non-causal'}"
+    if "family" in rows.columns and len(rows):
+        title += "\n" + rows["family"].iloc[0]
+    ax.set_title(title, fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
     if is_bottom:
         ax.set_xlabel("sequence length Nq (log2)")
