@@ -72,7 +72,7 @@ def test_compare_gpu_filter_and_errors(results, tmp_path, capsys):
 
 
 def _lines(fig, title):
-    ax = next(a for a in fig.axes if a.get_title() == title)
+    ax = next(a for a in fig.axes if a.get_title().split("\n")[0] == title)
     return ax, {line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")}
 
 
