@@ -15,22 +15,67 @@ matplotlib.use("Agg")  # before pyplot: plots run headless (CI, GPU hosts)
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from runners import tables as T  # noqa: E402
 from runners.tables import (GPU, UsageError, is_failed, is_result, is_triton, is_wrong, kernel_rows,  # noqa: E402
                             select_dtype, select_gpus)
 
-# Fixed colours so a variant looks the same in every figure; red is kept for "wrong" markers.
-VARIANT_COLORS = {
-    "two_pass": "tab:blue",
-    "atomic": "tab:orange",
-    "fused": "tab:green",
-    "sdpa_flash": "tab:purple",
-    "sdpa_cudnn": "tab:brown",
-    "sdpa_efficient": "tab:pink",
-    "flex": "tab:olive",
-    "fa4": "magenta",  # FlashAttention-4: no other series (nor a spare colour) uses it
-    "reference": "tab:gray",
-}
-_SPARE_COLORS = ("tab:cyan", "navy", "teal", "gold", "indigo", "darkkhaki")
+# One colour per design and per baseline, fixed by its place in the registry (runners.tables: TRITON_VARIANTS,
+# BASELINE_VARIANTS, registration order), never by a hash of the name; a design's modes ("+deterministic") keep its
+# colour and change the line style and marker. Red, black and dim grey are left out: wrong / failure markers and the
+# peak line use them.
+DESIGN_COLORS = ("tab:blue", "tab:orange", "indigo", "tab:cyan", "gold", "tab:green", "teal", "navy", "darkkhaki",
+                 "sienna", "lime", "steelblue")
+BASELINE_COLORS = ("tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:gray", "peru", "darkseagreen", "plum")
+PINNED_COLORS = {"fa4": "magenta"}  # FlashAttention-4: no other series (nor a palette) uses magenta
+DESIGN_STYLE = {"linestyle": "-", "linewidth": 2.0, "marker": "o", "markersize": 4}
+BASELINE_STYLE = {"linestyle": "--", "linewidth": 1.4, "marker": "s", "markersize": 3.5}
+# suffix of a design's mode (runners.tables.reading names the series) -> how its line differs from the design's
+MODE_STYLES = {"+deterministic": {"linestyle": "-.", "marker": "^", "markersize": 5}}
+_unregistered: list[str] = []  # names in tables but not in the registry (a removed design): leftover colours, in
+# the order this process first draws them
+
+
+def _palette_colors() -> dict:
+    """{registered design or baseline: its colour}: each list's palette in registration order, pinned ones apart."""
+    colors = dict(PINNED_COLORS)
+    for names, palette in ((T.TRITON_VARIANTS, DESIGN_COLORS), (T.BASELINE_VARIANTS, BASELINE_COLORS)):
+        free = [c for c in palette if c not in PINNED_COLORS.values()]
+        for i, name in enumerate(n for n in names if n not in PINNED_COLORS):
+            colors[name] = free[i % len(free)]
+    return colors
+
+
+def variant_modes(variant: str) -> tuple:
+    """The mode suffixes a registered variant's series can carry: "+deterministic" when its Blocks has the field."""
+    from dataclasses import fields
+    impl = dict(T.registered_variants()).get(variant)
+    names = {f.name for f in fields(impl.Blocks)} if impl is not None and hasattr(impl, "Blocks") else set()
+    return tuple(suffix for suffix in MODE_STYLES if suffix.lstrip("+") in names)
+
+
+def plot_series() -> list[str]:
+    """Every series a figure can draw, from the registry: each variant, then each of its modes."""
+    return [f"{name}{mode}" for name in T.VARIANT_ORDER for mode in ("", *variant_modes(name))]
+
+
+def variant_color(variant: str) -> str:
+    base = T.base_variant(variant)
+    colors = _palette_colors()
+    if base in colors:
+        return colors[base]
+    if base not in _unregistered:
+        _unregistered.append(base)
+    spare = [c for c in DESIGN_COLORS + BASELINE_COLORS if c not in colors.values()] or list(BASELINE_COLORS)
+    return spare[_unregistered.index(base) % len(spare)]
+
+
+def variant_style(variant: str) -> dict:
+    """Designs solid and thick, their modes dash-dotted with triangles; baselines dashed with squares."""
+    style = dict(DESIGN_STYLE if is_triton(variant) else BASELINE_STYLE, color=variant_color(variant))
+    for suffix, mode in MODE_STYLES.items():
+        if variant.endswith(suffix):
+            style.update(mode)
+    return style
 
 
 # ----------------------------------------------------------------------------------------------------- drawing
@@ -43,19 +88,6 @@ def json_dict(text) -> dict:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
-
-
-def variant_color(variant: str) -> str:
-    if variant in VARIANT_COLORS:
-        return VARIANT_COLORS[variant]
-    return _SPARE_COLORS[sum(map(ord, variant)) % len(_SPARE_COLORS)]
-
-
-def variant_style(variant: str) -> dict:
-    """Triton designs solid and thick; baselines dashed."""
-    if is_triton(variant):
-        return {"color": variant_color(variant), "linestyle": "-", "linewidth": 2.0, "marker": "o", "markersize": 4}
-    return {"color": variant_color(variant), "linestyle": "--", "linewidth": 1.4, "marker": "s", "markersize": 3.5}
 
 
 def seq_label(n: float) -> str:
@@ -148,7 +180,7 @@ def gpu_title(rows: pd.DataFrame, gpu: str) -> str:
             parts.append(f"{col} {value}")
     commits = sorted({c[:7] for c in rows["commit"] if c})
     if commits:
-        parts.append("commit " + (commits[0] if len(commits) == 1 else f"{len(commits)} commits"))
+        parts.append(f"commit {commits[0]}" if len(commits) == 1 else f"{len(commits)} commits")
     return " · ".join(parts)
 
 
@@ -200,12 +232,21 @@ def seq_panels(rows: pd.DataFrame, extra_height: float):
     return fig, ncols, cells
 
 
+def in_panel(rows: pd.DataFrame, head_dim, causal: bool) -> pd.DataFrame:
+    """The rows of one head_dim x causal panel."""
+    return rows[(rows["head_dim"] == head_dim) & (rows["causal"] == causal)]
+
+
 def finish_seq_panel(ax, rows: pd.DataFrame, head_dim, causal: bool, is_bottom: bool, is_left: bool,
                      ylabel: str) -> None:
-    """The shared log2 sequence axis, title, grid and labels of one panel."""
+    """The log2 sequence axis of the panel's rows, its title (head_dim, causal, and the shape family in the rows'
+    `family` column, when there is one), grid and labels."""
     log2_seq_axis(ax, rows["seq"])
     ax.set_xlim(rows["seq"].min() / 1.3, rows["seq"].max() * 1.3)
-    ax.set_title(f"head_dim={int(head_dim)}, {'causal' if causal else 'non-causal'}", fontsize=10)
+    title = f"head_dim={int(head_dim)}, {'causal' if causal else 'non-causal'}"
+    if "family" in rows.columns and len(rows):
+        title += "\n" + rows["family"].iloc[0]
+    ax.set_title(title, fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
     if is_bottom:
         ax.set_xlabel("sequence length Nq (log2)")

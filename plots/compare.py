@@ -24,8 +24,9 @@ from runners import tables as T
 PROG = "plots.compare"
 DEFAULTS = {"results": None, "gpu": None, "dtype": "bf16", "out": "plots/out", "svg": False, "batch": None,
             "heads": None, "modifiers": None}  # modifiers: the rows' `modifiers` text ('' = plain attention)
-# what else must match for one line to be one shape (a windowed row is never a point of the plain line)
-FAMILY = ("batch", "heads", "kv_heads", "seq_k", "layout", "modifiers")
+# what else must match for one line to be one shape (a windowed row is never a point of the plain line); the batch,
+# or the tokens B·Nq, and Nk are held fixed too (shape_families)
+FAMILY = ("heads", "kv_heads", "layout", "modifiers")
 
 
 @T.cli
@@ -60,34 +61,62 @@ def draw(df: pd.DataFrame, out: str | Path, *, gpu: str | None = None, dtype: st
     return paths
 
 
+def shape_families(rows: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """The two shape families each row can belong to in its (head_dim, causal) panel, as keys: the dims that stay
+    fixed along one line. Heads, KV heads, Nk (= Nq, or one fixed Nk), layout and modifiers always; then the batch
+    (a sweep over Nq at B=4) or the tokens B·Nq (FlashAttention's grid: B16 N1k, B4 N4k, B1 N16k)."""
+    nk = rows["seq_k"].where(rows["seq_k"] != rows["seq"], -1)  # -1: Nk = Nq
+    fixed = T.row_keys(rows.assign(_nk=nk), ("head_dim", "causal", *FAMILY, "_nk"))
+    return fixed + "|B=" + T.text(rows["batch"]), fixed + "|BN=" + T.text(rows["batch"] * rows["seq"])
+
+
 def pick_family(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """At each (seq, head_dim, causal) keep one shape family: the one with the most rows (notes what was dropped)."""
+    """One shape family per (head_dim, causal) panel, so that a line never joins two shapes: of the families of
+    shape_families, the one with the most sequence lengths (then the most drawable rows; the batch before the tokens).
+    Returns its rows, with a `family` column naming its fixed dims (the panel's subtitle), and a note counting the
+    shapes left out."""
+    if rows.empty:
+        return rows.assign(family=pd.Series(dtype=object)), []
+    by_batch, by_tokens = shape_families(rows)
+    shown = rows[C.drawable(rows)] if C.drawable(rows).any() else rows
+    candidates = pd.concat([shown.assign(_key=by_batch[shown.index], _kind=0),
+                            shown.assign(_key=by_tokens[shown.index], _kind=1)])
+    sizes = candidates.groupby(["head_dim", "causal", "_key", "_kind"]).agg(
+        n_seq=("seq", "nunique"), n=("seq", "size")).reset_index()
+    sizes = sizes.sort_values(["n_seq", "n", "_kind", "_key"], ascending=[False, False, True, True])
+    keep = set(sizes.drop_duplicates(["head_dim", "causal"])["_key"])
+    key = by_batch.where(by_batch.isin(keep), by_tokens)
+    in_family = key.isin(keep)
+    left_out = shown[~in_family[shown.index]]
     notes = []
-    keys = ["seq", "head_dim", "causal"]
-    fam = T.row_keys(rows, FAMILY)
-    rows = rows.assign(_family=fam)
-    counts = rows.groupby(keys + ["_family"]).size().rename("n").reset_index()
-    counts = counts.sort_values(keys + ["n", "_family"], ascending=[True, True, True, False, True])
-    keep = counts.drop_duplicates(keys)
-    dropped = len(counts) - len(keep)
-    if dropped:
-        notes.append(f"{dropped} other shape(s) sharing a seq/head_dim/causal point left out (choose with batch=/heads=/modifiers=)")
-    rows = rows.merge(keep[keys + ["_family"]], on=keys + ["_family"])
-    return rows.drop(columns="_family"), notes
+    if len(left_out):
+        n_shapes = len(left_out[list(T.SHAPE_COLUMNS)].drop_duplicates())
+        notes.append(f"{n_shapes} other shape(s) left out: one shape family per panel "
+                     "(choose with batch=/heads=/modifiers=)")
+    rows, key = rows[in_family], key[in_family]
+    labels = {k: family_text(rows[key == k]) for k in set(key)}
+    return rows.assign(family=key.map(labels)), notes
 
 
 def family_text(rows: pd.DataFrame) -> str:
-    parts = []
-    for col, name in (("batch", "B"), ("heads", "H"), ("kv_heads", "KV heads")):
-        values = sorted(rows[col].dropna().unique())
-        parts.append(f"{name}={int(values[0])}" if len(values) == 1 else f"{name} varies")
-    parts.append("Nk=Nq" if (rows["seq_k"] == rows["seq"]).all() else "Nk≠Nq")
-    layouts = sorted(set(rows["layout"]) - {""})
-    if len(layouts) == 1:
-        parts.append(f"layout {layouts[0]}")
-    modifiers = sorted(set(rows["modifiers"]) - {""})
-    if modifiers:
-        parts.append(modifiers[0] if len(modifiers) == 1 else "score modifiers vary")
+    """'B=4, H=16' or 'B·Nq=16k tokens, H=16' (plus KV heads, Nk, layout and modifiers where they say something):
+    the fixed dims of one shape family."""
+    batches = sorted(rows["batch"].dropna().unique())
+    if len(batches) == 1:
+        parts = [f"B={int(batches[0])}"]
+    else:
+        parts = [f"B·Nq={C.seq_label(float((rows['batch'] * rows['seq']).iloc[0]))} tokens"]
+    heads, kv = rows["heads"].iloc[0], rows["kv_heads"].iloc[0]
+    parts.append(f"H={int(heads)}" if pd.notna(heads) else "H=?")
+    if pd.notna(kv) and kv != heads:
+        parts.append(f"KV heads={int(kv)}")
+    if (rows["seq_k"] != rows["seq"]).any():
+        parts.append(f"Nk={C.seq_label(float(rows['seq_k'].iloc[0]))}")
+    layout = rows["layout"].iloc[0]
+    if layout and layout != "bnhd":
+        parts.append(f"layout {layout}")
+    if rows["modifiers"].iloc[0]:
+        parts.append(rows["modifiers"].iloc[0])
     return ", ".join(parts)
 
 
@@ -103,8 +132,7 @@ def _figure(rows: pd.DataFrame, gpu: str, dtype: str | None, out, svg: bool) -> 
     peak = rows[T.PEAK].median()
     multi_configs = (rows[T.is_result(rows)].groupby(["variant", "seq", "head_dim", "causal"]).size() > 1).any()
     for ax, hd, causal, is_bottom, is_left in cells:
-        panel = results[(results["head_dim"] == hd) & (results["causal"] == causal)]
-        fails = failed[(failed["head_dim"] == hd) & (failed["causal"] == causal)]
+        panel, fails = C.in_panel(results, hd, causal), C.in_panel(failed, hd, causal)
         for v in variants:
             line = panel[panel["variant"] == v].sort_values("seq")
             if line.empty:
@@ -118,7 +146,7 @@ def _figure(rows: pd.DataFrame, gpu: str, dtype: str | None, out, svg: bool) -> 
         draw_failures(ax, fails, variants)
         if pd.notna(peak):
             ax.axhline(peak, color="black", linestyle="--", linewidth=1.0)
-        C.finish_seq_panel(ax, rows, hd, causal, is_bottom, is_left, "backward TFLOPS")
+        C.finish_seq_panel(ax, C.in_panel(rows, hd, causal), hd, causal, is_bottom, is_left, "backward TFLOPS")
         ax.set_ylim(bottom=0)
     handles = [Line2D([], [], label=T.variant_label(v), **C.variant_style(v)) for v in variants
                if (results["variant"] == v).any()]
@@ -129,7 +157,7 @@ def _figure(rows: pd.DataFrame, gpu: str, dtype: str | None, out, svg: bool) -> 
                fontsize=9, frameon=False)
     how = "fastest correct block config per point" if multi_configs else "median"
     lines = [f"FlashAttention backward TFLOPS — {gpu}, {dtype or 'all dtypes'}{C.untimed_note(meaningful)}",
-             C.gpu_title(rows, gpu), f"{T.FLOP_CONVENTION} · {how}, band = p20–p80", family_text(rows), *notes]
+             C.gpu_title(rows, gpu), f"{T.FLOP_CONVENTION} · {how}, band = p20–p80", *notes]
     fig.suptitle("\n".join(lines), fontsize=10)
     stem = f"compare_{T.slug(gpu)}_{dtype or 'all'}"
     return C.save(fig, out, stem, svg)

@@ -12,6 +12,8 @@ Only shapes with at least two block configs are drawn.
 """
 from __future__ import annotations
 
+import textwrap
+
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -27,6 +29,7 @@ DEFAULTS = {"results": None, "gpu": None, "dtype": "bf16", "variant": None, "swe
             "svg": False}
 AXIS_PAIRS = (("BLOCK_M", "BLOCK_N"), ("BLOCK_M1", "BLOCK_N1"))
 MAX_PANELS = 12
+TITLE_CHARS = 52  # a panel title line wider than this runs into the next panel (4.6 in at 8.5 pt)
 STATUS_SHORT = {"resources": "resources", "compile_error": "compile\nerror", "oom": "oom", "error": "error",
                 "unsupported": "unsup."}
 
@@ -143,7 +146,7 @@ def _panel(ax, rows: pd.DataFrame, m_col: str, n_col: str, others: list[str]) ->
     if best_row is not None:
         best = " ".join(f"{f}={_fmt(best_row[f])}" for f in others if pd.notna(best_row[f])) or "-"
         title += f"\nbest {best_row['tflops']:.0f} TFLOPS: {m_col}={int(best_row[m_col])} " \
-                 f"{n_col}={int(best_row[n_col])}\n{best}"
+                 f"{n_col}={int(best_row[n_col])}\n" + textwrap.fill(best, TITLE_CHARS)
     else:
         title += "\nno correct config"
     ax.set_title(title, fontsize=8.5)

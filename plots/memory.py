@@ -19,7 +19,7 @@ from matplotlib.ticker import FuncFormatter
 
 from plots import common as C
 from runners import tables as T
-from plots.compare import draw_failures, family_text, pick_family
+from plots.compare import draw_failures, pick_family
 
 PROG = "plots.memory"
 DEFAULTS = {"results": None, "gpu": None, "dtype": "bf16", "out": "plots/out", "svg": False, "batch": None,
@@ -66,7 +66,7 @@ def _figure(rows: pd.DataFrame, gpu: str, dtype: str | None, out, svg: bool) -> 
     fig, ncols, cells = C.seq_panels(rows, extra_height=1.5)
     any_workspace = False
     for ax, hd, causal, is_bottom, is_left in cells:
-        panel = results[(results["head_dim"] == hd) & (results["causal"] == causal)]
+        panel = C.in_panel(results, hd, causal)
         for v in variants:
             line = panel[panel["variant"] == v].sort_values("seq")
             if line.empty:
@@ -78,8 +78,8 @@ def _figure(rows: pd.DataFrame, gpu: str, dtype: str | None, out, svg: bool) -> 
                 any_workspace = True
                 ax.plot(ws["seq"], ws["workspace_bytes"], color=style["color"], linestyle=":", linewidth=1.4)
         ax.set_yscale("log", base=2)
-        draw_failures(ax, failed[(failed["head_dim"] == hd) & (failed["causal"] == causal)], variants)
-        C.finish_seq_panel(ax, rows, hd, causal, is_bottom, is_left, "peak memory of the backward")
+        draw_failures(ax, C.in_panel(failed, hd, causal), variants)
+        C.finish_seq_panel(ax, C.in_panel(rows, hd, causal), hd, causal, is_bottom, is_left, "peak memory of the backward")
         ax.yaxis.set_major_formatter(FuncFormatter(_bytes))
     handles = [Line2D([], [], label=T.variant_label(v), **C.variant_style(v)) for v in variants
                if (results["variant"] == v).any()]
@@ -89,8 +89,7 @@ def _figure(rows: pd.DataFrame, gpu: str, dtype: str | None, out, svg: bool) -> 
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 3 if ncols < 3 else 5),
                fontsize=9, frameon=False)
     lines = [f"FlashAttention backward peak memory — {gpu}, {dtype or 'all dtypes'}", C.gpu_title(rows, gpu),
-             "config = fastest correct block config per point (as in the TFLOPS plot)", family_text(rows),
-             *notes]
+             "config = fastest correct block config per point (as in the TFLOPS plot)", *notes]
     fig.suptitle("\n".join(lines), fontsize=10)
     stem = f"memory_{T.slug(gpu)}_{dtype or 'all'}"
     return C.save(fig, out, stem, svg)

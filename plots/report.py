@@ -28,7 +28,8 @@ from plots import compare, cross_gpu, heatmap, memory, resources, step_time, uti
 
 PROG = "plots.report"
 DEFAULTS = {"results": None, "out": "plots/out", "gpu": None, "baseline": None, "threshold": 0.05, "svg": False}
-FA2, CUDNN = "sdpa_flash", "sdpa_cudnn"
+FA2, CUDNN, FA4 = "sdpa_flash", "sdpa_cudnn", "fa4"
+RATIO_TO = (("FA2", FA2), ("cuDNN", CUDNN), ("FA4", FA4))  # the best table's ×<name> columns: ratio to that baseline
 NO_KERNELS = "_(no kernel rows: the tables hold model-step rows only, under Step time by design)_\n"
 
 
@@ -92,8 +93,9 @@ def _write(df: pd.DataFrame, out: Path, *, source: str, baseline: str | None, th
         "## Environments\n",
         T.markdown_table(environments(df_all)),
         "## Best variant per shape\n",
-        "Fastest correct block config per variant; *×FA2* and *×cuDNN* are TFLOPS ratios to "
-        f"`{FA2}` and `{CUDNN}` on the same GPU, shape and dtype (>1: faster). Rows whose timings are not "
+        "Fastest correct block config per variant; *×FA2*, *×cuDNN* and *×FA4* are TFLOPS ratios to "
+        f"`{FA2}`, `{CUDNN}` and `{FA4}` on the same GPU, shape and dtype (>1: faster; `-`: no result of that "
+        "baseline there). Rows whose timings are not "
         "meaningful (CPU interpreter) are left out.\n",
         best_tables(df) if len(df) or steps.empty else NO_KERNELS,
         "## Failures and wrong points\n",
@@ -172,7 +174,7 @@ def _int_text(text: str) -> str:
 
 
 def best_table(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per (GPU, dtype, shape): best variant overall and best Triton design, with ratios to FA2/cuDNN."""
+    """One row per (GPU, dtype, shape): best variant overall and best Triton design, with ratios to FA2/cuDNN/FA4."""
     rows = T.latest(df)
     rows = rows[rows["timing_meaningful"] & T.is_result(rows)]
     best = T.best_config(rows)
@@ -185,20 +187,16 @@ def best_table(df: pd.DataFrame) -> pd.DataFrame:
         g = g.set_index("variant")
         top = g["tflops"].idxmax()
         triton = g[g.index.map(T.is_triton).astype(bool)]
-        fa2 = g["tflops"].get(FA2)
-        cudnn = g["tflops"].get(CUDNN)
+        base = {name: g["tflops"].get(variant) for name, variant in RATIO_TO}
         row = {"GPU": key[0], "dtype": key[1], "shape": T.shape_text(g.iloc[0]),
                "best": f"{top} {g.at[top, 'tflops']:.1f}", "% peak": _pct(g.at[top, "_pct"]),
-               "best ×FA2": _ratio(g.at[top, "tflops"], fa2), "best ×cuDNN": _ratio(g.at[top, "tflops"], cudnn)}
-        if len(triton):
-            t = triton["tflops"].idxmax()
-            row.update({"best Triton": f"{t} {triton.at[t, 'tflops']:.1f}",
-                        "Triton blocks": T.blocks_text(triton.loc[t]) or "-",
-                        "Triton ×FA2": _ratio(triton.at[t, "tflops"], fa2),
-                        "Triton ×cuDNN": _ratio(triton.at[t, "tflops"], cudnn)})
-        else:
-            row.update({"best Triton": "-", "Triton blocks": "-", "Triton ×FA2": "-", "Triton ×cuDNN": "-"})
-        row.update({"FA2": _num(fa2), "cuDNN": _num(cudnn)})
+               **{f"best ×{name}": _ratio(g.at[top, "tflops"], b) for name, b in base.items()}}
+        t = triton["tflops"].idxmax() if len(triton) else None
+        row.update({"best Triton": f"{t} {triton.at[t, 'tflops']:.1f}" if t else "-",
+                    "Triton blocks": (T.blocks_text(triton.loc[t]) or "-") if t else "-",
+                    **{f"Triton ×{name}": _ratio(triton.at[t, "tflops"], b) if t else "-"
+                       for name, b in base.items()}})
+        row.update({name: _num(b) for name, b in base.items()})
         out.append(row)
     return pd.DataFrame(out)
 

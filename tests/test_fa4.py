@@ -226,6 +226,6 @@ def test_fa4_is_a_registered_baseline_with_a_colour_of_its_own():
     order = list(T.VARIANT_ORDER)
     assert order.index("sdpa_cudnn") < order.index("flex") < order.index("fa4") < order.index("reference")
     assert T.VARIANT_LABELS["fa4"] == "fa4 (FlashAttention-4)"
-    others = {c for v, c in C.VARIANT_COLORS.items() if v != "fa4"} | set(C._SPARE_COLORS) | {"red", "tab:red"}
-    assert C.variant_color("fa4") == "magenta" and "magenta" not in others
+    others = {C.variant_color(v) for v in C.plot_series() if v != "fa4"} | set(C.DESIGN_COLORS + C.BASELINE_COLORS)
+    assert C.variant_color("fa4") == "magenta" and "magenta" not in others | {"red", "tab:red"}
     assert C.variant_style("fa4")["linestyle"] == "--"  # a baseline's dashed line

@@ -72,7 +72,7 @@ def test_compare_gpu_filter_and_errors(results, tmp_path, capsys):
 
 
 def _lines(fig, title):
-    ax = next(a for a in fig.axes if a.get_title() == title)
+    ax = next(a for a in fig.axes if a.get_title().split("\n")[0] == title)
     return ax, {line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")}
 
 
@@ -213,6 +213,21 @@ def test_report_best_table_ranks_only_correct_rows_and_ratios_to_fa2_cudnn():
     assert table["Triton ×cuDNN"] == f"{tf['fused'] / tf['sdpa_cudnn']:.2f}"
 
 
+def test_report_best_table_ratios_to_fa4_only_where_fa4_has_a_result():
+    """×FA4 columns stand next to ×FA2 / ×cuDNN: '-' in tables without fa4 rows, the ratio where fa4 has one."""
+    rows = S.table(seqs=(1024,), head_dims=(64,), causals=(False,), failures=False)
+    without = report.best_table(T.normalize(rows)).iloc[0]
+    assert [c for c in without.index if "×" in c] == ["best ×FA2", "best ×cuDNN", "best ×FA4", "Triton ×FA2",
+                                                      "Triton ×cuDNN", "Triton ×FA4"]
+    assert without["best ×FA4"] == without["Triton ×FA4"] == without["FA4"] == "-"
+    fa4 = rows[rows["variant"] == "sdpa_cudnn"].assign(variant="fa4", tflops=400.0)
+    table = report.best_table(T.normalize(pd.concat([rows, fa4], ignore_index=True))).iloc[0]
+    tf = rows.set_index("variant")["tflops"]
+    assert table["FA4"] == "400.0" and table["best"] == "fa4 400.0" and table["best ×FA4"] == "1.00"
+    assert table["Triton ×FA4"] == f"{tf['fused'] / 400.0:.2f}"
+    assert table["Triton ×FA2"] == f"{tf['fused'] / tf['sdpa_flash']:.2f}"  # the other ratios as before
+
+
 @pytest.mark.parametrize("design", ["atomic_tma", "atomic_tma+deterministic", "atomic+deterministic"])
 def test_report_best_triton_counts_every_design_and_mode(design):
     rows = S.table(seqs=(1024,), head_dims=(64,), causals=(False,), failures=False)
@@ -258,3 +273,51 @@ def test_is_result_needs_ok_and_correct():
                                    "correct": [True, False, False, None, np.nan]}))
     assert list(T.is_result(df)) == [True, False, False, False, False]
     assert list(T.is_wrong(df)) == [False, True, True, False, True]
+
+
+def test_every_series_has_a_colour_and_line_style_of_its_own():
+    """The series a figure can draw (every registered design and baseline, and each design's modes, listed from the
+    registry) never share both colour and line style; a mode keeps its design's colour; the colours of wrong and
+    failure markers and of the peak line are no series' colour."""
+    from plots import common as C
+    series = C.plot_series()
+    assert {"two_pass", "ws", "ws+deterministic", "atomic+deterministic", "atomic_tma+deterministic", "fa4",
+            "sdpa_cudnn", "reference"} <= set(series)
+    looks = {}
+    for name in series:
+        style = C.variant_style(name)
+        looks.setdefault((style["color"], style["linestyle"]), []).append(name)
+    assert {k: v for k, v in looks.items() if len(v) > 1} == {}
+    bases = {T.base_variant(s) for s in series}
+    assert len({C.variant_color(b) for b in bases}) == len(bases)  # one colour per design / baseline
+    for name in series:
+        assert C.variant_color(name) == C.variant_color(T.base_variant(name))
+        assert C.variant_color(name) not in {"red", "tab:red", "black", "dimgray"}
+
+
+def _mixed_shapes():
+    """FABRICATED rows at head_dim 128, non-causal: FlashAttention's grid (16k tokens: B16 N1k, B4 N4k, B2 N8k,
+    B1 N16k), a B=2 sweep over N 1k, 2k, 8k (B2 N8k is a point of both), and lone shapes at other batch sizes
+    (B13 N3k, B29 N13k) that a line over every shape would zig-zag through."""
+    shapes = [(16, 1024), (4, 4096), (1, 16384), (2, 1024), (2, 2048), (2, 8192), (13, 3072), (29, 13312)]
+    rows = [S.row(v, seq, 128, False, batch=b) for b, seq in shapes for v in ("two_pass", "sdpa_flash")]
+    return T.normalize(pd.DataFrame(rows))
+
+
+@pytest.mark.parametrize("module", [compare, memory], ids=["compare", "memory"])
+@pytest.mark.parametrize("batch, family, seqs, left_out", [
+    (None, "B·Nq=16k tokens, H=16", [1024, 4096, 8192, 16384], 4),
+    (2, "B=2, H=16", [1024, 2048, 8192], 0)], ids=["grid", "batch2"])
+def test_a_line_never_joins_two_shapes(module, batch, family, seqs, left_out, tmp_path, figures):
+    """compare and memory draw one shape family per panel (the fixed dims: B, or the tokens B·Nq, and H), the one
+    with the most sequence lengths: every line holds that family's points only, the panel title names it, and the
+    other shapes are counted in the title; batch= picks the B=2 sweep instead."""
+    assert module.draw(_mixed_shapes(), tmp_path, batch=batch)
+    (_, fig), = figures
+    (ax,) = [a for a in fig.axes if a.get_title().startswith("head_dim=128")]
+    assert ax.get_title().split("\n")[1].startswith(family)
+    lines = [line for line in ax.get_lines() if not line.get_label().startswith("_")]
+    assert {line.get_label() for line in lines} == {"two_pass", "sdpa_flash (FA2)"}
+    for line in lines:
+        assert list(line.get_xdata()) == seqs
+    assert (f"{left_out} other shape(s) left out" in fig._suptitle.get_text()) == bool(left_out)
