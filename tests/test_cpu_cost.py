@@ -160,3 +160,14 @@ def test_headline_command_answers_at_once(tmp_path):
     lines = run.stdout.splitlines()
     assert lines[0] == sweep.CPU_BANNER and "NOT GPU timings" in lines[0]
     assert "skipped: B4 H16 N4096 D128 needs" in run.stdout and "seq=256 batch=1 heads=2" in run.stdout
+
+
+def test_cpu_rows_in_the_clone_are_ignored_by_git():
+    """A CPU run's default results_dir is results/ in the clone: its cpu-interpreter/ rows are ignored, none committed."""
+    git = ["git", "-C", str(env.REPO)]
+    if subprocess.run([*git, "rev-parse", "--git-dir"], capture_output=True).returncode:
+        pytest.skip("not a git checkout")
+    row = "results/cpu-interpreter/20260101-000000/00000-0123456789ab.parquet"
+    assert subprocess.run([*git, "check-ignore", "-q", row]).returncode == 0
+    assert subprocess.run([*git, "ls-files", "results/cpu-interpreter"], capture_output=True,
+                          text=True).stdout == ""
