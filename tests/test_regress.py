@@ -112,6 +112,30 @@ def test_ok_to_oom_is_a_regression(tmp_path, capsys):
     assert "BROKE" in capsys.readouterr().out
 
 
+def _skip(df: pd.DataFrame, sel) -> pd.DataFrame:
+    """Those points as the CPU interpreter's over-budget rows: status skipped, no result, no timings."""
+    df = df.assign(correct=df["correct"].astype(object))
+    df.loc[sel, "status"], df.loc[sel, "correct"] = "skipped", None
+    for col in ("tflops", "tflops_p20", "tflops_p80", "ms", "ms_p20", "ms_p80"):
+        df.loc[sel, col] = np.nan
+    return df
+
+
+def test_skipped_points_are_their_own_count_never_failing(tmp_path, capsys):
+    """A skipped row (not run: over cpu_budget_s) is not a failure: on both sides it is `skipped`, not "still
+    failing"; an ok point skipped in the candidate is not BROKE, a skipped one run later is not "fixed"."""
+    base = _table()
+    both, later, earlier = _point(base, seq=4096), _point(base, seq=1024, head_dim=64), _point(base, seq=1024)
+    base = _skip(base, both | earlier)
+    cand = _skip(base, both | later)
+    cand.loc[earlier] = _table().loc[earlier]  # run in the candidate: ok and correct
+    assert _run(tmp_path, base, cand) == 0
+    out = capsys.readouterr().out
+    skipped = int((both | later | earlier).sum())
+    assert f"{skipped} skipped" in out and "still failing" not in out and "no regressions" in out
+    assert not _rows(out, "BROKE") and not _rows(out, "fixed")
+
+
 def test_point_wrong_on_both_sides_is_reported_not_counted(tmp_path, capsys):
     base = _table()
     for df in (base,):

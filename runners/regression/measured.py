@@ -33,6 +33,8 @@ Correctness (always reported, whatever the speed)
   BROKE       baseline ok & correct, candidate failed (oom, compile_error, resources, unsupported, error)
               -> counts as a regression
   still wrong both sides wrong: reported, not counted
+  skipped     either side's row is `skipped` (not run, e.g. over cpu_budget_s in the CPU interpreter): counted in
+              the summary on its own, never a failure (not BROKE, "still failing" or "fixed")
 
 Across GPUs (cross_gpu=true, or automatically when the two sides share no gpu_name)
   Per shape, not per config (block defaults differ per GPU, as in plots.cross_gpu): on each side every
@@ -262,6 +264,8 @@ def compare(base: pd.DataFrame, cand: pd.DataFrame, threshold: float = 0.05,
         verdict[faster] = "FASTER"
         verdict[slower] = "SLOWER"
         verdict[res_b & both & ~res_c & ~wrong_c] = "BROKE"
+    skipped = both & ((j["status_b"] == "skipped") | (j["status_c"] == "skipped"))  # not run: never a failure
+    verdict[skipped] = "skipped"
     verdict[no_speed] = "no tflops"
     verdict[wrong_c & wrong_b] = "still wrong"
     verdict[wrong_c & ~wrong_b] = "WRONG"
@@ -298,7 +302,7 @@ def _status_text(row, side: str) -> str:
 def _shown(cmp: Comparison, only_notable: bool, steps: bool) -> pd.DataFrame:
     """The compared points of one kind (kernel or model-step) that a table lists."""
     t = cmp.table[T.is_model_step(cmp.table) == steps]
-    t = t[~t["verdict"].isin(("missing in candidate", "new", "still failing"))]
+    t = t[~t["verdict"].isin(("missing in candidate", "new", "still failing", "skipped"))]
     if only_notable:
         t = t[~t["verdict"].isin(("≈", "compared", "untimed", "faster (within noise)"))]
     return t
@@ -356,7 +360,7 @@ def summary_lines(cmp: Comparison) -> list[str]:
     parts = [f"{cmp.n_both} point(s) in both tables" + (f" ({steps} model-step point(s) in either)" if steps else "")]
     for key in ("SLOWER", "WRONG", "BROKE", "still wrong", "FASTER", "slower (within noise)",
                 "faster (within noise)", "compared", "fails on candidate GPU", "fixed", "untimed", "no tflops",
-                "still failing", "missing in candidate", "new"):
+                "still failing", "skipped", "missing in candidate", "new"):
         if c.get(key):
             parts.append(f"{c[key]} {key}")
     lines = [", ".join(parts)]
