@@ -216,6 +216,19 @@ def test_commit_mode_errors_are_one_line_exit_2(tmp_path, capsys):
     assert regress.main(["baseline=not/a/path/or/ref", f"results={tmp_path / 'hist'}"]) == 2
 
 
+def test_no_point_compared_is_one_line_exit_2(tmp_path, capsys):
+    """Sides that share no point (the docs' old `baseline=cdcb3b3 results=results/h200`: 0 points in both tables)
+    compare nothing: one line saying so, exit 2 (nothing compared, as the runner's 2 is nothing measured), never
+    "no regressions" and 0."""
+    base = _table()
+    cand = S.table(seqs=(2048,), head_dims=HEAD_DIMS, variants=VARIANTS, failures=False)  # other shapes only
+    assert _run(tmp_path, base, cand) == 2
+    captured = capsys.readouterr()
+    assert "no regressions" not in captured.out
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and "no point compared" in err[0] and f"({len(base)} rows" in err[0]
+
+
 @pytest.mark.parametrize("argv", [["candidate=x"], ["baseline=.", "threshold=lots"], ["baseline=.", "color=red"],
                                   ["positional"]])
 def test_bad_arguments_exit_2(argv, capsys):

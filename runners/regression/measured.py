@@ -56,8 +56,8 @@ config and kernel) are recognised by their columns and compared by runners/regre
 a kernel that no longer fits or compiles, and registers up by more than regs_margin=<n> (default 8) count; the
 report adds an architecture x design view. baseline=<commit> results=results/compiled works as for timing rows.
 
-Exit status: 1 when anything counts as a regression, 0 otherwise, 2 on bad arguments or unusable tables
-(a file under either side that is not a result table is refused with one line naming it; any other failure
+Exit status: 1 when anything counts as a regression, 0 otherwise, 2 on bad arguments, unusable tables, or sides
+that share no point (one line: "no point compared"; nothing compared is never "no regressions") (a file under either side that is not a result table is refused with one line naming it; any other failure
 on the way is also 2, never 1: 1 always means a regression was found).
 """
 from __future__ import annotations
@@ -399,6 +399,14 @@ def markdown(cmp: Comparison, base: Side | None = None, cand: Side | None = None
     return text
 
 
+def nothing_compared(base: Side, cand: Side, cross_gpu: bool) -> str:
+    """The one line of a run whose sides share no point (exit 2: nothing compared, as the runner's 2 is nothing
+    measured)."""
+    on = "config_key (cross-GPU)" if cross_gpu else "config_key and GPU"
+    return (f"{PROG}: no point compared: baseline {base.description} and candidate {cand.description} share no "
+            f"point (joined on {on}); pick a baseline measured on the candidate's shapes")
+
+
 STEP_HEADING = "Model-step points (training step time, ms [p20–p80]; lower is faster):"
 
 
@@ -431,6 +439,8 @@ def _main(argv: list[str] | None) -> int:
     cross = None if mode == "auto" else mode in ("true", "1", "yes")
     base, cand = resolve_sides(args["baseline"], args["candidate"], args["results"])
     cmp = compare(base.rows, cand.rows, args["threshold"], cross)
+    if cmp.n_both == 0:  # nothing compared is no evidence of "no regressions"
+        raise T.UsageError(nothing_compared(base, cand, cmp.cross_gpu))
     print(f"baseline:  {base.description}")
     print(f"candidate: {cand.description}")
     print(rule_text(cmp.threshold, cmp.cross_gpu, has_steps(cmp)))
