@@ -151,9 +151,10 @@ def test_cross_gpu_reports_ratios_and_does_not_flag(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "cross-GPU" in out and not _rows(out, "SLOWER") and "no regressions" in out
     assert "FAKE-GPU-A 80GB → FAKE-GPU-B 141GB" in out and "0.500" in out
-    # forced on, same effect; forced off joins on (config_key, gpu_name): nothing in common, nothing flagged
+    # forced on, same effect; forced off joins on (config_key, gpu_name): nothing in common, nothing compared
     assert _run(tmp_path, base, cand, "cross_gpu=true") == 0
-    assert _run(tmp_path, base, cand, "cross_gpu=false") == 0
+    assert _run(tmp_path, base, cand, "cross_gpu=false") == 2
+    assert "no point compared" in capsys.readouterr().err
 
 
 def test_cross_gpu_oom_is_reported_but_wrong_gradients_still_count(tmp_path, capsys):
