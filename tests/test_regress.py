@@ -112,6 +112,30 @@ def test_ok_to_oom_is_a_regression(tmp_path, capsys):
     assert "BROKE" in capsys.readouterr().out
 
 
+def _skip(df: pd.DataFrame, sel) -> pd.DataFrame:
+    """Those points as the CPU interpreter's over-budget rows: status skipped, no result, no timings."""
+    df = df.assign(correct=df["correct"].astype(object))
+    df.loc[sel, "status"], df.loc[sel, "correct"] = "skipped", None
+    for col in ("tflops", "tflops_p20", "tflops_p80", "ms", "ms_p20", "ms_p80"):
+        df.loc[sel, col] = np.nan
+    return df
+
+
+def test_skipped_points_are_their_own_count_never_failing(tmp_path, capsys):
+    """A skipped row (not run: over cpu_budget_s) is not a failure: on both sides it is `skipped`, not "still
+    failing"; an ok point skipped in the candidate is not BROKE, a skipped one run later is not "fixed"."""
+    base = _table()
+    both, later, earlier = _point(base, seq=4096), _point(base, seq=1024, head_dim=64), _point(base, seq=1024)
+    base = _skip(base, both | earlier)
+    cand = _skip(base, both | later)
+    cand.loc[earlier] = _table().loc[earlier]  # run in the candidate: ok and correct
+    assert _run(tmp_path, base, cand) == 0
+    out = capsys.readouterr().out
+    skipped = int((both | later | earlier).sum())
+    assert f"{skipped} skipped" in out and "still failing" not in out and "no regressions" in out
+    assert not _rows(out, "BROKE") and not _rows(out, "fixed")
+
+
 def test_point_wrong_on_both_sides_is_reported_not_counted(tmp_path, capsys):
     base = _table()
     for df in (base,):
@@ -127,9 +151,10 @@ def test_cross_gpu_reports_ratios_and_does_not_flag(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "cross-GPU" in out and not _rows(out, "SLOWER") and "no regressions" in out
     assert "FAKE-GPU-A 80GB → FAKE-GPU-B 141GB" in out and "0.500" in out
-    # forced on, same effect; forced off joins on (config_key, gpu_name): nothing in common, nothing flagged
+    # forced on, same effect; forced off joins on (config_key, gpu_name): nothing in common, nothing compared
     assert _run(tmp_path, base, cand, "cross_gpu=true") == 0
-    assert _run(tmp_path, base, cand, "cross_gpu=false") == 0
+    assert _run(tmp_path, base, cand, "cross_gpu=false") == 2
+    assert "no point compared" in capsys.readouterr().err
 
 
 def test_cross_gpu_oom_is_reported_but_wrong_gradients_still_count(tmp_path, capsys):
@@ -190,6 +215,19 @@ def test_commit_mode_errors_are_one_line_exit_2(tmp_path, capsys):
     assert "no rows of commit fff999" in err and len(err.strip().splitlines()) == 1
     assert regress.main(["baseline=abc1234", f"results={tmp_path / 'hist'}"]) == 2  # no other commit
     assert regress.main(["baseline=not/a/path/or/ref", f"results={tmp_path / 'hist'}"]) == 2
+
+
+def test_no_point_compared_is_one_line_exit_2(tmp_path, capsys):
+    """Sides that share no point (the docs' old `baseline=cdcb3b3 results=results/h200`: 0 points in both tables)
+    compare nothing: one line saying so, exit 2 (nothing compared, as the runner's 2 is nothing measured), never
+    "no regressions" and 0."""
+    base = _table()
+    cand = S.table(seqs=(2048,), head_dims=HEAD_DIMS, variants=VARIANTS, failures=False)  # other shapes only
+    assert _run(tmp_path, base, cand) == 2
+    captured = capsys.readouterr()
+    assert "no regressions" not in captured.out
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and "no point compared" in err[0] and f"({len(base)} rows" in err[0]
 
 
 @pytest.mark.parametrize("argv", [["candidate=x"], ["baseline=.", "threshold=lots"], ["baseline=.", "color=red"],

@@ -86,3 +86,13 @@ def test_commit_mode_and_detection(tmp_path, capsys):
     assert "newest other commit" in capsys.readouterr().out
     assert regress.main(["baseline=bbbbbbb", f"results={folder}"]) == 0  # the other one: fewer spills
     assert regress.main(["baseline=ccccccc", f"results={folder}"]) == 2
+
+
+def test_no_kernel_in_both_tables_is_one_line_exit_2(tmp_path, capsys):
+    """Compiled tables that share no kernel compare nothing: one line saying so, exit 2, never "no regressions"."""
+    base, cand = _tables()
+    cand["arch"] = "sm120"  # every kernel on another architecture
+    assert regress.main(_write(tmp_path, base, cand)) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert "no regressions" not in captured.out and len(err) == 1 and "no kernel compared" in err[0]

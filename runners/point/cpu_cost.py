@@ -4,25 +4,34 @@ The interpreter runs every program of a grid one after another in Python, and ev
 program (one [BLOCK_M, BLOCK_N] tile of queries x keys, a "tile step") costs a fixed Python overhead plus
 numpy work proportional to BLOCK_M * BLOCK_N * BLOCK_D. So the estimate counts tile steps of every kernel a
 point launches (the forward once, the backward `1 + cpu_warmup + cpu_rep` times: the accuracy call, then the
-timed ones) and adds the fp32 reference's matmuls in torch. Counting uses only the resolved block fields
+timed ones) and adds the fp32 reference's matmuls in torch, a fixed cost per point (inputs, the first call's parsing,
+the accuracy check's set-up) and, for the first point a process estimates, the process's start (STARTUP_S), so the
+row's `cpu_estimate_s` of a one-point run is the command's wall time. Counting uses only the resolved block fields
 (BLOCK_M1/BLOCK_N1 and BLOCK_M2/BLOCK_N2 passes, or BLOCK_M/BLOCK_N), so a new Triton variant with the same
 field names is covered; anything else is estimated by its FLOPs alone.
 
-Constants calibrated once (see CALIBRATION) on the development machine. The estimate is meant to within a
-factor of about 2: it decides "seconds or hours", not a timing.
+Constants calibrated once (below) on the development machine, in wall-clock seconds there. The estimate is meant to
+within a factor of about 2: it decides "seconds or hours", not a timing.
 """
 import contextlib
 import threading
 import time
 
-# Calibration (least squares over 20 kernel sweeps): Triton 3.9 interpreter, torch 2.13 CPU, 2 x86 cores shared
-# with other jobs (the development machine); one forward and one backward of two_pass / atomic / fused at B=1,
-# H=1..2, N=256..512, D=32..128, fp16 and fp32, causal and not, default blocks and 16x16 blocks. Measured /
-# estimated was 0.4..1.3 on every sweep (tests/test_cpu_cost.py checks the counting, never a timing).
-STEP_S = 3.8e-3  # fixed Python cost of one tile step (some 60 interpreted tl ops)
-ELEMENT_S = 2.0e-8  # per BLOCK_M * BLOCK_N * BLOCK_D element of a tile step (numpy matmuls, exp2, casts)
+# Calibration (issue 45): Triton 3.9 interpreter, torch 2.13 CPU, 2 x86 cores shared with other jobs (the
+# development machine, load average 4-10 while measuring). CPU time of one backward at B1 H2 N256: two_pass D64
+# (default 64x64 / 128x64 blocks) 1.56 s, fp32 1.50 s, D32 1.01 s, 16x16 blocks 12.6 s; atomic D64 0.73 s; a
+# forward 0.6 s: ~11 ms per tile step and ~5e-8 s per element (the constants of 2026-11 were 3.8 ms and 2e-8, 3x
+# low). Wall clock there was 2-2.6x the CPU time (the other jobs), and the constants are that wall time: the
+# README's command (B1 H2 N256 D64 fp16, 1 + 1 + 3 backwards) took 55 s and 77 s wall at load 4-7 (issue 45: 41 s),
+# 24 s and 26 s at load 2.8 (~17 s of CPU each); at load 7, 18-20 s of it were the process's start (a run whose
+# point is skipped at once), 1.4 s the forward, 3.2-7 s each backward (1.6 s at load 2.8), 1.7 s the accuracy
+# check. Its estimate at these constants: 42 s. On an idle machine expect about half the estimate.
+# tests/test_cpu_cost.py checks the counting and the README command's estimate at these constants, never a timing.
+STEP_S = 28e-3  # fixed Python cost of one tile step (some 60 interpreted tl ops)
+ELEMENT_S = 1.3e-7  # per BLOCK_M * BLOCK_N * BLOCK_D element of a tile step (numpy matmuls, exp2, casts)
 TORCH_FLOP_S = 1 / 20e9  # the fp32 reference in torch on the CPU: ~20 GFLOP/s
-FIXED_S = 1.0  # inputs, the reference's set-up, the first call's parsing of each kernel
+FIXED_S = 3.0  # inputs, the first call's parsing of each kernel, the accuracy check's set-up and comparison
+STARTUP_S = 18.0  # once per process: Python, torch, Triton and the kernels imported, Hydra, the git state, the row
 PROGRESS_AFTER_S = 3.0  # points estimated longer than this print progress while they run
 PROGRESS_EVERY_S = 5.0  # at least this long between two progress lines
 
@@ -98,14 +107,14 @@ def human(seconds: float) -> str:
     return f"~{max(1, round(seconds))} s"
 
 
-SMALL_HINT = "seq=256 batch=1 heads=2"
+SMALL_HINT = "seq=256 batch=1 heads=2 head_dim=64 dtype=fp16"  # the README's CPU command, verbatim
 
 
 def skip_reason(label: str, seconds: float, budget_s: float, dtype: str = "fp16") -> str:
-    """The one-line reason of a `skipped` row, with a command-line change that fits the budget."""
-    hint = SMALL_HINT + (" dtype=fp16" if dtype == "bf16" else "")
+    """The one-line reason of a `skipped` row, with the README's CPU command (fits the budget; any dtype: bf16 is
+    unsupported in the interpreter, fp16 is the README's)."""
     return (f"{label} needs {human(seconds)} in the CPU interpreter (cpu_budget_s={budget_s:g}); "
-            f"run on a GPU or try `{hint}`")
+            f"run on a GPU or try `{SMALL_HINT}`")
 
 
 def shape_label(point) -> str:
@@ -125,15 +134,21 @@ def backward_calls(bench) -> int:
     return 1 + int(bench.cpu_warmup) + int(bench.cpu_rep)
 
 
+_started = False  # whether this process has estimated a point: only its first carries STARTUP_S
+
+
 def estimate_point(point, bench) -> float:
-    """Seconds the CPU interpreter needs for a checked runners.point.schema.Point."""
+    """Seconds the CPU interpreter needs for a checked runners.point.schema.Point; the process's first point adds
+    STARTUP_S (its start was paid for it: a one-point run's estimate is the command's wall time)."""
+    global _started
     import variants
     from variants.base import TritonVariant
 
     problem = point.problem("cpu")
-    return estimate_seconds(problem, point.blocks_dict,
-                            triton_kernels=isinstance(variants.get(point.variant), TritonVariant),
-                            backward_calls=backward_calls(bench), reference_flops=reference_flops(problem))
+    startup, _started = (0.0 if _started else STARTUP_S), True
+    return startup + estimate_seconds(problem, point.blocks_dict,
+                                      triton_kernels=isinstance(variants.get(point.variant), TritonVariant),
+                                      backward_calls=backward_calls(bench), reference_flops=reference_flops(problem))
 
 
 BF16_REASON = ("bf16 dots are not exact in the Triton interpreter (its gradients would fail the accuracy check "

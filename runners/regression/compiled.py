@@ -195,7 +195,8 @@ def describe(rows: pd.DataFrame, where: str) -> str:
 
 
 def run(args: dict, out=print) -> int:
-    """runners.regress's compiled mode (its parsed key=value arguments): 1 when anything counts, else 0."""
+    """runners.regress's compiled mode (its parsed key=value arguments): 1 when anything counts, else 0; a UsageError
+    (exit 2) when the tables share no kernel."""
     baseline, candidate, results = args["baseline"], args["candidate"], args["results"]
     margin = int(args["regs_margin"])
     if Path(baseline).exists():
@@ -213,6 +214,9 @@ def run(args: dict, out=print) -> int:
         cand = newest_other(load(candidate) if results and candidate else pool, base["commit"].iloc[0])
         base_text, cand_text = describe(base, f"commit {baseline} from {source}"), describe(cand, "newest other commit")
     j = compare(base, cand, margin)
+    if not (j["status_b"].notna() & j["status_c"].notna()).any():  # nothing compared is not "no regressions"
+        raise T.UsageError(f"runners.regress: no kernel compared: baseline {base_text} and candidate {cand_text} "
+                           "share no (arch, design, config, kernel)")
     out(f"baseline:  {base_text}")
     out(f"candidate: {cand_text}")
     with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.width", 250,

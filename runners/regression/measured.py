@@ -33,6 +33,8 @@ Correctness (always reported, whatever the speed)
   BROKE       baseline ok & correct, candidate failed (oom, compile_error, resources, unsupported, error)
               -> counts as a regression
   still wrong both sides wrong: reported, not counted
+  skipped     either side's row is `skipped` (not run, e.g. over cpu_budget_s in the CPU interpreter): counted in
+              the summary on its own, never a failure (not BROKE, "still failing" or "fixed")
 
 Across GPUs (cross_gpu=true, or automatically when the two sides share no gpu_name)
   Per shape, not per config (block defaults differ per GPU, as in plots.cross_gpu): on each side every
@@ -54,8 +56,8 @@ config and kernel) are recognised by their columns and compared by runners/regre
 a kernel that no longer fits or compiles, and registers up by more than regs_margin=<n> (default 8) count; the
 report adds an architecture x design view. baseline=<commit> results=results/compiled works as for timing rows.
 
-Exit status: 1 when anything counts as a regression, 0 otherwise, 2 on bad arguments or unusable tables
-(a file under either side that is not a result table is refused with one line naming it; any other failure
+Exit status: 1 when anything counts as a regression, 0 otherwise, 2 on bad arguments, unusable tables, or sides
+that share no point (one line: "no point compared"; nothing compared is never "no regressions") (a file under either side that is not a result table is refused with one line naming it; any other failure
 on the way is also 2, never 1: 1 always means a regression was found).
 """
 from __future__ import annotations
@@ -262,6 +264,8 @@ def compare(base: pd.DataFrame, cand: pd.DataFrame, threshold: float = 0.05,
         verdict[faster] = "FASTER"
         verdict[slower] = "SLOWER"
         verdict[res_b & both & ~res_c & ~wrong_c] = "BROKE"
+    skipped = both & ((j["status_b"] == "skipped") | (j["status_c"] == "skipped"))  # not run: never a failure
+    verdict[skipped] = "skipped"
     verdict[no_speed] = "no tflops"
     verdict[wrong_c & wrong_b] = "still wrong"
     verdict[wrong_c & ~wrong_b] = "WRONG"
@@ -298,7 +302,7 @@ def _status_text(row, side: str) -> str:
 def _shown(cmp: Comparison, only_notable: bool, steps: bool) -> pd.DataFrame:
     """The compared points of one kind (kernel or model-step) that a table lists."""
     t = cmp.table[T.is_model_step(cmp.table) == steps]
-    t = t[~t["verdict"].isin(("missing in candidate", "new", "still failing"))]
+    t = t[~t["verdict"].isin(("missing in candidate", "new", "still failing", "skipped"))]
     if only_notable:
         t = t[~t["verdict"].isin(("≈", "compared", "untimed", "faster (within noise)"))]
     return t
@@ -356,7 +360,7 @@ def summary_lines(cmp: Comparison) -> list[str]:
     parts = [f"{cmp.n_both} point(s) in both tables" + (f" ({steps} model-step point(s) in either)" if steps else "")]
     for key in ("SLOWER", "WRONG", "BROKE", "still wrong", "FASTER", "slower (within noise)",
                 "faster (within noise)", "compared", "fails on candidate GPU", "fixed", "untimed", "no tflops",
-                "still failing", "missing in candidate", "new"):
+                "still failing", "skipped", "missing in candidate", "new"):
         if c.get(key):
             parts.append(f"{c[key]} {key}")
     lines = [", ".join(parts)]
@@ -395,6 +399,14 @@ def markdown(cmp: Comparison, base: Side | None = None, cand: Side | None = None
     return text
 
 
+def nothing_compared(base: Side, cand: Side, cross_gpu: bool) -> str:
+    """The one line of a run whose sides share no point (exit 2: nothing compared, as the runner's 2 is nothing
+    measured)."""
+    on = "config_key (cross-GPU)" if cross_gpu else "config_key and GPU"
+    return (f"{PROG}: no point compared: baseline {base.description} and candidate {cand.description} share no "
+            f"point (joined on {on}); pick a baseline measured on the candidate's shapes")
+
+
 STEP_HEADING = "Model-step points (training step time, ms [p20–p80]; lower is faster):"
 
 
@@ -427,6 +439,8 @@ def _main(argv: list[str] | None) -> int:
     cross = None if mode == "auto" else mode in ("true", "1", "yes")
     base, cand = resolve_sides(args["baseline"], args["candidate"], args["results"])
     cmp = compare(base.rows, cand.rows, args["threshold"], cross)
+    if cmp.n_both == 0:  # nothing compared is no evidence of "no regressions"
+        raise T.UsageError(nothing_compared(base, cand, cmp.cross_gpu))
     print(f"baseline:  {base.description}")
     print(f"candidate: {cand.description}")
     print(rule_text(cmp.threshold, cmp.cross_gpu, has_steps(cmp)))
