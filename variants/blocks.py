@@ -185,13 +185,6 @@ class WsBlocks(Blocks):
     num_stages: int = tunable(2, (2, 3))  # depth of the Q / dO TMA ring
     # one warp issues the TMA loads and one the dQ reduce-adds, handing over through mbarriers; num_warps compute
     warp_specialize: bool = tunable(True, BOOLS)
-    # Measured losers on an H100 (results/h100/gluon/README.md), kept as switches, not searched by the tuner:
-    # with warp_specialize, the next step's S^T, dP^T wgmmas issued right behind this step's dQ (two more
-    # [BLOCK_N, BLOCK_M] fp32 tiles in registers; 9-31 % slower)
-    early_scores: bool = False
-    # with warp_specialize and 8 warps, the two compute warpgroups as two partitions, each with its half of the key
-    # block and its own dQ over those keys (two reduce-adds per step, no barrier between them; 1-21 % slower)
-    split_warpgroups: bool = False
     # S^T = K Q^T (keys on rows): P^T, dS^T feed dV, dK from registers, LSE / delta per column; false: S = Q K^T
     # (queries on rows; LSE / delta per row, so 128 x 128 tiles fit at D64): P and dS go through shared memory
     swap_ab: bool = tunable(True, BOOLS)
@@ -208,18 +201,13 @@ class WsBlocks(Blocks):
     def check_rules(self) -> None:
         if self.num_warps not in WARPS:
             raise ValueError(f"num_warps={self.num_warps}: must be 4 or 8 (whole warpgroups)")
-        if self.deterministic and not (self.warp_specialize and not self.early_scores and not self.split_warpgroups):
-            raise ValueError("deterministic=true: needs warp_specialize=true, early_scores=false and "
-                             "split_warpgroups=false (the dK/dV kernel without dQ)")
+        if self.deterministic and not self.warp_specialize:
+            raise ValueError("deterministic=true: needs warp_specialize=true (the dK/dV kernel without dQ)")
         if self.BLOCK_M < 64:
             raise ValueError(f"BLOCK_M={self.BLOCK_M}: must be >= 64 (dQ's wgmma needs a 64-row warpgroup tile)")
         check_key_block(self.BLOCK_N, self.num_warps, self.swap_ab)
         if self.num_stages < 1:
             raise ValueError(f"num_stages={self.num_stages}: must be >= 1 (the Q / dO ring's stages)")
-        if self.split_warpgroups and not (self.warp_specialize and self.num_warps == 8):
-            raise ValueError("split_warpgroups=true: needs warp_specialize=true and num_warps=8 (two warpgroups)")
-        if not self.swap_ab and (self.split_warpgroups or self.early_scores):
-            raise ValueError("swap_ab=false: not with split_warpgroups or early_scores (both are swap-AB schedules)")
 
 
 @dataclass(frozen=True)

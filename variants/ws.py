@@ -61,8 +61,7 @@ class Ws(TritonVariant):
                 raise ValueError("ws: deterministic=true has no window or softcap yet (ws_two_pass's dQ kernel does "
                                  "not implement them); use deterministic=false")
             from kernels.gluon.ws_dq import ws_two_pass_backward
-            for unused in ("warp_specialize", "early_scores", "split_warpgroups"):  # check_rules pinned them
-                fields.pop(unused)
+            fields.pop("warp_specialize")  # check_rules pinned it
             return ws_two_pass_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, dkdv_blocks=fields,
                                         dq_blocks=WsTwoPassBlocks.dq_tile_for(q.shape[-1]), varlen=varlen)
         from kernels.gluon.ws import ws_backward
