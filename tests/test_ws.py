@@ -52,8 +52,7 @@ def test_oversized_tiles_are_reported_not_crashed():
 @pytest.mark.parametrize("fields, rule", [
     (dict(num_warps=2), "num_warps=2"), (dict(BLOCK_M=32), "BLOCK_M=32"),
     (dict(BLOCK_N=64, num_warps=8), "multiple of 16 x num_warps"), (dict(num_stages=0), "num_stages=0"),
-    (dict(swap_ab=False, BLOCK_N=32, num_warps=4), "multiple of 64 with swap_ab=false"),
-    (dict(split_warpgroups=True, num_warps=4, BLOCK_N=64), "split_warpgroups")])
+    (dict(swap_ab=False, BLOCK_N=32, num_warps=4), "multiple of 64 with swap_ab=false")])
 def test_bad_blocks_name_the_rule(fields, rule):
     with pytest.raises(ValueError, match=rule):
         WsBlocks.from_dict(fields)
@@ -96,16 +95,13 @@ SWAP_AB = dict(swap_ab=True, BLOCK_M=64)  # the swap-AB schedules, named in full
 
 @pytest.mark.parametrize("blocks", [dict(num_warps=4, BLOCK_N=64), dict(SWAP_AB, num_warps=4, BLOCK_N=128, num_stages=3),
                                     dict(BLOCK_M=128, BLOCK_N=128, swap_ab=True), dict(warp_specialize=False),
-                                    dict(warp_specialize=False, num_stages=3), dict(SWAP_AB, early_scores=True),
-                                    dict(SWAP_AB, early_scores=True, num_stages=3), dict(SWAP_AB, split_warpgroups=True, num_stages=2),
-                                    dict(SWAP_AB, split_warpgroups=True, num_stages=3, early_scores=True),
-                                    dict(swap_ab=False), dict(swap_ab=False, BLOCK_M=128),
-                                    dict(swap_ab=False, warp_specialize=False), dict(swap_ab=False, num_warps=4),
+                                    dict(warp_specialize=False, num_stages=3), dict(swap_ab=False),
+                                    dict(swap_ab=False, BLOCK_M=128), dict(swap_ab=False, warp_specialize=False),
+                                    dict(swap_ab=False, num_warps=4),
                                     dict(swap_ab=False, num_warps=4, BLOCK_N=64, num_stages=3),
                                     dict(longest_first=False), dict(SWAP_AB), dict(SWAP_AB, num_warps=4, BLOCK_N=64),
                                     dict(persistent=True), dict(SWAP_AB, persistent=True)],
-                         ids=["w4-n64", "w4-n128-s3", "m128-n128-swap", "one-partition", "one-partition-s3",
-                              "early-scores", "early-scores-s3", "split-warpgroups", "split-warpgroups-s3-early", "mn",
+                         ids=["w4-n64", "w4-n128-s3", "m128-n128-swap", "one-partition", "one-partition-s3", "mn",
                               "mn-m128", "mn-one-partition", "mn-w4", "mn-w4-n64-s3", "heads-in-order", "swap",
                               "swap-w4-n64", "persistent", "persistent-swap"])
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
@@ -113,8 +109,6 @@ SWAP_AB = dict(swap_ab=True, BLOCK_M=64)  # the swap-AB schedules, named in full
 def test_tiles_match_reference_on_hopper(blocks, head_dim):
     if blocks.get("BLOCK_M") == 128 and head_dim == 128:
         pytest.skip("128 x 128 tiles need ~288-330 KB of shared memory at D=128")
-    if blocks.get("split_warpgroups") and blocks.get("num_stages") == 3 and head_dim == 128:
-        pytest.skip("split warpgroups with 3 stages need ~242 KB of shared memory at D=128")
     run_and_check("ws", *make_inputs((2, 300, 300, 2, 1, head_dim), torch.bfloat16, "cuda"), True, blocks=blocks)
 
 
@@ -140,16 +134,14 @@ def test_bhnd_layout_on_hopper():
 
 
 # Persistent programs walk several tiles only when there are more tiles than SMs: 9 key blocks x 32 (batch, kv head)
-# pairs = 288 tiles (GQA 2:1, tails on both sides), so each of the 132 programs walks 2 or 3 of them. Split
-# warpgroups name 2 stages: D=128 defaults to 3, which with two dQ tiles needs ~242 KB of shared memory.
+# pairs = 288 tiles (GQA 2:1, tails on both sides), so each of the 132 programs walks 2 or 3 of them.
 PERSISTENT_BLOCKS = [dict(persistent=True), dict(SWAP_AB, persistent=True), dict(SWAP_AB, persistent=True, num_stages=3),
-                     dict(persistent=True, warp_specialize=False), dict(SWAP_AB, persistent=True, early_scores=True),
-                     dict(SWAP_AB, persistent=True, split_warpgroups=True, num_stages=2)]
+                     dict(persistent=True, warp_specialize=False)]
 
 
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
 @pytest.mark.parametrize("blocks", PERSISTENT_BLOCKS,
-                         ids=["default", "swap", "swap-s3", "one-partition", "early-scores", "split-warpgroups"])
+                         ids=["default", "swap", "swap-s3", "one-partition"])
 @pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_persistent_walks_several_tiles_on_hopper(blocks, head_dim, causal):
@@ -193,7 +185,7 @@ def test_the_problem_rule_asks_no_gpu(head_dim, dtype, covered):
 
 def test_deterministic_needs_the_specialized_dkdv_kernel():
     with pytest.raises(ValueError, match="deterministic=true"):
-        WsBlocks.from_dict(dict(deterministic=True, early_scores=True))
+        WsBlocks.from_dict(dict(deterministic=True, warp_specialize=False))
 
 
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")

@@ -32,6 +32,8 @@ BOOLS = (False, True)
 
 DKDV_KERNEL = "_dkdv_kernel"  # kernels/dkdv_dq.py's kernels, as kernel_ms names them
 DQ_KERNEL = "_dq_kernel"
+WS_DKDV_KERNEL = "_ws_backward_kernel"  # ws_two_pass's kernels (kernels/gluon/ws.py, ws_dq.py)
+WS_DQ_KERNEL = "_ws_dq_kernel"
 
 
 def tunable(default, values, kernel: str | None = None):
@@ -183,13 +185,6 @@ class WsBlocks(Blocks):
     num_stages: int = tunable(2, (2, 3))  # depth of the Q / dO TMA ring
     # one warp issues the TMA loads and one the dQ reduce-adds, handing over through mbarriers; num_warps compute
     warp_specialize: bool = tunable(True, BOOLS)
-    # Measured losers on an H100 (results/h100/gluon/README.md), kept as switches, not searched by the tuner:
-    # with warp_specialize, the next step's S^T, dP^T wgmmas issued right behind this step's dQ (two more
-    # [BLOCK_N, BLOCK_M] fp32 tiles in registers; 9-31 % slower)
-    early_scores: bool = False
-    # with warp_specialize and 8 warps, the two compute warpgroups as two partitions, each with its half of the key
-    # block and its own dQ over those keys (two reduce-adds per step, no barrier between them; 1-21 % slower)
-    split_warpgroups: bool = False
     # S^T = K Q^T (keys on rows): P^T, dS^T feed dV, dK from registers, LSE / delta per column; false: S = Q K^T
     # (queries on rows; LSE / delta per row, so 128 x 128 tiles fit at D64): P and dS go through shared memory
     swap_ab: bool = tunable(True, BOOLS)
@@ -206,15 +201,56 @@ class WsBlocks(Blocks):
     def check_rules(self) -> None:
         if self.num_warps not in WARPS:
             raise ValueError(f"num_warps={self.num_warps}: must be 4 or 8 (whole warpgroups)")
-        if self.deterministic and not (self.warp_specialize and not self.early_scores and not self.split_warpgroups):
-            raise ValueError("deterministic=true: needs warp_specialize=true, early_scores=false and "
-                             "split_warpgroups=false (the dK/dV kernel without dQ)")
+        if self.deterministic and not self.warp_specialize:
+            raise ValueError("deterministic=true: needs warp_specialize=true (the dK/dV kernel without dQ)")
         if self.BLOCK_M < 64:
             raise ValueError(f"BLOCK_M={self.BLOCK_M}: must be >= 64 (dQ's wgmma needs a 64-row warpgroup tile)")
         check_key_block(self.BLOCK_N, self.num_warps, self.swap_ab)
         if self.num_stages < 1:
             raise ValueError(f"num_stages={self.num_stages}: must be >= 1 (the Q / dO ring's stages)")
-        if self.split_warpgroups and not (self.warp_specialize and self.num_warps == 8):
-            raise ValueError("split_warpgroups=true: needs warp_specialize=true and num_warps=8 (two warpgroups)")
-        if not self.swap_ab and (self.split_warpgroups or self.early_scores):
-            raise ValueError("swap_ab=false: not with split_warpgroups or early_scores (both are swap-AB schedules)")
+
+
+@dataclass(frozen=True)
+class WsTwoPassBlocks(Blocks):
+    """dK/dV kernel (ws's, without dQ): BLOCK_M, BLOCK_N, num_warps, num_stages, swap_ab, persistent, longest_first;
+    dQ kernel: BLOCK_M2 (resident query block), BLOCK_N2 (key block walked), num_warps2, num_stages2."""
+    BLOCK_M: int = tunable(64, (64, 128), WS_DKDV_KERNEL)
+    BLOCK_N: int = tunable(128, (64, 128), WS_DKDV_KERNEL)
+    num_warps: int = tunable(8, WARPS, WS_DKDV_KERNEL)
+    num_stages: int = tunable(2, (2, 3), WS_DKDV_KERNEL)
+    swap_ab: bool = tunable(True, BOOLS, WS_DKDV_KERNEL)
+    longest_first: bool = True
+    persistent: bool = tunable(False, BOOLS, WS_DKDV_KERNEL)
+    BLOCK_M2: int = tunable(128, (64, 128), WS_DQ_KERNEL)
+    BLOCK_N2: int = tunable(64, (64, 128), WS_DQ_KERNEL)
+    num_warps2: int = tunable(8, WARPS, WS_DQ_KERNEL)
+    num_stages2: int = tunable(2, (2, 3), WS_DQ_KERNEL)
+
+    def check_rules(self) -> None:
+        for warps, name in ((self.num_warps, "num_warps"), (self.num_warps2, "num_warps2")):
+            if warps not in WARPS:
+                raise ValueError(f"{name}={warps}: must be 4 or 8 (whole warpgroups)")
+        if self.BLOCK_M < 64:
+            raise ValueError(f"BLOCK_M={self.BLOCK_M}: must be >= 64 (a 64-row warpgroup tile)")
+        check_key_block(self.BLOCK_N, self.num_warps, self.swap_ab)
+        if self.BLOCK_M2 % (16 * self.num_warps2):
+            raise ValueError(f"BLOCK_M2={self.BLOCK_M2}: must be a multiple of 16 x num_warps2 "
+                             f"({16 * self.num_warps2}): dQ rows are split over the warps")
+        if self.num_stages < 2 or self.num_stages2 < 2:
+            raise ValueError("num_stages, num_stages2: must be >= 2 (TMA rings)")
+
+    def dq_tile(self) -> dict:
+        """The dQ kernel's fields under `ws_dq`'s names."""
+        return dict(BLOCK_M=self.BLOCK_M2, BLOCK_N=self.BLOCK_N2, num_warps=self.num_warps2,
+                    num_stages=self.num_stages2)
+
+    @classmethod
+    def dq_tile_for(cls, head_dim: int) -> dict:
+        """The dQ kernel's default tile for a head dim (ws's deterministic mode), as ws_two_pass's rules give it
+        (conf/block_defaults.yaml): the dataclass's up to D128; past it (tiles of 256 columns) 128 x 32 on two
+        warpgroups at D192, 64 x 64 on one at D256, so Q, dO and a 2-stage K / V ring fit shared memory."""
+        if head_dim <= 128:
+            return cls().dq_tile()
+        if head_dim <= 192:
+            return dict(BLOCK_M=128, BLOCK_N=32, num_warps=8, num_stages=2)
+        return dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2)

@@ -4,7 +4,7 @@ S = Q K^T with P and dS through shared memory: D64's 128 x 128 tiles), dQ by TMA
 accumulator. sm90 only; it cannot run in the Triton interpreter."""
 from kernels.gluon.compat import GLUON_MISSING
 from variants.base import TritonVariant, interpreter_on
-from variants.blocks import WsBlocks
+from variants.blocks import WsBlocks, WsTwoPassBlocks
 from variants.registry import register_variant
 
 import torch
@@ -61,9 +61,7 @@ class Ws(TritonVariant):
                 raise ValueError("ws: deterministic=true has no window or softcap yet (ws_two_pass's dQ kernel does "
                                  "not implement them); use deterministic=false")
             from kernels.gluon.ws_dq import ws_two_pass_backward
-            from variants.ws_two_pass import WsTwoPassBlocks
-            for unused in ("warp_specialize", "early_scores", "split_warpgroups"):  # check_rules pinned them
-                fields.pop(unused)
+            fields.pop("warp_specialize")  # check_rules pinned it
             return ws_two_pass_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, dkdv_blocks=fields,
                                         dq_blocks=WsTwoPassBlocks.dq_tile_for(q.shape[-1]), varlen=varlen)
         from kernels.gluon.ws import ws_backward

@@ -31,14 +31,12 @@ import triton
 
 from kernels.common import LOG2E
 from kernels.gluon.compat import (TensorDescriptor, cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma_load,
-                                  tma_reduce_add, tma_store, tma, warpgroup_mma_init,
-                                  warpgroup_mma_wait)
+                                  tma_reduce_add, tma_store, tma, warpgroup_mma_wait)
 from kernels.gluon.tiles import (GL_DTYPES, WsDocs, as_box, chunk_zeros, dense_bnhd, document_pair, head_dim_chunks,
                                   issue_products, mma_chunks, probabilities, rows_descriptor, shared_layout,
                                   store_chunks, store_rows, tile_dim, wait_chunks)
 
 HEAD_DIMS = (64, 96, 128, 192, 256)  # with measured or compile-checked tiles (variants.ws)
-GROUP_REGS = 240  # registers per thread of the second compute group (split_warpgroups), a worker partition
 
 
 class WsTensors(NamedTuple):  # what the kernel reads and writes by pointer
@@ -81,8 +79,7 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_de
                         DIM: gl.constexpr, LAYOUTS: gl.constexpr,
                         D_MAIN: gl.constexpr, D_REST: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                         WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr,
-                        MASKED: gl.constexpr, WARP_SPECIALIZE: gl.constexpr, EARLY_SCORES: gl.constexpr,
-                        GROUPS: gl.constexpr, GROUP_REGS: gl.constexpr, SWAP_AB: gl.constexpr,
+                        MASKED: gl.constexpr, WARP_SPECIALIZE: gl.constexpr, SWAP_AB: gl.constexpr,
                         PERSISTENT: gl.constexpr, VARLEN: gl.constexpr, WITH_DQ: gl.constexpr = True):
     """Grid (cdiv(Nk, BLOCK_N) * B * Hkv,), one tile (key block of a (batch, kv head)) per program, batch_kv_heads
     = B * Hkv; PERSISTENT: grid (programs,), program p walks tiles TILES[TILE_STARTS[p]:TILE_STARTS[p + 1]]
@@ -98,9 +95,8 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_de
     block.
     WARP_SPECIALIZE: the num_warps warps only compute; one more warp issues the TMA loads (`_load_partition`)
     and one the dQ reduce-adds (`_dq_partition`), handing tiles over through mbarriers; else the compute warps
-    issue both themselves. GROUPS = 2 (split_warpgroups): two compute partitions of num_warps warps, each with
-    BLOCK_N / 2 keys (k_desc's block), its own dS^T and dQ tiles; GROUP_REGS: the second one's registers.
-    WITH_DQ=False (ws_two_pass's dK/dV kernel; WARP_SPECIALIZE, one group): no dQ, no dQ warp; the compute warps
+    issue both themselves.
+    WITH_DQ=False (ws_two_pass's dK/dV kernel; WARP_SPECIALIZE): no dQ, no dQ warp; the compute warps
     hand each step's stage back themselves. Every partition walks the same tiles and steps; the Q / dO ring and the dQ hand-over count steps across tiles,
     and K / V of the next tile load once the compute warps are done with this one's (`kv_empty`), while they
     store its dK, dV."""
@@ -110,8 +106,7 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_de
     seq_q, seq_k, heads, kv_heads, batch_kv_heads, chunk_heads, qk_scale, sm_scale = sizes
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[2]  # the tiles' head dim: DIM rounded up to a power of two
-    BLOCK_N: gl.constexpr = GROUPS * k_desc.block_type.shape[0]
-    BLOCK_NG: gl.constexpr = k_desc.block_type.shape[0]  # key rows of one compute group
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     dtype: gl.constexpr = q_desc.dtype
     pid = gl.program_id(0)
     if PERSISTENT:
@@ -123,20 +118,20 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_de
     sizes = (seq_q, seq_k, heads, kv_heads, batch_kv_heads, chunk_heads, CU_Q, CU_K, PAIRS)  # what `_tile` reads
     schedule = (TILES, first_tile, end_tile)  # this program's tiles
 
-    k_smem = gl.allocate_shared_memory(dtype, [GROUPS, BLOCK_NG, HEAD_DIM], LAYOUTS.kv_smem)
-    v_smem = gl.allocate_shared_memory(dtype, [GROUPS, BLOCK_NG, HEAD_DIM], LAYOUTS.kv_smem)
+    k_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD_DIM], LAYOUTS.kv_smem)
+    v_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD_DIM], LAYOUTS.kv_smem)
     q_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], LAYOUTS.q_smem)
     do_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], LAYOUTS.q_smem)
-    if SWAP_AB:  # dS^T of each group's keys (P^T stays in registers)
-        ds_smem = gl.allocate_shared_memory(dtype, [GROUPS, BLOCK_NG, BLOCK_M], LAYOUTS.ds_smem)
+    if SWAP_AB:  # dS^T [BN, BM] (P^T stays in registers)
+        ds_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, BLOCK_M], LAYOUTS.ds_smem)
         p_smem = ds_smem
     else:  # dS and P [BM, BN]: A operands of dK, dV (read transposed) and dQ
-        ds_smem = gl.allocate_shared_memory(dtype, [1, BLOCK_M, BLOCK_N], LAYOUTS.ds_smem)
-        p_smem = gl.allocate_shared_memory(dtype, [1, BLOCK_M, BLOCK_N], LAYOUTS.ds_smem)
+        ds_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, BLOCK_N], LAYOUTS.ds_smem)
+        p_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, BLOCK_N], LAYOUTS.ds_smem)
     if WITH_DQ:
-        dq_smem = gl.allocate_shared_memory(gl.float32, [GROUPS, BLOCK_M, HEAD_DIM], dq_desc.layout)  # each group's dQ
+        dq_smem = gl.allocate_shared_memory(gl.float32, [BLOCK_M, HEAD_DIM], dq_desc.layout)  # a step's dQ
     else:  # no dQ: a placeholder
-        dq_smem = gl.allocate_shared_memory(gl.float32, [GROUPS, 8, HEAD_DIM], dq_desc.layout)
+        dq_smem = gl.allocate_shared_memory(gl.float32, [8, HEAD_DIM], dq_desc.layout)
     # LSE and delta of each stage's query block, staged by the load warp (WARP_SPECIALIZE)
     lse_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], LAYOUTS.stats_smem)
     delta_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], LAYOUTS.stats_smem)
@@ -144,13 +139,12 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_de
     kv_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())  # a tile's MMAs are done
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())  # Q, dO of a stage landed
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())  # a stage's MMAs are done
-    dq_full = gl.allocate_shared_memory(gl.int64, [GROUPS, 1], mbarrier.MBarrierLayout())  # a group's dQ to add
-    dq_empty = gl.allocate_shared_memory(gl.int64, [GROUPS, 1], mbarrier.MBarrierLayout())  # its reduce-add read it
+    dq_full = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())  # a step's dQ to add
+    dq_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())  # its reduce-add read it
     mbarrier.init(kv_ready, count=1)
-    mbarrier.init(kv_empty, count=GROUPS)
-    for g in gl.static_range(GROUPS):
-        mbarrier.init(dq_full.index(g), count=1)
-        mbarrier.init(dq_empty.index(g), count=1)
+    mbarrier.init(kv_empty, count=1)
+    mbarrier.init(dq_full, count=1)
+    mbarrier.init(dq_empty, count=1)
     for s in gl.static_range(STAGES):
         mbarrier.init(ready.index(s), count=1)
         mbarrier.init(empty.index(s), count=1)
@@ -163,38 +157,23 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_de
     if not WITH_DQ:  # the compute warps and the load warp only
         gl.warp_specialize([
             (_mma_partition, (tiles, schedule, sizes, stores, stats, qk_scale, LAYOUTS, D_MAIN, D_REST, STAGES, CAUSAL,
-                              WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, True, False, 0, SWAP_AB, PERSISTENT, VARLEN,
-                              None, False)),
+                              WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, True, SWAP_AB, PERSISTENT, VARLEN, None,
+                              False)),
             (_load_partition, (loads, tiles, schedule, sizes, stats, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT,
                                SOFTCAP, PERSISTENT, VARLEN)),
         ], [1], [24])
     elif WARP_SPECIALIZE:
-        if GROUPS == 2:  # two compute warpgroups, each its own partition with its own half of the keys and dQ
-            gl.warp_specialize([
-                (_mma_partition, (tiles, schedule, sizes, stores, stats, qk_scale, LAYOUTS, D_MAIN, D_REST, STAGES,
-                                  CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, True, EARLY_SCORES, 0, SWAP_AB,
-                                  PERSISTENT, VARLEN)),
-                (_mma_partition, (tiles, schedule, sizes, stores, stats, qk_scale, LAYOUTS, D_MAIN, D_REST, STAGES,
-                                  CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, True, EARLY_SCORES, 1, SWAP_AB,
-                                  PERSISTENT, VARLEN)),
-                (_load_partition, (loads, tiles, schedule, sizes, stats, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT,
-                                   SOFTCAP, PERSISTENT, VARLEN)),
-                (_dq_partition, (dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT,
-                                 SOFTCAP, PERSISTENT, VARLEN)),
-            ], [4, 1, 1], [GROUP_REGS, 24, 24])
-        else:
-            gl.warp_specialize([
-                (_mma_partition, (tiles, schedule, sizes, stores, stats, qk_scale, LAYOUTS, D_MAIN, D_REST, STAGES,
-                                  CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, True, EARLY_SCORES, 0, SWAP_AB,
-                                  PERSISTENT, VARLEN)),
-                (_load_partition, (loads, tiles, schedule, sizes, stats, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT,
-                                   SOFTCAP, PERSISTENT, VARLEN)),
-                (_dq_partition, (dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT,
-                                 SOFTCAP, PERSISTENT, VARLEN)),
-            ], [1, 1], [24, 24])
+        gl.warp_specialize([
+            (_mma_partition, (tiles, schedule, sizes, stores, stats, qk_scale, LAYOUTS, D_MAIN, D_REST, STAGES, CAUSAL,
+                              WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, True, SWAP_AB, PERSISTENT, VARLEN)),
+            (_load_partition, (loads, tiles, schedule, sizes, stats, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT,
+                               SOFTCAP, PERSISTENT, VARLEN)),
+            (_dq_partition, (dq_desc, tiles, schedule, sizes, STAGES, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT,
+                             SOFTCAP, PERSISTENT, VARLEN)),
+        ], [1, 1], [24, 24])
     else:
         _mma_partition(tiles, schedule, sizes, stores, stats, qk_scale, LAYOUTS, D_MAIN, D_REST, STAGES, CAUSAL,
-                       WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, False, False, 0, SWAP_AB, PERSISTENT, VARLEN,
+                       WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, False, SWAP_AB, PERSISTENT, VARLEN,
                        (q_desc, k_desc, v_desc, do_desc, dq_desc))
 
 
@@ -278,12 +257,9 @@ def _issue_kv(k_desc, v_desc, tiles, rows):
     k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, kv_empty, ready, empty, dq_full, dq_empty = tiles
     i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps, bases = rows
     q_row0, k_row0, stats_row0, stats_stride, acc_row0, acc_stride = bases
-    BLOCK_NG: gl.constexpr = k_desc.block_type.shape[0]
-    GROUPS: gl.constexpr = k_smem.shape[0]
-    mbarrier.expect(kv_ready, 2 * GROUPS * k_desc.block_type.nbytes)
-    for g in gl.static_range(GROUPS):
-        tma_load(k_desc, [k_row0 + start_n + g * BLOCK_NG, i_hk, 0], kv_ready, as_box(k_smem.index(g)))
-        tma_load(v_desc, [k_row0 + start_n + g * BLOCK_NG, i_hk, 0], kv_ready, as_box(v_smem.index(g)))
+    mbarrier.expect(kv_ready, 2 * k_desc.block_type.nbytes)
+    tma_load(k_desc, [k_row0 + start_n, i_hk, 0], kv_ready, as_box(k_smem))
+    tma_load(v_desc, [k_row0 + start_n, i_hk, 0], kv_ready, as_box(v_smem))
 
 
 @gluon.jit
@@ -328,7 +304,7 @@ def _load_tile(k, slot, tile_count, loads, tiles, schedule, sizes, stats, STAGES
     LSE, DELTA = stats
     k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, kv_empty, ready, empty, dq_full, dq_empty = tiles
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
-    BLOCK_N: gl.constexpr = k_smem.shape[0] * k_desc.block_type.shape[0]
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     row_layout: gl.constexpr = gl.BlockedLayout([BLOCK_M // 32], [32], [1], [0])
     rows = _tile(k, schedule, sizes, BLOCK_M, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT, VARLEN)
     i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps, bases = rows
@@ -369,18 +345,15 @@ def _dq_tile(k, slot, dq_desc, tiles, schedule, sizes, STAGES: gl.constexpr, BLO
              CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, PERSISTENT: gl.constexpr, VARLEN: gl.constexpr):
     k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, kv_empty, ready, empty, dq_full, dq_empty = tiles
     BLOCK_M: gl.constexpr = dq_desc.block_type.shape[0]
-    GROUPS: gl.constexpr = dq_smem.shape[0]
     rows = _tile(k, schedule, sizes, BLOCK_M, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT, VARLEN)
     i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps, bases = rows
     for step in range(steps):
         i_h, start_m = _query_block(step, rows, BLOCK_M)
-        for g in gl.static_range(GROUPS):  # each compute group's dQ over its keys
-            mbarrier.wait(dq_full.index(g), (slot + step) & 1)
-            tma_reduce_add(dq_desc, [_dq_row(rows, i_h, start_m), 0], dq_smem.index(g))
+        mbarrier.wait(dq_full, (slot + step) & 1)
+        tma_reduce_add(dq_desc, [_dq_row(rows, i_h, start_m), 0], dq_smem)
         mbarrier.arrive(empty.index((slot + step) % STAGES), count=1)  # the step's MMAs are done: stage free
         tma.store_wait(pendings=0)
-        for g in gl.static_range(GROUPS):
-            mbarrier.arrive(dq_empty.index(g), count=1)
+        mbarrier.arrive(dq_empty, count=1)
     return slot + steps
 
 
@@ -498,53 +471,44 @@ def _bank_spread_rows(tile):
 def _mma_partition(tiles, schedule, sizes, stores, stats, qk_scale, LAYOUTS: gl.constexpr, D_MAIN: gl.constexpr,
                    D_REST: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr,
                    WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, MASKED: gl.constexpr, SPECIALIZED: gl.constexpr,
-                   EARLY_SCORES: gl.constexpr, WG: gl.constexpr, SWAP_AB: gl.constexpr, PERSISTENT: gl.constexpr,
-                   VARLEN: gl.constexpr, descs=None, WITH_DQ: gl.constexpr = True):
-    """Compute group WG (its rows of the key block, its shared tiles): per tile, per step, the five matmuls and the
-    softmax gradient; at the end of a tile it stores its rows of dK (scaled) and dV (stores: DK, DV, sm_scale).
-    stats: (LSE, DELTA). SPECIALIZED: the loads and reduce-adds are other warps' (signalled through mbarriers);
-    else issued here (descs: the q, k, v, do, dq TMA views, given). EARLY_SCORES (SPECIALIZED only): the next step's S^T, dP^T are
-    issued right behind this step's dQ, so they run while dQ is handed over and the next step starts with them done.
-    WITH_DQ=False (SPECIALIZED, not EARLY_SCORES): dK and dV only, each step's stage handed back here."""
+                   SWAP_AB: gl.constexpr, PERSISTENT: gl.constexpr, VARLEN: gl.constexpr, descs=None,
+                   WITH_DQ: gl.constexpr = True):
+    """The compute warps: per tile, per step, the five matmuls and the softmax gradient; at the end of a tile they
+    store its dK (scaled) and dV (stores: DK, DV, sm_scale). stats: (LSE, DELTA). SPECIALIZED: the loads and
+    reduce-adds are other warps' (signalled through mbarriers); else issued here (descs: the q, k, v, do, dq TMA
+    views, given). WITH_DQ=False (SPECIALIZED): dK and dV only, each step's stage handed back here."""
     TILES, first_tile, end_tile = schedule
     if PERSISTENT:
         slot = 0  # steps before this tile's, over the program's tiles: the ring's and the dQ hand-over's position
         for k in range(first_tile, end_tile):
             slot = _mma_tile(k, slot, k - first_tile, tiles, schedule, sizes, stores, stats, qk_scale, LAYOUTS,
                              D_MAIN, D_REST, STAGES, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, SPECIALIZED,
-                             EARLY_SCORES, WG, SWAP_AB, PERSISTENT, VARLEN, descs, WITH_DQ)
+                             SWAP_AB, PERSISTENT, VARLEN, descs, WITH_DQ)
     else:
         _mma_tile(first_tile, 0, 0, tiles, schedule, sizes, stores, stats, qk_scale, LAYOUTS, D_MAIN, D_REST, STAGES,
-                  CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, SPECIALIZED, EARLY_SCORES, WG, SWAP_AB,
-                  PERSISTENT, VARLEN, descs, WITH_DQ)
+                  CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, MASKED, SPECIALIZED, SWAP_AB, PERSISTENT, VARLEN,
+                  descs, WITH_DQ)
 
 
 @gluon.jit
 def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, stats, qk_scale, LAYOUTS: gl.constexpr,
               D_MAIN: gl.constexpr, D_REST: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
               WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, MASKED: gl.constexpr,
-              SPECIALIZED: gl.constexpr, EARLY_SCORES: gl.constexpr, WG: gl.constexpr, SWAP_AB: gl.constexpr,
-              PERSISTENT: gl.constexpr, VARLEN: gl.constexpr, descs, WITH_DQ: gl.constexpr = True):
-    """The k-th tile of compute group WG, its steps at ring positions slot, slot + 1, ... (tile_count: the
-    program's tiles before it) -> the ring position after it."""
-    k_all, v_all, q_smem, do_smem, ds_all, p_all, dq_all, lse_smem, delta_smem, kv_ready, kv_empty, ready, empty, dq_full, dq_empty = tiles
+              SPECIALIZED: gl.constexpr, SWAP_AB: gl.constexpr, PERSISTENT: gl.constexpr, VARLEN: gl.constexpr,
+              descs, WITH_DQ: gl.constexpr = True):
+    """The k-th tile, its steps at ring positions slot, slot + 1, ... (tile_count: the program's tiles before it)
+    -> the ring position after it."""
+    k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, kv_empty, ready, empty, dq_full, dq_empty = tiles
     LSE, DELTA = stats
-    k_smem = k_all.index(WG)  # [BN, D] of this group
-    v_smem = v_all.index(WG)
-    ds_smem = ds_all.index(WG)
-    p_smem = p_all.index(WG)
-    dq_smem = dq_all.index(WG)
     BLOCK_N: gl.constexpr = k_smem.shape[0]
     BLOCK_M: gl.constexpr = q_smem.shape[1]
-    GROUPS: gl.constexpr = k_all.shape[0]
     # S^T [BN, BM] (swap AB: keys on dim 0) or S [BM, BN]: query-indexed vectors are slices along the key dim
     KEY_DIM: gl.constexpr = 0 if SWAP_AB else 1
     S_LAYOUT: gl.constexpr = LAYOUTS.s  # layouts passed on to jit functions: bound as constexprs (Triton 3.6)
     KV_LAYOUT: gl.constexpr = LAYOUTS.kv
     KV_LAYOUT_R: gl.constexpr = LAYOUTS.kv_r
-    rows = _tile(k, schedule, sizes, BLOCK_M, GROUPS * BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT, VARLEN)
+    rows = _tile(k, schedule, sizes, BLOCK_M, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, PERSISTENT, VARLEN)
     i_b, i_hk, group, seq_q, seq_k, heads, kv_heads, start_n, m_lo, m_blocks, steps, bases = rows
-    start_n = start_n + WG * BLOCK_N  # this group's first key
     if not SPECIALIZED:  # K, V and the first STAGES - 1 steps' Q, dO (one tile per program: nothing to wait)
         q_desc, k_desc, v_desc, do_desc, dq_desc = descs
         _issue_kv(k_desc, v_desc, tiles, rows)
@@ -554,13 +518,6 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, stats, qk_sca
     dk = chunk_zeros(BLOCK_N, KV_LAYOUT, KV_LAYOUT_R, D_MAIN, D_REST)  # [BN, D] as head-dim chunks
     dv = chunk_zeros(BLOCK_N, KV_LAYOUT, KV_LAYOUT_R, D_MAIN, D_REST)
     mbarrier.wait(kv_ready, tile_count & 1)
-    if EARLY_SCORES:  # in-flight accumulators carried across steps (typed as async wgmma results)
-        s_t = warpgroup_mma_init(gl.zeros([BLOCK_N, BLOCK_M], gl.float32, S_LAYOUT))
-        dp_t = warpgroup_mma_init(gl.zeros([BLOCK_N, BLOCK_M], gl.float32, S_LAYOUT))
-        if steps > 0:  # the first step's scores
-            mbarrier.wait(ready.index(slot % STAGES), (slot // STAGES) & 1)
-            s_t, dp_t = _issue_scores(k_smem, v_smem, q_smem.index(slot % STAGES), do_smem.index(slot % STAGES),
-                                      S_LAYOUT, True, D_MAIN, D_REST)
     for step in range(steps):
         if not SPECIALIZED:  # refill the stage that the previous step finished with
             if step + STAGES - 1 < steps:
@@ -570,9 +527,8 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, stats, qk_sca
         o_m = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(KEY_DIM, S_LAYOUT))  # query of each S column
         q_tile = q_smem.index(stage)
         do_tile = do_smem.index(stage)
-        if not EARLY_SCORES:
-            mbarrier.wait(ready.index(stage), ((slot + step) // STAGES) & 1)
-            s_t, dp_t = _issue_scores(k_smem, v_smem, q_tile, do_tile, S_LAYOUT, SWAP_AB, D_MAIN, D_REST)
+        mbarrier.wait(ready.index(stage), ((slot + step) // STAGES) & 1)
+        s_t, dp_t = _issue_scores(k_smem, v_smem, q_tile, do_tile, S_LAYOUT, SWAP_AB, D_MAIN, D_REST)
         if SPECIALIZED:  # staged by the load warp with this stage's Q, dO
             lse = lse_smem.index(stage).load(gl.SliceLayout(KEY_DIM, S_LAYOUT))  # [BM]
             delta = delta_smem.index(stage).load(gl.SliceLayout(KEY_DIM, S_LAYOUT))  # [BM]
@@ -591,31 +547,22 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, stats, qk_sca
         if not WITH_DQ:  # ws_two_pass's dK/dV kernel: the step's MMAs done, its stage goes back to the load warp
             dk, dv = wait_chunks(0, dk, dv, D_REST)
             mbarrier.arrive(empty.index(stage), count=1)
-        elif EARLY_SCORES:  # the last step re-issues its own scores (its stage is still loaded; never read)
-            nxt = slot + gl.minimum(step + 1, steps - 1)
-            if step + 1 < steps:
-                mbarrier.wait(ready.index(nxt % STAGES), (nxt // STAGES) & 1)
-            s_t, dp_t = _issue_scores(k_smem, v_smem, q_smem.index(nxt % STAGES), do_smem.index(nxt % STAGES),
-                                      S_LAYOUT, True, D_MAIN, D_REST)
-            dq, dk, dv = _wait_chunks3(2, dq, dk, dv, D_REST)  # the next S^T, dP^T run on (one chunk: host check)
         else:
             dq, dk, dv = _wait_chunks3(0, dq, dk, dv, D_REST)
         if WITH_DQ:
             if SPECIALIZED:
-                mbarrier.wait(dq_empty.index(WG), ((slot + step) & 1) ^ 1)  # the last reduce-add has read dq_smem
+                mbarrier.wait(dq_empty, ((slot + step) & 1) ^ 1)  # the last reduce-add has read dq_smem
             else:
                 tma.store_wait(pendings=0)
             _store_dq(dq_smem, dq, D_MAIN, D_REST, VARLEN)
             fence_async_shared()
             if SPECIALIZED:  # the arrive waits for every compute warp (a barrier), then one thread signals
-                mbarrier.arrive(dq_full.index(WG), count=1)  # also frees the stage (the dQ warp passes it on)
+                mbarrier.arrive(dq_full, count=1)  # also frees the stage (the dQ warp passes it on)
             else:
                 cta_barrier()
                 tma_reduce_add(dq_desc, [_dq_row(rows, i_h, start_m), 0], dq_smem)
     if not SPECIALIZED:
         tma.store_wait(pendings=0)
-    if EARLY_SCORES:
-        warpgroup_mma_wait(num_outstanding=0, deps=(s_t, dp_t))  # the last step's spare scores
     dk_desc, dv_desc, DK, DV, sm_scale, DIM = stores
     q_row0, k_row0, stats_row0, stats_stride, acc_row0, acc_stride = bases
     if start_n + BLOCK_N <= seq_k:  # a whole key block: dK, dV through K's and V's shared tiles, by TMA
@@ -656,8 +603,8 @@ def _store_dq(dq_smem, dq, D_MAIN: gl.constexpr, D_REST: gl.constexpr, VARLEN: g
 
 @functools.cache  # host time of a launch: made once per tile config
 def layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype, swap_ab: bool = True) -> WsLayouts:
-    """The kernel's register and shared layouts (its LAYOUTS constexpr) for one compute group of num_warps warps and
-    block_n keys: S^T / dP^T [BN, BM] (swap_ab) and dK / dV [BN, D] split by rows over all its warps; dQ [BM, D],
+    """The kernel's register and shared layouts (its LAYOUTS constexpr) for num_warps compute warps and block_n
+    keys: S^T / dP^T [BN, BM] (swap_ab) and dK / dV [BN, D] split by rows over all its warps; dQ [BM, D],
     and S / dP [BM, BN] without swap_ab, by rows over as many warps as BM has 16-row slices, the rest split the
     columns. head_dim: the data's (the tiles have tile_dim(head_dim) columns); *_r: the layouts of the second
     head-dim chunk (`head_dim_chunks`; the first's when there is one chunk)."""
@@ -765,10 +712,9 @@ def accumulator_descriptor(dq_acc: torch.Tensor, head_dim: int, block_m: int):
 
 
 def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
-                num_warps: int, num_stages: int, warp_specialize: bool = True, early_scores: bool = False,
-                split_warpgroups: bool = False, swap_ab: bool = True, longest_first: bool = True,
-                persistent: bool = False, window_left: int = -1, window_right: int = -1, softcap: float = 0.0,
-                varlen=None):
+                num_warps: int, num_stages: int, warp_specialize: bool = True, swap_ab: bool = True,
+                longest_first: bool = True, persistent: bool = False, window_left: int = -1, window_right: int = -1,
+                softcap: float = 0.0, varlen=None):
     """q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D] dense, fp16 / bf16, D <= 256; lse (base 2), delta [B, H, Nq] fp32
     -> dq like q, dk / dv like k / v. window_left / window_right, softcap: score modifiers (ws_dkdv). varlen: a
     kernels.varlen.Packing, q / k ... [1, total, H, D], lse / delta [1, H, total_q]."""
@@ -781,8 +727,8 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
     dq_acc = torch.zeros(batch * heads * acc_rows, tile_dim(head_dim), device=q.device,
                          dtype=torch.float32)  # [B * H * rows, tile_dim(D)]
     ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, causal=causal, scale=scale, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
-            num_warps=num_warps, num_stages=num_stages, warp_specialize=warp_specialize, early_scores=early_scores,
-            split_warpgroups=split_warpgroups, swap_ab=swap_ab, longest_first=longest_first, persistent=persistent,
+            num_warps=num_warps, num_stages=num_stages, warp_specialize=warp_specialize, swap_ab=swap_ab,
+            longest_first=longest_first, persistent=persistent,
             window_left=window_left, window_right=window_right, softcap=softcap, varlen=varlen)
     dq = torch.empty(q.shape, device=q.device, dtype=q.dtype)
     dq_finish(dq_acc.view(batch, heads, acc_rows, tile_dim(head_dim)), dq, scale, spread_rows=varlen is None)
@@ -790,10 +736,9 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
 
 
 def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
-            num_warps: int, num_stages: int, warp_specialize: bool = True, early_scores: bool = False,
-            split_warpgroups: bool = False, swap_ab: bool = True, longest_first: bool = True,
-            persistent: bool = False, window_left: int = -1, window_right: int = -1, softcap: float = 0.0,
-            varlen=None) -> None:
+            num_warps: int, num_stages: int, warp_specialize: bool = True, swap_ab: bool = True,
+            longest_first: bool = True, persistent: bool = False, window_left: int = -1, window_right: int = -1,
+            softcap: float = 0.0, varlen=None) -> None:
     """The main kernel's launch: dk, dv (like k, v, dense) and, given dq_acc ([B * H * dq_rows(Nq), tile_dim(D)]
     fp32, zeroed; packed: [H * total_q, tile_dim(D)]), dQ reduce-added into it; dq_acc=None (ws_two_pass,
     warp_specialize only): dk and dv alone. window_left / window_right: a sliding window as
@@ -802,16 +747,12 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
     batch, seq_q, heads, head_dim = q.shape
     seq_k, kv_heads = k.shape[1], k.shape[2]
     with_dq = dq_acc is not None
-    if not with_dq and not (warp_specialize and not early_scores and not split_warpgroups):
-        raise ValueError("ws_dkdv without dQ: warp_specialize only, without early_scores or split_warpgroups")
-    if early_scores and head_dim_chunks(head_dim)[1]:
-        raise ValueError(f"ws: early_scores=true runs one head-dim chunk; D={head_dim} runs two; use early_scores=false")
+    if not with_dq and not warp_specialize:
+        raise ValueError("ws_dkdv without dQ: warp_specialize only")
     if varlen is not None and persistent:
         raise ValueError("ws: persistent=true does not walk packed (varlen) batches yet; use persistent=false")
     windowed = window_left >= 0 or window_right >= 0
     masked = causal or windowed or varlen is not None or seq_q % BLOCK_M != 0 or seq_k % BLOCK_N != 0
-    groups = 2 if split_warpgroups and warp_specialize else 1  # compute partitions, each num_warps / groups warps
-    block_ng, group_warps = BLOCK_N // groups, num_warps // groups
     if seq_k == 0:
         dk.zero_()
         dv.zero_()
@@ -838,15 +779,14 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
         return
     d_main, d_rest = head_dim_chunks(head_dim)
     _ws_backward_kernel[grid](
-        q_desc=rows_descriptor(q, BLOCK_M), k_desc=rows_descriptor(k, block_ng), v_desc=rows_descriptor(v, block_ng),
+        q_desc=rows_descriptor(q, BLOCK_M), k_desc=rows_descriptor(k, BLOCK_N), v_desc=rows_descriptor(v, BLOCK_N),
         do_desc=rows_descriptor(do, BLOCK_M), dq_desc=accumulator_descriptor(dq_acc, head_dim, BLOCK_M),
-        dk_desc=rows_descriptor(dk, block_ng), dv_desc=rows_descriptor(dv, block_ng),
+        dk_desc=rows_descriptor(dk, BLOCK_N), dv_desc=rows_descriptor(dv, BLOCK_N),
         tensors=WsTensors(lse=lse, delta=delta, dk=dk, dv=dv),
         schedule=WsSchedule(tiles=tiles, tile_starts=tile_starts), docs=WsDocs(cu_q=cu_q, cu_k=cu_k, pairs=pairs),
         sizes=WsSizes(seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads, batch_kv_heads=batch * kv_heads,
                       chunk_heads=heads_per_chunk, qk_scale=scale * LOG2E, sm_scale=scale), DIM=head_dim,
-        LAYOUTS=layouts(BLOCK_M, block_ng, head_dim, group_warps, q.dtype, swap_ab), D_MAIN=d_main, D_REST=d_rest,
+        LAYOUTS=layouts(BLOCK_M, BLOCK_N, head_dim, num_warps, q.dtype, swap_ab), D_MAIN=d_main, D_REST=d_rest,
         STAGES=num_stages, CAUSAL=causal, MASKED=masked, WINDOW_LEFT=window_left,
         WINDOW_RIGHT=-1 if causal else window_right, SOFTCAP=float(softcap), WARP_SPECIALIZE=warp_specialize,
-        EARLY_SCORES=early_scores and warp_specialize, GROUPS=groups, GROUP_REGS=GROUP_REGS, SWAP_AB=swap_ab,
-        PERSISTENT=persistent, VARLEN=varlen is not None, WITH_DQ=with_dq, num_warps=group_warps)
+        SWAP_AB=swap_ab, PERSISTENT=persistent, VARLEN=varlen is not None, WITH_DQ=with_dq, num_warps=num_warps)

@@ -54,9 +54,9 @@ def _ws_dq_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, tensors, docs, sizes
                   D_REST: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr,
                   VARLEN: gl.constexpr):
     """Grid (cdiv(Nq, BM) * B * H,) (VARLEN: (pairs * H,), PAIRS [pairs, 2] = (document, query block); docs:
-    kernels.gluon.ws.WsDocs). The TMA views (top-level arguments, as _ws_backward_kernel's): q/do/dq: [B * Nq, H, D] boxes [BM, 1, tile D]; k/v: [B * Nk, Hkv, D]
+    kernels.gluon.tiles.WsDocs). The TMA views (top-level arguments, as _ws_backward_kernel's): q/do/dq: [B * Nq, H, D] boxes [BM, 1, tile D]; k/v: [B * Nk, Hkv, D]
     boxes [BN, 1, tile D]. tensors (DqTensors): LSE (base 2), DELTA: [B, H, Nq] fp32 (packed: [1, H, total_q]); DQ:
-    dense [B, Nq, H, D] (tails' masked stores). sizes: DqSizes; scales: kernels.gluon.ws.WsScales; LAYOUTS:
+    dense [B, Nq, H, D] (tails' masked stores). sizes: DqSizes; scales: kernels.gluon.tiles.WsScales; LAYOUTS:
     DqLayouts (`dq_layouts`); D_MAIN, D_REST: the head-dim chunks (`head_dim_chunks`)."""
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[2]
