@@ -30,8 +30,11 @@ pytestmark = pytest.mark.skipif(not env.interpreting(), reason="runner tests are
 
 
 def cfg_for(tmp_path, *overrides):
+    """A point measured in this process (isolate=false), so that a test sees what its fakes record; the default
+    isolation has its own tests (tests/test_isolate.py)."""
     with initialize_config_dir(config_dir=str(env.CONF_DIR), version_base="1.3", job_name="test"):
-        return compose("config", [*TINY, f"results_dir={tmp_path / 'results'}", "sweep_id=test", *overrides])
+        return compose("config", [*TINY, f"results_dir={tmp_path / 'results'}", "sweep_id=test", "isolate=false",
+                                  *overrides])
 
 
 def rows(tmp_path) -> pd.DataFrame:
