@@ -30,6 +30,13 @@ FA2, CUDNN, FLEX = "sdpa_flash", "sdpa_cudnn", "flex"
 WIDTH = 115  # the docs' line length
 H100_GRID = tuple(f"results/h100/gluon/h100_gluon_grid_{dtype}_tma_epilogue.parquet" for dtype in ("bf16", "fp16"))
 H200_GRID = tuple(f"results/h200/gluon/h200_gluon_grid_{dtype}_tma_epilogue.parquet" for dtype in ("bf16", "fp16"))
+STOCK_GRID = ("results/h100/h100_issue9_grid.parquet",)  # the FA grid before the Gluon designs (issue 9)
+LARGE_D = ("results/h100/gluon/h100_gluon_large_d_bf16.parquet",  # D192 measured again under its new rule:
+           "results/h100/gluon/h100_gluon_large_d_bf16_d192rule.parquet", "results/h200/gluon/h200_gluon_large_d_bf16.parquet")
+HEADDIMS = ("results/h100/headdims/h100_issue9_headdims.parquet", "results/h200/headdims/h200_issue9_headdims.parquet")
+LARGE_DIMS = (96, 192, 256)
+H200_FA_GRID = ("results/h200/fa_grid.parquet",)
+H200_ISSUE3 = ("results/h200/sweep_issue3.parquet",)
 
 
 def cells(df: pd.DataFrame) -> pd.DataFrame:
@@ -101,6 +108,57 @@ def fastest_cells(df: pd.DataFrame) -> str:
     return f"{design} is the fastest design on {count} FlashAttention-grid cells on an H100, in {dtypes}"
 
 
+def stock_grid(df: pd.DataFrame) -> str:
+    """The stock-Triton designs on the FA grid against compiled FlexAttention and cuDNN (N ≥ 4096)."""
+    c = cells(df)
+    return (f"{span(ratio(c, FLEX))} compiled FlexAttention and {span(ratio(c[c['seq'] >= 4096], CUDNN))} cuDNN at "
+            f"N ≥ 4096 on the H100")
+
+
+def gpu_name(c: pd.DataFrame) -> pd.Series:
+    return c[T.GPU].str.extract(r"(H\d00)", expand=False)
+
+
+def large_d(df: pd.DataFrame) -> str:
+    """The best design against cuDNN at the large head dims, which design per head dim, and the largest ratio."""
+    c = cells(df)
+    c = c[c["head_dim"].isin(LARGE_DIMS)].assign(x=lambda c: ratio(c, CUDNN), gpu=gpu_name)
+    gpus = " and ".join(f"an {g}" for g in sorted(c["gpu"].unique()))
+    by_d = c.groupby("design", sort=False)["head_dim"].unique()
+    designs = "; ".join(f"{d} at " + " and ".join(f"D{int(h)}" for h in sorted(hs)) for d, hs in by_d.items())
+    dims = sorted(c["head_dim"].unique())
+    top = c.loc[c["x"].idxmax()]
+    return prose(f"Large head dims (B2 H16 N4096 bf16, causal and not): the best design is {span(c['x'])} cuDNN at "
+                 f"D = {', '.join(str(int(d)) for d in dims[:-1])} and {int(dims[-1])} on both {gpus} ({designs}; "
+                 f"highest at D{int(top['head_dim'])}{' causal' if top['causal'] else ''} on the {top['gpu']}: "
+                 f"{top['tflops']:.1f} against cuDNN's {top[CUDNN]:.1f} TFLOPS). Rows: {files_text(LARGE_D)}.")
+
+
+def large_d_stock(df: pd.DataFrame) -> str:
+    """two_pass against FA2 and cuDNN at the large head dims, both GPUs."""
+    c = cells(df)
+    c = c[c["head_dim"].isin(LARGE_DIMS)]
+    return f"two_pass is {span(c['two_pass'] / c[FA2])} FA2 there and {span(c['two_pass'] / c[CUDNN])} cuDNN"
+
+
+def h200_fa_grid(df: pd.DataFrame) -> str:
+    """docs/results.md: the best stock design on the H200's FA grid against FA2, flex and cuDNN."""
+    c = cells(df)
+    causal, full = c[c["causal"]], c[~c["causal"]]
+    return (f"Best flash-bwd design vs FlashAttention-2 (`sdpa_flash`): {span(ratio(full, FA2))} non-causal, "
+            f"{span(ratio(causal, FA2))} causal; vs compiled FlexAttention {span(ratio(c, FLEX))}; vs cuDNN "
+            f"{span(ratio(c, CUDNN))}.")
+
+
+def sweep_size(df: pd.DataFrame) -> str:
+    """'B=4, H=16, bf16, 72 points, all correct'."""
+    rows = T.latest(T.kernel_rows(df))
+    good = int(T.is_result(rows).sum())
+    one = lambda col: ",".join(str(v) for v in sorted(rows[col].unique()))
+    return (f"B={one('batch')}, H={one('heads')}, {one('dtype')}, {len(rows)} points, "
+            + ("all correct" if good == len(rows) else f"{good} correct"))
+
+
 @dataclass(frozen=True)
 class Block:
     paths: tuple[str, ...]  # committed tables, relative to the repository
@@ -110,6 +168,11 @@ class Block:
 BLOCKS: dict[str, Block] = {
     "fa_grid": Block(H100_GRID + H200_GRID, fa_grid),
     "fa_grid_fastest": Block(H100_GRID, fastest_cells),
+    "stock_grid": Block(STOCK_GRID, stock_grid),
+    "large_d": Block(LARGE_D, large_d),
+    "large_d_stock": Block(HEADDIMS, large_d_stock),
+    "h200_fa_grid": Block(H200_FA_GRID, h200_fa_grid),
+    "h200_issue3": Block(H200_ISSUE3, sweep_size),
 }
 
 
