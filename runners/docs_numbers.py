@@ -37,6 +37,7 @@ HEADDIMS = ("results/h100/headdims/h100_issue9_headdims.parquet", "results/h200/
 LARGE_DIMS = (96, 192, 256)
 H200_FA_GRID = ("results/h200/fa_grid.parquet",)
 H200_ISSUE3 = ("results/h200/sweep_issue3.parquet",)
+TUNE = ("results/h100/tune/tune.parquet", "results/h100/tune/grid.parquet")  # the tuner's studies, the exhaustive grid
 
 
 def cells(df: pd.DataFrame) -> pd.DataFrame:
@@ -159,6 +160,20 @@ def sweep_size(df: pd.DataFrame) -> str:
             + ("all correct" if good == len(rows) else f"{good} correct"))
 
 
+def tune_vs_grid(df: pd.DataFrame) -> str:
+    """The tuner's studies against the exhaustive grid of the same point: the slowest per-kernel study's best time
+    and the joint study's, over the grid's best."""
+    rows = df[T.is_result(df)]
+    studies = rows["study"].fillna("").astype(str)
+    grid = rows[studies == ""]
+    best = rows[studies != ""].groupby(studies[studies != ""])["ms"].agg(["min", "size"]) / [grid["ms"].min(), 1]
+    joint = best.index.str.endswith("-joint")
+    kernel = best[~joint]
+    return (f"found the exhaustive {len(grid)}-point grid's best config in {int(kernel['size'].max())} trials "
+            f"({kernel['min'].max():.3f}× its time; one joint TPE study of {int(best[joint]['size'].iloc[0])} trials: "
+            f"{best[joint]['min'].iloc[0]:.3f}×)")
+
+
 @dataclass(frozen=True)
 class Block:
     paths: tuple[str, ...]  # committed tables, relative to the repository
@@ -171,6 +186,7 @@ BLOCKS: dict[str, Block] = {
     "stock_grid": Block(STOCK_GRID, stock_grid),
     "large_d": Block(LARGE_D, large_d),
     "large_d_stock": Block(HEADDIMS, large_d_stock),
+    "tune_vs_grid": Block(TUNE, tune_vs_grid),
     "h200_fa_grid": Block(H200_FA_GRID, h200_fa_grid),
     "h200_issue3": Block(H200_ISSUE3, sweep_size),
 }
