@@ -37,6 +37,11 @@ HEADDIMS = ("results/h100/headdims/h100_issue9_headdims.parquet", "results/h200/
 LARGE_DIMS = (96, 192, 256)
 H200_FA_GRID = ("results/h200/fa_grid.parquet",)
 H200_ISSUE3 = ("results/h200/sweep_issue3.parquet",)
+MODEL_STEP = tuple(f"results/h100/model_step/h100_model_step_truth{tag}.parquet"  # the fp32-truth gate's rows
+                   for tag in ("", "_bc", "_d128_4k", "_d128_16k_compiled", "_d128_16k_flex_compiled", "_d64_4k",
+                               "_d64_16k"))
+STEP_COLUMNS = {"ws": "ws", "two_pass": "two_pass", "cuDNN": CUDNN, "FA2": FA2, "flex": FLEX}
+STEP_MODES = ("reduce-overhead", "eager")  # compiled with CUDA graphs / eager
 TUNE = ("results/h100/tune/tune.parquet", "results/h100/tune/grid.parquet")  # the tuner's studies, the exhaustive grid
 
 
@@ -174,6 +179,30 @@ def tune_vs_grid(df: pd.DataFrame) -> str:
             f"{best[joint]['min'].iloc[0]:.3f}×)")
 
 
+def model_step(df: pd.DataFrame) -> str:
+    """ms per training step, compiled with CUDA graphs / eager, per model config and design (the fastest of the
+    shown designs in bold, per mode); the fastest compiled step of any design; the rows that are not ok."""
+    rows = T.latest(T.step_rows(df))
+    rows = rows.assign(label="D" + rows["head_dim"].astype(int).astype(str) + " N" + rows["seq"].astype(int).astype(str))
+    good = rows[T.is_result(rows)]
+    ms = good.pivot_table(index=["head_dim", "seq", "label"], columns=["compile_mode", "variant"], values="ms")
+    table = []
+    for (_, _, label), r in ms.iterrows():
+        fastest = {mode: min(r[mode].get(v, float("inf")) for v in STEP_COLUMNS.values()) for mode in STEP_MODES}
+        cell = lambda mode, v: ("-" if pd.isna(r[mode].get(v)) else
+                                f"**{r[mode][v]:.2f}**" if r[mode][v] == fastest[mode] else f"{r[mode][v]:.2f}")
+        table.append({"model": label, **{name: " / ".join(cell(m, v) for m in STEP_MODES)
+                                        for name, v in STEP_COLUMNS.items()}})
+    compiled = ms[STEP_MODES[0]]
+    name = {v: k for k, v in STEP_COLUMNS.items()}
+    top = ", ".join(f"{name.get(compiled.loc[key].idxmin(), compiled.loc[key].idxmin())} {compiled.loc[key].min():.2f} ({key[2]})" for key in compiled.index)
+    bad = rows[~T.is_result(rows)]
+    bad = "; ".join(f"{r.variant} {r.compile_mode} at {r.label}" for r in bad.itertuples()) or "none"
+    return "\n".join([T.markdown_table(pd.DataFrame(table)),
+                      prose(f"Fastest compiled step of any design: {top}. Rows not `ok` under the fp32-truth gate: "
+                            f"{bad}. Rows: {files_text(MODEL_STEP)}.")])
+
+
 @dataclass(frozen=True)
 class Block:
     paths: tuple[str, ...]  # committed tables, relative to the repository
@@ -186,6 +215,7 @@ BLOCKS: dict[str, Block] = {
     "stock_grid": Block(STOCK_GRID, stock_grid),
     "large_d": Block(LARGE_D, large_d),
     "large_d_stock": Block(HEADDIMS, large_d_stock),
+    "model_step_h100": Block(MODEL_STEP, model_step),
     "tune_vs_grid": Block(TUNE, tune_vs_grid),
     "h200_fa_grid": Block(H200_FA_GRID, h200_fa_grid),
     "h200_issue3": Block(H200_ISSUE3, sweep_size),
