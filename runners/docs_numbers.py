@@ -31,8 +31,9 @@ WIDTH = 115  # the docs' line length
 H100_GRID = tuple(f"results/h100/gluon/h100_gluon_grid_{dtype}_tma_epilogue.parquet" for dtype in ("bf16", "fp16"))
 H200_GRID = tuple(f"results/h200/gluon/h200_gluon_grid_{dtype}_tma_epilogue.parquet" for dtype in ("bf16", "fp16"))
 STOCK_GRID = ("results/h100/h100_issue9_grid.parquet",)  # the FA grid before the Gluon designs (issue 9)
-LARGE_D = ("results/h100/gluon/h100_gluon_large_d_bf16.parquet",  # D192 measured again under its new rule:
-           "results/h100/gluon/h100_gluon_large_d_bf16_d192rule.parquet", "results/h200/gluon/h200_gluon_large_d_bf16.parquet")
+LARGE_D = ("results/h100/gluon/h100_gluon_large_d_bf16.parquet",
+           "results/h100/gluon/h100_gluon_large_d_bf16_d192rule.parquet",  # the H100's D192, under its new rule
+           "results/h200/gluon/h200_gluon_large_d_bf16.parquet")
 HEADDIMS = ("results/h100/headdims/h100_issue9_headdims.parquet", "results/h200/headdims/h200_issue9_headdims.parquet")
 LARGE_DIMS = (96, 192, 256)
 H200_FA_GRID = ("results/h200/fa_grid.parquet",)
@@ -183,19 +184,21 @@ def model_step(df: pd.DataFrame) -> str:
     """ms per training step, compiled with CUDA graphs / eager, per model config and design (the fastest of the
     shown designs in bold, per mode); the fastest compiled step of any design; the rows that are not ok."""
     rows = T.latest(T.step_rows(df))
-    rows = rows.assign(label="D" + rows["head_dim"].astype(int).astype(str) + " N" + rows["seq"].astype(int).astype(str))
+    rows = rows.assign(label=[f"D{int(d)} N{int(n)}" for d, n in zip(rows["head_dim"], rows["seq"])])
     good = rows[T.is_result(rows)]
     ms = good.pivot_table(index=["head_dim", "seq", "label"], columns=["compile_mode", "variant"], values="ms")
+    shown = list(STEP_COLUMNS.values())
     table = []
     for (_, _, label), r in ms.iterrows():
-        fastest = {mode: min(r[mode].get(v, float("inf")) for v in STEP_COLUMNS.values()) for mode in STEP_MODES}
+        fastest = {mode: r[mode].reindex(shown).min() for mode in STEP_MODES}  # NaN (not ok, not run) skipped
         cell = lambda mode, v: ("-" if pd.isna(r[mode].get(v)) else
                                 f"**{r[mode][v]:.2f}**" if r[mode][v] == fastest[mode] else f"{r[mode][v]:.2f}")
         table.append({"model": label, **{name: " / ".join(cell(m, v) for m in STEP_MODES)
                                         for name, v in STEP_COLUMNS.items()}})
     compiled = ms[STEP_MODES[0]]
     name = {v: k for k, v in STEP_COLUMNS.items()}
-    top = ", ".join(f"{name.get(compiled.loc[key].idxmin(), compiled.loc[key].idxmin())} {compiled.loc[key].min():.2f} ({key[2]})" for key in compiled.index)
+    top = ", ".join(f"{name.get(step.idxmin(), step.idxmin())} {step.min():.2f} ({key[2]})"
+                    for key, step in compiled.iterrows())
     bad = rows[~T.is_result(rows)]
     bad = "; ".join(f"{r.variant} {r.compile_mode} at {r.label}" for r in bad.itertuples()) or "none"
     return "\n".join([T.markdown_table(pd.DataFrame(table)),

@@ -15,7 +15,8 @@ def test_every_block_is_used_and_names_its_tables():
     """Each declared block is in a doc, and that doc names every table the block reads (a reader can find them)."""
     texts = {doc: (D.REPO / doc).read_text() for doc in D.DOCS}
     used = {m.group("name"): doc for doc, text in texts.items() for m in D.BLOCK.finditer(text)}
-    assert set(used) == set(D.BLOCKS), f"declared, not used: {set(D.BLOCKS) - set(used)}; used, not declared: {set(used) - set(D.BLOCKS)}"
+    assert set(used) == set(D.BLOCKS), (f"declared, not used: {set(D.BLOCKS) - set(used)}; "
+                                        f"used, not declared: {set(used) - set(D.BLOCKS)}")
     for name, block in D.BLOCKS.items():
         for path in block.paths:
             assert (D.REPO / path).is_file(), f"block {name}: no table {path}"
@@ -28,7 +29,8 @@ def fake(name):
 
 def test_a_tampered_block_is_named(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(D, "render", fake)
-    good = "intro\n\n<!-- numbers:table -->\n| a |\n|---|\n| 1.00 |\n<!-- /numbers -->\n\nSo <!-- numbers:phrase -->ws is fastest<!-- /numbers -->.\n"
+    good = ("intro\n\n<!-- numbers:table -->\n| a |\n|---|\n| 1.00 |\n<!-- /numbers -->\n\n"
+            "So <!-- numbers:phrase -->ws is fastest<!-- /numbers -->.\n")
     doc = tmp_path / "doc.md"
     doc.write_text(good)
     assert D.main(["--check", str(doc)]) == 0
