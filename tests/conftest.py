@@ -32,6 +32,17 @@ def poison_fresh_outputs(monkeypatch):
     monkeypatch.setattr(torch, "empty_like", lambda *a, **kw: poisoned(real_empty_like(*a, **kw)))
 
 
+@pytest.fixture(autouse=True)
+def fresh_launch_plans():
+    """Every test starts with no launch plan (variants/plan.py), so one that patches the block table or the
+    registry under a signature an earlier test planned sees its own blocks."""
+    import sys
+    module = sys.modules.get("variants.plan")  # not imported: nothing planned yet (and nothing to import here)
+    if module is not None:
+        module.plans.clear()
+    yield
+
+
 @pytest.fixture
 def figures(monkeypatch):
     """Every figure the plots save during the test, as (stem, figure), inspected before it is written and closed."""

@@ -2,12 +2,14 @@
 outputs and gradients as the design's own autograd.Function, torch.library.opcheck, and torch.compile(fullgraph=True)
 of a tiny model (Inductor's CPU backend around the opaque op). The GPU side (every design compiled, CUDA-graph
 replay): tests/test_compile_gpu.py."""
+import contextlib
+
 import pytest
 import torch
 
 from variants import attention, get
 from variants.base import TritonVariant, default_scale
-from variants.op import attention_op, blocks_from_text, blocks_text
+from variants.op import attention_op, blocks_from_text, blocks_text, through_operator
 from variants.registry import registered
 
 from tests.test_variants import small_blocks
@@ -31,10 +33,13 @@ def grads_of(fn, q, k, v, do):
     return (o.detach(), *(t.grad for t in leaves))
 
 
+@pytest.mark.parametrize("path", ["plan", "operator"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
 @pytest.mark.parametrize("variant", INTERPRETED)
-def test_op_matches_the_design_eagerly(variant, dtype):
-    """attention() through the op == the design's own autograd.Function (the path before the op), bit for bit."""
+def test_op_matches_the_design_eagerly(variant, dtype, path):
+    """attention() == the design's own autograd.Function (the path before the op), bit for bit: eagerly by its
+    launch plan without the op's dispatch (path plan, variants/plan.py), and through the op (path operator, what
+    torch.compile traces)."""
     q, k, v = qkv(dtype)
     do = torch.randn_like(q)
     impl = get(variant)
@@ -45,7 +50,9 @@ def test_op_matches_the_design_eagerly(variant, dtype):
         config = impl.make_blocks(Problem.from_tensors(q, k, v, True), blocks)
         return impl.apply(q, k, v, True, default_scale(q.shape[-1]), config)
 
-    through_op = grads_of(lambda q, k, v: attention(q, k, v, causal=True, variant=variant, blocks=blocks), q, k, v, do)
+    with through_operator() if path == "operator" else contextlib.nullcontext():
+        through_op = grads_of(lambda q, k, v: attention(q, k, v, causal=True, variant=variant, blocks=blocks), q, k, v,
+                              do)
     for got, want in zip(through_op, grads_of(direct, q, k, v, do)):
         assert got.dtype == want.dtype and got.shape == want.shape
         torch.testing.assert_close(got, want, rtol=0, atol=0)

@@ -17,6 +17,7 @@ from variants.base import Baseline, TritonVariant, Variant, default_scale
 from variants.problem import Problem, check_gate, window_pair
 from variants.registry import get, names, register_variant
 from variants import op
+from variants.plan import plans
 from spec import LAYOUTS
 
 # The registry: the built-in designs in the order tables and plots list them, then every other module of this package
@@ -59,7 +60,9 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, variant
     the score gets + G_i - G_j with G = cumsum(g) per sequence (per document), and g gets its gradient.
 
     A Triton design (stock Triton or Gluon) runs as the operator torch.ops.flash_bwd.attention (variants/op.py):
-    torch.compile(fullgraph=True) traces through it and CUDA graphs replay it (dense calls). A baseline runs its
+    torch.compile(fullgraph=True) traces through it and CUDA graphs replay it (dense calls). A dense eager call that
+    nothing traces skips the operator's dispatch and runs the same implementation over its signature's launch plan
+    (variants/plan.py: checks and blocks resolved on the signature's first call only; issue 44). A baseline runs its
     PyTorch function, which torch.compile traces as it is.
     """
     if layout not in LAYOUTS:
@@ -78,6 +81,11 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, variant
             g = g.transpose(1, 2)  # [B, Nq, H] view
     impl = get(variant)
     window_left, window_right = window_pair(window_size, bool(causal))
+    operator = isinstance(impl, TritonVariant) and impl.as_operator
+    if operator and not packed and op.eager_direct(q, k, v, g):  # eager: the signature's plan, no op dispatch
+        plan = plans.dense(impl, q, k, v, causal, op.blocks_text(blocks), window_left, window_right, softcap, g)
+        o = op.eager_attention(plan, q, k, v, plan.default_scale if scale is None else float(scale), g)
+        return o.transpose(1, 2) if layout == "bhnd" else o
     if g is not None:
         check_gate(g, q)
     modifiers = dict(window_size=(window_left, window_right), softcap=float(softcap), gate=g is not None)
@@ -85,7 +93,7 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, variant
     problem = Problem.from_packed_tensors(q, k, v, causal) if packed else \
         Problem.from_tensors(q, k, v, causal).with_modifiers(**modifiers)
     scale = default_scale(problem.head_dim) if scale is None else scale
-    if isinstance(impl, TritonVariant) and impl.as_operator:
+    if operator:
         o, _ = op.attention_op(q, k, v, bool(causal), scale, variant, op.blocks_text(blocks), cu_seqlens_q,
                                cu_seqlens_k, max_seqlen_q, max_seqlen_k, window_left, window_right, float(softcap), g)
     elif packed:

@@ -66,7 +66,13 @@ class Blocks:
         return blocks
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """{field: value}, a fresh dict. The fields are read once per instance (a launch plan's blocks serve every
+        call of its signature, variants/plan.py); the instance is frozen, so they cannot change after."""
+        cached = self.__dict__.get("_as_dict")
+        if cached is None:
+            cached = asdict(self)
+            object.__setattr__(self, "_as_dict", cached)
+        return dict(cached)
 
     @classmethod
     def search_space(cls) -> dict:

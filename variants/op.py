@@ -19,10 +19,12 @@ k/v [total_k, Hkv, D], lse [1, H, total_q]. A packed call reads its cu_seqlens o
 in the forward and again in the backward, so it cannot be captured in a CUDA graph; a dense call can.
 """
 import ast
+import contextlib
 
 import torch
 from torch import Tensor
 
+from variants.plan import Plan, plans
 from variants.problem import Problem, check_gate
 from variants.registry import get
 
@@ -64,13 +66,14 @@ def make_packing(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
 
 def _resolve(q, k, v, causal, variant, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
              window_left=-1, window_right=-1, softcap=0.0, g=None):
-    """(design, its validated Blocks, Packing or None, Problem) for one call; one-line ValueError on anything wrong."""
+    """(design, its validated Blocks, Packing or None, Problem) for one call; one-line ValueError on anything wrong.
+    A dense call's are its signature's plan (variants/plan.py): resolved once, looked up after."""
     impl = get(variant)
-    if cu_seqlens_q is None:
-        problem, packing = Problem.from_tensors(q, k, v, causal), None
-    else:
-        packing = make_packing(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-        problem = Problem.from_packed(q, k, v, causal, packing)
+    if cu_seqlens_q is None:  # dense: the signature's plan (variants/plan.py), checked on its first call only
+        plan = plans.dense(impl, q, k, v, causal, blocks, window_left, window_right, softcap, g)
+        return impl, plan.blocks, None, plan.problem
+    packing = make_packing(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    problem = Problem.from_packed(q, k, v, causal, packing)
     if g is not None:
         check_gate(g, q)
     problem = problem.with_modifiers((window_left, window_right), softcap, g is not None)
@@ -153,3 +156,62 @@ def _backward(ctx, do, dlse):
 
 
 attention_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+# ------------------------------------------------------------------------------------------ the eager path (issue 44)
+# An eager call does not need the operator's dispatch (torch.library's Python layer and its autograd wrapper: 42 % of
+# the host time of an eager ws call in issue 44's profile). When nothing traces the call (not torch.compile, no dispatch
+# or torch-function mode, no functorch transform, plain tensors, no CUDA graph capture), attention() runs the same
+# implementation through _EagerAttention, an autograd.Function over the signature's plan. Anything that traces still
+# sees the operator: torch.compile(fullgraph=True) and CUDA graphs trace torch.ops.flash_bwd.attention as before.
+EAGER_DIRECT = [True]  # False: every call goes through the operator (`through_operator`; the tests run both paths)
+
+
+@contextlib.contextmanager
+def through_operator():
+    """Within it, attention() calls the operator even when eager (the path torch.compile traces), e.g. to test it."""
+    was = EAGER_DIRECT[0]
+    EAGER_DIRECT[0] = False
+    try:
+        yield
+    finally:
+        EAGER_DIRECT[0] = was
+
+
+def eager_direct(q, k, v, g) -> bool:
+    """Whether attention() may skip the operator's dispatch for these tensors: nothing traces or captures the call."""
+    if torch.compiler.is_compiling() or not EAGER_DIRECT[0]:
+        return False
+    if torch._C._len_torch_dispatch_stack() or torch._C._is_torch_function_mode_enabled() or \
+            torch._C._are_functorch_transforms_active():
+        return False
+    if type(q) is not Tensor or type(k) is not Tensor or type(v) is not Tensor or \
+            (g is not None and type(g) is not Tensor):
+        return False
+    return not (q.is_cuda and torch.cuda.is_current_stream_capturing())
+
+
+class _EagerAttention(torch.autograd.Function):
+    """The operator pair's implementations (attention_op, attention_backward_op) over a plan, without dispatch: the
+    same forward, the same backward, results in the same strides."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, g, plan: Plan, scale: float):
+        o, lse = plan.impl.forward(q, k, v, plan.causal, scale, None, plan.mods, g)
+        ctx.save_for_backward(q, k, v, o, lse, g)
+        ctx.plan, ctx.scale = plan, scale
+        return plan.like(o, 0, q)
+
+    @staticmethod
+    def backward(ctx, do):
+        q, k, v, o, lse, g = ctx.saved_tensors
+        plan = ctx.plan
+        grads = plan.impl.backward(q, k, v, o, lse, do, causal=plan.causal, scale=ctx.scale, blocks=plan.blocks,
+                                   mods=plan.mods, g=g)
+        dq, dk, dv = (plan.like(grad, which, of) for which, (grad, of) in enumerate(zip(grads, (q, k, v))))
+        return dq, dk, dv, grads[3] if g is not None else None, None, None
+
+
+def eager_attention(plan: Plan, q, k, v, scale: float, g=None) -> Tensor:
+    """o like q: attention_op's first result, by _EagerAttention (the caller checked `eager_direct`)."""
+    return _EagerAttention.apply(q, k, v, g, plan, scale)

@@ -51,6 +51,11 @@ Model-step rows (bench_kind=model_step, runners.model_step: one training step of
   TFLOPS, which are an inverse time too. WRONG (the training-agreement gate) and BROKE count as for kernel rows.
   They are printed in a table of their own (step ms per side).
 
+Host-cost rows (bench_kind=host_cost, runners.host_cost: host time of one eager forward + backward call, issue 44)
+  The same as model-step rows: joined on their config_key (shape, dtype, variant, call path, seed; less warmup and
+  rep) and the GPU, the rule on calls/s (1000 / ms), WRONG and BROKE as for kernel rows; a table of their own (host ms
+  per side). CPU-interpreter rows are never speed-compared (timing_meaningful false).
+
 Compiled-resources tables (runners.compiled_table, results/compiled/: no timings, one row per architecture, design,
 config and kernel) are recognised by their columns and compared by runners/regression/compiled.py: new or more spills,
 a kernel that no longer fits or compiles, and registers up by more than regs_margin=<n> (default 8) count; the
@@ -85,11 +90,11 @@ def keep_columns() -> tuple:
 
 def point_columns() -> tuple:
     """The columns that name a point (taken from whichever side has it)."""
-    return ("variant", *T.SHAPE_COLUMNS, "dtype", *T.BLOCK_FIELDS, T.STEP_KIND_COLUMN, "compile_mode",
+    return ("variant", *T.SHAPE_COLUMNS, "dtype", *T.BLOCK_FIELDS, T.STEP_KIND_COLUMN, "compile_mode", "call_path",
             *T.step_config_columns())
 
 
-STEP_KEEP = (T.STEP_KIND_COLUMN, "compile_mode", "model", "layers", "d_model", "ms", "ms_p20", "ms_p80")
+STEP_KEEP = (T.STEP_KIND_COLUMN, "compile_mode", "call_path", "model", "layers", "d_model", "ms", "ms_p20", "ms_p80")
 SPEED = ("speed", "speed_p20", "speed_p80")  # what the rule compares, higher is faster: TFLOPS, or steps/s
 SHAPE_KEY = ("variant", *T.SHAPE_COLUMNS, "dtype", "timer")  # cross-GPU: one comparison per shape and variant
 COUNTED = ("SLOWER", "WRONG", "BROKE")
@@ -177,7 +182,7 @@ def _summary(rows: pd.DataFrame) -> str:
 def with_speed(df: pd.DataFrame) -> pd.DataFrame:
     """``SPEED`` columns: a kernel row's TFLOPS (median, p20, p80), a model-step row's steps per second (1000 / ms
     of each). Both are inverse times, so one rule (and one ratio, >1 faster) serves both."""
-    step = T.is_model_step(df)
+    step = T.is_call_row(df)  # a model step, a host-cost call: calls per second
     out = {}
     for speed, tflops, ms in zip(SPEED, ("tflops", "tflops_p20", "tflops_p80"), ("ms", "ms_p20", "ms_p80")):
         per_step = 1000.0 / df[ms].astype(float).where(df[ms] > 0)
@@ -197,7 +202,7 @@ def best_per_shape(df: pd.DataFrame) -> pd.DataFrame:
     measured for that shape) and ``n_wrong`` (how many of them had wrong gradients)."""
     if df.empty:
         return df.assign(shape_key=pd.Series(dtype=object), n_configs=0, n_wrong=0)
-    shape_key = T.row_keys(df, SHAPE_KEY).where(~T.is_model_step(df), df["join_key"])  # a model step: its config
+    shape_key = T.row_keys(df, SHAPE_KEY).where(~T.is_call_row(df), df["join_key"])  # a whole call: its config
     df = df.assign(shape_key=shape_key, _wrong=T.is_wrong(df).astype(int))
     rank = np.select([T.is_result(df) & df["timing_meaningful"], T.is_result(df), df["_wrong"] > 0], [0, 1, 2], 3)
     df = df.assign(_rank=rank, _speed=df["speed"].fillna(-np.inf))
@@ -299,9 +304,10 @@ def _status_text(row, side: str) -> str:
     return str(status)
 
 
-def _shown(cmp: Comparison, only_notable: bool, steps: bool) -> pd.DataFrame:
-    """The compared points of one kind (kernel or model-step) that a table lists."""
-    t = cmp.table[T.is_model_step(cmp.table) == steps]
+def _shown(cmp: Comparison, only_notable: bool, kind: str | None) -> pd.DataFrame:
+    """The compared points of one kind (kind None: kernel rows; T.STEP_KIND, T.HOST_KIND: that bench kind's) that a
+    table lists."""
+    t = cmp.table[~T.is_call_row(cmp.table) if kind is None else cmp.table[T.STEP_KIND_COLUMN].eq(kind)]
     t = t[~t["verdict"].isin(("missing in candidate", "new", "still failing", "skipped"))]
     if only_notable:
         t = t[~t["verdict"].isin(("≈", "compared", "untimed", "faster (within noise)"))]
@@ -311,7 +317,7 @@ def _shown(cmp: Comparison, only_notable: bool, steps: bool) -> pd.DataFrame:
 def display_table(cmp: Comparison, only_notable: bool = False) -> pd.DataFrame:
     """The human-readable table of the kernel points: verdict, point, GPU, both sides' TFLOPS [p20–p80] or status,
     ratio. (Model-step points: ``step_display_table``.)"""
-    t = _shown(cmp, only_notable, steps=False)
+    t = _shown(cmp, only_notable, None)
     rows = []
     for _, r in t.iterrows():
         base = _tflops_text(r["tflops_b"], r["tflops_p20_b"], r["tflops_p80_b"]) \
@@ -337,12 +343,26 @@ def step_display_table(cmp: Comparison, only_notable: bool = False) -> pd.DataFr
     """The model-step points: verdict, design, compile mode, model config, GPU, both sides' step ms [p20–p80] or
     status, and the speed ratio baseline ms / candidate ms (<1: the candidate is slower)."""
     rows = []
-    for _, r in _shown(cmp, only_notable, steps=True).iterrows():
+    for _, r in _shown(cmp, only_notable, T.STEP_KIND).iterrows():
         sides = [_tflops_text(r[f"ms_{s}"], r[f"ms_p20_{s}"], r[f"ms_p80_{s}"])
                  if r[f"status_{s}"] == "ok" and bool(r[f"correct_{s}"]) else _status_text(r, s) for s in "bc"]
         rows.append({"verdict": r["verdict"], "variant": r["variant"], "mode": r["compile_mode"],
                      "model": T.step_text(r), "gpu": r["gpu"], "baseline step ms": sides[0],
                      "candidate step ms": sides[1],
+                     "base ms/cand ms": f"{r['ratio']:.3f}" if pd.notna(r["ratio"]) else "-"})
+    return pd.DataFrame(rows)
+
+
+def host_display_table(cmp: Comparison, only_notable: bool = False) -> pd.DataFrame:
+    """The host-cost points (runners.host_cost): verdict, design, call path, shape, dtype, GPU, both sides' host ms
+    per eager forward + backward call [p20–p80] or status, and the ratio baseline ms / candidate ms."""
+    rows = []
+    for _, r in _shown(cmp, only_notable, T.HOST_KIND).iterrows():
+        sides = [_tflops_text(r[f"ms_{s}"], r[f"ms_p20_{s}"], r[f"ms_p80_{s}"])
+                 if r[f"status_{s}"] == "ok" and bool(r[f"correct_{s}"]) else _status_text(r, s) for s in "bc"]
+        rows.append({"verdict": r["verdict"], "variant": r["variant"], "path": r["call_path"],
+                     "shape": T.shape_text(r), "dtype": r["dtype"], "gpu": r["gpu"], "baseline host ms": sides[0],
+                     "candidate host ms": sides[1],
                      "base ms/cand ms": f"{r['ratio']:.3f}" if pd.notna(r["ratio"]) else "-"})
     return pd.DataFrame(rows)
 
@@ -356,8 +376,9 @@ def _pct(r, suffix: str) -> str:
 
 def summary_lines(cmp: Comparison) -> list[str]:
     c = cmp.counts
-    steps = int(T.is_model_step(cmp.table).sum())
-    parts = [f"{cmp.n_both} point(s) in both tables" + (f" ({steps} model-step point(s) in either)" if steps else "")]
+    steps, hosts = int(T.is_model_step(cmp.table).sum()), int(T.is_host_cost(cmp.table).sum())
+    calls = [f"{n} {what} point(s)" for n, what in ((steps, "model-step"), (hosts, "host-cost")) if n]
+    parts = [f"{cmp.n_both} point(s) in both tables" + (f" ({', '.join(calls)} in either)" if calls else "")]
     for key in ("SLOWER", "WRONG", "BROKE", "still wrong", "FASTER", "slower (within noise)",
                 "faster (within noise)", "compared", "fails on candidate GPU", "fixed", "untimed", "no tflops",
                 "still failing", "skipped", "missing in candidate", "new"):
@@ -371,8 +392,9 @@ def summary_lines(cmp: Comparison) -> list[str]:
 
 
 def rule_text(threshold: float, cross_gpu: bool, steps: bool = False) -> str:
-    """The rule in one line; ``steps``: the tables hold model-step rows (their speed is steps/s)."""
-    step_note = "; model-step rows: the same on steps/s (1000 / step ms)" if steps else ""
+    """The rule in one line; ``steps``: the tables hold whole-call rows (model steps, host-cost calls: their speed is
+    calls/s)."""
+    step_note = "; model-step rows (steps/s) and host-cost rows (calls/s): the same on 1000 / ms" if steps else ""
     if cross_gpu:
         return ("rule: cross-GPU — per shape, each side's fastest correct config; ratios reported, speed "
                 "never flagged; wrong gradients always count" + step_note)
@@ -381,7 +403,8 @@ def rule_text(threshold: float, cross_gpu: bool, steps: bool = False) -> str:
 
 
 def has_steps(cmp: Comparison) -> bool:
-    return bool(T.is_model_step(cmp.table).any())
+    """Whether the comparison holds whole-call rows (model steps, host-cost calls)."""
+    return bool(T.is_call_row(cmp.table).any())
 
 
 def markdown(cmp: Comparison, base: Side | None = None, cand: Side | None = None) -> str:
@@ -391,11 +414,13 @@ def markdown(cmp: Comparison, base: Side | None = None, cand: Side | None = None
     lines += [f"- {rule_text(cmp.threshold, cmp.cross_gpu, has_steps(cmp))}", *[f"- {s}" for s in summary_lines(cmp)],
               ""]
     text = "\n".join(lines) + "\n"
-    kernels, steps = display_table(cmp), step_display_table(cmp)
-    if len(kernels) or not len(steps):
+    kernels, steps, hosts = display_table(cmp), step_display_table(cmp), host_display_table(cmp)
+    if len(kernels) or not (len(steps) or len(hosts)):
         text += T.markdown_table(kernels)
     if len(steps):
         text += "\n" + STEP_HEADING + "\n\n" + T.markdown_table(steps)
+    if len(hosts):
+        text += "\n" + HOST_HEADING + "\n\n" + T.markdown_table(hosts)
     return text
 
 
@@ -408,6 +433,7 @@ def nothing_compared(base: Side, cand: Side, cross_gpu: bool) -> str:
 
 
 STEP_HEADING = "Model-step points (training step time, ms [p20–p80]; lower is faster):"
+HOST_HEADING = "Host-cost points (host time of one eager forward + backward call, ms [p20–p80]; lower is faster):"
 
 
 def _compiled_tables(args: dict) -> bool:
@@ -444,7 +470,8 @@ def _main(argv: list[str] | None) -> int:
     print(f"baseline:  {base.description}")
     print(f"candidate: {cand.description}")
     print(rule_text(cmp.threshold, cmp.cross_gpu, has_steps(cmp)))
-    for heading, table in (("", display_table(cmp)), (STEP_HEADING, step_display_table(cmp))):
+    for heading, table in (("", display_table(cmp)), (STEP_HEADING, step_display_table(cmp)),
+                           (HOST_HEADING, host_display_table(cmp))):
         if len(table):
             if heading:
                 print(heading)

@@ -139,6 +139,9 @@ EXPLAIN_TEXT_COLUMNS = ("kernel_ms", "top_kernel", "resources_json", "top_triton
                         "profile_note",  # JSON / names; '' when absent (rows before issue 10, CPU interpreter)
                         "ncu_tensor_pct", "ncu_dram_pct", "ncu_kernel_ms", "ncu_note")  # '' in rows before issue 25
 STEP_KIND = "model_step"  # bench_kind of runners.model_step rows (a training step); any other: a kernel row
+HOST_KIND = "host_cost"  # bench_kind of runners.host_cost rows (host time of one eager forward + backward call)
+# Whole-call rows: timed in ms per call (no TFLOPS), keyed by their JSON config_key (runners.tables.step_join_key)
+CALL_KINDS = (STEP_KIND, HOST_KIND)
 STEP_MEASURE_COLUMNS = ("attn_bwd_ms", "attn_bwd_share", "loss_max_dev", "loss_spread", "loss_tol")
 STEP_KIND_COLUMN = "bench_kind"
 STEP_TIMING_KEYS = ("warmup", "rep")  # how long a step is timed, not what: out of its join key (as bench.rep is)

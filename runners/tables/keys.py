@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 
 from runners.tables.cells import text_value
-from runners.tables.columns import (BLOCK_FIELDS, SHAPE_COLUMNS, STEP_KIND, STEP_KIND_COLUMN, STEP_TIMING_KEYS,
-                                     base_variant, variants_module)
-from runners.tables.select import is_model_step
+from runners.tables.columns import (BLOCK_FIELDS, CALL_KINDS, SHAPE_COLUMNS, STEP_KIND, STEP_KIND_COLUMN,
+                                     STEP_TIMING_KEYS, base_variant, variants_module)
+from runners.tables.select import is_call_row
 
 
 @functools.lru_cache(maxsize=None)
@@ -68,24 +68,24 @@ def _same(value, default) -> bool:
     return value == default
 
 
-def step_join_key(config_key: str) -> str:
-    """The join key of a model-step row: its config_key (runners.model_step writes the whole config as JSON: the
-    model's keys, variant, compile_mode, agreement baseline, seed) less the timing knobs (``STEP_TIMING_KEYS``), in
-    one canonical form behind the bench kind, so that it never equals a kernel row's key. A key that is not JSON is
-    kept as it is."""
+def step_join_key(config_key: str, kind: str = STEP_KIND) -> str:
+    """The join key of a whole-call row (``CALL_KINDS``): its config_key (runners.model_step writes the whole config as
+    JSON: the model's keys, variant, compile_mode, agreement baseline, seed; runners.host_cost its shape, variant,
+    call path, seed) less the timing knobs (``STEP_TIMING_KEYS``), in one canonical form behind the bench kind, so
+    that it never equals a kernel row's key nor another kind's. A key that is not JSON is kept as it is."""
     try:
         config = json.loads(config_key)
     except ValueError:
-        return f"{STEP_KIND}|{config_key}"
+        return f"{kind}|{config_key}"
     if not isinstance(config, dict):
-        return f"{STEP_KIND}|{config_key}"
+        return f"{kind}|{config_key}"
     config = {k: v for k, v in config.items() if k not in STEP_TIMING_KEYS}
-    return f"{STEP_KIND}|" + json.dumps(config, sort_keys=True, separators=(",", ":"))
+    return f"{kind}|" + json.dumps(config, sort_keys=True, separators=(",", ":"))
 
 
 def join_keys(df: pd.DataFrame) -> pd.Series:
     """``join_key`` of every row of a normalised table (``step_join_key`` for a model-step row)."""
-    keys = [step_join_key(row["config_key"]) if row[STEP_KIND_COLUMN] == STEP_KIND else
+    keys = [step_join_key(row["config_key"], row[STEP_KIND_COLUMN]) if row[STEP_KIND_COLUMN] in CALL_KINDS else
             join_key(base_variant(row["variant"]), {c: row[c] for c in SHAPE_COLUMNS}, row["dtype"],
                      row_blocks(row), row["timer"])
             for _, row in df.iterrows()]
@@ -96,7 +96,7 @@ def fill_block_defaults(df: pd.DataFrame) -> pd.DataFrame:
     """Block columns a row's variant declares but the row lacks (written before the field existed) get the
     field's declared default, so old and new rows of one config show the same blocks. Model-step rows have no
     blocks of their own (the design picks them per layer): they are left as they are."""
-    kernel = ~is_model_step(df)
+    kernel = ~is_call_row(df)
     for variant in df.loc[kernel, "variant"].unique():
         fields = declared_defaults(base_variant(variant))
         if not fields:

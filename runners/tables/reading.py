@@ -54,13 +54,14 @@ def normalize(df: pd.DataFrame) -> pd.DataFrame:
     step_cols = step_config_columns()
     expected = ("variant", "dtype", "layout", "status", "reason", "config_key", "blocks_json", "timer",
                 *SHAPE_COLUMNS, *block_cols, *ENV_COLUMNS, *MEASURE_COLUMNS, *EXPLAIN_COLUMNS,
-                *EXPLAIN_TEXT_COLUMNS, "correct", "timing_meaningful", "bench_kind", "compile_mode", *step_cols,
+                *EXPLAIN_TEXT_COLUMNS, "correct", "timing_meaningful", "bench_kind", "compile_mode", "call_path",
+                *step_cols,
                 *STEP_MEASURE_COLUMNS)
     missing = [col for col in dict.fromkeys(expected) if col not in df.columns]
     if missing:  # one concat, not one insert per column (a fragmented frame warns)
         df = pd.concat([df, pd.DataFrame(np.nan, index=df.index, columns=missing)], axis=1)
     for col in ("variant", "dtype", "layout", "config_key", "commit", "device", "sweep_id", "reason", "timer",
-                "bench_kind", "compile_mode", "model", "modifiers", *EXPLAIN_TEXT_COLUMNS):
+                "bench_kind", "compile_mode", "call_path", "model", "modifiers", *EXPLAIN_TEXT_COLUMNS):
         df[col] = text(df[col])
     df["status"] = text(df["status"]).replace("", "error")
     df["correct"] = df["correct"].map(as_bool).fillna(False).astype(bool)

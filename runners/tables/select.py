@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from runners.tables.args import UsageError
-from runners.tables.columns import GPU, PEAK, SHAPE_COLUMNS, STEP_KIND, STEP_KIND_COLUMN
+from runners.tables.columns import CALL_KINDS, GPU, HOST_KIND, PEAK, SHAPE_COLUMNS, STEP_KIND, STEP_KIND_COLUMN
 
 
 def is_model_step(df: pd.DataFrame) -> pd.Series:
@@ -17,9 +17,23 @@ def is_model_step(df: pd.DataFrame) -> pd.Series:
     return df[STEP_KIND_COLUMN].eq(STEP_KIND).astype(bool)
 
 
+def is_host_cost(df: pd.DataFrame) -> pd.Series:
+    """Rows of the host-cost benchmark (runners.host_cost: host time of one eager forward + backward call)."""
+    if STEP_KIND_COLUMN not in df.columns:
+        return pd.Series(False, index=df.index, dtype=bool)
+    return df[STEP_KIND_COLUMN].eq(HOST_KIND).astype(bool)
+
+
+def is_call_row(df: pd.DataFrame) -> pd.Series:
+    """Whole-call rows (a model step, a host-cost call): timed in ms per call, no TFLOPS, keyed by their config_key."""
+    if STEP_KIND_COLUMN not in df.columns:
+        return pd.Series(False, index=df.index, dtype=bool)
+    return df[STEP_KIND_COLUMN].isin(CALL_KINDS).astype(bool)
+
+
 def kernel_rows(df: pd.DataFrame) -> pd.DataFrame:
     """The rows that time the backward alone (what every TFLOPS figure and table is about)."""
-    return df[~is_model_step(df)]
+    return df[~is_call_row(df)]
 
 
 def step_rows(df: pd.DataFrame) -> pd.DataFrame:

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Issue 44 on one GPU, in one call of a few minutes: the GPU tests of the operator (tests/test_compile_gpu.py: the
+# traced path must not change), then runners.host_cost (host time of one eager forward + backward call, every design
+# and baseline; Triton designs on the plan and the operator paths) on this checkout and, when git can export it, on
+# the commit before launch plans (BASE, default 2b32816: runners/host_cost.py copied in, the operator its only path).
+#
+#   OUT=/some/folder bash scripts/gpu_host_cost.sh
+#
+# Knobs (environment): SEQS (128,1024), DTYPE (bf16), HEADS (16), HEAD_DIM (128), REP (200), WARMUP (20),
+# VARIANTS (all), BASE (2b32816; empty: no before rows), TEST_BUDGET_S (240). Writes $OUT/<gpu>_host_cost_tests.log,
+# $OUT/<gpu>_host_cost.log and the rows under $OUT/results/<gpu>/host_cost{,_before}/; copy them to
+# results/<gpu>/host_cost/ and commit. docs/host_cost.md.
+set -uo pipefail
+OUT=${OUT:?set OUT to the output folder}
+SEQS=${SEQS:-128,1024} DTYPE=${DTYPE:-bf16} HEADS=${HEADS:-16} HEAD_DIM=${HEAD_DIM:-128} REP=${REP:-200}
+WARMUP=${WARMUP:-20} VARIANTS=${VARIANTS:-all} BASE=${BASE-2b32816} TEST_BUDGET_S=${TEST_BUDGET_S:-240}
+GPU=$(python -c "import torch; n = torch.cuda.get_device_name(0) if torch.cuda.is_available() else ''; \
+print('h200' if 'H200' in n else 'h100' if 'H100' in n else 'gpu')" 2>/dev/null || echo gpu)
+# shellcheck source=scripts/fa4_install.sh
+source "$(dirname "$0")/fa4_install.sh"  # FlashAttention-4 on PYTHONPATH when carried (VARIANTS=all takes fa4)
+mkdir -p "$OUT"
+ARGS="variant=$VARIANTS seq=$SEQS dtype=$DTYPE heads=$HEADS kv_heads=$HEADS head_dim=$HEAD_DIM rep=$REP warmup=$WARMUP"
+
+echo "+ pytest tests/test_compile_gpu.py (budget ${TEST_BUDGET_S}s)" | tee "$OUT/${GPU}_host_cost_tests.log"
+timeout "$TEST_BUDGET_S" python -m pytest -q -rs tests/test_compile_gpu.py 2>&1 | tee -a "$OUT/${GPU}_host_cost_tests.log" \
+  | tail -15
+
+echo "+ runners.host_cost $ARGS (this checkout)" | tee "$OUT/${GPU}_host_cost.log"
+python -m runners.host_cost $ARGS results_dir="$OUT/results" sweep_id=host_cost 2>&1 | tee -a "$OUT/${GPU}_host_cost.log"
+
+if [ -n "$BASE" ] && git cat-file -e "$BASE^{commit}" 2>/dev/null; then
+  BEFORE=${TMPDIR:-/tmp}/flash_bwd_before_$BASE
+  rm -rf "$BEFORE" && mkdir -p "$BEFORE" && git archive "$BASE" | tar -x -C "$BEFORE"
+  cp runners/host_cost.py "$BEFORE/runners/"
+  echo "+ runners.host_cost $ARGS (before launch plans: $BASE)" | tee -a "$OUT/${GPU}_host_cost.log"
+  (cd "$BEFORE" && PYTHONPATH="$BEFORE" python -m runners.host_cost $ARGS results_dir="$OUT/results" \
+    sweep_id=host_cost_before) 2>&1 | tee -a "$OUT/${GPU}_host_cost.log"
+else
+  echo "no before rows: BASE='$BASE' is empty or not a commit here" | tee -a "$OUT/${GPU}_host_cost.log"
+fi
