@@ -143,7 +143,7 @@ def run_point(cfg: DictConfig, index: int = 0, total: int | None = 1, out=print,
             measured = isolate.call(cfg, measure.measure, point, cfg.bench, timer=timer, gpu_index=gpu_index,
                                     seed=int(cfg.seed), peak_tflops=environment.get(f"peak_tflops_{point.dtype}"))
     if estimate is not None:
-        measured["cpu_estimate_s"] = estimate
+        measured["cpu_estimate_s"] = estimate + cpu_cost.start_cost()
     row = {"sweep_id": str(cfg.sweep_id), "point_index": index, "config_key": config_key,
            **config_columns(point, cfg, timer), **measured,
            "peak_tflops": environment.get(f"peak_tflops_{point.dtype}"),
