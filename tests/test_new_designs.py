@@ -131,7 +131,7 @@ def test_two_file_design_is_swept_tuned_plotted_reported_and_tested(two_file_des
     assert "7 rows, 7 correct results, 0 wrong" in text and "compare_cpu-interpreter_fp16.png" in text
     ranked = (figures / "report_gpu" / "report.md").read_text()
     # best overall and best Triton design, with its blocks
-    assert re.search(r"\| B1 H2 N40 D32 causal bnhd \| my_design 1\.0 \|( - \|){3} my_design 1\.0 \| w\d SIZE=\d+ \|",
+    assert re.search(r"\| B1 H2 N40 D32 causal bnhd \| my_design 1\.0 \|( - \|){4} my_design 1\.0 \| w\d SIZE=\d+ \|",
                      ranked), ranked
 
     # the test matrix: the registry-derived parametrization takes it (its fast cases and its test_blocks)
@@ -193,7 +193,7 @@ def test_entry_point_design_runs_by_variant_name(tmp_path):
     # the library call sees it too, after the built-in designs
     code = "import variants; print(variants.registry.registered())"
     listed = ok(run(["-c", code], extra)).strip()
-    assert listed.endswith("'flex', 'external_example']"), listed
+    assert listed.endswith("'flex', 'fa4', 'external_example']"), listed
 
     # a broken entry point beside it: one warning, the others still load, its name is a one-line error
     broken = site / "broken_pkg-1.0.dist-info"
