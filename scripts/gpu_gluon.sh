@@ -7,17 +7,26 @@
 #   bash scripts/gpu_gluon.sh table [TABLE ...]  # no GPU needed: the per-cell table (default: $OUT's grid tables)
 #   bash scripts/gpu_gluon.sh large_d [bf16|fp16] # B2 H16 N4096 D96/192/256: ws (both modes), ws_two_pass, two_pass,
 #                                                #   FA2, cuDNN, FA4, and the best design against cuDNN per cell
+#   bash scripts/gpu_gluon.sh cases [bf16|fp16]  # issue 40's other shapes, every design beside cuDNN, FA2 and FA4: GQA
+#                                                #   B4 N4096 H32/Hkv8 D128 and H32/Hkv4 D64, a packed batch (log-normal
+#                                                #   documents, 16k tokens, D128), a window (1024) and a softcap (30), causal
+#   bash scripts/gpu_gluon.sh ab DIR [bf16]      # ws on the FA grid from this checkout and from the tree in DIR (an older
+#                                                #   commit, `git archive`d there), one table: the A/B of a refactor
 #   bash scripts/gpu_gluon.sh utilization        # every Triton / Gluon design, bench.ncu=true: Nsight Compute columns
 #   bash scripts/gpu_gluon.sh ncu D [ARGS ...]   # Nsight Compute on ws's kernel, B4 H16 N4096 head dim D (ARGS: more
 #                                                #   scripts/ncu_backward.py options): per-SASS-line stall samples
 #                                                #   ($OUT/ncu_<tag>_sass.csv), the details page and a top-stalls summary
-#   bash scripts/gpu_gluon.sh ncu_compare D [ARGS ...]  # cuDNN's backward kernel and ws's, same shape, Nsight Compute's
-#                                                #   full set: every raw metric of both as one flat table
-#                                                #   ($OUT/<gpu>_ncu_compare_<tag>.parquet: kernel, metric, unit, value)
+#   bash scripts/gpu_gluon.sh ncu_compare D [ARGS ...]  # the main backward kernel of each of NCU_DESIGNS (default
+#                                                #   sdpa_cudnn,ws,fa4; the longest kernel of a backward run, found by a
+#                                                #   first cheap ncu pass), same shape, Nsight Compute's full set with
+#                                                #   source counters: every raw metric as one flat table
+#                                                #   ($OUT/<gpu>_ncu_compare_<tag>.parquet: design, kernel, metric, unit,
+#                                                #   value) and each kernel's per-SASS-line counters ($OUT/ncu_<tag>_<design>_sass.csv)
 #
 # Tables: $OUT/<gpu>_gluon_<part>.parquet (+ .log); copy them to results/<gpu>/ and commit.
 set -uo pipefail
 OUT=${OUT:?set OUT to the output folder}
+NCU_DESIGNS=${NCU_DESIGNS:-sdpa_cudnn,ws,fa4}
 PART=${1:?usage: gpu_gluon.sh tests | grid bf16|fp16 | table [TABLE ...]}
 VARIANTS=${VARIANTS:-ws,two_pass,sdpa_flash,sdpa_cudnn,fa4}  # VARIANTS=ws BLOCKS="blocks.num_stages=2,3": a tile study
 read -r -a BLOCKS <<< "${BLOCKS:-}"
@@ -79,6 +88,55 @@ case "$PART" in
       variant=ws blocks.deterministic=true > /dev/null
     grep -E "wrong|crashed|timeout|error|KERNEL-SUM" "$OUT/${PREFIX}_large_d_$DTYPE${TAG:+_$TAG}.log" | head -20
     table "$OUT/${PREFIX}_large_d_$DTYPE${TAG:+_$TAG}.parquet" ;;
+  cases)  # issue 40: GQA (two shapes), one packed batch, one window, one softcap; every design that takes each, baselines
+    DTYPE=${2:-bf16}
+    CASES=${VARIANTS_CASES:-ws,ws_two_pass,two_pass,atomic_tma,sdpa_flash,sdpa_cudnn,fa4}
+    run_part "cases_$DTYPE${TAG:+_$TAG}" batch=4 seq=4096 heads=32 kv_heads=8 head_dim=128 causal=false,true \
+      dtype="$DTYPE" variant="$CASES" \
+      -- batch=4 seq=4096 heads=32 kv_heads=4 head_dim=64 causal=false,true dtype="$DTYPE" variant="$CASES" \
+      -- varlen=lognormal seq=2048 tokens=16384 hidden=2048 head_dim=128 causal=true dtype="$DTYPE" \
+      variant="$CASES,flex" \
+      -- batch=1 seq=16384 hidden=2048 head_dim=128 causal=true window=1024 dtype="$DTYPE" variant="$CASES,flex" \
+      -- batch=1 seq=16384 hidden=2048 head_dim=128 causal=true softcap=30 dtype="$DTYPE" variant="$CASES,flex" \
+      > /dev/null
+    grep -E "wrong|crashed|timeout|error|KERNEL-SUM" "$OUT/${PREFIX}_cases_$DTYPE${TAG:+_$TAG}.log" | head -20
+    python - "$OUT/${PREFIX}_cases_$DTYPE${TAG:+_$TAG}.parquet" <<'PY'
+import sys
+
+import pandas as pd
+
+df = pd.read_parquet(sys.argv[1])
+df["case"] = df.apply(lambda r: (f"H{r['heads']}/{r['kv_heads']} D{r['head_dim']}" if r["heads"] != r["kv_heads"] else
+                                 f"packed D{r['head_dim']}" if str(r.get("varlen_dist", "none")) not in ("none", "None", "nan") else
+                                 f"window {r['window_left']:.0f}" if r.get("window_left", -1) >= 0 else
+                                 f"softcap {r['softcap']:g}") + (" causal" if r["causal"] else ""), axis=1)
+ok = df[df["status"] == "ok"]
+pd.set_option("display.width", 250)
+print(ok.pivot_table(index="case", columns="variant", values="tflops", aggfunc="max").round(1).to_string())
+print(df[df["status"] != "ok"].groupby(["variant", "status"]).size().to_string())
+PY
+    ;;
+  ab)  # ws on the FA grid, this checkout and the tree in $2 (git archive of an older commit), one table
+    DIR=${2:?usage: gpu_gluon.sh ab DIR [bf16|fp16]}; DTYPE=${3:-bf16}
+    AB=${VARIANTS_AB:-ws}
+    run_part "ab_$DTYPE${TAG:+_$TAG}" "${GRID[@]}" dtype="$DTYPE" variant="$AB" > /dev/null
+    (cd "$DIR" && SCRATCH="$SCRATCH-before" PREFIX="${PREFIX}_before" OUT="$OUT" \
+      bash -c "source scripts/sweep_parts.sh; run_part ab_$DTYPE ${GRID[*]} dtype=$DTYPE variant=$AB" > /dev/null)
+    python - "$OUT/${PREFIX}_ab_$DTYPE${TAG:+_$TAG}.parquet" "$OUT/${PREFIX}_before_ab_$DTYPE.parquet" <<'PY'
+import sys
+
+import pandas as pd
+
+after, before = (pd.read_parquet(path) for path in sys.argv[1:3])
+key = ["variant", "seq", "head_dim", "causal"]
+both = after[after.status == "ok"].merge(before[before.status == "ok"], on=key, suffixes=("", "_before"))
+both["after_over_before"] = both["tflops"] / both["tflops_before"]
+print(both[key + ["tflops_before", "tflops", "after_over_before"]].round(3).to_string(index=False))
+print(f"after / before: median {both.after_over_before.median():.3f}, min {both.after_over_before.min():.3f}, "
+      f"max {both.after_over_before.max():.3f} over {len(both)} cells; "
+      f"not ok: {int((after.status != 'ok').sum())} after, {int((before.status != 'ok').sum())} before")
+PY
+    ;;
   utilization)  # every Triton / Gluon design (both ws modes) with bench.ncu=true: the Nsight Compute columns
     run_part "utilization${TAG:+_$TAG}" batch=4 heads=16 seq=${SEQS:-4096} head_dim=${HEAD_DIMS:-128} causal=false,true \
       dtype=bf16 resume=false bench.ncu=true variant="${VARIANTS_NCU:-two_pass,atomic,fused,atomic_tma,ws,ws_two_pass}" \
@@ -107,13 +165,33 @@ PY
   ncu_compare)
     shift
     TAG="d$1$(echo "${*:2}" | tr -cd 'a-z0-9')"
-    for design in sdpa_cudnn ws; do  # the main backward kernel of each (skip: the first two backward runs)
-      kernel=$([ "$design" = ws ] && echo _ws_backward || echo bprop)
-      ncu --kernel-name "regex:$kernel" --launch-skip 2 --launch-count 1 --set full -o "$SCRATCH/${TAG}_$design" \
-        python scripts/ncu_backward.py --variant "$design" --head-dim "$@" > "$OUT/ncu_${TAG}_$design.log" 2>&1
+    for design in ${NCU_DESIGNS//,/ }; do
+      # pass 1: every kernel of three backward runs with its duration; the longest one is the design's main kernel
+      ncu --metrics gpu__time_duration.sum --csv python scripts/ncu_backward.py --variant "$design" --head-dim "$@" \
+        > "$SCRATCH/${TAG}_${design}_kernels.csv" 2> "$OUT/ncu_${TAG}_${design}_pass1.log"
+      read -r kernel skip < <(python - "$SCRATCH/${TAG}_${design}_kernels.csv" <<'PY'
+import io, sys
+
+import pandas as pd
+
+text = open(sys.argv[1]).read()
+table = pd.read_csv(io.StringIO(text[text.index('"ID"'):]))  # ncu's CSV follows the program's own output
+table = table[table["Metric Name"] == "gpu__time_duration.sum"]
+table["value"] = pd.to_numeric(table["Metric Value"].astype(str).str.replace(",", ""), errors="coerce")
+base = table["Kernel Name"].str.split("(").str[0].str.split("<").str[0].str.strip()
+name = base.loc[table.groupby(base)["value"].sum().idxmax() == base].iloc[0]  # most time over the runs
+print(name.split()[-1].split("::")[-1], (base == name).sum() - 1)  # profile its last launch
+PY
+)
+      echo "$design: main kernel $kernel (launch-skip $skip)" | tee -a "$OUT/ncu_${TAG}.log"
+      [ -n "$kernel" ] || continue
+      ncu --kernel-name "regex:$kernel" --launch-skip "$skip" --launch-count 1 --set full --import-source yes \
+        -o "$SCRATCH/${TAG}_$design" python scripts/ncu_backward.py --variant "$design" --head-dim "$@" \
+        > "$OUT/ncu_${TAG}_$design.log" 2>&1
       ncu -i "$SCRATCH/${TAG}_$design.ncu-rep" --page raw --csv > "$SCRATCH/${TAG}_$design.csv"
+      ncu -i "$SCRATCH/${TAG}_$design.ncu-rep" --page source --csv --print-source sass > "$OUT/ncu_${TAG}_${design}_sass.csv"
     done
-    python - "$OUT/${GPU}_ncu_compare_$TAG.parquet" "$SCRATCH/${TAG}"_*.csv <<'PY'
+    python - "$OUT/${GPU}_ncu_compare_$TAG.parquet" $(for d in ${NCU_DESIGNS//,/ }; do echo "$SCRATCH/${TAG}_$d.csv"; done) <<'PY'
 import io, os, sys
 
 import pandas as pd
@@ -122,6 +200,8 @@ rows = []
 for path in sys.argv[2:]:
     raw = pd.read_csv(path)  # row 0: units, row 1: the profiled kernel
     units, values = raw.iloc[0], raw.iloc[1]
+    if not os.path.exists(path):
+        continue
     design = os.path.basename(path)[:-4].split("_", 1)[1]
     for metric in raw.columns:
         rows.append(dict(design=design, kernel=str(values.get("Kernel Name", ""))[:80], metric=metric,

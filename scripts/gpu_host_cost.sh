@@ -7,7 +7,8 @@
 #   OUT=/some/folder bash scripts/gpu_host_cost.sh
 #
 # Knobs (environment): SEQS (128,1024), DTYPE (bf16), HEADS (16), HEAD_DIM (128), REP (200), WARMUP (20),
-# VARIANTS (all), BASE (2b32816; empty: no before rows), TEST_BUDGET_S (240). Writes $OUT/<gpu>_host_cost_tests.log,
+# VARIANTS (all), BASE (2b32816; empty: no before rows), BEFORE_DIR (that commit's tree exported beforehand, for a
+# machine without git: `git archive 2b32816 | tar -x -C DIR`), TEST_BUDGET_S (240). Writes $OUT/<gpu>_host_cost_tests.log,
 # $OUT/<gpu>_host_cost.log and the rows under $OUT/results/<gpu>/host_cost{,_before}/; copy them to
 # results/<gpu>/host_cost/ and commit. docs/host_cost.md.
 set -uo pipefail
@@ -28,12 +29,20 @@ timeout "$TEST_BUDGET_S" python -m pytest -q -rs tests/test_compile_gpu.py 2>&1 
 echo "+ runners.host_cost $ARGS (this checkout)" | tee "$OUT/${GPU}_host_cost.log"
 python -m runners.host_cost $ARGS results_dir="$OUT/results" sweep_id=host_cost 2>&1 | tee -a "$OUT/${GPU}_host_cost.log"
 
-if [ -n "$BASE" ] && git cat-file -e "$BASE^{commit}" 2>/dev/null; then
+if [ -n "${BEFORE_DIR:-}" ] && [ -d "$BEFORE_DIR/runners" ]; then  # a tree exported beforehand (no git on the machine)
+  BEFORE=${TMPDIR:-/tmp}/flash_bwd_before_tree
+  rm -rf "$BEFORE" && cp -r "$BEFORE_DIR" "$BEFORE" && cp runners/host_cost.py "$BEFORE/runners/"
+  BASE="$BASE (from $BEFORE_DIR)"
+elif [ -n "$BASE" ] && git cat-file -e "$BASE^{commit}" 2>/dev/null; then
   BEFORE=${TMPDIR:-/tmp}/flash_bwd_before_$BASE
   rm -rf "$BEFORE" && mkdir -p "$BEFORE" && git archive "$BASE" | tar -x -C "$BEFORE"
   cp runners/host_cost.py "$BEFORE/runners/"
+else
+  BEFORE=
+fi
+if [ -n "$BEFORE" ]; then
   echo "+ runners.host_cost $ARGS (before launch plans: $BASE)" | tee -a "$OUT/${GPU}_host_cost.log"
-  (cd "$BEFORE" && PYTHONPATH="$BEFORE" python -m runners.host_cost $ARGS results_dir="$OUT/results" \
+  (cd "$BEFORE" && PYTHONPATH="$BEFORE:${PYTHONPATH:-}" python -m runners.host_cost $ARGS results_dir="$OUT/results" \
     sweep_id=host_cost_before) 2>&1 | tee -a "$OUT/${GPU}_host_cost.log"
 else
   echo "no before rows: BASE='$BASE' is empty or not a commit here" | tee -a "$OUT/${GPU}_host_cost.log"
