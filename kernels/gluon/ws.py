@@ -370,14 +370,14 @@ def _issue_scores(k_smem, v_smem, q_tile, do_tile, S_LAYOUT: gl.constexpr, SWAP_
 
 
 @gluon.jit
-def _wait_chunks3(n: gl.constexpr, x, y, z, D_REST: gl.constexpr):
-    """warpgroup_mma_wait(num_outstanding=n) on three chunk tuples -> (x, y, z)."""
+def _wait_chunks1(n: gl.constexpr, x, D_REST: gl.constexpr):
+    """warpgroup_mma_wait(num_outstanding=n) on one chunk tuple -> x."""
     if D_REST > 0:
-        x0, x1, y0, y1, z0, z1 = warpgroup_mma_wait(num_outstanding=n, deps=(x[0], x[1], y[0], y[1], z[0], z[1]))
-        return (x0, x1), (y0, y1), (z0, z1)
+        x0, x1 = warpgroup_mma_wait(num_outstanding=n, deps=(x[0], x[1]))
+        return (x0, x1)
     else:
-        x0, y0, z0 = warpgroup_mma_wait(num_outstanding=n, deps=(x[0], y[0], z[0]))
-        return (x0,), (y0,), (z0,)
+        x0 = warpgroup_mma_wait(num_outstanding=n, deps=(x[0],))
+        return (x0,)
 
 
 @gluon.jit
@@ -409,17 +409,16 @@ def _gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, k_smem, ds_smem, 
                      D_REST)  # [BN, BM] @ [BM, D]
     dp_t = warpgroup_mma_wait(num_outstanding=CHUNKS, deps=(dp_t,))
     ds_t = _softcap_grad(p_t * (dp_t - gl.expand_dims(delta, 0)), t_t, SOFTCAP).to(dtype)  # [BN, BM]
-    if WITH_DQ:
+    if WITH_DQ:  # dQ's group before dK's: the step waits for dQ alone and stores it while dK's wgmmas run
         ds_smem.store(ds_t)
-    dk = mma_chunks(gl.convert_layout(ds_t, P_OPERAND), gl.convert_layout(ds_t, P_OPERAND_R), q_tile, dk, D_MAIN,
-                     D_REST)  # [BN, BM] @ [BM, D]
-    if WITH_DQ:
         fence_async_shared()
         cta_barrier()  # every warpgroup's rows of dS^T are in shared memory before dQ reads all of them
         dq = mma_chunks(ds_smem.permute((1, 0)), ds_smem.permute((1, 0)), k_smem,
                          chunk_zeros(BLOCK_M, DQ_LAYOUT, DQ_LAYOUT_R, D_MAIN, D_REST), D_MAIN, D_REST,
                          use_acc=False)  # [BM, BN] @ [BN, D] -> [BM, D]
-    else:
+    dk = mma_chunks(gl.convert_layout(ds_t, P_OPERAND), gl.convert_layout(ds_t, P_OPERAND_R), q_tile, dk, D_MAIN,
+                     D_REST)  # [BN, BM] @ [BM, D]
+    if not WITH_DQ:
         dq = dk  # no dQ (ws_two_pass): a placeholder
     return dq, dk, dv
 
@@ -446,11 +445,11 @@ def _gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, k_smem, p_smem, ds
     fence_async_shared()
     cta_barrier()  # every warpgroup's rows of P and dS are in shared memory before the wgmmas read all of them
     dv = mma_chunks(p_smem.permute((1, 0)), p_smem.permute((1, 0)), do_tile, dv, D_MAIN, D_REST)  # [BN, BM] @ [BM, D]
-    dk = mma_chunks(ds_smem.permute((1, 0)), ds_smem.permute((1, 0)), q_tile, dk, D_MAIN, D_REST)
-    if WITH_DQ:
+    if WITH_DQ:  # dQ's group before dK's, as in `_gradients`
         dq = mma_chunks(ds_smem, ds_smem, k_smem, chunk_zeros(BLOCK_M, DQ_LAYOUT, DQ_LAYOUT_R, D_MAIN, D_REST),
                          D_MAIN, D_REST, use_acc=False)  # [BM, BN] @ [BN, D] -> [BM, D]
-    else:
+    dk = mma_chunks(ds_smem.permute((1, 0)), ds_smem.permute((1, 0)), q_tile, dk, D_MAIN, D_REST)
+    if not WITH_DQ:
         dq = dk  # no dQ (ws_two_pass): a placeholder
     return dq, dk, dv
 
@@ -504,6 +503,7 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, stats, qk_sca
     BLOCK_M: gl.constexpr = q_smem.shape[1]
     # S^T [BN, BM] (swap AB: keys on dim 0) or S [BM, BN]: query-indexed vectors are slices along the key dim
     KEY_DIM: gl.constexpr = 0 if SWAP_AB else 1
+    CHUNKS: gl.constexpr = 2 if D_REST > 0 else 1  # wgmma groups per product
     S_LAYOUT: gl.constexpr = LAYOUTS.s  # layouts passed on to jit functions: bound as constexprs (Triton 3.6)
     KV_LAYOUT: gl.constexpr = LAYOUTS.kv
     KV_LAYOUT_R: gl.constexpr = LAYOUTS.kv_r
@@ -547,14 +547,15 @@ def _mma_tile(k, slot, tile_count, tiles, schedule, sizes, stores, stats, qk_sca
         if not WITH_DQ:  # ws_two_pass's dK/dV kernel: the step's MMAs done, its stage goes back to the load warp
             dk, dv = wait_chunks(0, dk, dv, D_REST)
             mbarrier.arrive(empty.index(stage), count=1)
-        else:
-            dq, dk, dv = _wait_chunks3(0, dq, dk, dv, D_REST)
+        else:  # dV's and dQ's groups done; dK's (the last issued) run on while dQ goes to shared memory
+            dq, dv = wait_chunks(CHUNKS, dq, dv, D_REST)
         if WITH_DQ:
             if SPECIALIZED:
                 mbarrier.wait(dq_empty, ((slot + step) & 1) ^ 1)  # the last reduce-add has read dq_smem
             else:
                 tma.store_wait(pendings=0)
             _store_dq(dq_smem, dq, D_MAIN, D_REST, VARLEN)
+            dk = _wait_chunks1(0, dk, D_REST)  # dK's wgmmas read this stage's Q: done before the stage is freed
             fence_async_shared()
             if SPECIALIZED:  # the arrive waits for every compute warp (a barrier), then one thread signals
                 mbarrier.arrive(dq_full, count=1)  # also frees the stage (the dQ warp passes it on)
