@@ -26,14 +26,14 @@ from runners import tables as T
 REPO = Path(__file__).resolve().parent.parent
 DOCS = ("README.md", "docs/results.md")
 BLOCK = re.compile(r"<!-- numbers:(?P<name>[\w.-]+) -->(?P<body>.*?)<!-- /numbers -->", re.S)
-FA2, CUDNN, FLEX = "sdpa_flash", "sdpa_cudnn", "flex"
+FA2, CUDNN, FLEX, FA4 = "sdpa_flash", "sdpa_cudnn", "flex", "fa4"
 WIDTH = 115  # the docs' line length
-H100_GRID = tuple(f"results/h100/gluon/h100_gluon_grid_{dtype}_tma_epilogue.parquet" for dtype in ("bf16", "fp16"))
+H100_GRID = tuple(f"results/h100/fa4/h100_gluon_grid_{dtype}.parquet" for dtype in ("bf16", "fp16"))  # with FA4
 H200_GRID = tuple(f"results/h200/gluon/h200_gluon_grid_{dtype}_tma_epilogue.parquet" for dtype in ("bf16", "fp16"))
 STOCK_GRID = ("results/h100/h100_issue9_grid.parquet",)  # the FA grid before the Gluon designs (issue 9)
-LARGE_D = ("results/h100/gluon/h100_gluon_large_d_bf16.parquet",
-           "results/h100/gluon/h100_gluon_large_d_bf16_d192rule.parquet",  # the H100's D192, under its new rule
+LARGE_D = ("results/h100/fa4/h100_gluon_large_d_bf16.parquet",  # with FA4
            "results/h200/gluon/h200_gluon_large_d_bf16.parquet")
+FA4_CASES = ("results/h100/fa4/h100_gluon_cases_bf16.parquet",)  # GQA, packed, window, softcap beside FA4
 HEADDIMS = ("results/h100/headdims/h100_issue9_headdims.parquet", "results/h200/headdims/h200_issue9_headdims.parquet")
 LARGE_DIMS = (96, 192, 256)
 H200_FA_GRID = ("results/h200/fa_grid.parquet",)
@@ -85,24 +85,68 @@ def prose(text: str) -> str:
 
 
 def fa_grid(df: pd.DataFrame) -> str:
-    """The README's FA-grid table (the H100, bf16) and the range of the best design against FA2 and cuDNN on each
-    GPU, bf16 and fp16."""
+    """The README's FA-grid table (the H100, bf16) and the range of the best design against FA2, cuDNN and FA4 on
+    each GPU, bf16 and fp16."""
     c = cells(df)
     h100 = c[c[T.GPU].str.contains("H100")]
     bf16 = h100[h100["dtype"] == "bf16"]
-    table = pd.DataFrame({
-        "shape": bf16["shape"], "best flash-bwd design": bf16["design"], "TFLOPS": bf16["tflops"].map("{:.1f}".format),
-        "FA2 (`sdpa_flash`)": bf16[FA2].map("{:.1f}".format), "cuDNN (`sdpa_cudnn`)": bf16[CUDNN].map("{:.1f}".format),
-        "× FA2": ratio(bf16, FA2).map("{:.2f}".format), "× cuDNN": ratio(bf16, CUDNN).map("{:.2f}".format)})
+    columns = {"shape": bf16["shape"], "best flash-bwd design": bf16["design"],
+               "TFLOPS": bf16["tflops"].map("{:.1f}".format)}
+    baselines = [(FA2, "FA2 (`sdpa_flash`)", "× FA2"), (CUDNN, "cuDNN (`sdpa_cudnn`)", "× cuDNN"),
+                 (FA4, "FA4 (`fa4`)", "× FA4")]
+    baselines = [b for b in baselines if b[0] in bf16 and bf16[b[0]].notna().any()]
+    columns.update({title: bf16[name].map("{:.1f}".format) for name, title, _ in baselines})
+    columns.update({title: ratio(bf16, name).map("{:.2f}".format) for name, _, title in baselines})
     long = span(ratio(h100[h100["seq"] >= 4096], CUDNN))
     long = f" ({long} at N ≥ 4096)" if long != span(ratio(h100, CUDNN)) else ""
     h200 = c[c[T.GPU].str.contains("H200")]
+
+    def against_fa4(g: pd.DataFrame, gpu: str) -> str:
+        if FA4 not in g or g[FA4].isna().all():
+            return ""
+        return f"; against FlashAttention-4 it is {span(ratio(g.dropna(subset=[FA4]), FA4))} on the {gpu}"
     return "\n".join([
         prose("The FlashAttention papers' grid (tokens 16384, hidden 2048), bf16, on the H100 (from "
-              f"{files_text(H100_GRID[:1])}):"), "", T.markdown_table(table),
+              f"{files_text(H100_GRID[:1])}):"), "", T.markdown_table(pd.DataFrame(columns)),
         prose(f"Across the grid in bf16 and fp16 the best flash-bwd design is {span(ratio(h100, FA2))} "
               f"FlashAttention-2 and {span(ratio(h100, CUDNN))} cuDNN on the H100{long}, and {span(ratio(h200, FA2))} "
-              f"and {span(ratio(h200, CUDNN))} on the H200. Rows: {files_text(H100_GRID + H200_GRID)}.")])
+              f"and {span(ratio(h200, CUDNN))} on the H200{against_fa4(h100, 'H100')}{against_fa4(h200, 'H200')}. "
+              f"Rows: {files_text(H100_GRID + H200_GRID)}.")])
+
+
+def fa4_cases(df: pd.DataFrame) -> str:
+    """GQA, packed documents, a window and a softcap: the best flash-bwd design against FA4 and cuDNN, per case."""
+    rows = T.latest(T.kernel_rows(df))
+    best = T.best_config(rows[rows["timing_meaningful"] & T.is_result(rows)])
+
+    def case(r) -> str:
+        if r["heads"] != r["kv_heads"]:
+            text = f"B{r['batch']} H{r['heads']}/{r['kv_heads']} N{r['seq']} D{r['head_dim']} (GQA)"
+        elif str(r.get("varlen_dist")) not in ("none", "None", "nan"):
+            text = f"packed {r['varlen_dist']} documents, {r['tokens_total']} tokens, D{r['head_dim']}"
+        elif r.get("window_left", -1) >= 0:
+            text = f"B{r['batch']} N{r['seq']} D{r['head_dim']} window {r['window_left']}"
+        else:
+            text = f"B{r['batch']} N{r['seq']} D{r['head_dim']} softcap {r['softcap']:g}"
+        return text + (" causal" if r["causal"] else "")
+    best = best.assign(case=best.apply(case, axis=1), gpu=gpu_name)
+    refused = rows[rows["status"] == "unsupported"]
+    refused = set(zip(refused.apply(case, axis=1), refused["variant"])) if len(refused) else set()
+    out = []
+    for (gpu, name), g in best.groupby(["gpu", "case"], sort=False):
+        tflops = g.set_index("variant")["tflops"]
+        designs = tflops[tflops.index.map(T.is_triton).astype(bool)]
+        if designs.empty:
+            continue
+        cell = {"GPU": gpu, "case (bf16)": name, "best flash-bwd design": designs.idxmax(),
+                "TFLOPS": f"{designs.max():.1f}"}
+        for baseline, title in ((FA4, "FA4"), (CUDNN, "cuDNN"), (FLEX, "flex")):
+            value = tflops.get(baseline)
+            missing = "refused" if (name, baseline) in refused else "–"
+            cell[title] = missing if value is None or pd.isna(value) else f"{value:.1f}"
+            cell[f"× {title}"] = "" if value is None or pd.isna(value) else f"{designs.max() / value:.2f}"
+        out.append(cell)
+    return "\n".join([T.markdown_table(pd.DataFrame(out)).rstrip("\n"), "", prose(f"Rows: {files_text(FA4_CASES)}.")])
 
 
 def fastest_cells(df: pd.DataFrame) -> str:
@@ -135,10 +179,16 @@ def large_d(df: pd.DataFrame) -> str:
     designs = "; ".join(f"{d} at " + " and ".join(f"D{int(h)}" for h in sorted(hs)) for d, hs in by_d.items())
     dims = sorted(c["head_dim"].unique())
     top = c.loc[c["x"].idxmax()]
+    fa4 = ""
+    if FA4 in c and c[FA4].notna().any():
+        with_fa4 = c.dropna(subset=[FA4]).assign(x4=lambda c: ratio(c, FA4))
+        per_d = "; ".join(f"D{int(d)}: {span(g['x4'])}" for d, g in with_fa4.groupby("head_dim"))
+        fa4 = (f" Against FlashAttention-4 ({' and '.join(f'the {g}' for g in sorted(with_fa4['gpu'].unique()))}) "
+               f"it is {per_d}.")
     return prose(f"Large head dims (B2 H16 N4096 bf16, causal and not): the best design is {span(c['x'])} cuDNN at "
                  f"D = {', '.join(str(int(d)) for d in dims[:-1])} and {int(dims[-1])} on both {gpus} ({designs}; "
                  f"highest at D{int(top['head_dim'])}{' causal' if top['causal'] else ''} on the {top['gpu']}: "
-                 f"{top['tflops']:.1f} against cuDNN's {top[CUDNN]:.1f} TFLOPS). Rows: {files_text(LARGE_D)}.")
+                 f"{top['tflops']:.1f} against cuDNN's {top[CUDNN]:.1f} TFLOPS).{fa4} Rows: {files_text(LARGE_D)}.")
 
 
 def large_d_stock(df: pd.DataFrame) -> str:
@@ -217,6 +267,7 @@ BLOCKS: dict[str, Block] = {
     "fa_grid_fastest": Block(H100_GRID, fastest_cells),
     "stock_grid": Block(STOCK_GRID, stock_grid),
     "large_d": Block(LARGE_D, large_d),
+    "fa4_cases": Block(FA4_CASES, fa4_cases),
     "large_d_stock": Block(HEADDIMS, large_d_stock),
     "model_step_h100": Block(MODEL_STEP, model_step),
     "tune_vs_grid": Block(TUNE, tune_vs_grid),

@@ -9,6 +9,7 @@
 #
 # Parts staged by earlier calls on the same machine count, and an installed $FA4_SITE is used as it is. Without the
 # parts it prints one line and exits 0 (sourced: returns 0, the shell unchanged): fa4 points are then `unsupported`.
+# Without an NVIDIA GPU (no nvidia-smi: a CPU machine making tables) it does nothing.
 FA4_SITE=${FA4_SITE:-/tmp/fa4site}
 FA4_STAGE=${FA4_STAGE:-/tmp/fa4w}
 FA4_PATHS="$FA4_SITE:$FA4_SITE/nvidia_cutlass_dsl/dsl_packages"  # --target skips the DSL wheel's .pth: its path here
@@ -17,6 +18,7 @@ _fa4_install() {
   local root part missing=()
   root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
   [ -d "$FA4_SITE/flash_attn/cute" ] && return 0  # installed by an earlier call
+  command -v nvidia-smi > /dev/null || return 3  # no NVIDIA GPU here (a table-only run): nothing to install
   for part in .fa4a .fa4b .fa4c; do
     if [ -d "$root/$part" ]; then
       mkdir -p "$FA4_STAGE" && cp "$root/$part"/* "$FA4_STAGE/" || return 1
@@ -50,6 +52,7 @@ case $? in
      else
        echo "export PYTHONPATH=$FA4_PATHS:\$PYTHONPATH"
      fi ;;
+  3) ;;  # no GPU: fa4 points (if any) are unsupported rows that say so
   1) echo "fa4: installing flash-attn-4 from $FA4_STAGE failed (see above); fa4 points will be unsupported" >&2
      [ "${BASH_SOURCE[0]}" != "$0" ] || exit 1 ;;
 esac
