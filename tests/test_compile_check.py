@@ -40,7 +40,10 @@ def test_parse_blocks_and_ptxas_log():
     assert parse_blocks('{"BLOCK_N2": 32}') == {"BLOCK_N2": 32}
     log = ("ptxas info    : Used 168 registers, used 1 barriers, 400 bytes cmem[0]\n"
            "ptxas info    : Function properties for k\n    16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads")
-    assert parse_ptxas_log(log) == {"n_regs": 168, "spill_store_bytes": 8, "spill_load_bytes": 4}
+    assert parse_ptxas_log(log) == {"n_regs": 168, "spill_store_bytes": 8, "spill_load_bytes": 4, "ptxas_advice": ""}
+    serialized = ("ptxas-blackwell warning : (C7515) Potential Performance Loss: wgmma.mma_async instructions are "
+                  "serialized due to the presence of Extern calls\n" + log)
+    assert parse_ptxas_log(serialized)["ptxas_advice"].startswith("(C7515) Potential Performance Loss: wgmma")
 
 
 @needs_ptxas

@@ -32,7 +32,8 @@ from runners.compile.arch_limits import ARCHS, DEFAULT_ARCH, ArchError, ArchLimi
 
 MAX_SMEM_PER_BLOCK = ARCHS["sm90"].smem_per_block  # H100: the opt-in maximum of dynamic shared memory per block
 COLUMNS = ["arch", "variant", "head_dim", "dtype", "causal", "heads", "kv_heads", "modifiers", "blocks", "blocks_source",
-           "kernel", "num_warps", "num_stages", "n_regs", "spill_store_bytes", "spill_load_bytes", "smem_bytes",
+           "kernel", "num_warps", "num_stages", "n_regs", "spill_store_bytes", "spill_load_bytes", "ptxas_advice",
+           "smem_bytes",
            "programs_per_sm", "limiter", "status"]
 
 
@@ -193,7 +194,9 @@ def check_launcher(src, compiled) -> None:
 def ptxas_usage(ptx: str, capability: int = ARCHS[DEFAULT_ARCH].capability) -> dict:
     """{'n_regs', 'spill_store_bytes', 'spill_load_bytes'} from the bundled ptxas -v on the kernel's PTX, with the
     ptxas and --gpu-name Triton itself uses for that capability (ptxas-blackwell from sm90 on; sm_90a, sm_100a,
-    sm_120a) and Triton's flags (-lineinfo --regAllocOptLevel=2). Cached per PTX: the delta kernel of every design."""
+    sm_120a) and Triton's flags (-lineinfo --regAllocOptLevel=2). Cached per PTX: the delta kernel of every design.
+    Also 'ptxas_advice': ptxas's numbered advisories, e.g. (C7515) wgmma serialized; FLASH_BWD_PTXAS_LOG=1 prints
+    the whole log."""
     from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -204,6 +207,8 @@ def ptxas_usage(ptx: str, capability: int = ARCHS[DEFAULT_ARCH].capability) -> d
                                  f"--gpu-name={sm_arch_from_capability(capability)}", src, "-o", src + ".o"],
                                 capture_output=True, text=True)
     log = result.stdout + result.stderr
+    if os.environ.get("FLASH_BWD_PTXAS_LOG"):
+        print(log, file=sys.stderr)
     if result.returncode:
         raise RuntimeError(f"ptxas failed: {' '.join(log.split())[:200]}")
     return parse_ptxas_log(log)
@@ -213,9 +218,12 @@ def parse_ptxas_log(log: str) -> dict:
     regs = re.search(r"Used (\d+) registers", log)
     stores = re.search(r"(\d+) bytes spill stores", log)
     loads = re.search(r"(\d+) bytes spill loads", log)
+    advice = sorted({re.sub(r"\s+", " ", m.group(1)).strip()[:160]  # e.g. (C7515) wgmma serialized: why
+                     for m in re.finditer(r"ptxas[\w-]* (?:warning|info)\s*:\s*(\(C\d+\).*)", log)})
     return {"n_regs": int(regs.group(1)) if regs else None,
             "spill_store_bytes": int(stores.group(1)) if stores else 0,
-            "spill_load_bytes": int(loads.group(1)) if loads else 0}
+            "spill_load_bytes": int(loads.group(1)) if loads else 0,
+            "ptxas_advice": "; ".join(advice)}
 
 
 def kernel_row(fn, args, kwargs, arch: ArchLimits = ARCHS[DEFAULT_ARCH]) -> dict:
@@ -283,9 +291,10 @@ def format_row(row: dict) -> str:
         return f"{head}  {row['status']}"
     text = (f"{head}  regs {row['n_regs']:>3}  spills {row['spill_store_bytes']} B stored / "
             f"{row['spill_load_bytes']} B loaded  smem {row['smem_bytes'] / 1024:.1f} KB")
+    advice = f"\n    ptxas: {row['ptxas_advice']}" if row.get("ptxas_advice") else ""
     if row["status"] == "ok":
-        return f"{text}  programs/SM {row['programs_per_sm']} ({row['limiter']})"
-    return f"{text}  {row['status']}"
+        return f"{text}  programs/SM {row['programs_per_sm']} ({row['limiter']}){advice}"
+    return f"{text}  {row['status']}{advice}"
 
 
 def main(argv=None) -> int:
