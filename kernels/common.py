@@ -123,9 +123,11 @@ def gate_values(G, o_r, seq, GATED: tl.constexpr):
 
 @triton.jit
 def tanh(x):
-    """tanh from exp2, accurate near 0 and saturating at +-1 (the interpreter and every GPU run it)."""
+    """tanh from exp2, accurate near 0 and saturating at +-1 (the interpreter and every GPU run it). The quotient is
+    the approximate division (div.full.f32, 2 ulp: a reciprocal and a multiply), not IEEE division's ~10
+    instructions and slow path; the Gluon kernels' `gluon_tanh` divides the same way, so forward and backward agree."""
     e = tl.math.exp2(tl.abs(x) * (-2.0 * LOG2E_C))
-    t = (1.0 - e) / (1.0 + e)
+    t = tl.fdiv(1.0 - e, 1.0 + e)
     return tl.where(x < 0, -t, t)
 
 

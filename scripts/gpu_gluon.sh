@@ -12,6 +12,7 @@
 #                                                #   documents, 16k tokens, D128), a window (1024) and a softcap (30), causal
 #   bash scripts/gpu_gluon.sh ab DIR [bf16]      # ws on the FA grid from this checkout and from the tree in DIR (an older
 #                                                #   commit, `git archive`d there), one table: the A/B of a refactor
+#                                                #   (VARIANTS_AB: designs; AB_EXTRA: more sweeps, "-- key=value ...")
 #   bash scripts/gpu_gluon.sh utilization        # every Triton / Gluon design, bench.ncu=true: Nsight Compute columns
 #   bash scripts/gpu_gluon.sh ncu D [ARGS ...]   # Nsight Compute on ws's kernel, B4 H16 N4096 head dim D (ARGS: more
 #                                                #   scripts/ncu_backward.py options): per-SASS-line stall samples
@@ -119,16 +120,19 @@ PY
   ab)  # ws on the FA grid, this checkout and the tree in $2 (git archive of an older commit), one table
     DIR=${2:?usage: gpu_gluon.sh ab DIR [bf16|fp16]}; DTYPE=${3:-bf16}
     AB=${VARIANTS_AB:-ws}
-    run_part "ab_$DTYPE${TAG:+_$TAG}" "${GRID[@]}" dtype="$DTYPE" variant="$AB" > /dev/null
+    read -r -a EXTRA <<< "${AB_EXTRA:-}"  # more sweeps: "-- batch=1 seq=16384 ... softcap=30" (same in both trees)
+    run_part "ab_$DTYPE${TAG:+_$TAG}" "${GRID[@]}" dtype="$DTYPE" variant="$AB" "${EXTRA[@]}" > /dev/null
     (cd "$DIR" && SCRATCH="$SCRATCH-before" PREFIX="${PREFIX}_before" OUT="$OUT" \
-      bash -c "source scripts/sweep_parts.sh; run_part ab_$DTYPE ${GRID[*]} dtype=$DTYPE variant=$AB" > /dev/null)
+      bash -c "source scripts/sweep_parts.sh; run_part ab_$DTYPE ${GRID[*]} dtype=$DTYPE variant=$AB ${EXTRA[*]}" \
+      > /dev/null)
     python - "$OUT/${PREFIX}_ab_$DTYPE${TAG:+_$TAG}.parquet" "$OUT/${PREFIX}_before_ab_$DTYPE.parquet" <<'PY'
 import sys
 
 import pandas as pd
 
 after, before = (pd.read_parquet(path) for path in sys.argv[1:3])
-key = ["variant", "seq", "head_dim", "causal"]
+key = [c for c in ["variant", "batch", "heads", "kv_heads", "seq", "head_dim", "causal", "softcap", "window_left",
+                   "varlen_dist"] if c in after and c in before]
 both = after[after.status == "ok"].merge(before[before.status == "ok"], on=key, suffixes=("", "_before"))
 both["after_over_before"] = both["tflops"] / both["tflops_before"]
 print(both[key + ["tflops_before", "tflops", "after_over_before"]].round(3).to_string(index=False))

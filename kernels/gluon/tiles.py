@@ -154,9 +154,9 @@ def probabilities(s, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, KEYS_ON
 @gluon.jit
 def gluon_tanh(x):
     """kernels.common.tanh for Gluon: from exp2, accurate near 0, saturating at +-1 (the forward's own formula, so
-    P here is the forward's)."""
+    P here is the forward's): the same approximate division (div.full.f32) as kernels.common.tanh."""
     e = gl.exp2(gl.abs(x) * (-2.0 * LOG2E_C))
-    t = (1.0 - e) / (1.0 + e)
+    t = gl.fdiv(1.0 - e, 1.0 + e)
     return gl.where(x < 0, -t, t)
 
 
