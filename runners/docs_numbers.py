@@ -22,28 +22,26 @@ from typing import Callable
 import pandas as pd
 
 from runners import tables as T
+from runners.tables import current as C
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = ("README.md", "docs/results.md")
 BLOCK = re.compile(r"<!-- numbers:(?P<name>[\w.-]+) -->(?P<body>.*?)<!-- /numbers -->", re.S)
 FA2, CUDNN, FLEX, FA4 = "sdpa_flash", "sdpa_cudnn", "flex", "fa4"
 WIDTH = 115  # the docs' line length
-H100_GRID = tuple(f"results/h100/fa4/h100_gluon_grid_{dtype}.parquet" for dtype in ("bf16", "fp16"))  # with FA4
-H200_GRID = tuple(f"results/h200/gluon/h200_gluon_grid_{dtype}_tma_epilogue.parquet" for dtype in ("bf16", "fp16"))
-STOCK_GRID = ("results/h100/h100_issue9_grid.parquet",)  # the FA grid before the Gluon designs (issue 9)
-LARGE_D = ("results/h100/fa4/h100_gluon_large_d_bf16.parquet",  # with FA4
-           "results/h200/gluon/h200_gluon_large_d_bf16.parquet")
-FA4_CASES = ("results/h100/fa4/h100_gluon_cases_bf16.parquet",)  # GQA, packed, window, softcap beside FA4
-HEADDIMS = ("results/h100/headdims/h100_issue9_headdims.parquet", "results/h200/headdims/h200_issue9_headdims.parquet")
+H100_GRID = C.paths("h100", "fa_grid")  # with FA4
+H200_GRID = C.paths("h200", "fa_grid")
+STOCK_GRID = C.paths("h100", "stock_grid")  # the FA grid before the Gluon designs (issue 9)
+LARGE_D = C.paths("h100", "large_d") + C.paths("h200", "large_d")  # FA4 on the H100
+FA4_CASES = C.paths("h100", "fa4_cases")  # GQA, packed, window, softcap beside FA4
+HEADDIMS = C.paths("h100", "stock_headdims") + C.paths("h200", "stock_headdims")
 LARGE_DIMS = (96, 192, 256)
-H200_FA_GRID = ("results/h200/fa_grid.parquet",)
-H200_ISSUE3 = ("results/h200/sweep_issue3.parquet",)
-MODEL_STEP = tuple(f"results/h100/model_step/h100_model_step_truth{tag}.parquet"  # the fp32-truth gate's rows
-                   for tag in ("", "_bc", "_d128_4k", "_d128_16k_compiled", "_d128_16k_flex_compiled", "_d64_4k",
-                               "_d64_16k"))
+H200_FA_GRID = ("results/h200/fa_grid.parquet",)  # history: the H200's first FA grid (issue 5), docs/results.md
+H200_ISSUE3 = C.paths("h200", "seq_sweep")
+MODEL_STEP = C.paths("h100", "model_step")  # the fp32-truth gate's rows
 STEP_COLUMNS = {"ws": "ws", "two_pass": "two_pass", "cuDNN": CUDNN, "FA2": FA2, "flex": FLEX}
 STEP_MODES = ("reduce-overhead", "eager")  # compiled with CUDA graphs / eager
-TUNE = ("results/h100/tune/tune.parquet", "results/h100/tune/grid.parquet")  # the tuner's studies, the exhaustive grid
+TUNE = C.paths("h100", "tune")  # the tuner's studies, the exhaustive grid
 
 
 def cells(df: pd.DataFrame) -> pd.DataFrame:
