@@ -23,6 +23,7 @@ import pandas as pd
 
 from runners import tables as T
 from runners.tables import current as C
+from runners.tables import tier_log
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = ("README.md", "docs/results.md")
@@ -42,6 +43,12 @@ MODEL_STEP = C.paths("h100", "model_step")  # the fp32-truth gate's rows
 STEP_COLUMNS = {"ws": "ws", "two_pass": "two_pass", "cuDNN": CUDNN, "FA2": FA2, "flex": FLEX}
 STEP_MODES = ("reduce-overhead", "eager")  # compiled with CUDA graphs / eager
 TUNE = C.paths("h100", "tune")  # the tuner's studies, the exhaustive grid
+TIER_LOG = "results/h100/test_tiers/tiers.log"  # scripts/gpu_test_tiers.sh's line per run
+TIER_DETAIL = {"fast": "results/h100/test_tiers/fast_cold.log",  # each tier's pytest output, linked from its row
+               "full -n 12": "results/h100/test_tiers/full_cold_xdist12.log",
+               "full": "results/h100/test_tiers/full_cold_timed_out.log"}
+CI_ROW = ("| full suite (CI) | CPU, 2 cores | no committed log holds this time: `time bash .ci/run` on a fresh clone "
+          "measures it ([docs/testing.md](docs/testing.md) lists the runs reported so far) |")
 
 
 def cells(df: pd.DataFrame) -> pd.DataFrame:
@@ -254,10 +261,46 @@ def model_step(df: pd.DataFrame) -> str:
                             f"{bad}. Rows: {files_text(MODEL_STEP)}.")])
 
 
+def read_tiers(paths, repo: Path) -> pd.DataFrame:
+    """The last run of each tier in the tier logs, with its pytest output's counts (``log_counts``; empty when the
+    run has no summary line, as one stopped at the limit)."""
+    runs = tier_log.latest(paths, repo)
+    log = runs["tier"].map(TIER_DETAIL)
+    if log.isna().any():
+        raise KeyError(f"tiers {list(runs['tier'][log.isna()])} have no entry in TIER_DETAIL")
+    last = lambda path: ([line for line in (repo / path).read_text().splitlines()
+                          if tier_log.COUNTS.search(line) and " in " in line] or [""])[-1]
+    return runs.assign(log=log, log_counts=[tier_log.counts(last(p)) for p in log])
+
+
+def tier_name(tier: str, cache: str) -> str:
+    """'fast' -> '`-m "not slow"`, cold Triton cache'; 'full -n 12' -> 'full suite, `-n 12`, cold Triton cache'."""
+    words = tier.split(maxsplit=1)
+    name = {"fast": '`-m "not slow"`', "full": "full suite"}[words[0]]
+    workers = f", `{words[1]}`" if len(words) > 1 else ", one process" if words[0] == "full" else ""
+    state = "cold" if cache == "cold" or cache.startswith("0 cached") else f"warm ({cache})"
+    return f"{name}{workers}, {state} Triton cache"
+
+
+def test_tiers(df: pd.DataFrame) -> str:
+    """README's test-tier table: each GPU tier's wall time, GPU, commit and pytest counts from its last logged run;
+    the CPU (CI) row says that no committed log holds its time."""
+    out = ["| tier | where | wall time |", "|---|---|---|"]
+    for r in df.sort_values("timed_out", kind="stable").itertuples():
+        if r.log_counts and r.log_counts != r.counts:
+            raise ValueError(f"{r.log} says {r.log_counts!r}, {TIER_LOG} says {r.counts!r}")
+        where = f"on an {r.gpu} (commit {r.commit})"
+        result = (f"over {r.wall_s} s {where}: stopped at the script's limit, no pytest summary" if r.timed_out
+                  else f"{r.wall_s} s {where}: {r.counts}")
+        out.append(f"| {tier_name(r.tier, r.cache)} | GPU | {result} ([log]({r.log}), [tiers.log]({TIER_LOG})) |")
+    return "\n".join(out + [CI_ROW])
+
+
 @dataclass(frozen=True)
 class Block:
     paths: tuple[str, ...]  # committed tables, relative to the repository
     render: Callable[[pd.DataFrame], str]
+    read: Callable[[tuple[str, ...], Path], pd.DataFrame] | None = None  # default: the parquet rows of ``paths``
 
 
 BLOCKS: dict[str, Block] = {
@@ -271,10 +314,13 @@ BLOCKS: dict[str, Block] = {
     "tune_vs_grid": Block(TUNE, tune_vs_grid),
     "h200_fa_grid": Block(H200_FA_GRID, h200_fa_grid),
     "h200_issue3": Block(H200_ISSUE3, sweep_size),
+    "test_tiers": Block((TIER_LOG,), test_tiers, read_tiers),
 }
 
 
 def rows(block: Block, repo: Path = REPO) -> pd.DataFrame:
+    if block.read is not None:
+        return block.read(block.paths, repo)
     return pd.concat([T.load(repo / path) for path in block.paths], ignore_index=True)
 
 
