@@ -27,11 +27,13 @@ def test_every_current_table_exists_under_its_gpu_folder_once():
 
 
 def test_docs_figures_read_current_tables():
-    """Every table (parquet) a README / docs/results.md figure reads is a current one, except the block declared below."""
+    """Every table (parquet) a README / docs/results.md figure reads is a current one, except the block named
+    below."""
     reads_history = {"h200_fa_grid"}  # docs/results.md's line about the H200's first FA grid (issue 5)
     current = {p for c in C.CURRENT for p in c.paths}
     for name, block in D.BLOCKS.items():
-        old = {p for p in block.paths if p.endswith(".parquet")} - current  # logs (test tiers) are not tables
+        tables = {p for p in block.paths if p.endswith(".parquet")}  # logs (the test tiers) are not tables
+        old = tables - current
         assert bool(old) == (name in reads_history), f"block {name} reads tables that are not current: {old}"
 
 

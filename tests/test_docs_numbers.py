@@ -71,8 +71,9 @@ def test_tier_table_comes_from_the_last_logged_run(tmp_path):
     older = FAST.replace("169 s", "201 s").replace("442 passed", "440 passed")
     runs = tier_repo(tmp_path, [older, FULL, FAST], "442 passed, 71 skipped, 264 deselected, 1 warning in 161.09s")
     table = D.test_tiers(runs).splitlines()
-    assert table[2] == ('| `-m "not slow"`, cold Triton cache | GPU | 169 s on an NVIDIA H100 80GB HBM3 (commit d7c2479): '
-                        "442 passed, 71 skipped, 264 deselected ([log](results/h100/test_tiers/fast_cold.log), "
+    assert table[2] == ('| `-m "not slow"`, cold Triton cache | GPU | 169 s on an NVIDIA H100 80GB HBM3 '
+                        "(commit d7c2479): 442 passed, 71 skipped, 264 deselected "
+                        "([log](results/h100/test_tiers/fast_cold.log), "
                         "[tiers.log](results/h100/test_tiers/tiers.log)) |")
     assert table[3].startswith("| full suite, one process, cold Triton cache | GPU | over 575 s on an NVIDIA H100 80GB "
                                "HBM3 (commit 968552f): stopped at the script's limit")
