@@ -22,28 +22,33 @@ from typing import Callable
 import pandas as pd
 
 from runners import tables as T
+from runners.tables import current as C
+from runners.tables import tier_log
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = ("README.md", "docs/results.md")
 BLOCK = re.compile(r"<!-- numbers:(?P<name>[\w.-]+) -->(?P<body>.*?)<!-- /numbers -->", re.S)
 FA2, CUDNN, FLEX, FA4 = "sdpa_flash", "sdpa_cudnn", "flex", "fa4"
 WIDTH = 115  # the docs' line length
-H100_GRID = tuple(f"results/h100/fa4/h100_gluon_grid_{dtype}.parquet" for dtype in ("bf16", "fp16"))  # with FA4
-H200_GRID = tuple(f"results/h200/gluon/h200_gluon_grid_{dtype}_tma_epilogue.parquet" for dtype in ("bf16", "fp16"))
-STOCK_GRID = ("results/h100/h100_issue9_grid.parquet",)  # the FA grid before the Gluon designs (issue 9)
-LARGE_D = ("results/h100/fa4/h100_gluon_large_d_bf16.parquet",  # with FA4
-           "results/h200/gluon/h200_gluon_large_d_bf16.parquet")
-FA4_CASES = ("results/h100/fa4/h100_gluon_cases_bf16.parquet",)  # GQA, packed, window, softcap beside FA4
-HEADDIMS = ("results/h100/headdims/h100_issue9_headdims.parquet", "results/h200/headdims/h200_issue9_headdims.parquet")
+H100_GRID = C.paths("h100", "fa_grid")  # with FA4
+H200_GRID = C.paths("h200", "fa_grid")
+STOCK_GRID = C.paths("h100", "stock_grid")  # the FA grid before the Gluon designs (issue 9)
+LARGE_D = C.paths("h100", "large_d") + C.paths("h200", "large_d")  # FA4 on the H100
+FA4_CASES = C.paths("h100", "fa4_cases")  # GQA, packed, window, softcap beside FA4
+HEADDIMS = C.paths("h100", "stock_headdims") + C.paths("h200", "stock_headdims")
 LARGE_DIMS = (96, 192, 256)
-H200_FA_GRID = ("results/h200/fa_grid.parquet",)
-H200_ISSUE3 = ("results/h200/sweep_issue3.parquet",)
-MODEL_STEP = tuple(f"results/h100/model_step/h100_model_step_truth{tag}.parquet"  # the fp32-truth gate's rows
-                   for tag in ("", "_bc", "_d128_4k", "_d128_16k_compiled", "_d128_16k_flex_compiled", "_d64_4k",
-                               "_d64_16k"))
+H200_FA_GRID = ("results/h200/fa_grid.parquet",)  # history: the H200's first FA grid (issue 5), docs/results.md
+H200_ISSUE3 = C.paths("h200", "seq_sweep")
+MODEL_STEP = C.paths("h100", "model_step")  # the fp32-truth gate's rows
 STEP_COLUMNS = {"ws": "ws", "two_pass": "two_pass", "cuDNN": CUDNN, "FA2": FA2, "flex": FLEX}
 STEP_MODES = ("reduce-overhead", "eager")  # compiled with CUDA graphs / eager
-TUNE = ("results/h100/tune/tune.parquet", "results/h100/tune/grid.parquet")  # the tuner's studies, the exhaustive grid
+TUNE = C.paths("h100", "tune")  # the tuner's studies, the exhaustive grid
+TIER_LOG = "results/h100/test_tiers/tiers.log"  # scripts/gpu_test_tiers.sh's line per run
+TIER_DETAIL = {"fast": "results/h100/test_tiers/fast_cold.log",  # each tier's pytest output, linked from its row
+               "full -n 12": "results/h100/test_tiers/full_cold_xdist12.log",
+               "full": "results/h100/test_tiers/full_cold_timed_out.log"}
+CI_ROW = ("| full suite (CI) | CPU, 2 cores | no committed log holds this time: `time bash .ci/run` on a fresh clone "
+          "measures it ([docs/testing.md](docs/testing.md) lists the runs reported so far) |")
 
 
 def cells(df: pd.DataFrame) -> pd.DataFrame:
@@ -256,10 +261,46 @@ def model_step(df: pd.DataFrame) -> str:
                             f"{bad}. Rows: {files_text(MODEL_STEP)}.")])
 
 
+def read_tiers(paths, repo: Path) -> pd.DataFrame:
+    """The last run of each tier in the tier logs, with its pytest output's counts (``log_counts``; empty when the
+    run has no summary line, as one stopped at the limit)."""
+    runs = tier_log.latest(paths, repo)
+    log = runs["tier"].map(TIER_DETAIL)
+    if log.isna().any():
+        raise KeyError(f"tiers {list(runs['tier'][log.isna()])} have no entry in TIER_DETAIL")
+    last = lambda path: ([line for line in (repo / path).read_text().splitlines()
+                          if tier_log.COUNTS.search(line) and " in " in line] or [""])[-1]
+    return runs.assign(log=log, log_counts=[tier_log.counts(last(p)) for p in log])
+
+
+def tier_name(tier: str, cache: str) -> str:
+    """'fast' -> '`-m "not slow"`, cold Triton cache'; 'full -n 12' -> 'full suite, `-n 12`, cold Triton cache'."""
+    words = tier.split(maxsplit=1)
+    name = {"fast": '`-m "not slow"`', "full": "full suite"}[words[0]]
+    workers = f", `{words[1]}`" if len(words) > 1 else ", one process" if words[0] == "full" else ""
+    state = "cold" if cache == "cold" or cache.startswith("0 cached") else f"warm ({cache})"
+    return f"{name}{workers}, {state} Triton cache"
+
+
+def test_tiers(df: pd.DataFrame) -> str:
+    """README's test-tier table: each GPU tier's wall time, GPU, commit and pytest counts from its last logged run;
+    the CPU (CI) row says that no committed log holds its time."""
+    out = ["| tier | where | wall time |", "|---|---|---|"]
+    for r in df.sort_values("timed_out", kind="stable").itertuples():
+        if r.log_counts and r.log_counts != r.counts:
+            raise ValueError(f"{r.log} says {r.log_counts!r}, {TIER_LOG} says {r.counts!r}")
+        where = f"on an {r.gpu} (commit {r.commit})"
+        result = (f"over {r.wall_s} s {where}: stopped at the script's limit, no pytest summary" if r.timed_out
+                  else f"{r.wall_s} s {where}: {r.counts}")
+        out.append(f"| {tier_name(r.tier, r.cache)} | GPU | {result} ([log]({r.log}), [tiers.log]({TIER_LOG})) |")
+    return "\n".join(out + [CI_ROW])
+
+
 @dataclass(frozen=True)
 class Block:
     paths: tuple[str, ...]  # committed tables, relative to the repository
     render: Callable[[pd.DataFrame], str]
+    read: Callable[[tuple[str, ...], Path], pd.DataFrame] | None = None  # default: the parquet rows of ``paths``
 
 
 BLOCKS: dict[str, Block] = {
@@ -273,10 +314,13 @@ BLOCKS: dict[str, Block] = {
     "tune_vs_grid": Block(TUNE, tune_vs_grid),
     "h200_fa_grid": Block(H200_FA_GRID, h200_fa_grid),
     "h200_issue3": Block(H200_ISSUE3, sweep_size),
+    "test_tiers": Block((TIER_LOG,), test_tiers, read_tiers),
 }
 
 
 def rows(block: Block, repo: Path = REPO) -> pd.DataFrame:
+    if block.read is not None:
+        return block.read(block.paths, repo)
     return pd.concat([T.load(repo / path) for path in block.paths], ignore_index=True)
 
 

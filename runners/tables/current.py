@@ -1,0 +1,100 @@
+"""Which committed tables are the current answer, per GPU folder and study (issue 45). Data only; no pandas.
+``python -m runners.current`` prints the paths and writes ``results/CURRENT.md`` from CURRENT below; RULE says
+what makes a table current.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Current:
+    gpu: str  # the folder under results/: h100, h200, h200x2, ...
+    study: str  # a short name a tool can pass (--study)
+    what: str  # one line: what the study measures
+    paths: tuple[str, ...]  # the current tables, relative to the repository
+    notes: tuple[str, ...]  # the pages that tell the study's history (NOTES, folder READMEs)
+
+
+def _pair(pattern: str) -> tuple[str, ...]:
+    return tuple(pattern.format(dtype=dtype) for dtype in ("bf16", "fp16"))
+
+
+RULE = ("A table is current when it is the newest table that measures the whole study (every cell of the study's "
+        "grid, every design and baseline of its time) on that GPU. A table that re-measures part of a study (an A/B, "
+        "a probe, one design's tiles) never replaces it. When a new round replaces a table, its entry in "
+        "`runners/tables/current.py` changes and the old table becomes history: it stays where it is (other pages "
+        "link to it), this index lists it under History, and the pages named with the study say what it measured.")
+H100_NOTES, H200_NOTES = "results/h100/NOTES.md", "results/h200/NOTES.md"
+MODEL_STEP_TAGS = ("", "_bc", "_d128_4k", "_d128_16k_compiled", "_d128_16k_flex_compiled", "_d64_4k", "_d64_16k")
+
+CURRENT: tuple[Current, ...] = (
+    Current("h100", "fa_grid", "the FlashAttention papers' grid, every design and baseline, FA4 included",
+            _pair("results/h100/fa4/h100_gluon_grid_{dtype}.parquet"),
+            ("results/h100/fa4/README.md", "results/h100/gluon/README.md", H100_NOTES)),
+    Current("h100", "large_d", "head dims 96, 192, 256 (B2 H16 N4096 bf16), FA4 included",
+            ("results/h100/fa4/h100_gluon_large_d_bf16.parquet",), ("results/h100/fa4/README.md", H100_NOTES)),
+    Current("h100", "fa4_cases", "GQA, packed documents, a window and a softcap beside FA4 (bf16)",
+            ("results/h100/fa4/h100_gluon_cases_bf16.parquet",), ("results/h100/fa4/README.md",)),
+    Current("h100", "stock_grid", "the FA grid of the stock Triton designs and the baselines (issue 9)",
+            ("results/h100/h100_issue9_grid.parquet",), (H100_NOTES,)),
+    Current("h100", "stock_headdims", "the stock Triton designs at large head dims (issue 9)",
+            ("results/h100/headdims/h100_issue9_headdims.parquet",), ("results/h100/headdims/README.md",)),
+    Current("h100", "modifiers", "sliding windows, softcap, FLA's forget gate against flex (issue 24)",
+            tuple(f"results/h100/modifiers/h100_modifiers_{tag}.parquet"
+                  for tag in ("16k_d128", "16k_d64", "4k", "ws_tiles", "ws_d64")),
+            ("results/h100/modifiers/README.md",)),
+    Current("h100", "varlen", "packed variable-length batches", ("results/h100/varlen/varlen.parquet",),
+            ("results/h100/varlen/README.md",)),
+    Current("h100", "model_step", "a training step of a small decoder, fp32-truth gate",
+            tuple(f"results/h100/model_step/h100_model_step_truth{tag}.parquet" for tag in MODEL_STEP_TAGS),
+            ("results/h100/model_step/README.md",)),
+    Current("h100", "host_cost", "host time of one eager forward + backward call (issue 44)",
+            tuple(f"results/h100/host_cost/h100_host_cost_n{n}.parquet" for n in (256, 1024)),
+            ("docs/host_cost.md",)),
+    Current("h100", "tune", "the tuner's studies and the exhaustive grid of one point (issue 12)",
+            ("results/h100/tune/tune.parquet", "results/h100/tune/grid.parquet"),
+            ("results/h100/tune/study_comparison.md",)),
+    Current("h200", "fa_grid", "the FlashAttention papers' grid, every design and baseline (no FA4)",
+            _pair("results/h200/gluon/h200_gluon_grid_{dtype}_tma_epilogue.parquet"),
+            ("results/h200/gluon/README.md", H200_NOTES)),
+    Current("h200", "large_d", "head dims 96, 192, 256 (B2 H16 N4096 bf16)",
+            ("results/h200/gluon/h200_gluon_large_d_bf16.parquet",), ("results/h200/gluon/README.md", H200_NOTES)),
+    Current("h200", "stock_grid", "the FA grid of the stock Triton designs and the baselines (issue 9)",
+            ("results/h200/h200_issue9_grid.parquet",), (H200_NOTES,)),
+    Current("h200", "stock_headdims", "the stock Triton designs at large head dims (issue 9)",
+            ("results/h200/headdims/h200_issue9_headdims.parquet",), ("results/h200/headdims/README.md",)),
+    Current("h200", "modifiers", "sliding windows, softcap, the forget gate at N16384 D128",
+            ("results/h200/modifiers/h200_modifiers_16k_d128.parquet",), ("results/h200/modifiers/README.md",)),
+    Current("h200", "seq_sweep", "B4 H16 bf16 over N 1024-16384, the first designs and baselines (issue 3)",
+            ("results/h200/sweep_issue3.parquet",), ("docs/results.md", H200_NOTES)),
+    Current("h200", "blocks", "a sweep=blocks search of two_pass, N4096 D128 causal (64 configs)",
+            ("results/h200/blocks_two_pass_n4096_d128_causal.parquet",), (H200_NOTES,)),
+    Current("h200x2", "launcher", "the two-GPU launcher check: jobs A, B, C merged",
+            ("results/h200x2/merged.parquet",), ("docs/scaling.md",)),
+    Current("h200x4", "scaling", "one sweep on 1, 2 and 4 GPUs of one node (wall time per GPU count)",
+            ("results/h200x4/h200_scaling_rows.parquet", "results/h200x4/h200_scaling.parquet"),
+            ("results/h200x4/README.md",)),
+)
+
+
+def gpus() -> list[str]:
+    return list(dict.fromkeys(c.gpu for c in CURRENT))
+
+
+def studies(gpu: str | None = None) -> list[str]:
+    return list(dict.fromkeys(c.study for c in CURRENT if gpu in (None, c.gpu)))
+
+
+def select(gpu: str | None = None, study: str | None = None) -> list[Current]:
+    """The entries of ``gpu`` and ``study`` (None: any); KeyError naming the known values when one matches none."""
+    if gpu is not None and gpu not in gpus():
+        raise KeyError(f"no GPU folder {gpu!r} in the registry; known: {', '.join(gpus())}")
+    if study is not None and study not in studies(gpu):
+        raise KeyError(f"no study {study!r}{f' on {gpu}' if gpu else ''}; known: {', '.join(studies(gpu))}")
+    return [c for c in CURRENT if gpu in (None, c.gpu) and study in (None, c.study)]
+
+
+def paths(gpu: str, study: str) -> tuple[str, ...]:
+    """The current tables of one study on one GPU folder."""
+    return select(gpu, study)[0].paths
