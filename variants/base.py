@@ -166,17 +166,20 @@ class TritonVariant(Variant):
             grads = (*grads, gate_grad(extra["gate"], varlen))
         return grads
 
-    def forward(self, q, k, v, causal: bool, scale: float, varlen=None, mods: Modifiers = NO_MODIFIERS, g=None):
-        """The shared Triton forward -> (o [B, Nq, H, D], lse [B, H, Nq] fp32 base 2);
-        varlen: o [total_q, H, D], lse [1, H, total_q]. mods, g: the score modifiers (Variant.apply)."""
-        from kernels.forward import attention_forward
+    def forward(self, q, k, v, causal: bool, scale: float, varlen=None, mods: Modifiers = NO_MODIFIERS, g=None,
+                forward: str = "stock"):
+        """The forward the backward reads -> (o [B, Nq, H, D], lse [B, H, Nq] fp32 base 2);
+        varlen: o [total_q, H, D], lse [1, H, total_q]. mods, g: the score modifiers (Variant.apply). forward: which
+        forward (kernels.forward_choice: stock, the shared Triton one; gluon / auto, kernels/gluon/forward.py where
+        it covers the problem on sm90, else stock)."""
+        from kernels.forward_choice import run_forward
         from kernels.gate import gate_cumsum
         block_n = 64 if q.shape[-1] <= 128 else 32
         gate = None if g is None else gate_cumsum(g, varlen)  # [B, H, Nq] fp32 (packed [1, H, total_q])
         if varlen is None:
-            return attention_forward(q, k, v, causal, scale, BLOCK_N=block_n, mods=mods, gate=gate)
-        o, lse = attention_forward(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), causal, scale, BLOCK_N=block_n,
-                                   varlen=varlen, mods=mods, gate=gate)
+            return run_forward(forward, q, k, v, causal, scale, BLOCK_N=block_n, mods=mods, gate=gate)
+        o, lse = run_forward(forward, q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), causal, scale,
+                             BLOCK_N=block_n, varlen=varlen, mods=mods, gate=gate)
         return o.squeeze(0), lse
 
     def apply(self, q, k, v, causal, scale, blocks, varlen=None, mods=NO_MODIFIERS, g=None):
@@ -184,9 +187,11 @@ class TritonVariant(Variant):
             return _TritonAttention.apply(q, k, v, causal, scale, self, blocks, varlen, mods)
         return _TritonAttention.apply(q, k, v, causal, scale, self, blocks, varlen, mods, g)
 
-    def prepare(self, q, k, v, do, causal, scale, blocks, varlen=None, mods=NO_MODIFIERS, g=None):
+    def prepare(self, q, k, v, do, causal, scale, blocks, varlen=None, mods=NO_MODIFIERS, g=None,
+                forward: str = "stock"):
+        """forward: the forward whose O and LSE the backward reads (kernels.forward_choice)."""
         with torch.no_grad():
-            o, lse = self.forward(q, k, v, causal, scale, varlen, mods, g)
+            o, lse = self.forward(q, k, v, causal, scale, varlen, mods, g, forward)
         return lambda: self.backward(q, k, v, o, lse, do, causal=causal, scale=scale, blocks=blocks, varlen=varlen,
                                      mods=mods, g=g)
 

@@ -93,6 +93,8 @@ def forward_reason(q, k, v, causal: bool, *, varlen=None, mods=None, gate=None) 
         return f"the Gluon forward runs fp16 and bf16 (wgmma), not {q.dtype}"
     if q.shape[-1] not in GLUON_FORWARD_HEAD_DIMS:
         return f"the Gluon forward covers head dims {GLUON_FORWARD_HEAD_DIMS}, not {q.shape[-1]}"
+    if k.shape[1] == 0:
+        return "no keys (Nk = 0): nothing for the Gluon forward's K/V ring to load"
     if q.device.type != "cuda":
         return "the Gluon forward is a kernel for sm90 GPUs; this is a CPU tensor"
     if torch.cuda.get_device_capability(q.device)[0] != 9:
@@ -187,7 +189,8 @@ def _scores(q_smem, k_smem, k_ready, k_empty, j, S_LAYOUT: gl.constexpr, STAGES:
     stage = j % STAGES
     mbarrier.wait(k_ready.index(stage), (j // STAGES) & 1)
     k_tile = k_smem.index(stage)
-    acc = gl.zeros([q_smem.shape[0], k_tile.shape[0]], gl.float32, S_LAYOUT)
+    acc_shape: gl.constexpr = [q_smem.shape[0], k_smem.shape[1]]
+    acc = gl.zeros(acc_shape, gl.float32, S_LAYOUT)
     return warpgroup_mma(q_smem, k_tile.permute((1, 0)), acc, use_acc=False, is_async=True)
 
 
