@@ -248,22 +248,23 @@ def _softmax_partition(ring, rows, o_desc, tensors, qk_scale, DIM: gl.constexpr,
     s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
     mbarrier.arrive(k_empty.index(0), count=1)  # K_0 read
     p, m, l, alpha = _online_softmax(s, m, l, o_m, 0, start_m, seq_q, seq_k, qk_scale, CAUSAL, MASKED)
+    p = gl.convert_layout(p.to(dtype), P_OPERAND)  # carried as P V's A operand: 16-bit, half S's registers
     for j in range(1, key_blocks):
         s = _scores(q_smem, k_smem, k_ready, k_empty, j, S_LAYOUT, STAGES)
         prev = (j - 1) % STAGES
         mbarrier.wait(v_ready.index(prev), ((j - 1) // STAGES) & 1)
-        acc = warpgroup_mma(gl.convert_layout(p.to(dtype), P_OPERAND), v_smem.index(prev), acc,
-                            is_async=True)  # [BM, BN] @ [BN, D]
+        acc = warpgroup_mma(p, v_smem.index(prev), acc, is_async=True)  # [BM, BN] @ [BN, D]
         s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))  # S_j done; P V may still run
         mbarrier.arrive(k_empty.index(j % STAGES), count=1)
         p, m, l, alpha = _online_softmax(s, m, l, o_m, j * BLOCK_N, start_m, seq_q, seq_k, qk_scale, CAUSAL,
                                          MASKED)
+        p = gl.convert_layout(p.to(dtype), P_OPERAND)
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
         mbarrier.arrive(v_empty.index(prev), count=1)
         acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, O_LAYOUT)), 1)
     last = (key_blocks - 1) % STAGES
     mbarrier.wait(v_ready.index(last), ((key_blocks - 1) // STAGES) & 1)
-    acc = warpgroup_mma(gl.convert_layout(p.to(dtype), P_OPERAND), v_smem.index(last), acc, is_async=True)
+    acc = warpgroup_mma(p, v_smem.index(last), acc, is_async=True)
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
 
     empty = l == 0.0  # rows that saw no key
