@@ -226,8 +226,9 @@ def _online_softmax(s, m, l, o_m, start_n, start_m, seq_q, seq_k, qk_scale, CAUS
 def _softmax_partition(ring, rows, o_desc, tensors, qk_scale, DIM: gl.constexpr, LAYOUTS: gl.constexpr,
                        STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr):
     """The compute warps. Block 0: S, softmax. Block j >= 1: issue S_j, issue O += P_{j-1} V_{j-1}, wait for S_j
-    alone (wgmma groups retire in order... S_j was issued first), softmax of S_j while P V runs, wait for P V,
-    O *= alpha_j. Last: O += P V of the last block, O / l and LSE out."""
+    alone (wgmma groups retire in issue order, S_j's first), block j's softmax while P V runs, wait for P V,
+    O *= alpha_j. Last: O += P V of the last block, then O / l and the LSE out. P is carried between blocks as
+    P V's register A operand (16-bit: half of S's registers)."""
     q_smem, k_smem, v_smem, q_ready, k_ready, v_ready, k_empty, v_empty = ring
     O, LSE = tensors
     i_h, i_hk, seq_q, seq_k, heads, start_m, key_blocks, q_row0, k_row0, lse_row0 = rows
