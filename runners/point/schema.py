@@ -76,7 +76,7 @@ class SweepConfig:
     window_right: Optional[int] = None  # non-causal windows: keys to the right; null = window (symmetric)
     softcap: float = 0.0  # logit softcapping (Gemma 2): 0 = off
     gate: bool = False  # FLA's log forget gate g [B, N, H] (causal, Nq == Nk)
-    forward: str = "stock"  # the forward the backward reads: stock | gluon | auto (kernels/forward_choice.py)
+    forward: Optional[str] = None  # the forward the backward reads: stock | gluon | auto; null = the design's default
     results_dir: str = MISSING
     resume: bool = MISSING  # skip points already recorded for the same config_key, GPU and commit
     cpu_budget_s: float = 60.0  # CPU interpreter: points estimated longer are `skipped` rows (runners/point/cpu_cost.py)
@@ -270,10 +270,11 @@ def _int_at_least(cfg, name: str, low: int, value=None) -> int:
     return value
 
 
-def _forward_arg(cfg: DictConfig) -> str:
-    """The config's `forward` (issue 42; kernels/forward_choice.py), checked; stock when the key is absent."""
+def _forward_arg(cfg: DictConfig, variant) -> str:
+    """The config's `forward` (issue 42; kernels/forward_choice.py), checked; null or absent: the design's
+    `default_forward` (stock for a baseline, which runs its own forward)."""
     from kernels.forward_choice import FORWARDS
-    choice = cfg.get("forward") or "stock"
+    choice = cfg.get("forward") or getattr(variant, "default_forward", "stock")
     if choice not in FORWARDS:
         raise ConfigError("forward", f"must be one of {', '.join(FORWARDS)}, got {choice!r}")
     return choice
@@ -337,7 +338,7 @@ def check(cfg: DictConfig, device: str) -> Point:
         batch, seq, seq_k = len(packed["doc_lens"]), max(packed["doc_lens"]), max(packed["doc_lens"])
     point_args = dict(variant=variant.name, batch=batch, seq=seq, seq_k=seq_k, heads=heads, kv_heads=kv_heads,
                       head_dim=head_dim, causal=bool(cfg.causal), dtype=cfg.dtype, layout=cfg.layout, **packed,
-                      **_modifier_args(cfg), forward=_forward_arg(cfg))
+                      **_modifier_args(cfg), forward=_forward_arg(cfg, variant))
     problem = Point(**point_args, blocks=None, block_overrides=overrides).problem(device)
     try:
         problem.validate()  # a backstop: the checks above already cover what it checks
