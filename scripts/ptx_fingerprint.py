@@ -9,6 +9,9 @@ causal, GQA, fp32, score modifiers, packed documents, each boolean block field f
 line info and debug sections removed. Equal hashes before and after mean the same instructions, the same
 specialization and the same parameter order, so no GPU A/B is needed. Launches are recorded, never run
 (runners.compile.resources: JITFunction.run replaced by a recorder, compiled by Triton's binder).
+
+`--variants gluon_forward` (opt-in, not in the default list) fingerprints the Gluon forward (kernels/gluon/forward.py,
+issue 42) over the fp16 / bf16 cases it covers: a refactor of kernels/gluon/tiles.py must leave it unchanged too.
 """
 import argparse
 import dataclasses
@@ -68,6 +71,8 @@ def _launches(variant_name, case, overrides):
     from variants.problem import DTYPES
 
     _, head_dim, causal, dtype_name, heads, kv_heads, modifiers, packed = case
+    if variant_name == GLUON_FORWARD:
+        return _gluon_forward_launches(case)
     variant = get(variant_name)
     probe = probe_problem(head_dim, dtype_name, causal, heads, kv_heads, modifiers)
     rule = default_block_rule(variant_name, probe, arch="sm90")
@@ -99,6 +104,20 @@ def _launches(variant_name, case, overrides):
     finally:
         JITFunction.run = original
     return launches
+
+
+GLUON_FORWARD = "gluon_forward"  # --variants: the Gluon forward's kernel, not a design's
+
+
+def _gluon_forward_launches(case):
+    """[(JITFunction, args, kwargs)] of the Gluon forward at its default tile, or None where it does not cover the
+    case (fp32, modifiers, packed documents)."""
+    _, head_dim, causal, dtype_name, heads, kv_heads, modifiers, packed = case
+    from kernels.gluon.forward import GLUON_FORWARD_HEAD_DIMS
+    if dtype_name == "fp32" or modifiers or packed or head_dim not in GLUON_FORWARD_HEAD_DIMS:
+        return None
+    from runners.compile.forward import capture_forward_launch
+    return [capture_forward_launch(head_dim, causal, dtype_name, heads=heads, kv_heads=kv_heads)[1]]
 
 
 def fingerprint(job) -> dict:
@@ -157,7 +176,8 @@ def main(argv=None) -> int:
     if args.ptx_dir:
         os.makedirs(args.ptx_dir, exist_ok=True)
     jobs = [(name, case, label, overrides, args.ptx_dir) for name in wanted for case in cases
-            for label, overrides in (_flipped_blocks(get(name)) if case[0] == "d64_causal" else [("default", {})])]
+            for label, overrides in (_flipped_blocks(get(name)) if case[0] == "d64_causal" and name != GLUON_FORWARD
+                                     else [("default", {})])]
     result = {}
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         for done, part in enumerate(pool.map(fingerprint, jobs), 1):

@@ -207,3 +207,16 @@ def test_cli_subprocess_single_run_and_typo(tmp_path):
                          env={**os.environ, "TRITON_INTERPRET": "1"})
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "seqq" in bad.stderr
     assert not (tmp_path / "bad").exists()
+
+
+def test_forward_choice_is_recorded_and_keyed(tmp_path):
+    """forward=gluon on the CPU: the stock forward runs, and the row says which ran and why (issue 42); a point with
+    the default forward keeps its old key."""
+    sweep.run_point(cfg_for(tmp_path, "variant=two_pass", "forward=gluon", *BLOCKS["two_pass"]), out=lambda _: None)
+    r = rows(tmp_path).iloc[0]
+    assert (r.status, bool(r.correct), r.forward, r.forward_ran) == ("ok", True, "gluon", "stock")
+    assert r.forward_reason and "|fwd=gluon" in r.config_key
+    point = schema.check(cfg_for(tmp_path, "variant=two_pass", *BLOCKS["two_pass"]), "cpu")
+    assert point.forward == "stock" and "fwd=" not in point.config_key("wall_clock")
+    with pytest.raises(schema.ConfigError, match="forward"):
+        schema.check(cfg_for(tmp_path, "variant=two_pass", "forward=fast"), "cpu")

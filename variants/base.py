@@ -118,6 +118,9 @@ class TritonVariant(Variant):
     # traces it whole). False: a backward that itself uses torch.autograd, which cannot run inside an operator
     # (attention() then calls the design directly and torch.compile breaks the graph around it)
     as_operator = True
+    # the forward whose O and LSE the design's backward reads when a call names none (kernels.forward_choice:
+    # stock | gluon | auto); attention() and the operator always run this one, the sweep's `forward` key overrides it
+    default_forward: ClassVar[str] = "stock"
 
     def supports(self, problem: Problem) -> str | None:
         if problem.device == "cpu" and not interpreter_on():
@@ -166,17 +169,21 @@ class TritonVariant(Variant):
             grads = (*grads, gate_grad(extra["gate"], varlen))
         return grads
 
-    def forward(self, q, k, v, causal: bool, scale: float, varlen=None, mods: Modifiers = NO_MODIFIERS, g=None):
-        """The shared Triton forward -> (o [B, Nq, H, D], lse [B, H, Nq] fp32 base 2);
-        varlen: o [total_q, H, D], lse [1, H, total_q]. mods, g: the score modifiers (Variant.apply)."""
-        from kernels.forward import attention_forward
+    def forward(self, q, k, v, causal: bool, scale: float, varlen=None, mods: Modifiers = NO_MODIFIERS, g=None,
+                forward: str | None = None):
+        """The forward the backward reads -> (o [B, Nq, H, D], lse [B, H, Nq] fp32 base 2);
+        varlen: o [total_q, H, D], lse [1, H, total_q]. mods, g: the score modifiers (Variant.apply). forward: which
+        forward (kernels.forward_choice: stock, the shared Triton one; gluon / auto, kernels/gluon/forward.py where
+        it covers the problem on sm90, else stock); None: the design's `default_forward`."""
+        forward = forward or self.default_forward
+        from kernels.forward_choice import run_forward
         from kernels.gate import gate_cumsum
         block_n = 64 if q.shape[-1] <= 128 else 32
         gate = None if g is None else gate_cumsum(g, varlen)  # [B, H, Nq] fp32 (packed [1, H, total_q])
         if varlen is None:
-            return attention_forward(q, k, v, causal, scale, BLOCK_N=block_n, mods=mods, gate=gate)
-        o, lse = attention_forward(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), causal, scale, BLOCK_N=block_n,
-                                   varlen=varlen, mods=mods, gate=gate)
+            return run_forward(forward, q, k, v, causal, scale, BLOCK_N=block_n, mods=mods, gate=gate)
+        o, lse = run_forward(forward, q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), causal, scale,
+                             BLOCK_N=block_n, varlen=varlen, mods=mods, gate=gate)
         return o.squeeze(0), lse
 
     def apply(self, q, k, v, causal, scale, blocks, varlen=None, mods=NO_MODIFIERS, g=None):
@@ -184,9 +191,12 @@ class TritonVariant(Variant):
             return _TritonAttention.apply(q, k, v, causal, scale, self, blocks, varlen, mods)
         return _TritonAttention.apply(q, k, v, causal, scale, self, blocks, varlen, mods, g)
 
-    def prepare(self, q, k, v, do, causal, scale, blocks, varlen=None, mods=NO_MODIFIERS, g=None):
+    def prepare(self, q, k, v, do, causal, scale, blocks, varlen=None, mods=NO_MODIFIERS, g=None,
+                forward: str | None = None):
+        """forward: the forward whose O and LSE the backward reads (kernels.forward_choice); None: the design's
+        `default_forward`."""
         with torch.no_grad():
-            o, lse = self.forward(q, k, v, causal, scale, varlen, mods, g)
+            o, lse = self.forward(q, k, v, causal, scale, varlen, mods, g, forward)
         return lambda: self.backward(q, k, v, o, lse, do, causal=causal, scale=scale, blocks=blocks, varlen=varlen,
                                      mods=mods, g=g)
 

@@ -316,7 +316,11 @@ def main(argv=None) -> int:
     parser.add_argument("--gate", action="store_true", help="FLA's forget gate (needs --causal)")
     parser.add_argument("--kernels", nargs="+", help="only these kernels (e.g. _dkdv_kernel)")
     parser.add_argument("--out", help="write the rows as CSV here")
+    parser.add_argument("--forward", choices=["gluon"], help="the Gluon forward's kernel (kernels/gluon/forward.py; "
+                                                             "runners/compile/forward.py) instead of a backward")
     args = parser.parse_args(argv)  # before the heavy imports: --help answers at once
+    if args.forward:
+        return forward_main(args)
     kv_heads = args.kv_heads or args.heads
     rows = []
     try:
@@ -338,6 +342,20 @@ def main(argv=None) -> int:
                 if args.out:  # after every config: a sweep cut short keeps what it compiled
                     write_csv(args.out, rows)
     except (CompileCheckError, ArchError, json.JSONDecodeError, ValueError) as exc:
+        print(f"compile_check: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def forward_main(args) -> int:
+    """`--forward gluon`: the forward's rows (runners/compile/forward.py) for each --blocks and --arch."""
+    from runners.compile.forward import check_forward_kernel, format_forward_row
+    try:
+        for overrides in [parse_blocks(text) for text in args.blocks] or [{}]:
+            for arch in parse_archs(args.arch):
+                row = check_forward_kernel(args.head_dim, args.causal, args.dtype, overrides, arch)
+                print(format_forward_row(row), flush=True)
+    except (ArchError, json.JSONDecodeError, ValueError, TypeError) as exc:
         print(f"compile_check: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     return 0

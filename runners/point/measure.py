@@ -137,8 +137,26 @@ def prepare_backward(variant, point, problem, inputs: tuple):
     """variant.prepare on point_inputs' tuple: runs the forward once and returns the backward closure."""
     q, k, v, do, g, packing = inputs
     modifiers = {"mods": problem.mods, "g": g} if problem.modifiers else {}  # baselines' prepare: no keywords
+    from variants.base import TritonVariant
+    if getattr(point, "forward", "stock") != "stock" and isinstance(variant, TritonVariant):
+        modifiers["forward"] = point.forward  # the forward choice (kernels/forward_choice.py); a baseline runs its own
     return variant.prepare(q, k, v, do, point.causal, default_scale(point.head_dim), point.blocks,
                            **({} if packing is None else {"varlen": packing}), **modifiers)
+
+
+def forward_columns(variant, point, problem, inputs: tuple) -> dict:
+    """`forward_ran`: the forward whose O and LSE the backward read (stock, gluon; `own` for a baseline, which runs
+    its own), `forward_reason`: why a point that asked for gluon / auto ran stock ('' otherwise)."""
+    from kernels.forward_choice import chosen_forward
+    from variants.base import TritonVariant
+    if not isinstance(variant, TritonVariant):
+        return {"forward_ran": "own", "forward_reason": ""}
+    q, k, v, do, g, packing = inputs
+    if packing is not None:
+        q, k, v = (t.unsqueeze(0) for t in (q, k, v))
+    run = chosen_forward(getattr(point, "forward", "stock"), q, k, v, point.causal, varlen=packing, mods=problem.mods,
+                         gate=g)
+    return {"forward_ran": run.name, "forward_reason": run.reason}
 
 
 def make_gate(point, q, device: str, seed: int):
@@ -319,7 +337,8 @@ EMPTY = {"ms": math.nan, "ms_p20": math.nan, "ms_p80": math.nan, "tflops": math.
          "correct": None, "accuracy_scope": None,
          "max_abs_dq": math.nan, "max_abs_dk": math.nan, "max_abs_dv": math.nan,
          "rel_dq": math.nan, "rel_dk": math.nan, "rel_dv": math.nan,
-         "max_abs_dg": math.nan, "rel_dg": math.nan}  # dg: the forget gate's gradient (gated points only)
+         "max_abs_dg": math.nan, "rel_dg": math.nan,  # dg: the forget gate's gradient (gated points only)
+         "forward_ran": None, "forward_reason": None}  # the forward the backward read (forward_columns)
 
 
 def not_measured(point, timer: str, status: str, reason: str) -> dict:
@@ -372,6 +391,7 @@ def measure(point, bench, *, timer: str, gpu_index: int = 0, seed: int = 0, peak
         q, k, v, do, g, packing = point_inputs(point, device, seed)
         scale = default_scale(point.head_dim)
         stage = "prepare"
+        row.update(forward_columns(variant, point, problem, (q, k, v, do, g, packing)))
         fn = prepare_backward(variant, point, problem, (q, k, v, do, g, packing))
         stage = "backward"
         grads, peak = run_once(fn, on_gpu, device)

@@ -76,6 +76,7 @@ class SweepConfig:
     window_right: Optional[int] = None  # non-causal windows: keys to the right; null = window (symmetric)
     softcap: float = 0.0  # logit softcapping (Gemma 2): 0 = off
     gate: bool = False  # FLA's log forget gate g [B, N, H] (causal, Nq == Nk)
+    forward: Optional[str] = None  # the forward the backward reads: stock | gluon | auto; null = the design's default
     results_dir: str = MISSING
     resume: bool = MISSING  # skip points already recorded for the same config_key, GPU and commit
     cpu_budget_s: float = 60.0  # CPU interpreter: points estimated longer are `skipped` rows (runners/point/cpu_cost.py)
@@ -207,6 +208,7 @@ class Point:
     window_right: int = -1
     softcap: float = 0.0
     gate: bool = False
+    forward: str = "stock"  # the forward asked for (kernels.forward_choice.FORWARDS); stock: the shared Triton one
 
     @property
     def blocks_dict(self) -> dict:
@@ -234,7 +236,8 @@ class Point:
         return (f"{self.variant}|b={self.batch}|h={self.heads}|hkv={self.kv_heads}|nq={self.seq}|nk={self.seq_k}"
                 f"|d={self.head_dim}|causal={int(self.causal)}|{self.dtype}|{self.layout}|blocks[{blocks}]|{timer}"
                 + (f"|varlen[{self.varlen_spec}]" if self.doc_lens is not None else "")
-                + (f"|mods[{self.problem('cpu').modifier_text}]" if self.modified else ""))
+                + (f"|mods[{self.problem('cpu').modifier_text}]" if self.modified else "")
+                + (f"|fwd={self.forward}" if self.forward != "stock" else ""))
 
     @property
     def modified(self) -> bool:
@@ -253,6 +256,8 @@ class Point:
             text += f" {self.layout}"
         if self.modified:
             text += f" {self.problem('cpu').modifier_text}"
+        if self.forward != "stock":
+            text += f" forward={self.forward}"
         if self.block_overrides:
             text += " [" + " ".join(f"{k}={v}" for k, v in self.block_overrides.items()) + "]"
         return text
@@ -263,6 +268,16 @@ def _int_at_least(cfg, name: str, low: int, value=None) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise ConfigError(name, f"must be an integer >= {low}, got {value!r}")
     return value
+
+
+def _forward_arg(cfg: DictConfig, variant) -> str:
+    """The config's `forward` (issue 42; kernels/forward_choice.py), checked; null or absent: the design's
+    `default_forward` (stock for a baseline, which runs its own forward)."""
+    from kernels.forward_choice import FORWARDS
+    choice = cfg.get("forward") or getattr(variant, "default_forward", "stock")
+    if choice not in FORWARDS:
+        raise ConfigError("forward", f"must be one of {', '.join(FORWARDS)}, got {choice!r}")
+    return choice
 
 
 def check(cfg: DictConfig, device: str) -> Point:
@@ -323,7 +338,7 @@ def check(cfg: DictConfig, device: str) -> Point:
         batch, seq, seq_k = len(packed["doc_lens"]), max(packed["doc_lens"]), max(packed["doc_lens"])
     point_args = dict(variant=variant.name, batch=batch, seq=seq, seq_k=seq_k, heads=heads, kv_heads=kv_heads,
                       head_dim=head_dim, causal=bool(cfg.causal), dtype=cfg.dtype, layout=cfg.layout, **packed,
-                      **_modifier_args(cfg))
+                      **_modifier_args(cfg), forward=_forward_arg(cfg, variant))
     problem = Point(**point_args, blocks=None, block_overrides=overrides).problem(device)
     try:
         problem.validate()  # a backstop: the checks above already cover what it checks

@@ -1,0 +1,49 @@
+"""Which forward produces O and the base-2 LSE that a backward design reads (issue 42): a choice a point names.
+
+    stock  kernels/forward.py, the Triton forward every design has shared (the default)
+    gluon  kernels/gluon/forward.py (sm90, FA3's structure); a problem it does not cover runs the stock forward,
+           and `chosen_forward` says why
+    auto   gluon where it covers the problem on an sm90 GPU, else stock
+
+Both write the same convention: o like q, lse [B, H, Nq] fp32 = log2 of the sum of exp2(s * scale * log2 e) per row,
++inf (and O = 0) for a row that sees no key.
+"""
+from typing import NamedTuple
+
+FORWARDS = ("stock", "gluon", "auto")
+DEFAULT_FORWARD = "stock"  # until the GPU shows the Gluon forward correct and faster (docs/forward.md)
+
+
+class ForwardRun(NamedTuple):
+    name: str  # the forward that runs: "stock" or "gluon"
+    reason: str  # why a request for gluon / auto runs stock ('' when it runs what was asked)
+
+
+def check_forward(choice: str) -> str:
+    """choice, or a one-line ValueError naming the choices."""
+    if choice not in FORWARDS:
+        raise ValueError(f"forward={choice!r}: one of {', '.join(FORWARDS)}")
+    return choice
+
+
+def chosen_forward(choice: str, q, k, v, causal: bool, *, varlen=None, mods=None, gate=None) -> ForwardRun:
+    """The forward `choice` runs for this call (q [B, Nq, H, D] or packed [1, total, H, D]) and, where gluon was
+    asked for and cannot run, the reason."""
+    if check_forward(choice) == "stock":
+        return ForwardRun("stock", "")
+    from kernels.gluon.forward import forward_reason
+    reason = forward_reason(q, k, v, causal, varlen=varlen, mods=mods, gate=gate)
+    if reason is None:
+        return ForwardRun("gluon", "")
+    return ForwardRun("stock", reason)
+
+
+def run_forward(choice: str, q, k, v, causal: bool, scale: float, *, BLOCK_N: int = 64, varlen=None, mods=None,
+                gate=None):
+    """(o like q, lse [B, H, Nq] fp32 base 2) from the chosen forward; q [B, Nq, H, D], k/v [B, Nk, Hkv, D]
+    (varlen: [1, total, H, D] and a kernels.varlen.Packing). BLOCK_N: the stock forward's key block."""
+    if chosen_forward(choice, q, k, v, causal, varlen=varlen, mods=mods, gate=gate).name == "gluon":
+        from kernels.gluon.forward import gluon_attention_forward
+        return gluon_attention_forward(q, k, v, causal, scale)
+    from kernels.forward import attention_forward
+    return attention_forward(q, k, v, causal, scale, BLOCK_N=BLOCK_N, varlen=varlen, mods=mods, gate=gate)

@@ -1,0 +1,334 @@
+"""The Gluon forward for sm90 (issue 42): O and the base-2 LSE in kernels/forward.py's convention, with
+FlashAttention-3's forward structure. One program per (query block, batch, query head):
+
+    a 1-warp load partition (24 registers)   Q once; per key block K and V by TMA into a STAGES-deep ring, K and V
+                                             on barriers of their own (S needs only K)
+    the compute warps (num_warps, 4 or 8)     each warpgroup owns BLOCK_M / (num_warps / 4) query rows; per key block
+                                             S = Q K^T (async wgmma, both operands in shared memory), the online
+                                             softmax in base 2 (scale * log2 e folded into one FMA), O += P V with P
+                                             as the register A operand
+
+Intra-warpgroup overlap (FA3 §3.2): block j's S = Q K_j^T is issued before block j-1's O += P V, and the softmax of
+block j runs while that PV wgmma is in flight; O is rescaled by block j's correction once the PV wgmma is done.
+Register reallocation: the load warp gives its registers back (24), the compute warps take the rest.
+
+Conventions (kernels/forward.py): scores in log2 units s * scale * log2(e); LSE [B, H, Nq] fp32 = m + log2(l); a
+row that sees no key (causal with Nq > Nk) gets O = 0 and LSE = +inf. Causal masking is bottom-right aligned: query
+i sees key j iff j <= i + Nk - Nq. Tensors are read as the ws kernels read them (kernels/gluon/tiles.py): TMA views
+[B * N, H, D] of dense [B, N, H, D], boxes [rows, 1, tile_dim(D)]; rows past a sequence's end belong to the next
+batch (or are TMA zeros) and are masked (keys) or never stored (queries). A whole query block leaves through Q's
+shared tile by a TMA store, a tail block by masked stores.
+
+Not covered yet (refused by `forward_reason`, the caller falls back to kernels/forward.py): packed documents,
+windows, softcap, the forget gate, fp32, head dims other than GLUON_FORWARD_HEAD_DIMS.
+"""
+import functools
+from typing import NamedTuple
+
+import torch
+import triton
+
+from kernels.common import LOG2E
+from kernels.gluon.compat import GLUON_MISSING, cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma, tma_load, \
+    tma_store, warpgroup_mma, warpgroup_mma_wait
+from kernels.gluon.tiles import GL_DTYPES, as_box, dense_bnhd, rows_descriptor, store_rows, tile_dim
+
+GLUON_FORWARD_HEAD_DIMS = (64, 96, 128, 192, 256)
+GLUON_FORWARD_DTYPES = (torch.float16, torch.bfloat16)
+
+
+class FwdTensors(NamedTuple):  # what the kernel writes by pointer
+    o: object  # [B, Nq, H, D] dense (a tail block's masked stores)
+    lse: object  # [B, H, Nq] fp32, base 2
+
+
+class FwdSizes(NamedTuple):
+    seq_q: int
+    seq_k: int
+    heads: int
+    kv_heads: int
+    qk_scale: float  # scale * log2(e)
+
+
+class FwdLayouts(NamedTuple):  # the kernel's register and shared layouts (`forward_layouts`)
+    s: object  # S / P [BM, BN] fp32 accumulator of Q K^T
+    o: object  # O [BM, tile D] fp32 accumulator of P V
+    q_smem: object  # Q, O [BM, tile D]
+    kv_smem: object  # K, V [BN, tile D]
+
+
+class FwdBlocks(NamedTuple):
+    """The forward's tile: BLOCK_M query rows per program over num_warps / 4 warpgroups, BLOCK_N keys per step,
+    num_stages K/V stages in shared memory."""
+    BLOCK_M: int
+    BLOCK_N: int
+    num_warps: int
+    num_stages: int
+
+
+def default_forward_blocks(head_dim: int, causal: bool) -> FwdBlocks:
+    """FA3's sm90 forward tiles, rounded to Gluon's powers of two: 128 query rows over two warpgroups (64 each),
+    128 keys per step up to D128 (64 from D192 on: the O accumulator is 128-256 fp32 registers a thread), two K/V
+    stages (D <= 128: three, 160-224 KB of shared memory). Compile-checked, not yet measured (docs/forward.md)."""
+    tile = tile_dim(head_dim)
+    if tile <= 64:
+        return FwdBlocks(128, 128, 8, 3)
+    if tile <= 128:
+        return FwdBlocks(128, 128, 8, 2)
+    return FwdBlocks(128, 64, 8, 2)
+
+
+def forward_reason(q, k, v, causal: bool, *, varlen=None, mods=None, gate=None) -> str | None:
+    """Why the Gluon forward cannot run this call (the caller then runs the stock Triton forward), or None.
+    q [B, Nq, H, D], k/v [B, Nk, Hkv, D]."""
+    if GLUON_MISSING is not None:
+        return GLUON_MISSING
+    if varlen is not None:
+        return "the Gluon forward does not walk packed documents (cu_seqlens) yet"
+    if mods is not None and getattr(mods, "active", False):
+        return "the Gluon forward has no window or softcap yet"
+    if gate is not None:
+        return "the Gluon forward has no forget gate"
+    if q.dtype not in GLUON_FORWARD_DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
+        return f"the Gluon forward runs fp16 and bf16 (wgmma), not {q.dtype}"
+    if q.shape[-1] not in GLUON_FORWARD_HEAD_DIMS:
+        return f"the Gluon forward covers head dims {GLUON_FORWARD_HEAD_DIMS}, not {q.shape[-1]}"
+    if k.shape[1] == 0:
+        return "no keys (Nk = 0): nothing for the Gluon forward's K/V ring to load"
+    if q.device.type != "cuda":
+        return "the Gluon forward is a kernel for sm90 GPUs; this is a CPU tensor"
+    if torch.cuda.get_device_capability(q.device)[0] != 9:
+        major, minor = torch.cuda.get_device_capability(q.device)
+        return f"the Gluon forward needs sm90 (wgmma, TMA); this is sm{major}{minor}"
+    return None
+
+
+@gluon.jit
+def _gluon_fwd_kernel(q_desc, k_desc, v_desc, o_desc, tensors, sizes, DIM: gl.constexpr, LAYOUTS: gl.constexpr,
+                      STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr):
+    """Grid (cdiv(Nq, BM) * B * H,). The TMA views (top-level arguments: Triton 3.6's launcher takes descriptors
+    nowhere else): q / o [B * Nq, H, D] boxes [BM, 1, tile D]; k / v [B * Nk, Hkv, D] boxes [BN, 1, tile D].
+    tensors: FwdTensors (O dense for a tail's masked stores, LSE [B, H, Nq] fp32); sizes: FwdSizes; LAYOUTS:
+    FwdLayouts. MASKED: some key block crosses the causal diagonal or Nk (else no block pays for the mask)."""
+    BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
+    HEAD_DIM: gl.constexpr = q_desc.block_type.shape[2]
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    dtype: gl.constexpr = q_desc.dtype
+    rows = _program_rows(sizes, BLOCK_M, BLOCK_N, CAUSAL)
+
+    q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], LAYOUTS.q_smem)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], LAYOUTS.kv_smem)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], LAYOUTS.kv_smem)
+    q_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())  # a stage's K landed
+    v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())  # a stage's V landed
+    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())  # S of that K is done
+    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())  # P V of that V is done
+    mbarrier.init(q_ready, count=1)
+    for s in gl.static_range(STAGES):
+        mbarrier.init(k_ready.index(s), count=1)
+        mbarrier.init(v_ready.index(s), count=1)
+        mbarrier.init(k_empty.index(s), count=1)
+        mbarrier.init(v_empty.index(s), count=1)
+    ring = (q_smem, k_smem, v_smem, q_ready, k_ready, v_ready, k_empty, v_empty)
+    gl.warp_specialize([
+        (_softmax_partition, (ring, rows, o_desc, tensors, sizes.qk_scale, DIM, LAYOUTS, STAGES, CAUSAL, MASKED)),
+        (_load_partition, (q_desc, k_desc, v_desc, ring, rows, STAGES)),
+    ], [1], [24])
+
+
+@gluon.jit
+def _program_rows(sizes, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+    """(i_h, i_hk, seq_q, seq_k, heads, start_m, key_blocks, q_row0, k_row0, lse_row0) of this program. Programs
+    run query blocks fastest, so the programs running at once share their head's K and V in L2; causal: the last
+    query block (the longest walk) first. key_blocks: how many key blocks the block's queries see (causal: up to
+    the bottom-right diagonal), at least 1 (a block that sees no key walks one fully masked block: O = 0,
+    LSE = +inf); q_row0 / k_row0: the batch's first rows in the q / k views; lse_row0: the head's LSE row."""
+    seq_q, seq_k, heads, kv_heads, qk_scale = sizes
+    pid = gl.program_id(0)
+    query_blocks = gl.cdiv(seq_q, BLOCK_M)
+    i_m = pid % query_blocks
+    if CAUSAL:
+        i_m = query_blocks - 1 - i_m
+    i_bh = pid // query_blocks
+    i_b = i_bh // heads
+    i_h = i_bh % heads
+    i_hk = i_h // (heads // kv_heads)
+    start_m = i_m * BLOCK_M
+    if CAUSAL:  # bottom-right: query i sees key j iff j <= i + Nk - Nq
+        n_end = gl.minimum(gl.maximum(start_m + BLOCK_M + seq_k - seq_q, 0), seq_k)
+    else:
+        n_end = seq_k
+    key_blocks = gl.maximum(gl.cdiv(n_end, BLOCK_N), 1)
+    return (i_h, i_hk, seq_q, seq_k, heads, start_m, key_blocks, i_b * seq_q, i_b * seq_k, i_bh * seq_q)
+
+
+@gluon.jit
+def _load_partition(q_desc, k_desc, v_desc, ring, rows, STAGES: gl.constexpr):
+    """One warp: Q once, then each key block's K (after `k_empty`: its stage's S is done) and V (after `v_empty`:
+    its stage's P V is done), each on its own `ready` barrier."""
+    q_smem, k_smem, v_smem, q_ready, k_ready, v_ready, k_empty, v_empty = ring
+    i_h, i_hk, seq_q, seq_k, heads, start_m, key_blocks, q_row0, k_row0, lse_row0 = rows
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    mbarrier.expect(q_ready, q_desc.block_type.nbytes)
+    tma_load(q_desc, [q_row0 + start_m, i_h, 0], q_ready, as_box(q_smem))
+    for j in range(key_blocks):
+        stage = j % STAGES
+        phase = ((j // STAGES) & 1) ^ 1  # passes at once on the first lap
+        mbarrier.wait(k_empty.index(stage), phase)
+        mbarrier.expect(k_ready.index(stage), k_desc.block_type.nbytes)
+        tma_load(k_desc, [k_row0 + j * BLOCK_N, i_hk, 0], k_ready.index(stage), as_box(k_smem.index(stage)))
+        mbarrier.wait(v_empty.index(stage), phase)
+        mbarrier.expect(v_ready.index(stage), v_desc.block_type.nbytes)
+        tma_load(v_desc, [k_row0 + j * BLOCK_N, i_hk, 0], v_ready.index(stage), as_box(v_smem.index(stage)))
+
+
+@gluon.jit
+def _scores(q_smem, k_smem, k_ready, k_empty, j, S_LAYOUT: gl.constexpr, STAGES: gl.constexpr):
+    """Issues S_j = Q K_j^T ([BM, D] @ [D, BN] -> [BM, BN], async wgmma) once K_j has landed."""
+    stage = j % STAGES
+    mbarrier.wait(k_ready.index(stage), (j // STAGES) & 1)
+    k_tile = k_smem.index(stage)
+    acc_shape: gl.constexpr = [q_smem.shape[0], k_smem.shape[1]]
+    acc = gl.zeros(acc_shape, gl.float32, S_LAYOUT)
+    return warpgroup_mma(q_smem, k_tile.permute((1, 0)), acc, use_acc=False, is_async=True)
+
+
+@gluon.jit
+def _online_softmax(s, m, l, o_m, start_n, start_m, seq_q, seq_k, qk_scale, CAUSAL: gl.constexpr,
+                    MASKED: gl.constexpr):
+    """One block of the online softmax in base 2: s [BM, BN] raw scores, m [BM] the running max in log2 units,
+    l [BM] the running sum -> (P [BM, BN] fp32, m_new, l_new, alpha = exp2(m - m_new), O's correction). Only a block
+    that crosses the causal diagonal or Nk pays for the mask (keys past Nk or right of the diagonal -> -inf).
+    A row with no visible key so far keeps m = -inf and P = 0 (no (-inf) - (-inf))."""
+    BLOCK_M: gl.constexpr = s.shape[0]
+    BLOCK_N: gl.constexpr = s.shape[1]
+    if MASKED:
+        shift = seq_k - seq_q
+        crosses = start_n + BLOCK_N > seq_k
+        if CAUSAL:
+            crosses = crosses or start_m + shift < start_n + BLOCK_N - 1
+        if crosses:
+            keys = gl.expand_dims(start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s.type.layout)), 0)
+            visible = keys < seq_k
+            if CAUSAL:
+                visible = visible & (keys <= gl.expand_dims(o_m, 1) + shift)
+            s = gl.where(visible, s, float("-inf"))
+    m_new = gl.maximum(m, gl.max(s, 1) * qk_scale)  # qk_scale > 0: max commutes with the scale
+    m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
+    p = gl.exp2(s * qk_scale - gl.expand_dims(m_use, 1))  # one FMA and one exp2 per score
+    alpha = gl.exp2(m - m_use)
+    l_new = l * alpha + gl.sum(p, 1)
+    return p, m_new, l_new, alpha
+
+
+@gluon.jit
+def _softmax_partition(ring, rows, o_desc, tensors, qk_scale, DIM: gl.constexpr, LAYOUTS: gl.constexpr,
+                       STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr):
+    """The compute warps. Block 0: S, softmax. Block j >= 1: issue S_j, issue O += P_{j-1} V_{j-1}, wait for S_j
+    alone (wgmma groups retire in issue order, S_j's first), block j's softmax while P V runs, wait for P V,
+    O *= alpha_j. Last: O += P V of the last block, then O / l and the LSE out. P is carried between blocks as
+    P V's register A operand (16-bit: half of S's registers)."""
+    q_smem, k_smem, v_smem, q_ready, k_ready, v_ready, k_empty, v_empty = ring
+    O, LSE = tensors
+    i_h, i_hk, seq_q, seq_k, heads, start_m, key_blocks, q_row0, k_row0, lse_row0 = rows
+    S_LAYOUT: gl.constexpr = LAYOUTS.s
+    O_LAYOUT: gl.constexpr = LAYOUTS.o
+    BLOCK_M: gl.constexpr = q_smem.shape[0]
+    BLOCK_N: gl.constexpr = k_smem.shape[1]
+    HEAD_DIM: gl.constexpr = q_smem.shape[1]
+    dtype: gl.constexpr = q_smem.dtype
+    P_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=O_LAYOUT, k_width=2)
+    o_m = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, S_LAYOUT))  # query of each S row
+    m = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, S_LAYOUT))
+    l = gl.zeros([BLOCK_M], gl.float32, gl.SliceLayout(1, S_LAYOUT))
+    acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, O_LAYOUT)
+    mbarrier.wait(q_ready, 0)
+
+    s = _scores(q_smem, k_smem, k_ready, k_empty, 0, S_LAYOUT, STAGES)
+    s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+    mbarrier.arrive(k_empty.index(0), count=1)  # K_0 read
+    p, m, l, alpha = _online_softmax(s, m, l, o_m, 0, start_m, seq_q, seq_k, qk_scale, CAUSAL, MASKED)
+    p = gl.convert_layout(p.to(dtype), P_OPERAND)  # carried as P V's A operand: 16-bit, half S's registers
+    for j in range(1, key_blocks):
+        s = _scores(q_smem, k_smem, k_ready, k_empty, j, S_LAYOUT, STAGES)
+        prev = (j - 1) % STAGES
+        mbarrier.wait(v_ready.index(prev), ((j - 1) // STAGES) & 1)
+        acc = warpgroup_mma(p, v_smem.index(prev), acc, is_async=True)  # [BM, BN] @ [BN, D]
+        s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))  # S_j done; P V may still run
+        mbarrier.arrive(k_empty.index(j % STAGES), count=1)
+        p, m, l, alpha = _online_softmax(s, m, l, o_m, j * BLOCK_N, start_m, seq_q, seq_k, qk_scale, CAUSAL,
+                                         MASKED)
+        p = gl.convert_layout(p.to(dtype), P_OPERAND)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        mbarrier.arrive(v_empty.index(prev), count=1)
+        acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, O_LAYOUT)), 1)
+    last = (key_blocks - 1) % STAGES
+    mbarrier.wait(v_ready.index(last), ((key_blocks - 1) // STAGES) & 1)
+    acc = warpgroup_mma(p, v_smem.index(last), acc, is_async=True)
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+
+    empty = l == 0.0  # rows that saw no key
+    l_safe = gl.where(empty, 1.0, l)
+    lse = gl.where(empty, float("inf"), m + gl.log2(l_safe))
+    gl.store(LSE + lse_row0 + o_m, lse, mask=o_m < seq_q)
+    out = acc * gl.expand_dims(gl.convert_layout(1.0 / l_safe, gl.SliceLayout(1, O_LAYOUT)), 1)
+    if start_m + BLOCK_M <= seq_q:  # a whole query block: out through Q's shared tile by TMA
+        cta_barrier()  # every warpgroup's wgmmas that read Q are done
+        q_smem.store(out.to(dtype))
+        fence_async_shared()
+        cta_barrier()
+        tma_store(o_desc, [q_row0 + start_m, i_h, 0], as_box(q_smem))  # columns past DIM: outside the view
+        tma.store_wait(pendings=0)
+    else:  # a tail: its rows past Nq are the next batch's in the view
+        store_rows(O, (out,), 1.0, q_row0 + start_m, q_row0 + seq_q, heads, i_h, DIM, HEAD_DIM, 0)
+
+
+@functools.cache  # host time of a launch: made once per tile config
+def forward_layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype) -> FwdLayouts:
+    """S [BM, BN] and O [BM, tile D] split by 16-row slices over the warps (a warpgroup owns BM / (num_warps / 4)
+    rows); the shared layouts of the Q / O and K / V tiles (tile_dim(D) columns)."""
+    tile = tile_dim(head_dim)
+
+    def by_rows(n_cols):
+        return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, n_cols, 16])
+
+    return FwdLayouts(s=by_rows(block_n), o=by_rows(tile),
+                      q_smem=gl.NVMMASharedLayout.get_default_for([block_m, tile], GL_DTYPES[dtype]),
+                      kv_smem=gl.NVMMASharedLayout.get_default_for([block_n, tile], GL_DTYPES[dtype]))
+
+
+def check_forward_blocks(blocks: FwdBlocks) -> None:
+    """One-line ValueError naming the rule a tile breaks."""
+    if blocks.num_warps not in (4, 8):
+        raise ValueError(f"gluon forward: num_warps={blocks.num_warps}: 4 or 8 (whole warpgroups)")
+    if blocks.BLOCK_M not in (64, 128) or blocks.BLOCK_M % (16 * blocks.num_warps):
+        raise ValueError(f"gluon forward: BLOCK_M={blocks.BLOCK_M}: 64 or 128, a multiple of 16 x num_warps")
+    if blocks.BLOCK_N not in (32, 64, 128, 256):
+        raise ValueError(f"gluon forward: BLOCK_N={blocks.BLOCK_N}: 32, 64, 128 or 256")
+    if blocks.num_stages < 2:
+        raise ValueError(f"gluon forward: num_stages={blocks.num_stages}: at least 2 (K/V ring)")
+
+
+def gluon_attention_forward(q, k, v, causal: bool, scale: float, blocks: FwdBlocks | None = None):
+    """q [B, Nq, H, D], k/v [B, Nk, Hkv, D] fp16 / bf16 on an sm90 GPU -> (o [B, Nq, H, D] dense, lse [B, H, Nq]
+    fp32, base 2): kernels.forward.attention_forward's outputs. A non-dense input is copied to dense first."""
+    batch, seq_q, heads, head_dim = q.shape
+    seq_k, kv_heads = k.shape[1], k.shape[2]
+    blocks = blocks or default_forward_blocks(head_dim, causal)
+    check_forward_blocks(blocks)
+    q, k, v = (t if dense_bnhd(t) else t.contiguous() for t in (q, k, v))
+    o = torch.empty_like(q)
+    lse = torch.empty((batch, heads, seq_q), device=q.device, dtype=torch.float32)
+    if seq_q == 0 or batch * heads == 0:
+        return o, lse
+    block_m, block_n = blocks.BLOCK_M, blocks.BLOCK_N
+    masked = causal or seq_k % block_n != 0 or seq_k == 0
+    grid = (triton.cdiv(seq_q, block_m) * batch * heads,)
+    _gluon_fwd_kernel[grid](
+        q_desc=rows_descriptor(q, block_m), k_desc=rows_descriptor(k, block_n), v_desc=rows_descriptor(v, block_n),
+        o_desc=rows_descriptor(o, block_m), tensors=FwdTensors(o=o, lse=lse),
+        sizes=FwdSizes(seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads, qk_scale=float(scale) * LOG2E),
+        DIM=head_dim, LAYOUTS=forward_layouts(block_m, block_n, head_dim, blocks.num_warps, q.dtype),
+        STAGES=blocks.num_stages, CAUSAL=causal, MASKED=masked, num_warps=blocks.num_warps)
+    return o, lse

@@ -1,0 +1,87 @@
+"""Exploration on one sm90 GPU (issue 42): the Gluon forward checked against the fp32 reference, then timed against
+the stock Triton forward and SDPA's cuDNN / flash forwards on the FlashAttention grid (tokens 16384, hidden 2048).
+Not a result table (rows come from runners.sweep once forward-only rows exist); a guide for the default tiles and
+for when `forward=auto` may become the default.
+
+    python scripts/forward_bench.py [--dtype bf16] [--seqs 1024,4096,16384] [--head-dims 64,128] \\
+        [--tiles 128x128x8x2,128x64x8x2]
+
+Prints per cell: the Gluon forward's relative error against the reference (a wrong cell is never timed) and the
+forward TFLOPS (FlashAttention convention 4 * B * H * N^2 * d, halved when causal; triton.testing.do_bench median)
+of the stock forward, the Gluon forward at its default tile and at each --tiles tile, and SDPA's backends.
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+
+from kernels.forward import attention_forward  # noqa: E402
+from kernels.gluon.forward import FwdBlocks, default_forward_blocks, gluon_attention_forward  # noqa: E402
+from variants.accuracy import REL_TOL, error  # noqa: E402
+from variants.reference import reference_forward  # noqa: E402
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def sdpa(backend):
+    from torch.nn.attention import sdpa_kernel
+    from torch.nn.functional import scaled_dot_product_attention
+
+    def run(q, k, v, causal, scale):
+        with sdpa_kernel(backend):  # [B, H, N, D] views of the [B, N, H, D] tensors
+            return scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                is_causal=causal, scale=scale)
+    return run
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dtype", default="bf16", choices=list(DTYPES))
+    parser.add_argument("--seqs", default="1024,4096,16384")
+    parser.add_argument("--head-dims", default="64,128")
+    parser.add_argument("--tiles", default="", help="extra Gluon tiles BLOCK_MxBLOCK_Nxnum_warpsxnum_stages, comma list")
+    args = parser.parse_args()
+    from torch.nn.attention import SDPBackend
+    dtype = DTYPES[args.dtype]
+    tiles = [FwdBlocks(*map(int, t.split("x"))) for t in args.tiles.split(",") if t]
+    print(f"{torch.cuda.get_device_name()}  {args.dtype}  forward TFLOPS (FA convention), do_bench median")
+    for head_dim in map(int, args.head_dims.split(",")):
+        for seq in map(int, args.seqs.split(",")):
+            for causal in (False, True):
+                batch, heads = 16384 // seq, 2048 // head_dim
+                q, k, v = (torch.randn(batch, seq, heads, head_dim, device="cuda", dtype=dtype) for _ in range(3))
+                scale = head_dim ** -0.5
+                flops = 4 * batch * heads * seq * seq * head_dim / (2 if causal else 1)
+                cell = f"B{batch} H{heads} N{seq} D{head_dim}{' causal' if causal else ''}"
+                if batch * heads * seq * seq <= 2 ** 31:  # the fp32 reference fits in memory
+                    err = error(gluon_attention_forward(q, k, v, causal, scale)[0], reference_forward(q, k, v, causal, scale))
+                    if not err.ok(dtype):
+                        print(f"{cell}: WRONG, rel err {err.rel:.2e} > {REL_TOL[dtype]:.0e}; not timed")
+                        continue
+                    note = f"rel err {err.rel:.1e}"
+                else:
+                    note = "not checked (reference too large)"
+                runs = {"stock": lambda: attention_forward(q, k, v, causal, scale),
+                        f"gluon {tuple(default_forward_blocks(head_dim, causal))}":
+                            lambda: gluon_attention_forward(q, k, v, causal, scale)}
+                for tile in tiles:
+                    runs[f"gluon {tuple(tile)}"] = lambda tile=tile: gluon_attention_forward(q, k, v, causal, scale, tile)
+                for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("fa2", SDPBackend.FLASH_ATTENTION)):
+                    runs[name] = lambda backend=backend: sdpa(backend)(q, k, v, causal, scale)
+                parts = []
+                for name, fn in runs.items():
+                    try:
+                        ms = triton.testing.do_bench(fn, warmup=25, rep=100)
+                        parts.append(f"{name} {flops / ms / 1e9:.1f}")
+                    except Exception as exc:  # noqa: BLE001 - a backend that cannot run this cell
+                        parts.append(f"{name} -- ({type(exc).__name__})")
+                print(f"{cell} ({note}): " + " | ".join(parts), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

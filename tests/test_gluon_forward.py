@@ -1,0 +1,167 @@
+"""The Gluon forward (kernels/gluon/forward.py, issue 42): compiled for sm90 on any machine (CPU: Triton's bundled
+ptxas, through runners.compile's compiler), run against the fp32 reference on an sm90 GPU (O and the base-2 LSE,
+fresh random inputs, NaN-poisoned outputs), and refused with a reason everywhere else."""
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from kernels.forward_choice import FORWARDS, check_forward, chosen_forward
+from variants.reference import reference_forward, visible_pairs
+
+ON_HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
+MAX_SMEM = 227 * 1024
+LSE_TOLERANCE = 1e-3  # base-2 LSE: fp32 statistics of fp16 / bf16 scores
+
+
+def reference_lse(q, k, causal: bool, scale: float) -> torch.Tensor:
+    """[B, H, Nq] fp32: log2 sum_j exp(scale q.k_j) over the visible keys, +inf for a row that sees none
+    (kernels/forward.py's convention)."""
+    heads, kv_heads = q.shape[2], k.shape[2]
+    q_ = q.float().transpose(1, 2)  # [B, H, Nq, D]
+    k_ = k.float().transpose(1, 2).repeat_interleave(heads // kv_heads, dim=1)
+    scores = torch.matmul(q_, k_.transpose(-1, -2)) * scale  # [B, H, Nq, Nk]
+    visible = visible_pairs(q.shape[1], k.shape[1], causal, None, q.device)
+    if visible is not None:
+        scores = scores.masked_fill(~visible, float("-inf"))
+    lse = torch.logsumexp(scores, dim=-1) / math.log(2.0)
+    return torch.where(torch.isneginf(lse), torch.full_like(lse, float("inf")), lse)
+
+
+# (batch, Nq, Nk, heads, kv_heads, head dim, causal): odd lengths, tails, Nq != Nk both ways, GQA, MQA
+CASES = [
+    (2, 128, 128, 2, 2, 64, False),
+    (2, 127, 129, 4, 2, 64, True),
+    (1, 300, 200, 4, 1, 64, True),  # Nq > Nk: the first 100 queries see no key (O = 0, LSE = +inf)
+    (3, 200, 333, 4, 4, 128, False),
+    (2, 65, 1000, 8, 2, 128, True),
+    (1, 1, 77, 2, 1, 128, False),
+    (2, 513, 513, 2, 2, 128, True),
+    (1, 190, 260, 2, 2, 96, True),
+    (1, 130, 70, 2, 1, 192, False),
+    (1, 200, 200, 2, 2, 256, True),
+]
+
+
+def case_id(case) -> str:
+    batch, seq_q, seq_k, heads, kv_heads, head_dim, causal = case
+    return f"B{batch}-Nq{seq_q}-Nk{seq_k}-H{heads}-HKV{kv_heads}-D{head_dim}-{'causal' if causal else 'full'}"
+
+
+@pytest.mark.skipif(not ON_HOPPER, reason="the Gluon forward needs an sm90 GPU")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("case", CASES, ids=[case_id(c) for c in CASES])
+def test_matches_the_fp32_reference(case, dtype):
+    from kernels.forward import attention_forward
+    from kernels.gluon.forward import gluon_attention_forward
+    from variants.accuracy import REL_TOL, error
+    batch, seq_q, seq_k, heads, kv_heads, head_dim, causal = case
+    generator = torch.Generator(device="cuda").manual_seed(hash(case) % 2**31)
+    q = torch.randn(batch, seq_q, heads, head_dim, device="cuda", dtype=dtype, generator=generator)
+    k, v = (torch.randn(batch, seq_k, kv_heads, head_dim, device="cuda", dtype=dtype, generator=generator)
+            for _ in range(2))
+    scale = head_dim ** -0.5
+    o, lse = gluon_attention_forward(q, k, v, causal, scale)  # o, lse from the poisoned torch.empty
+    torch.cuda.synchronize()
+    o_ref = reference_forward(q, k, v, causal, scale)
+    lse_ref = reference_lse(q, k, causal, scale)
+    assert not o.isnan().any(), "O has unwritten (NaN) elements"
+    err, stock = error(o, o_ref), error(attention_forward(q, k, v, causal, scale)[0], o_ref)
+    assert err.ok(dtype), f"rel err {err.rel:.2e} > {REL_TOL[dtype]:.0e} (max abs {err.max_abs:.2e})"
+    assert err.rel <= 2 * stock.rel + 1e-4, f"rel err {err.rel:.2e}, the stock forward's {stock.rel:.2e}"
+    assert not lse.isnan().any(), "LSE has unwritten (NaN) elements"
+    assert torch.equal(torch.isinf(lse), torch.isinf(lse_ref)), "rows without keys must get LSE = +inf"
+    finite = torch.isfinite(lse_ref)
+    assert (lse[finite] - lse_ref[finite]).abs().max().item() <= LSE_TOLERANCE
+
+
+@pytest.mark.skipif(not ON_HOPPER, reason="the Gluon forward needs an sm90 GPU")
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_same_outputs_as_the_stock_forward(causal):
+    """The convention the backward designs read: the Gluon forward's O and LSE agree with kernels/forward.py's."""
+    from kernels.forward import attention_forward
+    from kernels.gluon.forward import gluon_attention_forward
+    q = torch.randn(2, 257, 4, 128, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(2, 300, 2, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    o, lse = gluon_attention_forward(q, k, v, causal, 0.1)
+    o_stock, lse_stock = attention_forward(q, k, v, causal, 0.1)
+    assert (o.float() - o_stock.float()).abs().max().item() <= 2e-2
+    assert (lse - lse_stock).abs().max().item() <= 1e-3
+
+
+@pytest.mark.skipif(not ON_HOPPER, reason="the Gluon forward needs an sm90 GPU")
+@pytest.mark.parametrize("variant", ["ws", "two_pass"])
+def test_a_backward_reads_the_gluon_forward(variant):
+    """prepare(..., forward='gluon'): the design's gradients from the Gluon forward's O and LSE pass the accuracy gate
+    the runner uses."""
+    from runners.point.measure import check_accuracy
+    from variants import get
+    q = torch.randn(2, 200, 4, 128, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(2, 333, 2, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    do = torch.randn_like(q)
+    impl = get(variant)
+    from variants.problem import Problem
+    blocks = impl.make_blocks(Problem(2, 200, 333, 4, 2, 128, True, torch.bfloat16, "cuda"))
+    grads = impl.prepare(q, k, v, do, True, 128 ** -0.5, blocks, forward="gluon")()
+    row = check_accuracy(grads, q, k, v, do, True, 128 ** -0.5, torch.bfloat16)
+    assert row["correct"], row["_wrong_reason"]
+
+
+def test_the_choice_is_checked_and_stock_by_default():
+    from kernels.forward_choice import DEFAULT_FORWARD
+    assert DEFAULT_FORWARD == "stock" and FORWARDS == ("stock", "gluon", "auto")
+    with pytest.raises(ValueError, match="forward='fast': one of stock, gluon, auto"):
+        check_forward("fast")
+
+
+@pytest.mark.parametrize("dtype, head_dim, extra, reason", [
+    (torch.float32, 64, {}, "fp16 and bf16"),
+    (torch.bfloat16, 80, {}, "head dims"),
+    (torch.bfloat16, 64, {"gate": object()}, "forget gate"),
+    (torch.bfloat16, 64, {"varlen": object()}, "packed documents"),
+])
+def test_uncovered_problems_run_the_stock_forward_with_the_reason(dtype, head_dim, extra, reason):
+    q = torch.zeros(1, 8, 2, head_dim, dtype=dtype)
+    run = chosen_forward("auto", q, q, q, True, **extra)
+    assert run.name == "stock" and reason in run.reason
+    assert chosen_forward("stock", q, q, q, True) == ("stock", "")
+
+
+def test_a_cpu_tensor_runs_the_stock_forward():
+    q = torch.zeros(1, 8, 2, 64, dtype=torch.bfloat16)
+    run = chosen_forward("gluon", q, q, q, False)
+    if run.reason.startswith("Triton"):  # a Triton without the Gluon Hopper API
+        pytest.skip(run.reason)
+    assert run == ("stock", "the Gluon forward is a kernel for sm90 GPUs; this is a CPU tensor")
+
+
+# (head dim, causal, dtype) compiled for sm90 at the default tiles on any machine
+COMPILE_CASES = [(64, False, "bf16"), (64, True, "fp16"), (128, False, "bf16"), (128, True, "fp16"),
+                 (96, True, "bf16"), (192, False, "bf16"), (256, True, "bf16")]
+
+
+def compiled_forward_rows(cases) -> list[dict]:
+    """runners.compile.forward's rows (registers, spills, shared memory, status) for each case, in a fresh process
+    (the compiler, not the interpreter)."""
+    code = ("import json; from runners.compile.forward import check_forward_kernel; "
+            f"print(json.dumps([check_forward_kernel(d, c, t) for d, c, t in {cases!r}]))")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=1200)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_compiles_for_sm90_without_spills():
+    from kernels.gluon.compat import GLUON_MISSING
+    if GLUON_MISSING is not None:
+        pytest.skip(GLUON_MISSING)
+    pytest.importorskip("triton.backends.nvidia.compiler", reason="no NVIDIA backend: nothing to compile with")
+    rows = compiled_forward_rows(COMPILE_CASES)
+    for case, row in zip(COMPILE_CASES, rows):
+        assert row["status"] == "ok", (case, row)
+        assert row["smem_bytes"] <= MAX_SMEM, (case, row)
+        assert row["spill_store_bytes"] == 0 and row["spill_load_bytes"] == 0, (case, row)
