@@ -34,6 +34,7 @@ from kernels.dq_finish import dq_finish
 from kernels.dkdv_dq import launch_dq
 from kernels.forward import dot_precision
 from kernels.varlen import UNIFORM_ARGS
+from kernels.launch import launch
 
 DQ_NONE, DQ_ATOMIC, DQ_TMA = 0, 1, 2
 
@@ -321,7 +322,7 @@ def atomic_tma_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, 
         varlen.kernel_args(block_k=BLOCK_N, heaviest_first=longest_first, causal=causal)
     grid = (blocks, batch * kv_heads)
     if blocks > 0:  # packed: 0 when no document has a key
-        _atomic_tma_kernel[grid[::-1] if longest_first else grid](
+        launch(_atomic_tma_kernel, grid[::-1] if longest_first else grid,
             **backward_args(q, k, v, do, dq_acc, dk, dv, lse, delta, scale, dq_strides=False), **doc_args,
             gate=gate_tensors(gate, deterministic), **modifier_args(mods, gate is not None, causal),
             HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=block_d,

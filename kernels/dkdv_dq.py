@@ -10,6 +10,7 @@ from kernels.common import block_and_head, document_block, even_blocks, head_dim
 from kernels.forward import dot_precision
 from kernels.gate import check_prescale
 from kernels.varlen import UNIFORM_ARGS
+from kernels.launch import launch
 
 
 @triton.jit
@@ -110,7 +111,7 @@ def launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, *, causal: bool, scale: flo
     args = backward_args(q, k, v, do, dq, dk, dv, lse, delta, scale)
     gate_args = gate_tensors(gate, "as_key", gate.query_for_atomics() if gate is not None and accumulate_dq else None)
     for grads in ((1, 2) if split else (3,)):  # GRADS: 1 dV only, 2 dK only, 3 both (kernels/backward_steps.py)
-        _dkdv_kernel[grid[::-1] if longest_first else grid](
+        launch(_dkdv_kernel, grid[::-1] if longest_first else grid,
                            **args, **doc_args, gate=gate_args, **modifier_args(mods, gate is not None, causal),
                            **head_args, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
                            CAUSAL=causal, ACCUM_DQ=accumulate_dq, LONGEST_FIRST=longest_first, PRESCALED=prescale,
@@ -137,7 +138,7 @@ def launch_dq(q, k, v, do, dq, lse, delta, *, causal: bool, scale: float,
     grid = (blocks, batch * heads)
     if blocks == 0:
         return
-    _dq_kernel[grid[::-1] if longest_first else grid](
+    launch(_dq_kernel, grid[::-1] if longest_first else grid,
                      **backward_args(q, k, v, do, dq, dq, dq, lse, delta, scale), **doc_args,
                      gate=gate_tensors(gate, "as_query"), **modifier_args(mods, gate is not None, causal),
                      **head_args, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,

@@ -12,6 +12,7 @@ import triton.language as tl
 from kernels.common import (LOG2E, Strides, band_blocks, document_block, gate_values, head_block, modifier_args,
                             modify_scores, score_mask, strides)
 from kernels.varlen import UNIFORM_ARGS
+from kernels.launch import launch
 
 
 class ForwardTensors(NamedTuple):
@@ -176,7 +177,7 @@ def attention_forward(q, k, v, causal: bool, scale: float, *, BLOCK_M: int = 64,
     if blocks == 0:
         return o, lse
     grid = (blocks, batch * heads)
-    _fwd_kernel[grid](tensors=ForwardTensors(q, k, v, o, lse),
+    launch(_fwd_kernel, grid, tensors=ForwardTensors(q, k, v, o, lse),
                       strides=ForwardStrides(strides(q), strides(k), strides(v), strides(o)),
                       sizes=ForwardSizes(seq_q, seq_k, heads, heads // kv_heads, scale * LOG2E), **doc_args, G=gate,
                       HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=head_block(head_dim),

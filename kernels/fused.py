@@ -15,6 +15,7 @@ from kernels.common import document_block, even_blocks, head_block, modifier_arg
 from kernels.forward import dot_precision
 from kernels.gate import check_prescale
 from kernels.varlen import UNIFORM_ARGS
+from kernels.launch import launch
 
 
 @triton.jit
@@ -81,7 +82,7 @@ def fused_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK
     if blocks == 0:
         return dq, dk, dv
     grid = (blocks, batch * kv_heads)
-    _fused_kernel[grid](**backward_args(q, k, v, do, dq, dk, dv, lse, delta, scale), **doc_args,
+    launch(_fused_kernel, grid, **backward_args(q, k, v, do, dq, dk, dv, lse, delta, scale), **doc_args,
                         gate=gate_tensors(gate), **modifier_args(mods, gate is not None, causal),
                         HEAD_DIM=head_dim, BLOCK_M1=BLOCK_M1, BLOCK_N1=BLOCK_N1, BLOCK_M2=BLOCK_M2,
                         BLOCK_N2=BLOCK_N2, BLOCK_D=block_d, BLK_SLICE_FACTOR=BLK_SLICE_FACTOR,

@@ -35,6 +35,7 @@ from kernels.gluon.compat import (TensorDescriptor, cta_barrier, fence_async_sha
 from kernels.gluon.tiles import (GL_DTYPES, WsDocs, as_box, chunk_zeros, dense_bnhd, document_pair, head_dim_chunks,
                                   issue_products, mma_chunks, probabilities, rows_descriptor, shared_layout,
                                   store_chunks, store_rows, tile_dim, wait_chunks)
+from kernels.launch import launch
 
 HEAD_DIMS = (64, 96, 128, 192, 256)  # with measured or compile-checked tiles (variants.ws)
 
@@ -778,7 +779,7 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
     if grid[0] == 0:
         return
     d_main, d_rest = head_dim_chunks(head_dim)
-    _ws_backward_kernel[grid](
+    launch(_ws_backward_kernel, grid,
         q_desc=rows_descriptor(q, BLOCK_M), k_desc=rows_descriptor(k, BLOCK_N), v_desc=rows_descriptor(v, BLOCK_N),
         do_desc=rows_descriptor(do, BLOCK_M), dq_desc=accumulator_descriptor(dq_acc, head_dim, BLOCK_M),
         dk_desc=rows_descriptor(dk, BLOCK_N), dv_desc=rows_descriptor(dv, BLOCK_N),

@@ -25,6 +25,7 @@ from kernels.gluon.compat import (cta_barrier, fence_async_shared, gl, gluon, mb
 from kernels.gluon.tiles import (WsDocs, WsScales, as_box, chunk_zeros, document_pair, head_dim_chunks, issue_products,
                                  mma_chunks, probabilities, rows_descriptor, store_chunks, store_rows, tile_dim,
                                  wait_chunks)
+from kernels.launch import launch
 
 
 class DqTensors(NamedTuple):  # what the kernel reads and writes by pointer
@@ -221,7 +222,7 @@ def ws_dq(q, k, v, do, lse, delta, dq, *, causal: bool, scale: float, BLOCK_M: i
         if grid[0] == 0:
             return
     d_main, d_rest = head_dim_chunks(head_dim)
-    _ws_dq_kernel[grid](
+    launch(_ws_dq_kernel, grid,
         q_desc=rows_descriptor(q, BLOCK_M), k_desc=rows_descriptor(k, BLOCK_N), v_desc=rows_descriptor(v, BLOCK_N),
         do_desc=rows_descriptor(do, BLOCK_M), dq_desc=rows_descriptor(dq, BLOCK_M),
         tensors=DqTensors(lse=lse, delta=delta, dq=dq), docs=WsDocs(cu_q=cu_q, cu_k=cu_k, pairs=pairs),
