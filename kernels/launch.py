@@ -36,8 +36,8 @@ _MISSING = object()
 
 
 class LaunchStats:
-    """Counters over every plan: `bound` launches made through a bound kernel, `jit` launches through Triton's path
-    inside a phase (a phase's first run, or sites on the jit path), `binds` kernels bound."""
+    """Counters over every plan: `bound` launches made through a bound kernel, `jit` launches of a phase's first run
+    (through Triton's path), `binds` kernels bound."""
 
     def __init__(self):
         self.bound = self.jit = self.binds = 0
@@ -63,16 +63,8 @@ class BoundLaunch:
         self.device, self.get_stream, self.knobs = device, get_stream, knobs
         self.run, self.function, self.metadata = kernel.run, kernel.function, kernel.packed_metadata
 
-    def arguments(self, args: tuple, kwargs: dict) -> list:
-        """Every parameter's value in the kernel's order (constexprs included: the launcher skips them), as Triton's
-        binder would bind them: the positional ones first, then by name, else the parameter's default."""
-        values = list(args)
-        get = kwargs.get
-        values += [get(name, default) for name, default in self.params[len(args):]]
-        return values
-
     def __call__(self, fn, grid, args: tuple, kwargs: dict):
-        values = self.arguments(args, kwargs)
+        values = bound_arguments(self.params, args, kwargs)
         if VERIFY:
             self.verify(fn, values)
         stream = self.get_stream(self.device)
@@ -98,6 +90,28 @@ class BoundLaunch:
                                f"{self.constexprs}")
 
 
+def bound_arguments(params: tuple, args: tuple, kwargs: dict) -> list:
+    """Every parameter's value in the kernel's order (constexprs included: the launcher skips them), as Triton's
+    binder binds them (its `bound_args.values()`): the positional ones first, then by name, else the default."""
+    values = list(args)
+    get = kwargs.get
+    values += [get(name, default) for name, default in params[len(args):]]
+    return values
+
+
+def driver_api():
+    """(get_current_device, get_current_stream, knobs) of the active Triton driver, as JITFunction.run uses them;
+    raises without a GPU driver (tests replace it)."""
+    from triton import knobs
+    from triton.runtime.driver import driver
+    return driver.active.get_current_device, driver.active.get_current_stream, knobs
+
+
+def current_device() -> int:
+    """The device Triton launches on (a phase's key: a bound kernel is loaded on one device)."""
+    return driver_api()[0]()
+
+
 def parameters(fn) -> tuple:
     """(name, default or _MISSING) of each of a JIT function's parameters, in order."""
     return tuple((name, _MISSING if p.default is inspect.Parameter.empty else p.default)
@@ -119,18 +133,14 @@ def bind(fn, kernel, args: tuple, kwargs: dict):
     if getattr(fn, "pre_run_hooks", None):
         return None, f"{fn.__name__} has pre-run hooks"
     try:
-        from triton import knobs
-        from triton.runtime.driver import driver
-        device = driver.active.get_current_device()
-        get_stream = driver.active.get_current_stream
-    except (ImportError, AttributeError) as exc:
-        return None, f"no Triton driver API ({exc})"
+        get_device, get_stream, knobs = driver_api()
+    except (ImportError, AttributeError, RuntimeError) as exc:
+        return None, f"no Triton driver API ({type(exc).__name__}: {exc})"
     params = parameters(fn)
-    bound = BoundLaunch(fn, kernel, params, (), device, get_stream, knobs)
-    values = bound.arguments(args, kwargs)
+    values = bound_arguments(params, args, kwargs)
     if any(value is _MISSING for value in values):
         return None, f"{fn.__name__}: an argument without a value"
-    bound.constexprs = constexpr_values(fn, values)
+    bound = BoundLaunch(fn, kernel, params, constexpr_values(fn, values), get_device(), get_stream, knobs)
     stats.binds += 1
     return bound, None
 

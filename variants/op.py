@@ -24,6 +24,7 @@ import contextlib
 import torch
 from torch import Tensor
 
+from kernels.launch import current_device
 from variants.plan import Plan, plans
 from variants.problem import Problem, check_gate
 from variants.registry import get
@@ -198,7 +199,7 @@ class _EagerAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, g, plan: Plan, scale: float):
         if plan.unbound_reason is None:  # the forward's launches bound after its first call (kernels/launch.py)
-            with plan.sites(("forward", torch.cuda.current_device())).phase():
+            with plan.sites(("forward", current_device())).phase():
                 o, lse = plan.impl.forward(q, k, v, plan.causal, scale, None, plan.mods, g)
         else:
             o, lse = plan.impl.forward(q, k, v, plan.causal, scale, None, plan.mods, g)
@@ -211,7 +212,7 @@ class _EagerAttention(torch.autograd.Function):
         q, k, v, o, lse, g = ctx.saved_tensors
         plan = ctx.plan
         if plan.unbound_reason is None:  # keyed by dO's layout: the kernels take its strides and its pointer
-            key = ("backward", torch.cuda.current_device(), do.stride(), do.dtype, do.data_ptr() % 16 == 0)
+            key = ("backward", current_device(), do.stride(), do.dtype, do.data_ptr() % 16 == 0)
             with plan.sites(key).phase():
                 grads = plan.impl.backward(q, k, v, o, lse, do, causal=plan.causal, scale=ctx.scale,
                                            blocks=plan.blocks, mods=plan.mods, g=g)
