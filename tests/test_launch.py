@@ -247,3 +247,24 @@ def test_bound_arguments_match_tritons_binder_for_sm90():
                          env={**os.environ, "TRITON_INTERPRET": "0"}, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "0 failed" in run.stdout
+
+
+def test_cached_tma_descriptors_equal_fresh_ones_but_for_the_base():
+    """kernels/gluon/tiles.py: the second descriptor of a key copies the first's checked fields and takes the new
+    base; the launcher reads only the base's data pointer, the same as the view's."""
+    from kernels.gluon.compat import GLUON_MISSING
+    if GLUON_MISSING:
+        pytest.skip(GLUON_MISSING)
+    from kernels.gluon import tiles
+    tiles._DESCRIPTORS.clear()
+    first, second = (torch.randn(1, 48, 2, 64, dtype=torch.bfloat16) for _ in range(2))
+    fresh = tiles.rows_descriptor(first, 64)  # made by the constructor (on a view)
+    cached = tiles.rows_descriptor(second, 64)  # copied from its fields
+    assert type(cached) is type(fresh) and cached.base is second
+    assert cached.base.data_ptr() == second.view(48, 2, 64).data_ptr()
+    fields = lambda d: {k: v for k, v in d.__dict__.items() if k != "base"}  # noqa: E731
+    assert fields(cached) == fields(fresh)
+    assert fresh.shape == [48, 2, 64] and fresh.block_shape == [64, 1, 64]
+    unaligned = torch.randn(1 * 48 * 2 * 64 + 1, dtype=torch.bfloat16)[1:].view(1, 48, 2, 64)
+    with pytest.raises(AssertionError, match="aligned"):  # never copied: the constructor refuses it
+        tiles.rows_descriptor(unaligned, 64)

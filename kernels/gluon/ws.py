@@ -32,9 +32,9 @@ import triton
 from kernels.common import LOG2E
 from kernels.gluon.compat import (TensorDescriptor, cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma_load,
                                   tma_reduce_add, tma_store, tma, warpgroup_mma_wait)
-from kernels.gluon.tiles import (GL_DTYPES, WsDocs, as_box, chunk_zeros, dense_bnhd, document_pair, head_dim_chunks,
-                                  issue_products, mma_chunks, probabilities, rows_descriptor, shared_layout,
-                                  store_chunks, store_rows, tile_dim, wait_chunks)
+from kernels.gluon.tiles import (GL_DTYPES, WsDocs, as_box, cached_descriptor, chunk_zeros, dense_bnhd, document_pair,
+                                  head_dim_chunks, issue_products, mma_chunks, probabilities, rows_descriptor,
+                                  shared_layout, store_chunks, store_rows, tile_dim, wait_chunks)
 from kernels.launch import launch
 
 HEAD_DIMS = (64, 96, 128, 192, 256)  # with measured or compile-checked tiles (variants.ws)
@@ -707,9 +707,11 @@ def accumulator_descriptor(dq_acc: torch.Tensor, head_dim: int, block_m: int):
     """The TMA view of the fp32 dQ accumulator [rows, tile_dim(D)] (boxes [block_m, tile_dim(D)]). With two head-dim
     chunks the dQ tile's columns past D are never written, so the view is [rows, D] and the reduce-adds drop them;
     with one chunk they hold dS K's zeros and the whole width is added (whole boxes, as before head-dim chunks)."""
-    width = head_dim if head_dim_chunks(head_dim)[1] else dq_acc.shape[1]
-    return TensorDescriptor(dq_acc, [dq_acc.shape[0], width], list(dq_acc.stride()), [block_m, dq_acc.shape[1]],
-                            shared_layout((block_m, dq_acc.shape[1]), torch.float32))
+    def make():
+        width = head_dim if head_dim_chunks(head_dim)[1] else dq_acc.shape[1]
+        return TensorDescriptor(dq_acc, [dq_acc.shape[0], width], list(dq_acc.stride()), [block_m, dq_acc.shape[1]],
+                                shared_layout((block_m, dq_acc.shape[1]), torch.float32))
+    return cached_descriptor(("dq_acc", dq_acc.shape, dq_acc.stride(), head_dim, block_m), dq_acc, make)
 
 
 def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
