@@ -6,7 +6,7 @@ import triton.language as tl
 
 from kernels.backward_args import NO_GATE, GateTensors, backward_args
 from kernels.backward_steps import dkdv_program, document_pointers, dq_program
-from kernels.common import block_and_head, document_block, even_blocks, head_dim_args, modifier_args
+from kernels.common import block_and_head, cdiv, document_block, even_blocks, head_dim_args, modifier_args
 from kernels.forward import dot_precision
 from kernels.gate import check_prescale
 from kernels.varlen import UNIFORM_ARGS
@@ -103,7 +103,7 @@ def launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, *, causal: bool, scale: flo
     even_m, even_n, _ = even_blocks(seq_q, seq_k, head_dim, head_args["BLOCK_D"], walked=BLOCK_M,
                                          resident=BLOCK_N, walks_queries=True, causal=causal, varlen=varlen is not None)
     longest_first = longest_first and (causal or varlen is not None)  # else every program has the same work
-    doc_args, blocks = (UNIFORM_ARGS, triton.cdiv(seq_k, BLOCK_N)) if varlen is None else \
+    doc_args, blocks = (UNIFORM_ARGS, cdiv(seq_k, BLOCK_N)) if varlen is None else \
         varlen.kernel_args(block_k=BLOCK_N, heaviest_first=longest_first, causal=causal)
     grid = (blocks, batch * kv_heads)
     if blocks == 0:
@@ -133,7 +133,7 @@ def launch_dq(q, k, v, do, dq, lse, delta, *, causal: bool, scale: float,
                                          resident=BLOCK_M, walks_queries=False, causal=causal,
                                          varlen=varlen is not None)
     longest_first = longest_first and (causal or varlen is not None)
-    doc_args, blocks = (UNIFORM_ARGS, triton.cdiv(seq_q, BLOCK_M)) if varlen is None else \
+    doc_args, blocks = (UNIFORM_ARGS, cdiv(seq_q, BLOCK_M)) if varlen is None else \
         varlen.kernel_args(block_q=BLOCK_M, heaviest_first=longest_first, causal=causal)
     grid = (blocks, batch * heads)
     if blocks == 0:

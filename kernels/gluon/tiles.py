@@ -11,7 +11,7 @@ from typing import NamedTuple
 import torch
 import triton
 
-from kernels.common import LOG2E
+from kernels.common import LOG2E, next_power_of_2
 from kernels.gluon.compat import TensorDescriptor, gl, gluon, warpgroup_mma, warpgroup_mma_wait
 
 GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
@@ -204,7 +204,7 @@ def dense_bnhd(t: torch.Tensor) -> bool:
 def tile_dim(head_dim: int) -> int:
     """The tiles' head dim: head_dim rounded up to a power of two (Gluon tiles), at least 16 (a wgmma K step).
     The TMA views read the columns past head_dim as zeros and drop them on stores."""
-    return max(16, triton.next_power_of_2(head_dim))
+    return max(16, next_power_of_2(head_dim))
 
 
 @functools.cache
