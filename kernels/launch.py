@@ -184,7 +184,7 @@ class _PhaseRun:
             return sites.launches[index](fn, grid, args, kwargs)
         kernel = fn[grid](*args, **kwargs)
         stats.jit += 1
-        bound, reason = bind(fn, kernel, args, kwargs)
+        bound, reason = (None, "a grid given as a function") if callable(grid) else bind(fn, kernel, args, kwargs)
         self.recorded.append(bound)
         if reason:
             self.reasons.append(reason)

@@ -268,3 +268,11 @@ def test_cached_tma_descriptors_equal_fresh_ones_but_for_the_base():
     unaligned = torch.randn(1 * 48 * 2 * 64 + 1, dtype=torch.bfloat16)[1:].view(1, 48, 2, 64)
     with pytest.raises(AssertionError, match="aligned"):  # never copied: the constructor refuses it
         tiles.rows_descriptor(unaligned, 64)
+
+
+def test_a_grid_given_as_a_function_is_not_bound(fake_driver):
+    fake = JitLike(None, _unit_kernel)
+    sites = LaunchSites()
+    with sites.phase():
+        launch(fake, lambda meta: (1,), 1, B=2)
+    assert sites.mode == "jit" and "grid" in sites.reason
