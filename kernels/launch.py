@@ -27,7 +27,6 @@ Triton 3.6 and 3.9 launch the same way: `kernel.run(grid_x, grid_y, grid_z, stre
 kernel.packed_metadata, launch_metadata, enter_hook, exit_hook, *every parameter in order)`; the launcher skips the
 constexpr positions and flattens tuples. Gluon kernels are JIT functions of the same kind.
 """
-import contextlib
 import inspect
 import threading
 
@@ -154,25 +153,36 @@ class LaunchSites:
         self.reason = reason
         self.launches: list[BoundLaunch] = []
 
-    @contextlib.contextmanager
     def phase(self):
-        """Runs the phase's launches through this object (see the module's doc)."""
-        if self.mode == "jit":
-            yield
-            return
-        run = _PhaseRun(self)
-        previous = _active.run
-        _active.run = run
-        try:
-            yield
-        finally:
-            _active.run = previous
-        run.finish()
+        """A context manager that runs the phase's launches through this object (see the module's doc); a plain
+        object, not a generator, since it is entered twice per eager call."""
+        return _NO_PHASE if self.mode == "jit" else _PhaseRun(self)
+
+
+class _NoPhase:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+_NO_PHASE = _NoPhase()
 
 
 class _PhaseRun:
     def __init__(self, sites: LaunchSites):
-        self.sites, self.index, self.recorded, self.reasons = sites, 0, [], []
+        self.sites, self.index, self.recorded, self.reasons, self.previous = sites, 0, [], [], None
+
+    def __enter__(self):
+        self.previous, _active.run = _active.run, self
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        _active.run = self.previous
+        if kind is None:  # a run that raised records nothing
+            self.finish()
+        return False
 
     def launch(self, fn, grid, args, kwargs):
         sites, index = self.sites, self.index
