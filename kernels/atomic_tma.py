@@ -28,12 +28,13 @@ import triton.language as tl
 
 from kernels.backward_args import NO_GATE, GateTensors, backward_args
 from kernels.backward_steps import document_pointers
-from kernels.common import (band_blocks, block_and_head, document_block, even_blocks, gate_values, head_block,
+from kernels.common import (band_blocks, block_and_head, cdiv, document_block, even_blocks, gate_values, head_block,
                             load_tile, modifier_args, modify_scores, score_mask, softcap_grad)
 from kernels.dq_finish import dq_finish
 from kernels.dkdv_dq import launch_dq
 from kernels.forward import dot_precision
 from kernels.varlen import UNIFORM_ARGS
+from kernels.launch import launch
 
 DQ_NONE, DQ_ATOMIC, DQ_TMA = 0, 1, 2
 
@@ -317,11 +318,11 @@ def atomic_tma_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, 
     # [B, H, Nq, BD] fp32 (varlen: [1, H, total_q, BD])
     dq_acc = dq if deterministic else torch.zeros(batch, heads, seq_q, block_d, device=q.device, dtype=torch.float32)
     longest_first = longest_first and (causal or varlen is not None)  # else every program has the same work
-    doc_args, blocks = (UNIFORM_ARGS, triton.cdiv(seq_k, BLOCK_N)) if varlen is None else \
+    doc_args, blocks = (UNIFORM_ARGS, cdiv(seq_k, BLOCK_N)) if varlen is None else \
         varlen.kernel_args(block_k=BLOCK_N, heaviest_first=longest_first, causal=causal)
     grid = (blocks, batch * kv_heads)
     if blocks > 0:  # packed: 0 when no document has a key
-        _atomic_tma_kernel[grid[::-1] if longest_first else grid](
+        launch(_atomic_tma_kernel, grid[::-1] if longest_first else grid,
             **backward_args(q, k, v, do, dq_acc, dk, dv, lse, delta, scale, dq_strides=False), **doc_args,
             gate=gate_tensors(gate, deterministic), **modifier_args(mods, gate is not None, causal),
             HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=block_d,

@@ -21,6 +21,17 @@ class Strides(NamedTuple):
     d: int
 
 
+def cdiv(a: int, b: int) -> int:
+    """ceil(a / b) of host integers. triton.cdiv is a constexpr function in Triton 3.9, a few microseconds per host
+    call (issue 44: the launchers' host time); inside kernels use tl.cdiv."""
+    return -(-a // b)
+
+
+def next_power_of_2(n: int) -> int:
+    """triton.next_power_of_2 of a host integer n >= 1, in plain Python (see cdiv)."""
+    return 1 << (n - 1).bit_length() if n >= 1 else triton.next_power_of_2(n)
+
+
 def strides(t: torch.Tensor) -> Strides:
     """Strides of a [B, N, H, D] view, in elements (any memory layout)."""
     return Strides(*t.stride())
@@ -28,7 +39,7 @@ def strides(t: torch.Tensor) -> Strides:
 
 def head_block(head_dim: int) -> int:
     """Register width for a head dim: the next power of two, at least 16 (tl.dot's minimum)."""
-    return max(16, triton.next_power_of_2(head_dim))
+    return max(16, next_power_of_2(head_dim))
 
 
 def head_chunks(head_dim: int, split: bool) -> tuple[int, int]:
@@ -39,7 +50,7 @@ def head_chunks(head_dim: int, split: bool) -> tuple[int, int]:
     if not split or head_dim == whole:
         return whole, 0
     first = whole // 2
-    second = max(16, triton.next_power_of_2(head_dim - first))
+    second = max(16, next_power_of_2(head_dim - first))
     return (first, second) if first + second < whole else (whole, 0)
 
 

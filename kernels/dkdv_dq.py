@@ -6,10 +6,11 @@ import triton.language as tl
 
 from kernels.backward_args import NO_GATE, GateTensors, backward_args
 from kernels.backward_steps import dkdv_program, document_pointers, dq_program
-from kernels.common import block_and_head, document_block, even_blocks, head_dim_args, modifier_args
+from kernels.common import block_and_head, cdiv, document_block, even_blocks, head_dim_args, modifier_args
 from kernels.forward import dot_precision
 from kernels.gate import check_prescale
 from kernels.varlen import UNIFORM_ARGS
+from kernels.launch import launch
 
 
 @triton.jit
@@ -102,7 +103,7 @@ def launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, *, causal: bool, scale: flo
     even_m, even_n, _ = even_blocks(seq_q, seq_k, head_dim, head_args["BLOCK_D"], walked=BLOCK_M,
                                          resident=BLOCK_N, walks_queries=True, causal=causal, varlen=varlen is not None)
     longest_first = longest_first and (causal or varlen is not None)  # else every program has the same work
-    doc_args, blocks = (UNIFORM_ARGS, triton.cdiv(seq_k, BLOCK_N)) if varlen is None else \
+    doc_args, blocks = (UNIFORM_ARGS, cdiv(seq_k, BLOCK_N)) if varlen is None else \
         varlen.kernel_args(block_k=BLOCK_N, heaviest_first=longest_first, causal=causal)
     grid = (blocks, batch * kv_heads)
     if blocks == 0:
@@ -110,7 +111,7 @@ def launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, *, causal: bool, scale: flo
     args = backward_args(q, k, v, do, dq, dk, dv, lse, delta, scale)
     gate_args = gate_tensors(gate, "as_key", gate.query_for_atomics() if gate is not None and accumulate_dq else None)
     for grads in ((1, 2) if split else (3,)):  # GRADS: 1 dV only, 2 dK only, 3 both (kernels/backward_steps.py)
-        _dkdv_kernel[grid[::-1] if longest_first else grid](
+        launch(_dkdv_kernel, grid[::-1] if longest_first else grid,
                            **args, **doc_args, gate=gate_args, **modifier_args(mods, gate is not None, causal),
                            **head_args, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
                            CAUSAL=causal, ACCUM_DQ=accumulate_dq, LONGEST_FIRST=longest_first, PRESCALED=prescale,
@@ -132,12 +133,12 @@ def launch_dq(q, k, v, do, dq, lse, delta, *, causal: bool, scale: float,
                                          resident=BLOCK_M, walks_queries=False, causal=causal,
                                          varlen=varlen is not None)
     longest_first = longest_first and (causal or varlen is not None)
-    doc_args, blocks = (UNIFORM_ARGS, triton.cdiv(seq_q, BLOCK_M)) if varlen is None else \
+    doc_args, blocks = (UNIFORM_ARGS, cdiv(seq_q, BLOCK_M)) if varlen is None else \
         varlen.kernel_args(block_q=BLOCK_M, heaviest_first=longest_first, causal=causal)
     grid = (blocks, batch * heads)
     if blocks == 0:
         return
-    _dq_kernel[grid[::-1] if longest_first else grid](
+    launch(_dq_kernel, grid[::-1] if longest_first else grid,
                      **backward_args(q, k, v, do, dq, dq, dq, lse, delta, scale), **doc_args,
                      gate=gate_tensors(gate, "as_query"), **modifier_args(mods, gate is not None, causal),
                      **head_args, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,

@@ -4,7 +4,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.common import strides
+from kernels.common import cdiv, strides
+from kernels.launch import launch
 
 
 @triton.jit
@@ -36,6 +37,6 @@ def dq_finish(dq_acc: torch.Tensor, dq: torch.Tensor, scale: float, BLOCK_M: int
     scale * dq_acc[..., :D]; spread_rows: the accumulator's rows reordered within groups of 8 (ws)."""
     batch, seq_q, heads, head_dim = dq.shape
     if seq_q > 0:
-        _dq_finish_kernel[(triton.cdiv(seq_q, BLOCK_M), batch * heads)](
+        launch(_dq_finish_kernel, (cdiv(seq_q, BLOCK_M), batch * heads),
             dq_acc, dq, *strides(dq), seq_q, dq_acc.shape[-2], heads, scale, HEAD_DIM=head_dim, BLOCK_M=BLOCK_M,
             BLOCK_D=dq_acc.shape[-1], SPREAD_ROWS=spread_rows, num_warps=4)

@@ -9,9 +9,10 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.common import (LOG2E, Strides, band_blocks, document_block, gate_values, head_block, modifier_args,
+from kernels.common import (LOG2E, Strides, band_blocks, cdiv, document_block, gate_values, head_block, modifier_args,
                             modify_scores, score_mask, strides)
 from kernels.varlen import UNIFORM_ARGS
+from kernels.launch import launch
 
 
 class ForwardTensors(NamedTuple):
@@ -172,11 +173,11 @@ def attention_forward(q, k, v, causal: bool, scale: float, *, BLOCK_M: int = 64,
     seq_k, kv_heads = k.shape[1], k.shape[2]
     o = torch.empty_like(q)
     lse = torch.empty((batch, heads, seq_q), device=q.device, dtype=torch.float32)
-    doc_args, blocks = (UNIFORM_ARGS, triton.cdiv(seq_q, BLOCK_M)) if varlen is None else varlen.kernel_args(block_q=BLOCK_M)
+    doc_args, blocks = (UNIFORM_ARGS, cdiv(seq_q, BLOCK_M)) if varlen is None else varlen.kernel_args(block_q=BLOCK_M)
     if blocks == 0:
         return o, lse
     grid = (blocks, batch * heads)
-    _fwd_kernel[grid](tensors=ForwardTensors(q, k, v, o, lse),
+    launch(_fwd_kernel, grid, tensors=ForwardTensors(q, k, v, o, lse),
                       strides=ForwardStrides(strides(q), strides(k), strides(v), strides(o)),
                       sizes=ForwardSizes(seq_q, seq_k, heads, heads // kv_heads, scale * LOG2E), **doc_args, G=gate,
                       HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=head_block(head_dim),

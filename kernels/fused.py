@@ -11,10 +11,11 @@ import triton.language as tl
 
 from kernels.backward_args import NO_GATE, GateTensors, backward_args
 from kernels.backward_steps import dkdv_program, document_pointers, dq_program
-from kernels.common import document_block, even_blocks, head_block, modifier_args
+from kernels.common import cdiv, document_block, even_blocks, head_block, modifier_args
 from kernels.forward import dot_precision
 from kernels.gate import check_prescale
 from kernels.varlen import UNIFORM_ARGS
+from kernels.launch import launch
 
 
 @triton.jit
@@ -75,13 +76,13 @@ def fused_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK
     even_m2, even_n2, _ = even_blocks(seq_q, seq_k, head_dim, block_d, walked=BLOCK_N2, resident=BLOCK_M2,
                                       walks_queries=False, causal=causal, varlen=varlen is not None)
     if varlen is None:
-        doc_args, blocks = UNIFORM_ARGS, max(triton.cdiv(seq_k, BLOCK_N1), triton.cdiv(seq_q, BLOCK_M2))
+        doc_args, blocks = UNIFORM_ARGS, max(cdiv(seq_k, BLOCK_N1), cdiv(seq_q, BLOCK_M2))
     else:
         doc_args, blocks = varlen.kernel_args(block_q=BLOCK_M2, block_k=BLOCK_N1)
     if blocks == 0:
         return dq, dk, dv
     grid = (blocks, batch * kv_heads)
-    _fused_kernel[grid](**backward_args(q, k, v, do, dq, dk, dv, lse, delta, scale), **doc_args,
+    launch(_fused_kernel, grid, **backward_args(q, k, v, do, dq, dk, dv, lse, delta, scale), **doc_args,
                         gate=gate_tensors(gate), **modifier_args(mods, gate is not None, causal),
                         HEAD_DIM=head_dim, BLOCK_M1=BLOCK_M1, BLOCK_N1=BLOCK_N1, BLOCK_M2=BLOCK_M2,
                         BLOCK_N2=BLOCK_N2, BLOCK_D=block_d, BLK_SLICE_FACTOR=BLK_SLICE_FACTOR,

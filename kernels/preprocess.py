@@ -3,7 +3,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.common import head_block, strides
+from kernels.common import cdiv, head_block, strides
+from kernels.launch import launch
 
 
 @triton.jit
@@ -31,7 +32,7 @@ def attention_delta(o, do, BLOCK_M: int = 64) -> torch.Tensor:
     """o, do [B, Nq, H, D] -> delta [B, H, Nq] fp32."""
     batch, seq_q, heads, head_dim = o.shape
     delta = torch.empty((batch, heads, seq_q), device=o.device, dtype=torch.float32)
-    grid = (triton.cdiv(seq_q, BLOCK_M), batch * heads)
-    _delta_kernel[grid](o, do, delta, *strides(o), *strides(do), seq_q, heads,
+    grid = (cdiv(seq_q, BLOCK_M), batch * heads)
+    launch(_delta_kernel, grid, o, do, delta, *strides(o), *strides(do), seq_q, heads,
                         HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_D=head_block(head_dim))
     return delta

@@ -10,8 +10,9 @@ A call is `o = attention(q, k, v, causal=..., variant=...)` then `torch.autograd
 same leaves every time (no gradient accumulation). Each of `rep` calls after `warmup` is timed on the host with
 perf_counter and no synchronisation, so on a GPU the time is what the host spends (dispatch, checks, launches) as
 long as the GPU keeps up, which small shapes ensure; `wall_ms_mean` adds the final synchronisation. `ms` is the mean
-host ms per call (p20 / p80 of the single calls beside it). The first call's gradients are checked against the fp32
-reference (status wrong otherwise).
+host ms per call (p20 / p80 of the single calls beside it). The first call's gradients and those of a warm call after
+the timed ones (on a GPU: bound launches, kernels/launch.py) are checked against the fp32 reference (status wrong
+otherwise).
 
 Call paths: a Triton design runs `plan` (the eager path: the signature's launch plan, no operator dispatch;
 variants/plan.py) and `operator` (torch.ops.flash_bwd.attention, what torch.compile traces; variants.op's
@@ -200,6 +201,9 @@ def measure(variant: str, path: str, shape: Shape, warmup: int, rep: int, seed: 
             builds = plans.builds if plans is not None else float("nan")
             row.update(time_calls(lambda: one_call(variant, shape, q, k, v, do), warmup, rep))
             row["plan_builds"] = (plans.builds if plans is not None else float("nan")) - builds
+            warm = check(variant, shape, q, k, v, do)  # a warm call: on a GPU, bound launches (kernels/launch.py)
+            if not warm["correct"]:
+                row.update(status="wrong", correct=False, reason="warm call: " + warm["reason"])
         return row
     except Exception as exc:  # noqa: BLE001 - one row per point, whatever the failure
         return {"status": classify(exc, from_variant=True), "correct": False, "reason": one_line(exc)}

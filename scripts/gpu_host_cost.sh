@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 44 on one GPU, in one call of a few minutes: the GPU tests of the operator (tests/test_compile_gpu.py: the
-# traced path must not change), then runners.host_cost (host time of one eager forward + backward call, every design
+# traced path must not change) and of the bound launches (tests/test_launch_gpu.py: warm eager calls bound, gradients
+# as the operator path's), then runners.host_cost (host time of one eager forward + backward call, every design
 # and baseline; Triton designs on the plan and the operator paths) on this checkout and, when git can export it, on
 # the commit before launch plans (BASE, default 2b32816: runners/host_cost.py copied in, the operator its only path).
 #
@@ -22,8 +23,8 @@ source "$(dirname "$0")/fa4_install.sh"  # FlashAttention-4 on PYTHONPATH when c
 mkdir -p "$OUT"
 ARGS="variant=$VARIANTS seq=$SEQS dtype=$DTYPE heads=$HEADS kv_heads=$HEADS head_dim=$HEAD_DIM rep=$REP warmup=$WARMUP"
 
-echo "+ pytest tests/test_compile_gpu.py (budget ${TEST_BUDGET_S}s)" | tee "$OUT/${GPU}_host_cost_tests.log"
-timeout "$TEST_BUDGET_S" python -m pytest -q -rs tests/test_compile_gpu.py 2>&1 | tee -a "$OUT/${GPU}_host_cost_tests.log" \
+echo "+ pytest tests/test_compile_gpu.py tests/test_launch_gpu.py (budget ${TEST_BUDGET_S}s)" | tee "$OUT/${GPU}_host_cost_tests.log"
+timeout "$TEST_BUDGET_S" python -m pytest -q -rs tests/test_compile_gpu.py tests/test_launch_gpu.py 2>&1 | tee -a "$OUT/${GPU}_host_cost_tests.log" \
   | tail -15
 
 echo "+ runners.host_cost $ARGS (this checkout)" | tee "$OUT/${GPU}_host_cost.log"

@@ -24,6 +24,7 @@ import contextlib
 import torch
 from torch import Tensor
 
+from kernels.launch import current_device
 from variants.plan import Plan, plans
 from variants.problem import Problem, check_gate
 from variants.registry import get
@@ -197,7 +198,11 @@ class _EagerAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, g, plan: Plan, scale: float):
-        o, lse = plan.impl.forward(q, k, v, plan.causal, scale, None, plan.mods, g)
+        if plan.unbound_reason is None:  # the forward's launches bound after its first call (kernels/launch.py)
+            with plan.sites(("forward", current_device())).phase():
+                o, lse = plan.impl.forward(q, k, v, plan.causal, scale, None, plan.mods, g)
+        else:
+            o, lse = plan.impl.forward(q, k, v, plan.causal, scale, None, plan.mods, g)
         ctx.save_for_backward(q, k, v, o, lse, g)
         ctx.plan, ctx.scale = plan, scale
         return plan.like(o, 0, q)
@@ -206,8 +211,14 @@ class _EagerAttention(torch.autograd.Function):
     def backward(ctx, do):
         q, k, v, o, lse, g = ctx.saved_tensors
         plan = ctx.plan
-        grads = plan.impl.backward(q, k, v, o, lse, do, causal=plan.causal, scale=ctx.scale, blocks=plan.blocks,
-                                   mods=plan.mods, g=g)
+        if plan.unbound_reason is None:  # keyed by dO's layout: the kernels take its strides and its pointer
+            key = ("backward", current_device(), do.stride(), do.dtype, do.data_ptr() % 16 == 0)
+            with plan.sites(key).phase():
+                grads = plan.impl.backward(q, k, v, o, lse, do, causal=plan.causal, scale=ctx.scale,
+                                           blocks=plan.blocks, mods=plan.mods, g=g)
+        else:
+            grads = plan.impl.backward(q, k, v, o, lse, do, causal=plan.causal, scale=ctx.scale, blocks=plan.blocks,
+                                       mods=plan.mods, g=g)
         dq, dk, dv = (plan.like(grad, which, of) for which, (grad, of) in enumerate(zip(grads, (q, k, v))))
         return dq, dk, dv, grads[3] if g is not None else None, None, None
 

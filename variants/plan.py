@@ -15,10 +15,11 @@ Who uses it: `attention()` (variants/__init__.py) on its eager path, and the ope
 their cu_seqlens on the host every call (their problem depends on the lengths' values), so they are not planned.
 """
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
+from kernels.launch import LaunchSites
 from variants.blocks import Blocks
 from variants.problem import Modifiers, Problem, check_gate
 
@@ -35,6 +36,17 @@ class Plan:
     mods: Modifiers
     default_scale: float  # 1 / sqrt(D)
     grad_strides: tuple  # torch.empty_like(t).stride() of q, k, v: the strides the operator's results carry
+    # None: the launches can be bound (kernels/launch.py), else why not (the interpreter, CPU tensors); chosen once
+    unbound_reason: str | None = None
+    # the bound launches of each phase: ("forward", device) and ("backward", device, dO's strides, dtype, alignment)
+    launches: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def sites(self, key: tuple) -> LaunchSites:
+        """The launch sites of one phase of this plan (made on the phase's first call)."""
+        sites = self.launches.get(key)
+        if sites is None:
+            sites = self.launches[key] = LaunchSites(self.unbound_reason is None, self.unbound_reason)
+        return sites
 
     @property
     def causal(self) -> bool:
@@ -51,7 +63,9 @@ class Plan:
 
 
 def _tensor_key(t: torch.Tensor) -> tuple:
-    return t.shape, t.stride(), t.dtype, t.device
+    """Shape, strides, dtype, device and whether the data is 16-byte aligned (Triton specializes pointers on it, so a
+    bound launch is valid only for the alignment it was bound with)."""
+    return t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16 == 0
 
 
 def signature(impl, q, k, v, causal, blocks: str, window_left: int, window_right: int, softcap: float, g) -> tuple:
@@ -72,7 +86,10 @@ def build(impl, q, k, v, causal, blocks: str, window_left: int, window_right: in
     impl.check(problem)
     config = impl.make_blocks(problem, blocks_from_text(blocks))
     strides = tuple(torch.empty_like(t, device="meta").stride() for t in (q, k, v))
-    return Plan(impl, problem, config, problem.mods, default_scale(problem.head_dim), strides)
+    from variants.base import interpreter_on
+    unbound = "the Triton interpreter has no compiled kernels" if interpreter_on() else \
+        None if q.is_cuda else f"{q.device.type} tensors"
+    return Plan(impl, problem, config, problem.mods, default_scale(problem.head_dim), strides, unbound)
 
 
 class PlanCache:

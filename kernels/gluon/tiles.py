@@ -11,7 +11,7 @@ from typing import NamedTuple
 import torch
 import triton
 
-from kernels.common import LOG2E
+from kernels.common import LOG2E, next_power_of_2
 from kernels.gluon.compat import TensorDescriptor, gl, gluon, warpgroup_mma, warpgroup_mma_wait
 
 GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
@@ -204,7 +204,7 @@ def dense_bnhd(t: torch.Tensor) -> bool:
 def tile_dim(head_dim: int) -> int:
     """The tiles' head dim: head_dim rounded up to a power of two (Gluon tiles), at least 16 (a wgmma K step).
     The TMA views read the columns past head_dim as zeros and drop them on stores."""
-    return max(16, triton.next_power_of_2(head_dim))
+    return max(16, next_power_of_2(head_dim))
 
 
 @functools.cache
@@ -213,12 +213,39 @@ def shared_layout(block: tuple, dtype) -> object:
     return gl.NVMMASharedLayout.get_default_for(list(block), gl.float32 if dtype == torch.float32 else GL_DTYPES[dtype])
 
 
+_DESCRIPTORS: dict = {}  # key -> a validated descriptor without its base (cached_descriptor)
+DESCRIPTOR_TEMPLATES = 1024  # at most this many kept
+
+
+def cached_descriptor(key: tuple, base: torch.Tensor, make):
+    """A host TMA descriptor whose base is `base`, made by make() the first time for `key` (what decides everything
+    but the base: shape, strides, dtype, box). Issue 44, host time per call: the descriptor's checks (ranks, box,
+    strides, layout) depend on the key only, so later descriptors of a key copy the first one's fields and take
+    `base` (the launcher reads only its data pointer). A base that is not 16-byte aligned always goes through
+    make(), whose constructor refuses it."""
+    template = _DESCRIPTORS.get(key)
+    if template is None or base.data_ptr() % 16:
+        desc = make()
+        if len(_DESCRIPTORS) < DESCRIPTOR_TEMPLATES:
+            template = object.__new__(TensorDescriptor)
+            template.__dict__.update(desc.__dict__, base=None)  # no reference to the tensor kept
+            _DESCRIPTORS[key] = template
+        return desc
+    desc = object.__new__(TensorDescriptor)
+    desc.__dict__.update(template.__dict__, base=base)
+    return desc
+
+
 def tma_descriptor(t2d: torch.Tensor, block: list[int]):
-    return TensorDescriptor(t2d, list(t2d.shape), list(t2d.stride()), block, shared_layout(tuple(block), t2d.dtype))
+    return cached_descriptor((t2d.shape, t2d.stride(), t2d.dtype, tuple(block)), t2d, lambda: TensorDescriptor(
+        t2d, list(t2d.shape), list(t2d.stride()), block, shared_layout(tuple(block), t2d.dtype)))
 
 
 def rows_descriptor(t: torch.Tensor, block_rows: int):
     """The TMA view [B * N, H, D] of t [B, N, H, D] (dense) with boxes [block_rows, 1, tile_dim(D)]: one head's
     rows, zeros past D."""
-    batch, seq, heads, head_dim = t.shape
-    return tma_descriptor(t.view(batch * seq, heads, head_dim), [block_rows, 1, tile_dim(head_dim)])
+    def make():
+        batch, seq, heads, head_dim = t.shape
+        return tma_descriptor(t.view(batch * seq, heads, head_dim), [block_rows, 1, tile_dim(head_dim)])
+    # the base is t itself: the view has its data pointer, and the launcher reads nothing else of the base
+    return cached_descriptor(("rows", t.shape, t.stride(), t.dtype, block_rows), t, make)

@@ -29,12 +29,13 @@ from typing import NamedTuple
 import torch
 import triton
 
-from kernels.common import LOG2E
+from kernels.common import LOG2E, cdiv
 from kernels.gluon.compat import (TensorDescriptor, cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma_load,
                                   tma_reduce_add, tma_store, tma, warpgroup_mma_wait)
-from kernels.gluon.tiles import (GL_DTYPES, WsDocs, as_box, chunk_zeros, dense_bnhd, document_pair, head_dim_chunks,
-                                  issue_products, mma_chunks, probabilities, rows_descriptor, shared_layout,
-                                  store_chunks, store_rows, tile_dim, wait_chunks)
+from kernels.gluon.tiles import (GL_DTYPES, WsDocs, as_box, cached_descriptor, chunk_zeros, dense_bnhd, document_pair,
+                                  head_dim_chunks, issue_products, mma_chunks, probabilities, rows_descriptor,
+                                  shared_layout, store_chunks, store_rows, tile_dim, wait_chunks)
+from kernels.launch import launch
 
 HEAD_DIMS = (64, 96, 128, 192, 256)  # with measured or compile-checked tiles (variants.ws)
 
@@ -639,7 +640,7 @@ def chunk_heads(device, seq_k: int, block_n: int, batch_kv_heads: int, longest_f
     else 1 (every head's key blocks in order)."""
     if not longest_first:
         return 1
-    return max(1, min(batch_kv_heads, triton.cdiv(sm_count(device), triton.cdiv(seq_k, block_n))))
+    return max(1, min(batch_kv_heads, cdiv(sm_count(device), cdiv(seq_k, block_n))))
 
 
 H100_SMS = 132  # what a compile check on a CPU (no GPU to ask) sizes the chunks for
@@ -660,7 +661,7 @@ def query_steps(seq_q: int, seq_k: int, block_m: int, block_n: int, group: int, 
     for start_n in range(0, seq_k, block_n):
         m_lo = max(start_n - shift - right, 0) // block_m * block_m if right >= 0 else 0
         m_end = min(max(start_n + block_n - shift + window_left, 0), seq_q) if window_left >= 0 else seq_q
-        steps.append(triton.cdiv(max(m_end - m_lo, 0), block_m) * group)
+        steps.append(cdiv(max(m_end - m_lo, 0), block_m) * group)
     return tuple(steps)
 
 
@@ -700,16 +701,18 @@ def tile_schedule(device, key_blocks: int, batch_kv_heads: int, chunk_heads: int
 def dq_rows(seq_q: int) -> int:
     """Rows per (batch, head) of the fp32 dQ accumulator: Nq rounded up to the 8-row groups that
     `_bank_spread_rows` reorders (a query's row stays inside its head's)."""
-    return triton.cdiv(seq_q, 8) * 8
+    return cdiv(seq_q, 8) * 8
 
 
 def accumulator_descriptor(dq_acc: torch.Tensor, head_dim: int, block_m: int):
     """The TMA view of the fp32 dQ accumulator [rows, tile_dim(D)] (boxes [block_m, tile_dim(D)]). With two head-dim
     chunks the dQ tile's columns past D are never written, so the view is [rows, D] and the reduce-adds drop them;
     with one chunk they hold dS K's zeros and the whole width is added (whole boxes, as before head-dim chunks)."""
-    width = head_dim if head_dim_chunks(head_dim)[1] else dq_acc.shape[1]
-    return TensorDescriptor(dq_acc, [dq_acc.shape[0], width], list(dq_acc.stride()), [block_m, dq_acc.shape[1]],
-                            shared_layout((block_m, dq_acc.shape[1]), torch.float32))
+    def make():
+        width = head_dim if head_dim_chunks(head_dim)[1] else dq_acc.shape[1]
+        return TensorDescriptor(dq_acc, [dq_acc.shape[0], width], list(dq_acc.stride()), [block_m, dq_acc.shape[1]],
+                                shared_layout((block_m, dq_acc.shape[1]), torch.float32))
+    return cached_descriptor(("dq_acc", dq_acc.shape, dq_acc.stride(), head_dim, block_m), dq_acc, make)
 
 
 def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
@@ -760,7 +763,7 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
         return
     if dq_acc is None:  # no dQ: a placeholder descriptor (the kernel never touches it)
         dq_acc = torch.empty(BLOCK_M, tile_dim(head_dim), device=q.device, dtype=torch.float32)
-    key_blocks = triton.cdiv(seq_k, BLOCK_N)
+    key_blocks = cdiv(seq_k, BLOCK_N)
     heads_per_chunk = chunk_heads(q.device, seq_k, BLOCK_N, batch * kv_heads, causal and longest_first)
     cu_q = cu_k = pairs = dq_acc  # unused unless varlen
     if varlen is not None:  # one program per (document, key block) pair and kv head, longest first under causal
@@ -779,7 +782,7 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
     if grid[0] == 0:
         return
     d_main, d_rest = head_dim_chunks(head_dim)
-    _ws_backward_kernel[grid](
+    launch(_ws_backward_kernel, grid,
         q_desc=rows_descriptor(q, BLOCK_M), k_desc=rows_descriptor(k, BLOCK_N), v_desc=rows_descriptor(v, BLOCK_N),
         do_desc=rows_descriptor(do, BLOCK_M), dq_desc=accumulator_descriptor(dq_acc, head_dim, BLOCK_M),
         dk_desc=rows_descriptor(dk, BLOCK_N), dv_desc=rows_descriptor(dv, BLOCK_N),

@@ -19,12 +19,13 @@ from typing import NamedTuple
 
 import triton
 
-from kernels.common import LOG2E
+from kernels.common import LOG2E, cdiv
 from kernels.gluon.compat import (cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma, tma_load, tma_store,
                                   warpgroup_mma_wait)
 from kernels.gluon.tiles import (WsDocs, WsScales, as_box, chunk_zeros, document_pair, head_dim_chunks, issue_products,
                                  mma_chunks, probabilities, rows_descriptor, store_chunks, store_rows, tile_dim,
                                  wait_chunks)
+from kernels.launch import launch
 
 
 class DqTensors(NamedTuple):  # what the kernel reads and writes by pointer
@@ -213,7 +214,7 @@ def ws_dq(q, k, v, do, lse, delta, dq, *, causal: bool, scale: float, BLOCK_M: i
         return
     masked = causal or varlen is not None or seq_q % BLOCK_M != 0 or seq_k % BLOCK_N != 0
     cu_q = cu_k = pairs = lse  # unused unless varlen
-    grid = (triton.cdiv(seq_q, BLOCK_M) * batch * heads,)
+    grid = (cdiv(seq_q, BLOCK_M) * batch * heads,)
     if varlen is not None:  # (document, query block) pairs, the most keys first
         pairs = varlen.block_indices(block_q=BLOCK_M, heaviest_first=True, causal=causal)
         cu_q, cu_k = varlen.cu_seqlens_q, varlen.cu_seqlens_k
@@ -221,7 +222,7 @@ def ws_dq(q, k, v, do, lse, delta, dq, *, causal: bool, scale: float, BLOCK_M: i
         if grid[0] == 0:
             return
     d_main, d_rest = head_dim_chunks(head_dim)
-    _ws_dq_kernel[grid](
+    launch(_ws_dq_kernel, grid,
         q_desc=rows_descriptor(q, BLOCK_M), k_desc=rows_descriptor(k, BLOCK_N), v_desc=rows_descriptor(v, BLOCK_N),
         do_desc=rows_descriptor(do, BLOCK_M), dq_desc=rows_descriptor(dq, BLOCK_M),
         tensors=DqTensors(lse=lse, delta=delta, dq=dq), docs=WsDocs(cu_q=cu_q, cu_k=cu_k, pairs=pairs),
