@@ -22,7 +22,23 @@ if __name__ == "__main__" and usage.asks_for_help(sys.argv[1:]):  # before the i
     usage.print_help()
     sys.exit(0)
 
+from runners import phases  # noqa: E402
 from runners.point import env  # noqa: E402
+
+PRESTART_ENV = "FLASH_BWD_PRESTART"  # set by cli() for its job processes: the plugins of their isolated workers
+phases.mark_once("import", module=__name__)
+if not usage.CLI and __name__ != "__main__" and os.environ.get(PRESTART_ENV) is not None:
+    # a job process of a launcher that runs jobs elsewhere (loky: hydra/launcher=local_gpus): its isolated worker
+    # starts now and imports torch, Triton and the designs while this process imports them too (docs/scaling.md).
+    # Taken out of the environment first: a spawned worker runs this module again (as __mp_main__) and must not
+    # start one of its own.
+    _plugins = json.loads(os.environ.pop(PRESTART_ENV))
+    import multiprocessing as _mp
+
+    if _mp.current_process().name != "flash-bwd-worker":
+        from runners.isolation import isolate as _isolate
+
+        _isolate.prestart_plugins(_plugins)
 
 env.use_interpreter_without_gpu()  # before anything imports `variants`
 
@@ -44,6 +60,7 @@ results = lazy.Module("runners.tables.results")
 if not usage.CLI and __name__ != "__main__":  # a job process (loky, Slurm) or an importer; the command line
     # stores them once the keys are checked (preflight)
     schema.store_variant_configs()  # `variant=<name>` for every registered design, with or without its yaml
+phases.mark_once("imported", module=__name__)
 
 CONFIG_DIR = str(env.CONF_DIR)  # ../conf from this file, as an absolute path (works however this module is run)
 CONFIG_NAME = "config"
@@ -139,6 +156,7 @@ def run_point(cfg: DictConfig, index: int = 0, total: int | None = 1, out=print,
     if refused is not None:  # over the CPU budget, or bf16 in the interpreter: a row, at once
         measured = measure.not_measured(point, timer, *refused)
     else:
+        phases.mark("point", index=index)
         with cpu_cost.progress(estimate, prefix, out):
             measured = isolate.call(cfg, measure.measure, point, cfg.bench, timer=timer, gpu_index=gpu_index,
                                     seed=int(cfg.seed), peak_tflops=environment.get(f"peak_tflops_{point.dtype}"))
@@ -151,6 +169,7 @@ def run_point(cfg: DictConfig, index: int = 0, total: int | None = 1, out=print,
            "timestamp": env.utc_now()}
     directory = results.point_dir(cfg.results_dir, environment["gpu"], str(cfg.sweep_id))
     path = results.write_row(row, directory, index, key)
+    phases.mark("row", index=index)
     out(progress(prefix, row))
     if total == 1:
         out(f"row: {path}")
@@ -167,8 +186,11 @@ def main(cfg: DictConfig) -> dict:
     index = int(hydra_cfg.job.num) if multirun else 0
     total = run_state["total"] if multirun else 1
     before = len(results.session_paths()), len(results.session_found())
+    phases.mark_once("job", index=index)
+    isolate.prestart(cfg)  # the worker's imports overlap the lease, the check and the row's key (no-op when live)
     try:
         with job_lease(cfg, hydra_cfg) as held:  # before any CUDA work; released when the job ends
+            phases.mark_once("lease", gpu=held.index)
             row = run_point(cfg, index, total, gpu_index=held.index, rule_rows=multirun and (total or 0) > 1)
         if row is not None and row["status"] in measure.FAULT_STATUSES:
             run_state["faults"] += 1
@@ -219,6 +241,7 @@ class SummaryCallback(Callback):
         # Resolving ${now:...} here caches it in the master config, and Hydra copies that cache into every
         # job's config: all jobs share one sweep_id (also when hydra.sweep.dir does not mention it).
         print(f"sweep {config.sweep_id}")
+        phases.mark("launch")
         results.reset_session()
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
@@ -299,6 +322,9 @@ def expand_jobs(overrides: list[str], multirun: bool) -> list[list[str]]:
     except Exception as exc:  # noqa: BLE001 - Hydra's composition error, reported as one line
         compose_job(fixed, {})  # an unknown key among them: our own one line (ConfigError), not Hydra's hint
         raise _PreflightError(hydra_error_line(exc) + _blocks_hint(fixed, exc)) from None
+    launcher = base.hydra.launcher
+    run_state["jobs_elsewhere"] = (not str(launcher.get("_target_", "")).endswith("BasicLauncher")
+                                   and launcher.get("n_jobs", None) != 1)  # loky processes, Slurm tasks
     sweeper = base.hydra.sweeper
     if not str(sweeper.get("_target_", "")).endswith("BasicSweeper"):
         return [fixed]  # other sweepers choose points themselves: check the fixed part only
@@ -370,6 +396,7 @@ def preflight(overrides: list[str], multirun: bool) -> int:
         prepare_choices(overrides)
         jobs = expand_jobs(overrides, multirun)
         composed: dict = {}
+        isolation: set = set()  # (isolated, plugins) of every job: what their workers need (cli's prestart)
         checked_dirs: set = set()
         broken: list[str] = []
         for job in jobs:
@@ -379,6 +406,7 @@ def preflight(overrides: list[str], multirun: bool) -> int:
                 raise
             except Exception as exc:  # noqa: BLE001 - Hydra's composition error, reported as one line
                 raise _PreflightError(hydra_error_line(exc) + _blocks_hint(list(job), exc)) from None
+            isolation.add((isolate.enabled(cfg), tuple(str(m) for m in (cfg.get("plugins") or []))))
             try:
                 if cfg.results_dir not in checked_dirs:
                     check_results_dir(cfg.results_dir)
@@ -391,6 +419,8 @@ def preflight(overrides: list[str], multirun: bool) -> int:
             except ConfigError as exc:
                 where = f" (point {' '.join(job)})" if multirun and len(jobs) > 1 else ""
                 raise exc.with_suffix(where) from None
+    (isolated, plugins), = isolation if len(isolation) == 1 else ((False, ()),)
+    run_state["worker_plugins"] = plugins if isolated else None  # one worker fits every job: prestart it
     if broken:
         print(f"{len(broken)} of {len(jobs)} points break a block rule (e.g. {broken[0]}): each is an `unsupported` "
               "row with its rule", flush=True)
@@ -538,13 +568,16 @@ def lost_line(lost: list[str], total: int | None) -> str:
 def cli(argv: list[str] | None = None) -> None:
     """`python -m runners.sweep ...`: preflight (exit 2 on a bad config), then Hydra's main."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    phases.mark("cli")
     overrides, multirun, passthrough = split_argv(argv)
     if usage.asks_for_help(argv):
         usage.print_help()
         sys.exit(0)
+    run_state.update(jobs_elsewhere=False, worker_plugins=None)
     if passthrough:  # --cfg, --hydra-help, ...: Hydra composes, so every design's config must be there
         schema.store_variant_configs()
     else:
+        isolate.prestart_plugins(())  # GPU: the worker's imports overlap the preflight (kept if the jobs want it)
         try:
             run_state["total"] = preflight(overrides, multirun)
         except ConfigError as exc:
@@ -553,12 +586,22 @@ def cli(argv: list[str] | None = None) -> None:
         except Exception as exc:  # noqa: BLE001 - Hydra's own errors: typo'd key, wrong type, unknown option
             print(f"config error: {hydra_error_line(exc)}", file=sys.stderr)
             sys.exit(EXIT_CONFIG)
+        phases.mark("preflight", jobs=run_state["total"])
         if env.interpreting():  # after the config check: a config error is one line, with no banner before it
             print(CPU_BANNER, flush=True)
+    plugins = run_state["worker_plugins"]
+    if passthrough or plugins is None or run_state["jobs_elsewhere"] or isolate.worker_plugins() != plugins:
+        isolate.shutdown()  # this process measures nothing isolated with it; main() starts the right one
+    if plugins is not None and run_state["jobs_elsewhere"]:
+        os.environ[PRESTART_ENV] = json.dumps(list(plugins))  # job processes prestart theirs as they start
     sys.argv = [sys.argv[0], *argv]
     run_state["faults"] = 0
     run_state["lost"] = []
-    main()
+    try:
+        main()
+    finally:
+        os.environ.pop(PRESTART_ENV, None)
+    phases.mark("done")
     lost = run_state["lost"]
     if lost:
         print(lost_line(lost, run_state["total"]), file=sys.stderr)
