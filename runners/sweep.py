@@ -333,32 +333,45 @@ def expand_jobs(overrides: list[str], multirun: bool) -> list[list[str]]:
     return BasicSweeper.split_arguments(parser.parse_overrides(lines), None)[0]
 
 
-def check_keys_early(overrides: list[str]) -> None:
+def check_keys_early(overrides: list[str]) -> bool:
     """An unknown key (a typo) is a ConfigError before torch, Triton and the designs are imported: the config of the
-    conf/ folder alone is composed with the override's group choices. Where that cannot decide (a plugin, a group
-    swept over several options, a choice that only the registry knows), it leaves the check to the full preflight."""
+    conf/ folder alone is composed with the override's group choices, a swept key with its first value. Where that
+    cannot decide (a plugin, a group swept over several options, a choice that only the registry knows), it leaves
+    the check to the full preflight. True when the early composition succeeded, False when it left the check."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     try:
         parsed = OverridesParser.create().parse_overrides(list(overrides))
     except Exception:  # noqa: BLE001 - a malformed override: Hydra's own one-line error comes at composition
-        return
+        return False
     groups = {p.name for p in env.CONF_DIR.iterdir() if p.is_dir()}
     choices, values = [], []
     for o in parsed:
         key = o.key_or_group.split("@")[0]
         if key == "plugins" or (key in groups and o.is_sweep_override()):
-            return
+            return False
         if key in groups or key.startswith("hydra"):
             choices.append(o.input_line)
         else:
-            values.append(o.input_line if not o.is_sweep_override() else f"{o.key_or_group}=null")
+            values.append(o.input_line if not o.is_sweep_override() else _first_value(o))
     try:
         compose_job([*choices, *values], {})
     except ConfigError:
         raise
     except Exception:  # noqa: BLE001 - e.g. variant=<a registered design without a yaml>: the full check decides
-        return
+        return False
+    return True
+
+
+def _first_value(o) -> str:
+    """A sweep override (`seq=1024,4096`, `seq=range(1,3)`) as the override of its first value (`seq=1024`); a
+    sweep it cannot expand stays `key=null` (the early check then leaves typed keys to the full preflight)."""
+    name = o.input_line.split("=", 1)[0]  # the key with its +/++ prefix, as given
+    try:
+        first = next(iter(o.sweep_string_iterator()))
+    except Exception:  # noqa: BLE001 - glob() over a value, an empty sweep: nothing to take
+        return f"{name}=null"
+    return f"{name}={first}"
 
 
 def prepare_choices(overrides: list[str]) -> None:
@@ -392,6 +405,7 @@ def preflight(overrides: list[str], multirun: bool) -> int:
 
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3", job_name="sweep"):
         check_keys_early(overrides)
+        isolate.prestart_plugins(())  # GPU: the worker's imports overlap the rest (cli keeps it if the jobs want it)
         schema.store_variant_configs()  # imports the designs (torch, Triton): after the keys are known good
         prepare_choices(overrides)
         jobs = expand_jobs(overrides, multirun)
@@ -577,7 +591,6 @@ def cli(argv: list[str] | None = None) -> None:
     if passthrough:  # --cfg, --hydra-help, ...: Hydra composes, so every design's config must be there
         schema.store_variant_configs()
     else:
-        isolate.prestart_plugins(())  # GPU: the worker's imports overlap the preflight (kept if the jobs want it)
         try:
             run_state["total"] = preflight(overrides, multirun)
         except ConfigError as exc:
