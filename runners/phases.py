@@ -74,12 +74,13 @@ def read(path) -> list[dict]:
     return sorted(lines, key=lambda r: r["t"])
 
 
-def summary(records: list[dict], start: float | None = None) -> dict:
+def summary(records: list[dict], start: float | None = None, end: float | None = None) -> dict:
     """Seconds of each phase of one run, from its records. `start`: the command's start (default: the sweep
-    process's start, from its `cli` record). Phases: preflight (start -> preflight done), launch (-> jobs handed
-    out), to_first_point (-> the first measurement starts: job processes, their imports, the worker's start),
-    points (first measurement -> last row), tail (last row -> summary printed); fixed = all but points. Also the
-    job processes' start (job: its own start -> its first job) and the workers' start (worker -> ready), slowest."""
+    process's start, from its `cli` record); `end`: its exit, when known. Phases: preflight (start -> preflight
+    done), launch (-> jobs handed out), to_first_point (-> the first measurement starts: job processes, their
+    imports, the worker's start), points (first measurement -> last row), tail (last row -> summary printed), exit
+    (-> `end`: the job processes' and workers' shutdown); fixed = all but points. Also the job processes' start
+    (job: its own start -> its first job) and the workers' start (worker -> ready), slowest."""
     def first(step):
         return next((r for r in records if r["step"] == step), None)
 
@@ -98,6 +99,8 @@ def summary(records: list[dict], start: float | None = None) -> dict:
             continue
         out[name] = round(record["t"] - previous, 2)
         previous = record["t"]
+    done = last("done")
+    out["exit"] = round(end - done["t"], 2) if end is not None and done is not None else None
     known = [v for k, v in out.items() if k != "points" and v is not None]
     out["fixed"] = round(sum(known), 2)
     out["job_start"] = max((r["since_start_s"] for r in records if r["step"] == "job"

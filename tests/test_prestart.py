@@ -133,8 +133,9 @@ def test_phase_summary():
                {"t": 130.0, "pid": 2, "step": "row", "since_start_s": 18.5},
                {"t": 131.0, "pid": 1, "step": "done", "since_start_s": 33.0}]
     s = phases.summary(records)
-    assert s == {"preflight": 12.0, "launch": 1.0, "to_first_point": 7.0, "points": 12.0, "tail": 1.0,
+    assert s == {"preflight": 12.0, "launch": 1.0, "to_first_point": 7.0, "points": 12.0, "tail": 1.0, "exit": None,
                  "fixed": 21.0, "job_start": 3.5, "worker_start": 2.0}
+    assert phases.summary(records, start=97.0, end=133.5) == {**s, "preflight": 13.0, "exit": 2.5, "fixed": 24.5}
 
 
 def test_phase_log_is_off_by_default(tmp_path, monkeypatch):
