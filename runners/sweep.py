@@ -71,6 +71,8 @@ EXIT_FAULTS = 3  # the run finished, but some point crashed or timed out (docs/f
 EXIT_LOST = 4  # the run finished, but some point's row could not be written (not recorded)
 # jobs of the current run (cli()'s preflight); crashed/timeout rows; why each point not recorded was lost
 run_state = {"total": None, "faults": 0, "lost": []}
+_early_jobs = {"thread": None}  # hydra_plugins/flash_bwd_local.start_job_processes's thread (not in run_state: the
+# job processes get run_state pickled with their task function)
 
 
 
@@ -187,7 +189,10 @@ def main(cfg: DictConfig) -> dict:
     total = run_state["total"] if multirun else 1
     before = len(results.session_paths()), len(results.session_found())
     phases.mark_once("job", index=index)
-    isolate.prestart(cfg)  # the worker's imports overlap the lease, the check and the row's key (no-op when live)
+    if isolate.enabled(cfg):
+        isolate.prestart(cfg)  # the worker's imports overlap the lease, the check and the row's key (no-op when live)
+    else:
+        isolate.drop_unused()  # one started for this process before its config was known
     try:
         with job_lease(cfg, hydra_cfg) as held:  # before any CUDA work; released when the job ends
             phases.mark_once("lease", gpu=held.index)
@@ -325,6 +330,11 @@ def expand_jobs(overrides: list[str], multirun: bool) -> list[list[str]]:
     launcher = base.hydra.launcher
     run_state["jobs_elsewhere"] = (not str(launcher.get("_target_", "")).endswith("BasicLauncher")
                                    and launcher.get("n_jobs", None) != 1)  # loky processes, Slurm tasks
+    if str(launcher.get("_target_", "")).endswith("FlashBwdLocalLauncher") and run_state["jobs_elsewhere"]:
+        from hydra_plugins import flash_bwd_local  # local_gpus: its job processes start now, during the checks
+
+        _early_jobs["thread"] = flash_bwd_local.start_job_processes(
+            launcher, [str(m) for m in (base.get("plugins") or [])], isolate.enabled(base))
     sweeper = base.hydra.sweeper
     if not str(sweeper.get("_target_", "")).endswith("BasicSweeper"):
         return [fixed]  # other sweepers choose points themselves: check the fixed part only
@@ -405,10 +415,11 @@ def preflight(overrides: list[str], multirun: bool) -> int:
 
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3", job_name="sweep"):
         check_keys_early(overrides)
-        isolate.prestart_plugins(())  # GPU: the worker's imports overlap the rest (cli keeps it if the jobs want it)
         schema.store_variant_configs()  # imports the designs (torch, Triton): after the keys are known good
         prepare_choices(overrides)
         jobs = expand_jobs(overrides, multirun)
+        if not run_state.get("jobs_elsewhere"):  # GPU: this process's worker imports while the points are checked
+            isolate.prestart_plugins(())  # (cli keeps it if the jobs want it)
         composed: dict = {}
         isolation: set = set()  # (isolated, plugins) of every job: what their workers need (cli's prestart)
         checked_dirs: set = set()
@@ -588,6 +599,7 @@ def cli(argv: list[str] | None = None) -> None:
         usage.print_help()
         sys.exit(0)
     run_state.update(jobs_elsewhere=False, worker_plugins=None)
+    _early_jobs["thread"] = None
     if passthrough:  # --cfg, --hydra-help, ...: Hydra composes, so every design's config must be there
         schema.store_variant_configs()
     else:
@@ -607,6 +619,8 @@ def cli(argv: list[str] | None = None) -> None:
         isolate.shutdown()  # this process measures nothing isolated with it; main() starts the right one
     if plugins is not None and run_state["jobs_elsewhere"]:
         os.environ[PRESTART_ENV] = json.dumps(list(plugins))  # job processes prestart theirs as they start
+    if _early_jobs["thread"] is not None:  # the job processes started during the preflight: ready, or nearly
+        _early_jobs["thread"].join()
     sys.argv = [sys.argv[0], *argv]
     run_state["faults"] = 0
     run_state["lost"] = []

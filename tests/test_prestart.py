@@ -113,11 +113,15 @@ def test_local_gpus_prestarts_one_worker_per_job_process(tmp_path):
     workers = {r["pid"] for r in records if r["step"] == "worker"}
     prestarted = {r["pid"]: r for r in records if r["step"] == "prestart"}
     lease = {r["pid"]: r for r in records if r["step"] == "lease"}
-    assert sweep_pid not in jobs and 1 <= len(jobs) <= 2
+    assert sweep_pid not in jobs and 1 <= len(jobs) <= 2 and sweep_pid not in prestarted  # its jobs run elsewhere
     assert jobs <= set(prestarted) and all(prestarted[p]["t"] <= lease[p]["t"] for p in jobs)
     assert not workers & set(prestarted)  # a worker starts no worker of its own
     assert {prestarted[p]["worker"] for p in jobs} <= workers  # the worker each job process prestarted measured
-    assert len(workers) == len(jobs) + (sweep_pid in prestarted)  # the sweep process's (before its preflight)
+    assert workers == {r["worker"] for r in prestarted.values()}  # every worker was a prestarted one
+    warm = {r["pid"] for r in records if r["step"] == "warm"}  # processes started during the sweep's checks
+    launch = next(r["t"] for r in records if r["step"] == "launch")
+    assert warm and all(r["t"] < launch for r in records if r["step"] == "warm")
+    assert jobs & warm  # ... which the launcher's Parallel reused for the jobs
     summary = phases.summary(records)
     assert summary["points"] is not None and summary["fixed"] > 0 and summary["worker_start"] > 0
 
