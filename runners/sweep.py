@@ -35,9 +35,12 @@ if not usage.CLI and __name__ != "__main__" and os.environ.get(PRESTART_ENV) is 
     _plugins = json.loads(os.environ.pop(PRESTART_ENV))
     import multiprocessing as _mp
 
-    if _mp.current_process().name != "flash-bwd-worker":
-        from runners.isolation import isolate as _isolate
+    from runners.isolation import isolate as _isolate
 
+    # before env.use_interpreter_without_gpu() (torch): a node without a CUDA driver (a Slurm CPU node whose job
+    # decides on the interpreter only then) starts no spawned worker here
+    if _mp.current_process().name != "flash-bwd-worker" and (_isolate.driver_present()
+                                                             or os.environ.get(_isolate.START_ENV) == "spawn"):
         _isolate.prestart_plugins(_plugins)
 
 env.use_interpreter_without_gpu()  # before anything imports `variants`

@@ -160,3 +160,24 @@ def test_the_early_key_check_composes_a_swept_key_with_its_first_value():
         assert not sweep.check_keys_early(["seq=a,b"])  # not an int: the full preflight says so
         with pytest.raises(sweep.ConfigError, match="did you mean 'head_dim'"):
             sweep.check_keys_early(["seq=128,256", "hed_dim=64"])
+
+
+PROBE = """
+import os
+import runners.sweep
+from runners.isolation import isolate
+print(isolate.worker_pid() is not None, os.environ.get("FLASH_BWD_PRESTART"))
+isolate.shutdown()
+"""
+
+
+@pytest.mark.parametrize("start, started", [("spawn", True), ("", False)])
+def test_a_job_process_told_by_its_sweep_process_prestarts_at_import(start, started):
+    """FLASH_BWD_PRESTART (set by the sweep process for its job processes): importing the runner starts the worker,
+    before the runner's own imports, and takes the variable out of the environment (a spawned worker runs the module
+    again and must not start one of its own). Without a CUDA driver (this machine) only the spawn path starts one."""
+    run = subprocess.run([sys.executable, "-c", PROBE], cwd=env.REPO, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "TRITON_INTERPRET": "1", sweep.PRESTART_ENV: "[]",
+                              isolate.START_ENV: start})
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == [str(started), "None"]

@@ -94,6 +94,17 @@ def prestart_plugins(plugins) -> bool:
     return _POOL.prestart(tuple(str(m) for m in plugins))
 
 
+def driver_present() -> bool:
+    """Whether a CUDA driver loads here (libcuda), without importing torch."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
+
+
 def warm_job_process(plugins: tuple, isolated: bool) -> int:
     """A local_gpus job process's first task, sent while the sweep process checks the points
     (hydra_plugins/flash_bwd_local.start_job_processes): prestart the isolated worker (with isolation on), then import
