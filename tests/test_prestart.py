@@ -94,16 +94,21 @@ def test_the_start_method_from_the_environment(monkeypatch):
     assert isolate.start_method() == "fork"
 
 
-def test_local_gpus_prestarts_one_worker_per_job_process(tmp_path):
+@pytest.mark.parametrize("early", ["1", "0"])
+def test_local_gpus_prestarts_one_worker_per_job_process(tmp_path, early):
     """The GPU's path on the CPU: two loky job processes, spawned workers. Each job process starts its worker as it
-    starts (told by the sweep process), before its lease; each worker is adopted (one worker per job process, none
-    of a worker's own); every point ok; the phase log's summary names the phases."""
+    starts, before its lease: its first task, sent during the sweep process's checks (early=1), or its import of the
+    runner, told by the sweep process (FLASH_BWD_EARLY_JOBS=0); each worker is adopted (one worker per job process,
+    none of a worker's own); every point ok; the phase log's summary names the phases."""
+    from hydra_plugins import flash_bwd_local
+
     log = tmp_path / "phases.jsonl"
     run = subprocess.run(
         [sys.executable, "-m", "runners.sweep", "-m", "hydra/launcher=local_gpus", "hydra.launcher.n_jobs=2", *TINY,
          "seq=17,33", f"results_dir={tmp_path / 'results'}", f"hydra.sweep.dir={tmp_path / 'mr'}"],
         cwd=env.REPO, capture_output=True, text=True, timeout=600,
-        env={**os.environ, "TRITON_INTERPRET": "1", isolate.START_ENV: "spawn", phases.ENV: str(log)})
+        env={**os.environ, "TRITON_INTERPRET": "1", isolate.START_ENV: "spawn", phases.ENV: str(log),
+             flash_bwd_local.EARLY_ENV: early})
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     df = results.load(tmp_path / "results")
     assert len(df) == 2 and (df.status == "ok").all(), df[["status", "reason"]]
@@ -120,8 +125,13 @@ def test_local_gpus_prestarts_one_worker_per_job_process(tmp_path):
     assert workers == {r["worker"] for r in prestarted.values()}  # every worker was a prestarted one
     warm = {r["pid"] for r in records if r["step"] == "warm"}  # processes started during the sweep's checks
     launch = next(r["t"] for r in records if r["step"] == "launch")
-    assert warm and all(r["t"] < launch for r in records if r["step"] == "warm")
-    assert jobs & warm  # ... which the launcher's Parallel reused for the jobs
+    if early == "1":
+        assert warm and all(r["t"] < launch for r in records if r["step"] == "warm")
+        assert jobs & warm  # ... which the launcher's Parallel reused for the jobs
+    else:
+        assert not warm and all(prestarted[p]["t"] > launch for p in jobs)
+        imported = {r["pid"]: r for r in records if r["step"] == "imported" and r["pid"] in jobs}
+        assert all(prestarted[p]["t"] <= imported[p]["t"] for p in jobs)  # at import, before the runner's imports
     summary = phases.summary(records)
     assert summary["points"] is not None and summary["fixed"] > 0 and summary["worker_start"] > 0
 
@@ -181,3 +191,15 @@ def test_a_job_process_told_by_its_sweep_process_prestarts_at_import(start, star
                               isolate.START_ENV: start})
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.split() == [str(started), "None"]
+
+
+def test_early_job_processes_only_for_several_jobs(monkeypatch):
+    from omegaconf import OmegaConf
+
+    from hydra_plugins import flash_bwd_local
+
+    cfg = {"_target_": "hydra_plugins.flash_bwd_local.FlashBwdLocalLauncher", "backend": "loky",
+           "prefer": "processes", "pre_dispatch": "n_jobs", "batch_size": 1}
+    assert flash_bwd_local.start_job_processes(OmegaConf.create({**cfg, "n_jobs": 1}), [], True) is None
+    monkeypatch.setenv(flash_bwd_local.EARLY_ENV, "0")
+    assert flash_bwd_local.start_job_processes(OmegaConf.create({**cfg, "n_jobs": 2}), [], True) is None
