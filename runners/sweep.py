@@ -22,7 +22,26 @@ if __name__ == "__main__" and usage.asks_for_help(sys.argv[1:]):  # before the i
     usage.print_help()
     sys.exit(0)
 
+from runners import phases  # noqa: E402
 from runners.point import env  # noqa: E402
+
+PRESTART_ENV = "FLASH_BWD_PRESTART"  # set by cli() for its job processes: the plugins of their isolated workers
+phases.mark_once("import", module=__name__)
+if not usage.CLI and __name__ != "__main__" and os.environ.get(PRESTART_ENV) is not None:
+    # a job process of a launcher that runs jobs elsewhere (loky: hydra/launcher=local_gpus): its isolated worker
+    # starts now and imports torch, Triton and the designs while this process imports them too (docs/scaling.md).
+    # Taken out of the environment first: a spawned worker runs this module again (as __mp_main__) and must not
+    # start one of its own.
+    _plugins = json.loads(os.environ.pop(PRESTART_ENV))
+    import multiprocessing as _mp
+
+    from runners.isolation import isolate as _isolate
+
+    # before env.use_interpreter_without_gpu() (torch): a node without a CUDA driver (a Slurm CPU node whose job
+    # decides on the interpreter only then) starts no spawned worker here
+    if _mp.current_process().name != "flash-bwd-worker" and (_isolate.driver_present()
+                                                             or os.environ.get(_isolate.START_ENV) == "spawn"):
+        _isolate.prestart_plugins(_plugins)
 
 env.use_interpreter_without_gpu()  # before anything imports `variants`
 
@@ -44,6 +63,7 @@ results = lazy.Module("runners.tables.results")
 if not usage.CLI and __name__ != "__main__":  # a job process (loky, Slurm) or an importer; the command line
     # stores them once the keys are checked (preflight)
     schema.store_variant_configs()  # `variant=<name>` for every registered design, with or without its yaml
+phases.mark_once("imported", module=__name__)
 
 CONFIG_DIR = str(env.CONF_DIR)  # ../conf from this file, as an absolute path (works however this module is run)
 CONFIG_NAME = "config"
@@ -54,6 +74,8 @@ EXIT_FAULTS = 3  # the run finished, but some point crashed or timed out (docs/f
 EXIT_LOST = 4  # the run finished, but some point's row could not be written (not recorded)
 # jobs of the current run (cli()'s preflight); crashed/timeout rows; why each point not recorded was lost
 run_state = {"total": None, "faults": 0, "lost": []}
+_early_jobs = {"thread": None}  # hydra_plugins/flash_bwd_local.start_job_processes's thread (not in run_state: the
+# job processes get run_state pickled with their task function)
 
 
 
@@ -140,6 +162,7 @@ def run_point(cfg: DictConfig, index: int = 0, total: int | None = 1, out=print,
     if refused is not None:  # over the CPU budget, or bf16 in the interpreter: a row, at once
         measured = measure.not_measured(point, timer, *refused)
     else:
+        phases.mark("point", index=index)
         with cpu_cost.progress(estimate, prefix, out):
             measured = isolate.call(cfg, measure.measure, point, cfg.bench, timer=timer, gpu_index=gpu_index,
                                     seed=int(cfg.seed), peak_tflops=environment.get(f"peak_tflops_{point.dtype}"))
@@ -152,6 +175,7 @@ def run_point(cfg: DictConfig, index: int = 0, total: int | None = 1, out=print,
            "timestamp": env.utc_now()}
     directory = results.point_dir(cfg.results_dir, environment["gpu"], str(cfg.sweep_id))
     path = results.write_row(row, directory, index, key)
+    phases.mark("row", index=index)
     out(progress(prefix, row))
     if total == 1:
         out(f"row: {path}")
@@ -168,8 +192,14 @@ def main(cfg: DictConfig) -> dict:
     index = int(hydra_cfg.job.num) if multirun else 0
     total = run_state["total"] if multirun else 1
     before = len(results.session_paths()), len(results.session_found())
+    phases.mark_once("job", index=index)
+    if isolate.enabled(cfg):
+        isolate.prestart(cfg)  # the worker's imports overlap the lease, the check and the row's key (no-op when live)
+    else:
+        isolate.drop_unused()  # one started for this process before its config was known
     try:
         with job_lease(cfg, hydra_cfg) as held:  # before any CUDA work; released when the job ends
+            phases.mark_once("lease", gpu=held.index)
             row = run_point(cfg, index, total, gpu_index=held.index, rule_rows=multirun and (total or 0) > 1)
         if row is not None and row["status"] in measure.FAULT_STATUSES:
             run_state["faults"] += 1
@@ -220,6 +250,7 @@ class SummaryCallback(Callback):
         # Resolving ${now:...} here caches it in the master config, and Hydra copies that cache into every
         # job's config: all jobs share one sweep_id (also when hydra.sweep.dir does not mention it).
         print(f"sweep {config.sweep_id}")
+        phases.mark("launch")
         results.reset_session()
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
@@ -300,6 +331,14 @@ def expand_jobs(overrides: list[str], multirun: bool) -> list[list[str]]:
     except Exception as exc:  # noqa: BLE001 - Hydra's composition error, reported as one line
         compose_job(fixed, {})  # an unknown key among them: our own one line (ConfigError), not Hydra's hint
         raise _PreflightError(hydra_error_line(exc) + _blocks_hint(fixed, exc)) from None
+    launcher = base.hydra.launcher
+    run_state["jobs_elsewhere"] = (not str(launcher.get("_target_", "")).endswith("BasicLauncher")
+                                   and launcher.get("n_jobs", None) != 1)  # loky processes, Slurm tasks
+    if str(launcher.get("_target_", "")).endswith("FlashBwdLocalLauncher") and run_state["jobs_elsewhere"]:
+        from hydra_plugins import flash_bwd_local  # local_gpus: its job processes start now, during the checks
+
+        _early_jobs["thread"] = flash_bwd_local.start_job_processes(
+            launcher, [str(m) for m in (base.get("plugins") or [])], isolate.enabled(base))
     sweeper = base.hydra.sweeper
     if not str(sweeper.get("_target_", "")).endswith("BasicSweeper"):
         return [fixed]  # other sweepers choose points themselves: check the fixed part only
@@ -308,32 +347,45 @@ def expand_jobs(overrides: list[str], multirun: bool) -> list[list[str]]:
     return BasicSweeper.split_arguments(parser.parse_overrides(lines), None)[0]
 
 
-def check_keys_early(overrides: list[str]) -> None:
+def check_keys_early(overrides: list[str]) -> bool:
     """An unknown key (a typo) is a ConfigError before torch, Triton and the designs are imported: the config of the
-    conf/ folder alone is composed with the override's group choices. Where that cannot decide (a plugin, a group
-    swept over several options, a choice that only the registry knows), it leaves the check to the full preflight."""
+    conf/ folder alone is composed with the override's group choices, a swept key with its first value. Where that
+    cannot decide (a plugin, a group swept over several options, a choice that only the registry knows), it leaves
+    the check to the full preflight. True when the early composition succeeded, False when it left the check."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     try:
         parsed = OverridesParser.create().parse_overrides(list(overrides))
     except Exception:  # noqa: BLE001 - a malformed override: Hydra's own one-line error comes at composition
-        return
+        return False
     groups = {p.name for p in env.CONF_DIR.iterdir() if p.is_dir()}
     choices, values = [], []
     for o in parsed:
         key = o.key_or_group.split("@")[0]
         if key == "plugins" or (key in groups and o.is_sweep_override()):
-            return
+            return False
         if key in groups or key.startswith("hydra"):
             choices.append(o.input_line)
         else:
-            values.append(o.input_line if not o.is_sweep_override() else f"{o.key_or_group}=null")
+            values.append(o.input_line if not o.is_sweep_override() else _first_value(o))
     try:
         compose_job([*choices, *values], {})
     except ConfigError:
         raise
     except Exception:  # noqa: BLE001 - e.g. variant=<a registered design without a yaml>: the full check decides
-        return
+        return False
+    return True
+
+
+def _first_value(o) -> str:
+    """A sweep override (`seq=1024,4096`, `seq=range(1,3)`) as the override of its first value (`seq=1024`); a
+    sweep it cannot expand stays `key=null` (the early check then leaves typed keys to the full preflight)."""
+    name = o.input_line.split("=", 1)[0]  # the key with its +/++ prefix, as given
+    try:
+        first = next(iter(o.sweep_string_iterator()))
+    except Exception:  # noqa: BLE001 - glob() over a value, an empty sweep: nothing to take
+        return f"{name}=null"
+    return f"{name}={first}"
 
 
 def prepare_choices(overrides: list[str]) -> None:
@@ -370,7 +422,10 @@ def preflight(overrides: list[str], multirun: bool) -> int:
         schema.store_variant_configs()  # imports the designs (torch, Triton): after the keys are known good
         prepare_choices(overrides)
         jobs = expand_jobs(overrides, multirun)
+        if not run_state.get("jobs_elsewhere"):  # GPU: this process's worker imports while the points are checked
+            isolate.prestart_plugins(())  # (cli keeps it if the jobs want it)
         composed: dict = {}
+        isolation: set = set()  # (isolated, plugins) of every job: what their workers need (cli's prestart)
         checked_dirs: set = set()
         broken: list[str] = []
         for job in jobs:
@@ -380,6 +435,7 @@ def preflight(overrides: list[str], multirun: bool) -> int:
                 raise
             except Exception as exc:  # noqa: BLE001 - Hydra's composition error, reported as one line
                 raise _PreflightError(hydra_error_line(exc) + _blocks_hint(list(job), exc)) from None
+            isolation.add((isolate.enabled(cfg), tuple(str(m) for m in (cfg.get("plugins") or []))))
             try:
                 if cfg.results_dir not in checked_dirs:
                     check_results_dir(cfg.results_dir)
@@ -392,6 +448,8 @@ def preflight(overrides: list[str], multirun: bool) -> int:
             except ConfigError as exc:
                 where = f" (point {' '.join(job)})" if multirun and len(jobs) > 1 else ""
                 raise exc.with_suffix(where) from None
+    (isolated, plugins), = isolation if len(isolation) == 1 else ((False, ()),)
+    run_state["worker_plugins"] = plugins if isolated else None  # one worker fits every job: prestart it
     if broken:
         print(f"{len(broken)} of {len(jobs)} points break a block rule (e.g. {broken[0]}): each is an `unsupported` "
               "row with its rule", flush=True)
@@ -539,10 +597,13 @@ def lost_line(lost: list[str], total: int | None) -> str:
 def cli(argv: list[str] | None = None) -> None:
     """`python -m runners.sweep ...`: preflight (exit 2 on a bad config), then Hydra's main."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    phases.mark("cli")
     overrides, multirun, passthrough = split_argv(argv)
     if usage.asks_for_help(argv):
         usage.print_help()
         sys.exit(0)
+    run_state.update(jobs_elsewhere=False, worker_plugins=None)
+    _early_jobs["thread"] = None
     if passthrough:  # --cfg, --hydra-help, ...: Hydra composes, so every design's config must be there
         schema.store_variant_configs()
     else:
@@ -554,12 +615,24 @@ def cli(argv: list[str] | None = None) -> None:
         except Exception as exc:  # noqa: BLE001 - Hydra's own errors: typo'd key, wrong type, unknown option
             print(f"config error: {hydra_error_line(exc)}", file=sys.stderr)
             sys.exit(EXIT_CONFIG)
+        phases.mark("preflight", jobs=run_state["total"])
         if env.interpreting():  # after the config check: a config error is one line, with no banner before it
             print(CPU_BANNER, flush=True)
+    plugins = run_state["worker_plugins"]
+    if passthrough or plugins is None or run_state["jobs_elsewhere"] or isolate.worker_plugins() != plugins:
+        isolate.shutdown()  # this process measures nothing isolated with it; main() starts the right one
+    if plugins is not None and run_state["jobs_elsewhere"]:
+        os.environ[PRESTART_ENV] = json.dumps(list(plugins))  # job processes prestart theirs as they start
+    if _early_jobs["thread"] is not None:  # the job processes started during the preflight: ready, or nearly
+        _early_jobs["thread"].join()
     sys.argv = [sys.argv[0], *argv]
     run_state["faults"] = 0
     run_state["lost"] = []
-    main()
+    try:
+        main()
+    finally:
+        os.environ.pop(PRESTART_ENV, None)
+    phases.mark("done")
     lost = run_state["lost"]
     if lost:
         print(lost_line(lost, run_state["total"]), file=sys.stderr)

@@ -26,3 +26,47 @@ if _JoblibLauncher is not None:
                 prefix = f"[{initial_job_idx + i + 1}/{total}] {' '.join(filter_overrides(overrides))}"
                 job_returns.account(ret, prefix, echoed=True)
             return [job_returns.completed(ret, o) for ret, o in zip(rets, job_overrides)]
+
+
+EARLY_ENV = "FLASH_BWD_EARLY_JOBS"  # 0: job processes start when Hydra launches, not during the preflight
+
+
+def start_job_processes(launcher_cfg, plugins, isolated: bool):
+    """Starts the job processes of a local_gpus multirun now, while the sweep process still composes and checks the
+    points (runners.sweep.preflight): joblib's reusable loky executor, created with the arguments the launcher will
+    give it (so the launcher's Parallel reuses these processes), runs one task per process that prestarts its
+    isolated worker and imports what a job needs (runners.isolation.isolate.warm_job_process). Returns the thread to
+    join before Hydra launches, or None (joblib not installed, one job, or FLASH_BWD_EARLY_JOBS=0)."""
+    import os
+    import threading
+
+    if _JoblibLauncher is None or os.environ.get(EARLY_ENV, "1") == "0":
+        return None
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.to_container(launcher_cfg, resolve=True)
+    cfg.pop("_target_", None)
+    cfg["backend"] = "loky"
+    try:
+        from hydra_plugins.hydra_joblib_launcher._core import process_joblib_cfg
+
+        process_joblib_cfg(cfg)
+    except ImportError:
+        return None
+    n_jobs = cfg.get("n_jobs")
+    if not isinstance(n_jobs, int) or n_jobs in (0, 1):
+        return None
+
+    def run():
+        from joblib import Parallel, delayed
+
+        from runners.isolation import isolate
+
+        try:
+            Parallel(**cfg)(delayed(isolate.warm_job_process)(tuple(plugins), isolated) for _ in range(max(n_jobs, 1)))
+        except Exception:  # noqa: BLE001 - an early start is only a head start: the launch starts them as before
+            pass
+
+    thread = threading.Thread(target=run, name="flash-bwd-early-jobs", daemon=True)
+    thread.start()
+    return thread

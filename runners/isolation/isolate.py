@@ -8,6 +8,8 @@ and a point that ends its process (a segfault, `os._exit`) would end the whole s
 - on a GPU, one persistent worker per sweep process (multiprocessing *spawn*: CUDA forbids fork after init),
   reused across points so imports, the CUDA context and Triton's in-memory kernel cache stay warm; replaced
   after a crash or a timeout, and when a point needs another GPU index or other plugins;
+- a job process starts its spawned worker early (`prestart`, bound to no GPU until its first call, which comes
+  after the lease), so the worker's imports overlap the job's own start;
 - on the CPU interpreter, one *forked* worker per point: it inherits the imports (milliseconds, not the
   seconds of a spawn) and the caller's state as it is at that point, and there is no CUDA to forbid it;
 - the parent holds the GPU lease (runners/isolation/lease.py) and writes the row: a dying worker never loses a row; the
@@ -34,6 +36,7 @@ from multiprocessing.connection import wait
 
 from runners.point import env
 
+PRELOAD = ("runners.point.measure",)  # a spawned worker imports these (torch, Triton, the designs) before `ready`
 STARTUP_TIMEOUT_S = 300.0  # a fresh worker's imports (not part of any point's point_timeout_s)
 REAP_TIMEOUT_S = 60.0  # wait for a killed or exiting worker (a GPU context with a hung kernel takes a moment)
 PARENT_POLL_S = 1.0  # the worker checks this often whether its parent is still there
@@ -46,8 +49,16 @@ def enabled(cfg) -> bool:
     return True if choice == "auto" else bool(choice)
 
 
+START_ENV = "FLASH_BWD_WORKER_START"  # spawn or fork: how workers start, whatever the device (tests, measurements)
+
+
 def start_method() -> str:
-    """How a worker starts: fork on the CPU interpreter (cheap, no CUDA), spawn on a GPU."""
+    """How a worker starts: fork on the CPU interpreter (cheap, no CUDA), spawn on a GPU. $FLASH_BWD_WORKER_START
+    (spawn or fork) decides instead: `spawn` runs the GPU's path on a CPU (the tests and scripts/sweep_phases.py
+    measure it there)."""
+    chosen = os.environ.get(START_ENV, "").strip()
+    if chosen in ("spawn", "fork"):
+        return chosen
     return "fork" if env.interpreting() else "spawn"
 
 
@@ -70,6 +81,56 @@ def fault_row(status: str, reason: str, timer: str | None = None) -> dict:
             "status": status, "reason": reason, **ncu.EMPTY, "ncu_note": f"not profiled: point {status}"}
 
 
+def prestart(cfg) -> bool:
+    """With isolation on (cfg.isolate) and a spawned worker's path (a GPU): start this process's worker now, for
+    the first point (Pool.prestart). True when one was started."""
+    if not enabled(cfg):
+        return False
+    return _POOL.prestart(tuple(str(m) for m in (cfg.get("plugins") or [])))
+
+
+def prestart_plugins(plugins) -> bool:
+    """Pool.prestart with these plugins (a job process told by its sweep process, before it has a config)."""
+    return _POOL.prestart(tuple(str(m) for m in plugins))
+
+
+def driver_present() -> bool:
+    """Whether a CUDA driver loads here (libcuda), without importing torch."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
+
+
+def warm_job_process(plugins: tuple, isolated: bool) -> int:
+    """A local_gpus job process's first task, sent while the sweep process checks the points
+    (hydra_plugins/flash_bwd_local.start_job_processes): prestart the isolated worker (with isolation on), then import
+    what a job imports (torch, Triton, the designs), both at once. Its pid."""
+    from runners import phases
+
+    phases.mark("warm")
+    if isolated:
+        prestart_plugins(plugins)
+    importlib.import_module("runners.sweep")
+    return os.getpid()
+
+
+def drop_unused() -> None:
+    """Stops a prestarted worker that no call has used (a job without isolation)."""
+    worker = _POOL.worker
+    if worker is not None and worker.key[1] is None and worker.method == "spawn":
+        _POOL.retire()
+
+
+def worker_plugins() -> tuple | None:
+    """The plugins of the live worker (None when there is none)."""
+    worker = _POOL.worker
+    return worker.key[0] if worker is not None and worker.process.is_alive() else None
+
+
 def worker_pid() -> int | None:
     """The live worker's process id (None when there is none): tests check reuse and replacement."""
     worker = _POOL.worker
@@ -88,26 +149,40 @@ class WorkerStartError(RuntimeError):
 
 
 class Worker:
-    """One spawned worker process, its pipe and its stderr file."""
+    """One worker process, its pipe and its stderr file. `method`: "spawn" (a GPU's persistent worker: a fresh
+    interpreter, since CUDA forbids fork after init) or "fork" (the CPU interpreter's worker for one point)."""
 
-    def __init__(self, key: tuple, plugins: tuple, method: str = "spawn", first_call: tuple | None = None):
+    def __init__(self, key: tuple, plugins: tuple, method: str = "spawn", first_call: tuple | None = None,
+                 wait: bool = True, preload: tuple = ()):
         """first_call: (fn, args, kwargs) a forked worker runs at once, inherited rather than pickled (so a
-        function a test defines or patches in place runs as it would in this process)."""
+        function a test defines or patches in place runs as it would in this process). wait=False: return once
+        the process is started; `wait_ready` (the next `Pool.run`) waits for its imports. preload: modules the
+        worker imports before it says it is ready (what unpickling the first call would import)."""
         self.key = key
         self.method = method
+        self.ready = False
         ctx = multiprocessing.get_context(method)
         self.conn, child_conn = ctx.Pipe()
         fd, self.stderr_path = tempfile.mkstemp(prefix="flash-bwd-worker-", suffix=".stderr")
         os.close(fd)
         self.stderr_offset = 0
         self.process = ctx.Process(target=worker_main, name="flash-bwd-worker",
-                                   args=(child_conn, plugins, self.stderr_path, os.getpid(), method, first_call))
+                                   args=(child_conn, plugins, self.stderr_path, os.getpid(), method, first_call,
+                                         tuple(preload)))
         if method == "fork":  # else the child would write the parent's buffered output again when it exits
             sys.stdout.flush()
             sys.stderr.flush()
         with stdlib_start_method():
             self.process.start()
         child_conn.close()
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self) -> None:
+        """Waits for the worker's `ready` (its imports done); raises WorkerStartError (the worker stopped) when it
+        failed or died at start, or said nothing in STARTUP_TIMEOUT_S."""
+        if self.ready:
+            return
         outcome, message = self.receive(STARTUP_TIMEOUT_S)
         if outcome != "message" or message[0] != "ready":
             if outcome == "message":
@@ -116,6 +191,7 @@ class Worker:
                 why = self.death_reason(f"no answer in {STARTUP_TIMEOUT_S:g} s")
             self.stop(kill=True)
             raise WorkerStartError(why)
+        self.ready = True
 
     def receive(self, timeout_s: float) -> tuple[str, object]:
         """("message", the worker's next message), ("died", None) or ("timeout", None) after timeout_s."""
@@ -169,7 +245,7 @@ class Worker:
             self.conn.close()
         except OSError:
             pass
-        if kill and self.process.is_alive():
+        if (kill or not self.ready) and self.process.is_alive():  # not ready: still importing, nothing to finish
             self.process.kill()
         self.process.join(REAP_TIMEOUT_S if kill else 5.0)
         if self.process.is_alive():
@@ -195,17 +271,42 @@ class Pool:
             worker, self.worker = self.worker, None
             worker.stop(kill=kill)
 
+    def prestart(self, plugins: tuple) -> bool:
+        """Starts a spawned worker now, bound to no GPU yet, and returns without waiting for its imports (torch,
+        Triton, the designs: PRELOAD), so they overlap what the caller does before its first point (its own
+        imports, the lease, the row's key). The first `run` with these plugins adopts it for its GPU index; the
+        worker touches no GPU before that call, which comes after the caller's lease. False (nothing started)
+        where workers fork (the CPU interpreter: one per point) or a live worker is already there."""
+        if start_method() != "spawn" or (self.worker is not None and self.worker.process.is_alive()):
+            return False
+        self.retire()
+        try:
+            self.worker = Worker((tuple(plugins), None), tuple(plugins), "spawn", wait=False, preload=PRELOAD)
+        except Exception as exc:  # noqa: BLE001 - the first point starts one again and reports why
+            print(f"isolate: worker prestart failed: {_one_line(exc)}", file=sys.stderr)
+            return False
+        from runners import phases
+        phases.mark("prestart", worker=self.worker.process.pid)
+        return True
+
     def run(self, fn, args: tuple, kwargs: dict, *, key: tuple, timeout_s: float, timer: str | None) -> dict:
+        if self.worker is not None and self.worker.key == (key[0], None) and self.worker.method == "spawn":
+            self.worker.key = key  # a prestarted worker: bound to this GPU by its first call
         if self.worker is not None and (self.worker.key != key or not self.worker.process.is_alive()):
             self.retire()
         method = start_method()
         if self.worker is None:
             try:
                 first_call = (fn, args, kwargs) if method == "fork" else None
-                self.worker = Worker(key, key[0], method, first_call)
+                self.worker = Worker(key, key[0], method, first_call, preload=PRELOAD if method == "spawn" else ())
             except Exception as exc:  # noqa: BLE001 - WorkerStartError, or spawn itself failing
                 return fault_row("crashed", f"worker process did not start: {_one_line(exc)}", timer)
         worker = self.worker
+        try:
+            worker.wait_ready()  # a prestarted worker's imports (not part of point_timeout_s)
+        except Exception as exc:  # noqa: BLE001 - WorkerStartError: it died or failed at start
+            self.worker = None
+            return fault_row("crashed", f"worker process did not start: {_one_line(exc)}", timer)
         try:
             if worker.method != "fork":  # a forked worker runs the call it was started with
                 worker.conn.send((fn, args, kwargs))
@@ -270,8 +371,8 @@ def first_error_line(text: str) -> str:
 # ---- worker side --------------------------------------------------------------------------------------------
 
 def worker_main(conn, plugins: tuple, stderr_path: str, parent_pid: int, method: str = "spawn",
-                first_call: tuple | None = None) -> None:
-    """The worker process: imports the plugins, then runs (fn, args, kwargs) messages until the pipe closes.
+                first_call: tuple | None = None, preload: tuple = ()) -> None:
+    """The worker process: imports the plugins and `preload`, then runs (fn, args, kwargs) messages until the pipe closes.
     After a result with status crashed (a dead CUDA context) it exits; the parent starts a fresh one."""
     if method == "fork":  # torch's OpenMP pool does not survive a fork: an op using it would hang forever
         import torch
@@ -283,14 +384,17 @@ def worker_main(conn, plugins: tuple, stderr_path: str, parent_pid: int, method:
     import faulthandler
     faulthandler.enable(file=sys.stderr, all_threads=False)  # a segfault/abort: "Fatal Python error: ..." in the file
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    from runners import phases
+    phases.mark("worker", method=method)
     threading.Thread(target=_exit_with_parent, args=(parent_pid,), daemon=True).start()
     try:
         env.use_interpreter_without_gpu()
-        for name in plugins:
+        for name in (*plugins, *preload):
             importlib.import_module(name)
     except Exception as exc:  # noqa: BLE001 - reported to the parent as why the worker could not start
         conn.send(("failed", _one_line(exc)))
         return
+    phases.mark("ready")
     conn.send(("ready", os.getpid()))
     pending = [first_call] if first_call is not None else []
     while True:
@@ -341,4 +445,4 @@ def _one_line(exc: BaseException) -> str:
     return text[:300]
 
 
-__all__ = ["call", "enabled", "fault_row", "first_error_line", "shutdown", "worker_pid"]
+__all__ = ["call", "enabled", "fault_row", "first_error_line", "prestart", "prestart_plugins", "shutdown", "worker_pid"]
