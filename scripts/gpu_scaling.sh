@@ -14,7 +14,7 @@
 # with short timings fills the one Triton cache all the timed runs share (TRITON_CACHE_DIR under $WORK; KEEP_WORK=1
 # keeps $WORK from an earlier call on this machine), so the runs compare the sweeps, not who compiles first. Each run
 # with n GPUs sets CUDA_VISIBLE_DEVICES to the first n, and stops after $SWEEP_TIMEOUT_S (480) s ($WARM_TIMEOUT_S for
-# the warm-up). PREVIOUS: the $OUT of an earlier call (its <gpu>_scaling_runs.jsonl and rows files): its runs join
+# the warm-up; WARM_GPUS: the GPUs it uses, default all, e.g. 1 to leave the others free for other work). PREVIOUS: the $OUT of an earlier call (its <gpu>_scaling_runs.jsonl and rows files): its runs join
 # this table (the same sweep: REP_MS, VARIANTS and the GPU must match, else FAIL). The Gluon designs (ws,
 # ws_two_pass) are left out of the default set: on 4 H200s (2026-11-26) a warm-up pass of ws, ws_two_pass, two_pass
 # and cuDNN took over 9 minutes (results/h200x4/README.md).
@@ -47,7 +47,7 @@ sweep() {  # $1: GPUs, $2: name, then overrides
 }
 
 echo "== warm-up on $gpus GPU(s), $(date +%T): every kernel compiled once into $TRITON_CACHE_DIR"
-t0=$(date +%s.%N); sweep "$gpus" warm bench.warmup=5 bench.rep=10; rc=$?; echo "warm-up: exit $rc, $(awk -v a="$t0" -v b="$(date +%s.%N)" "BEGIN{printf \"%.0f\", b-a}") s"
+t0=$(date +%s.%N); sweep "${WARM_GPUS:-$gpus}" warm bench.warmup=5 bench.rep=10; rc=$?; echo "warm-up: exit $rc, $(awk -v a="$t0" -v b="$(date +%s.%N)" "BEGIN{printf \"%.0f\", b-a}") s"
 runs=()
 for n in ${COUNTS:-1 2 4 8}; do
   [ "$n" -le "$gpus" ] || { echo "== $n GPUs: skipped (this node has $gpus)"; continue; }
