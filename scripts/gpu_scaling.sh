@@ -14,7 +14,8 @@
 # with short timings fills the one Triton cache all the timed runs share (TRITON_CACHE_DIR under $WORK; KEEP_WORK=1
 # keeps $WORK from an earlier call on this machine), so the runs compare the sweeps, not who compiles first. Each run
 # with n GPUs sets CUDA_VISIBLE_DEVICES to the first n, and stops after $SWEEP_TIMEOUT_S (480) s ($WARM_TIMEOUT_S for
-# the warm-up; WARM_GPUS: the GPUs it uses, default all, e.g. 1 to leave the others free for other work). PREVIOUS: the $OUT of an earlier call (its <gpu>_scaling_runs.jsonl and rows files): its runs join
+# the warm-up; WARM_GPUS: the GPUs it uses, default all, e.g. 1 to leave the others free for other work).
+# PREVIOUS: the $OUT of an earlier call (its <gpu>_scaling_runs.jsonl and rows files): its runs join
 # this table (the same sweep: REP_MS, VARIANTS and the GPU must match, else FAIL). The Gluon designs (ws,
 # ws_two_pass) are left out of the default set: on 4 H200s (2026-11-26) a warm-up pass of ws, ws_two_pass, two_pass
 # and cuDNN took over 9 minutes (results/h200x4/README.md).
