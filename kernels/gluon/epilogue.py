@@ -7,7 +7,8 @@
 - dQ of a ws_dq program (`store_dq_out`): through Q's shared tile by a TMA store, a tail by masked stores.
 Accumulators are tuples of head-dim chunks (kernels.gluon.tiles.head_dim_chunks).
 """
-from kernels.gluon.compat import cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma, tma_reduce_add, tma_store
+from kernels.gluon.compat import (Value, aggregate, cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma,
+                                  tma_reduce_add, tma_store)
 from kernels.gluon.scheduler import tile_at
 from kernels.gluon.tiles import as_box
 
@@ -42,11 +43,33 @@ def store_chunk_rows(PTR, tile, scale, row0, row_end, heads, i_h, col0: gl.const
     gl.store(PTR + offsets, (tile * scale).to(PTR.dtype.element_ty), mask=inside)
 
 
+@aggregate
+class DkDvOut:
+    """Where a ws tile's dK and dV go: the TMA views dk_desc, dv_desc [B * Nk, Hkv, D] (boxes [BN, 1, tile D]), the
+    dense tensors DK, DV [B, Nk, Hkv, DIM] (a tail's masked stores), and dK's factor sm_scale."""
+    dk_desc: Value
+    dv_desc: Value
+    DK: Value
+    DV: Value
+    sm_scale: Value
+
+    def __init__(self, dk_desc, dv_desc, DK, DV, sm_scale):
+        self.dk_desc = dk_desc
+        self.dv_desc = dv_desc
+        self.DK = DK
+        self.DV = DV
+        self.sm_scale = sm_scale if isinstance(sm_scale, Value) else gl.constexpr(sm_scale)
+
+
 @gluon.jit
-def store_dk_dv(smem, stores, tile, dk, dv, CFG: gl.constexpr):
+def store_dk_dv(smem, out, tile, dk, dv, CFG: gl.constexpr):
     """A ws tile's dK (x sm_scale) and dV out, then `kv_empty` (K, V can take the next tile's). smem: WsSmem;
-    stores: (dk_desc, dv_desc, DK, DV, sm_scale); tile: its Tile."""
-    dk_desc, dv_desc, DK, DV, sm_scale = stores
+    out: DkDvOut; tile: its Tile."""
+    dk_desc = out.dk_desc
+    dv_desc = out.dv_desc
+    DK = out.DK
+    DV = out.DV
+    sm_scale = out.sm_scale
     BLOCK_N: gl.constexpr = smem.k.shape[0]
     D_MAIN: gl.constexpr = CFG.D_MAIN
     D_REST: gl.constexpr = CFG.D_REST

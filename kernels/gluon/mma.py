@@ -13,7 +13,7 @@ from kernels.gluon.tiles import chunk_zeros, issue_products, mma_chunks, probabi
 def mma_partition(smem, program, sizes, stores, stats, qk_scale, LAYOUTS: gl.constexpr, CFG: gl.constexpr,
                   loads=None, dq_desc=None):
     """The compute warps: per tile, per step, the five matmuls and the softmax gradient; at the end of a tile they
-    store its dK (scaled) and dV (stores: dk_desc, dv_desc, DK, DV, sm_scale). stats: (LSE, DELTA). With
+    store its dK (scaled) and dV (stores: a kernels.gluon.epilogue.DkDvOut). stats: (LSE, DELTA). With
     CFG.WARP_SPECIALIZE the loads and reduce-adds are other warps' (signalled through mbarriers); else issued here
     (loads: Loads, dq_desc: given). CFG.WITH_DQ=False: dK and dV only, each step's stage handed back here."""
     if CFG.PERSISTENT:

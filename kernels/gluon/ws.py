@@ -17,6 +17,11 @@ the loads (and stages LSE / delta in shared memory), a 1-warp partition the dQ r
 dK and dV leave through K's and V's shared tiles by TMA stores. docs/ws.md
 has the partitions, barriers and measured effects.
 
+This file holds the kernel (its partitions listed once) and the host launch; the parts it is composed of live
+beside it: the switches (config.WsConfig), the shared tiles and rings (ring.WsSmem, ring.Ring), the tile scheduler
+(scheduler.tile_at), the load role (loads.load_partition), the MMA role (mma.mma_partition) and the epilogue
+(epilogue.store_dk_dv, epilogue.dq_partition).
+
 Tensors are read as 3-D TMA views [B * N, H, D] of dense [B, N, H, D] storage (`rows_descriptor`), boxes of
 tile_dim(D) columns: zeros past D on loads, dropped on stores; a D that is no power of two runs its D-wide products
 in `head_dim_chunks`. A block that runs past its sequence reads the next batch's (document's) first rows (or TMA
@@ -32,7 +37,7 @@ import triton
 from kernels.common import LOG2E
 from kernels.gluon.compat import TensorDescriptor, gl, gluon
 from kernels.gluon.config import make_config
-from kernels.gluon.epilogue import dq_partition
+from kernels.gluon.epilogue import DkDvOut, dq_partition
 from kernels.gluon.loads import Loads, load_partition
 from kernels.gluon.mma import mma_partition
 from kernels.gluon.ring import ws_smem
@@ -100,7 +105,7 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_de
     program = program_tiles(schedule, CFG.PERSISTENT)
     tile_sizes = TileSizes(sizes, docs)  # what the scheduler reads
     smem = ws_smem(q_desc, k_desc, dq_desc, LAYOUTS, CFG)
-    stores = (dk_desc, dv_desc, tensors.dk, tensors.dv, sizes.sm_scale)
+    stores = DkDvOut(dk_desc, dv_desc, tensors.dk, tensors.dv, sizes.sm_scale)
     loads = Loads(q_desc, k_desc, v_desc, do_desc)
     stats = (tensors.lse, tensors.delta)
     # the partitions' arguments as tuple literals (a tuple assigned to a name would turn LAYOUTS into a tensor)
