@@ -83,7 +83,6 @@ class WsLayouts(NamedTuple):  # the kernel's register and shared layouts (`layou
     kv_smem: object  # K, V (dK, dV) [BN, tile D]
 
 
-
 @gluon.jit
 def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_desc, tensors, schedule, docs, sizes,
                         LAYOUTS: gl.constexpr, CFG: gl.constexpr):
