@@ -315,7 +315,6 @@ def expand_jobs(overrides: list[str], multirun: bool) -> list[list[str]]:
     """The override list of every job Hydra would launch (the basic sweeper's cartesian product of the
     command line and the preset's hydra.sweeper.params); [overrides] for a single run."""
     from hydra import compose
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     parser = OverridesParser.create()
@@ -344,7 +343,27 @@ def expand_jobs(overrides: list[str], multirun: bool) -> list[list[str]]:
         return [fixed]  # other sweepers choose points themselves: check the fixed part only
     params = OmegaConf.to_container(sweeper.params, resolve=True) if sweeper.get("params") else {}
     lines = [f"{k}={v}" for k, v in params.items()] + list(overrides)
-    return BasicSweeper.split_arguments(parser.parse_overrides(lines), None)[0]
+    return sweep_product(parser.parse_overrides(lines))
+
+
+def sweep_product(parsed: list) -> list[list[str]]:
+    """The jobs of Hydra's basic sweeper from parsed overrides (hydra.core.override_parser): per key the last
+    override wins, in the order keys first appear; a discrete sweep (a,b,c / choice / range) gives one value per job;
+    the cartesian product over keys. Other sweeps (interval) are the basic sweeper's error too."""
+    import itertools
+
+    from hydra.errors import HydraException
+
+    per_key: dict[str, list[str]] = {}
+    for o in parsed:
+        key = o.get_key_element()
+        if o.is_sweep_override():
+            if not o.is_discrete_sweep():
+                raise HydraException(f"BasicSweeper does not support sweep type : {o.value_type.name}")
+            per_key[key] = [f"{key}={val}" for val in o.sweep_string_iterator()]
+        else:
+            per_key[key] = [f"{key}={o.get_value_element_as_str()}"]
+    return [list(job) for job in itertools.product(*per_key.values())]
 
 
 def check_keys_early(overrides: list[str]) -> bool:
@@ -545,11 +564,6 @@ def compose_job(job: list[str], composed: dict) -> DictConfig:
     from hydra import compose
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    try:
-        from hydra._internal.config_loader_impl import ConfigLoaderImpl
-        apply = ConfigLoaderImpl._apply_overrides_to_config
-    except (ImportError, AttributeError):  # another Hydra: compose every job in full
-        return compose(CONFIG_NAME, job)
     groups = {p.name for p in env.CONF_DIR.iterdir() if p.is_dir()}
     parsed = OverridesParser.create().parse_overrides(job)
 
@@ -563,8 +577,49 @@ def compose_job(job: list[str], composed: dict) -> DictConfig:
         composed[choice] = compose(CONFIG_NAME, list(choice))
     check_keys(values, composed[choice])
     cfg = copy.deepcopy(composed[choice])
-    apply(values, cfg)
+    apply_values(values, cfg)
     return cfg
+
+
+def apply_values(values: list, cfg: DictConfig) -> None:
+    """Value overrides (parsed, no config groups) applied to a composed config as Hydra's compose applies them,
+    through OmegaConf's public API: `~key[=value]` deletes, `+key=value` adds a key that is not there,
+    `++key=value` adds or sets, `key=value` sets an existing key."""
+    from hydra.errors import ConfigCompositionException
+    from omegaconf import open_dict
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
+
+    for o in values:
+        if o.package is not None:
+            raise ConfigCompositionException(f"Override {o.input_line} looks like a config group override, but config "
+                                             f"group '{o.key_or_group}' does not exist.")
+        key, value = o.key_or_group, o.value()
+        try:
+            if o.is_delete():
+                current = OmegaConf.select(cfg, key, throw_on_missing=False)
+                if current is None:
+                    raise ConfigCompositionException(f"Could not delete from config. '{key}' does not exist.")
+                if value is not None and value != current:
+                    raise ConfigCompositionException(f"Could not delete from config. The value of '{key}' is "
+                                                     f"{current} and not {value}.")
+                parent, _, leaf = key.rpartition(".")
+                with open_dict(cfg):
+                    del (OmegaConf.select(cfg, parent) if parent else cfg)[leaf]
+            elif o.is_add():
+                if OmegaConf.select(cfg, key, throw_on_missing=False) is not None and \
+                        not isinstance(value, (dict, list)):
+                    raise ConfigCompositionException(f"Could not append to config. An item is already at '{key}'.")
+                OmegaConf.update(cfg, key, value, merge=True, force_add=True)
+            elif o.is_force_add():
+                OmegaConf.update(cfg, key, value, merge=True, force_add=True)
+            else:
+                try:
+                    OmegaConf.update(cfg, key, value, merge=True)
+                except (ConfigAttributeError, ConfigKeyError) as ex:
+                    raise ConfigCompositionException(f"Could not override '{key}'.\nTo append to your config use "
+                                                     f"+{o.input_line}") from ex
+        except OmegaConfBaseException as ex:
+            raise ConfigCompositionException(f"Error merging override {o.input_line}") from ex
 
 
 class _PreflightError(Exception):

@@ -365,7 +365,7 @@ rows = []
 for fn, args, kwargs in launches:
     if fn.__name__.startswith("_ws"):
         compiled = compile_kernel(fn, args, kwargs)
-        rows.append(dict(kernel=fn.__name__, varlen=kwargs["VARLEN"], smem=int(compiled.metadata.shared),
+        rows.append(dict(kernel=fn.__name__, varlen=kwargs["CFG"].VARLEN, smem=int(compiled.metadata.shared),
                          **ptxas_usage(compiled.asm["ptx"])))
 print(json.dumps(rows))
 """

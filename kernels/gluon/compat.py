@@ -1,6 +1,6 @@
 """The Gluon names that differ between Triton releases, in one place (3.6 on the GPU machines, 3.9+ in CI).
 
-    from kernels.gluon.compat import gl, gluon, tma_load, tma_store, tma_reduce_add, cta_barrier, ...
+    from kernels.gluon.compat import gl, gluon, tma_load, tma_store, tma_reduce_add, cta_barrier, aggregate, ...
 
 `GLUON_MISSING` is None when this Triton has everything the Gluon designs use, else the reason it does not
 (an old Triton, no Gluon): the variants turn it into an `unsupported` row.
@@ -20,6 +20,22 @@ except ImportError as exc:  # no Gluon in this Triton
     GLUON_MISSING = f"Triton {triton.__version__} has no Gluon Hopper API ({exc})"
 
 if GLUON_MISSING is None:
+    # Records of kernel values (`@aggregate` classes, as Triton's Gluon tutorials write them): 3.9 has
+    # gluon.aggregate, 3.6 only the language's `_aggregate`, which 3.9 keeps too; one name for both. A field
+    # annotated `Value` holds a tensor, a shared-memory tile or a constexpr (an int the launch specialized to 1,
+    # a 0 literal): every Triton value derives from base_value.
+    from triton.language.core import _aggregate
+    from triton.language.core import base_value as Value
+
+    def aggregate(cls):
+        """`_aggregate` with the class's own __init__ (3.6 needs one) marked as a builtin: 3.9's JIT rejects a plain
+        function it meets while hashing a kernel's dependencies (3.6 lets it pass). The fields' annotations and the
+        @gluon.jit methods stay in the kernel's cache key."""
+        init = cls.__dict__.get("__init__")
+        if init is not None:
+            init.__triton_builtin__ = True
+        return _aggregate(cls)
+
     # TMA global -> shared: 3.9 calls it async_load; 3.6 has only async_copy_global_to_shared (same arguments).
     tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
 

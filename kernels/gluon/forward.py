@@ -26,12 +26,13 @@ import functools
 from typing import NamedTuple
 
 import torch
-import triton
 
-from kernels.common import LOG2E
+from kernels.common import LOG2E, cdiv
 from kernels.gluon.compat import GLUON_MISSING, cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma, tma_load, \
     tma_store, warpgroup_mma, warpgroup_mma_wait
-from kernels.gluon.tiles import GL_DTYPES, as_box, dense_bnhd, rows_descriptor, store_rows, tile_dim
+from kernels.gluon.epilogue import store_rows
+from kernels.gluon.tiles import GL_DTYPES, as_box, dense_bnhd, rows_descriptor, tile_dim
+from kernels.launch import launch
 
 GLUON_FORWARD_HEAD_DIMS = (64, 96, 128, 192, 256)
 GLUON_FORWARD_DTYPES = (torch.float16, torch.bfloat16)
@@ -130,7 +131,7 @@ def _gluon_fwd_kernel(q_desc, k_desc, v_desc, o_desc, tensors, sizes, DIM: gl.co
         mbarrier.init(v_ready.index(s), count=1)
         mbarrier.init(k_empty.index(s), count=1)
         mbarrier.init(v_empty.index(s), count=1)
-    ring = (q_smem, k_smem, v_smem, q_ready, k_ready, v_ready, k_empty, v_empty)
+    ring = ((q_smem, k_smem, v_smem), (q_ready, k_ready, v_ready), (k_empty, v_empty))  # tiles, full, free
     gl.warp_specialize([
         (_softmax_partition, (ring, rows, o_desc, tensors, sizes.qk_scale, DIM, LAYOUTS, STAGES, CAUSAL, MASKED)),
         (_load_partition, (q_desc, k_desc, v_desc, ring, rows, STAGES)),
@@ -139,7 +140,7 @@ def _gluon_fwd_kernel(q_desc, k_desc, v_desc, o_desc, tensors, sizes, DIM: gl.co
 
 @gluon.jit
 def _program_rows(sizes, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
-    """(i_h, i_hk, seq_q, seq_k, heads, start_m, key_blocks, q_row0, k_row0, lse_row0) of this program. Programs
+    """((i_h, i_hk, heads, start_m, key_blocks), (seq_q, seq_k), (q_row0, k_row0, lse_row0)) of this program. Programs
     run query blocks fastest, so the programs running at once share their head's K and V in L2; causal: the last
     query block (the longest walk) first. key_blocks: how many key blocks the block's queries see (causal: up to
     the bottom-right diagonal), at least 1 (a block that sees no key walks one fully masked block: O = 0,
@@ -160,15 +161,21 @@ def _program_rows(sizes, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: g
     else:
         n_end = seq_k
     key_blocks = gl.maximum(gl.cdiv(n_end, BLOCK_N), 1)
-    return (i_h, i_hk, seq_q, seq_k, heads, start_m, key_blocks, i_b * seq_q, i_b * seq_k, i_bh * seq_q)
+    return (i_h, i_hk, heads, start_m, key_blocks), (seq_q, seq_k), (i_b * seq_q, i_b * seq_k, i_bh * seq_q)
 
 
 @gluon.jit
 def _load_partition(q_desc, k_desc, v_desc, ring, rows, STAGES: gl.constexpr):
     """One warp: Q once, then each key block's K (after `k_empty`: its stage's S is done) and V (after `v_empty`:
     its stage's P V is done), each on its own `ready` barrier."""
-    q_smem, k_smem, v_smem, q_ready, k_ready, v_ready, k_empty, v_empty = ring
-    i_h, i_hk, seq_q, seq_k, heads, start_m, key_blocks, q_row0, k_row0, lse_row0 = rows
+    tiles, full, free = ring
+    q_smem, k_smem, v_smem = tiles
+    q_ready, k_ready, v_ready = full
+    k_empty, v_empty = free
+    block, seqs, bases = rows
+    i_h, i_hk, heads, start_m, key_blocks = block
+    seq_q, seq_k = seqs
+    q_row0, k_row0, lse_row0 = bases
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     mbarrier.expect(q_ready, q_desc.block_type.nbytes)
     tma_load(q_desc, [q_row0 + start_m, i_h, 0], q_ready, as_box(q_smem))
@@ -229,9 +236,15 @@ def _softmax_partition(ring, rows, o_desc, tensors, qk_scale, DIM: gl.constexpr,
     alone (wgmma groups retire in issue order, S_j's first), block j's softmax while P V runs, wait for P V,
     O *= alpha_j. Last: O += P V of the last block, then O / l and the LSE out. P is carried between blocks as
     P V's register A operand (16-bit: half of S's registers)."""
-    q_smem, k_smem, v_smem, q_ready, k_ready, v_ready, k_empty, v_empty = ring
+    tiles, full, free = ring
+    q_smem, k_smem, v_smem = tiles
+    q_ready, k_ready, v_ready = full
+    k_empty, v_empty = free
     O, LSE = tensors
-    i_h, i_hk, seq_q, seq_k, heads, start_m, key_blocks, q_row0, k_row0, lse_row0 = rows
+    block, seqs, bases = rows
+    i_h, i_hk, heads, start_m, key_blocks = block
+    seq_q, seq_k = seqs
+    q_row0, k_row0, lse_row0 = bases
     S_LAYOUT: gl.constexpr = LAYOUTS.s
     O_LAYOUT: gl.constexpr = LAYOUTS.o
     BLOCK_M: gl.constexpr = q_smem.shape[0]
@@ -324,8 +337,8 @@ def gluon_attention_forward(q, k, v, causal: bool, scale: float, blocks: FwdBloc
         return o, lse
     block_m, block_n = blocks.BLOCK_M, blocks.BLOCK_N
     masked = causal or seq_k % block_n != 0 or seq_k == 0
-    grid = (triton.cdiv(seq_q, block_m) * batch * heads,)
-    _gluon_fwd_kernel[grid](
+    grid = (cdiv(seq_q, block_m) * batch * heads,)
+    launch(_gluon_fwd_kernel, grid,
         q_desc=rows_descriptor(q, block_m), k_desc=rows_descriptor(k, block_n), v_desc=rows_descriptor(v, block_n),
         o_desc=rows_descriptor(o, block_m), tensors=FwdTensors(o=o, lse=lse),
         sizes=FwdSizes(seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads, qk_scale=float(scale) * LOG2E),

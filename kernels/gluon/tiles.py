@@ -1,9 +1,10 @@
 """The Gluon building blocks both ws kernels use (kernels/gluon/ws.py's dK/dV/dQ kernel, kernels/gluon/ws_dq.py's dQ
 kernel): head-dim chunks and TMA views of dense [B, N, H, D] tensors on the host; in the kernels, the packed-document
-lookup, the softmax probabilities with their masks and modifiers, chunked wgmma issue / wait and the stores.
+lookup, the softmax probabilities with their masks and modifiers, chunked wgmma issue / wait (the stores are in
+kernels/gluon/epilogue.py).
 
 A head dim that is no power of two runs in two chunks (`head_dim_chunks`: 192 = 128 + 64), so no wgmma reads the
-tiles' zero columns; an accumulator is then a tuple of chunks (`chunk_zeros`, `mma_chunks`, `store_chunks`).
+tiles' zero columns; an accumulator is then a tuple of chunks (`chunk_zeros`, `mma_chunks`, epilogue's `store_chunks`).
 """
 import functools
 from typing import NamedTuple
@@ -106,18 +107,9 @@ def wait_chunks(n: gl.constexpr, x, y, D_REST: gl.constexpr):
 
 
 @gluon.jit
-def store_chunks(smem, acc, scale, D_MAIN: gl.constexpr, D_REST: gl.constexpr):
-    """scale * acc (a chunk tuple) into the shared tile's first D_MAIN + D_REST columns, in the tile's dtype."""
-    if D_REST > 0:
-        smem.slice(0, D_MAIN, 1).store((acc[0] * scale).to(smem.dtype))
-        smem.slice(D_MAIN, D_REST, 1).store((acc[1] * scale).to(smem.dtype))
-    else:
-        smem.store((acc[0] * scale).to(smem.dtype))
-
-
-@gluon.jit
 def probabilities(s, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, KEYS_ON_ROWS: gl.constexpr,
-                   CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, MASKED: gl.constexpr):
+                  CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr,
+                  MASKED: gl.constexpr):
     """P = exp2(S * scale * log2 e - LSE) of S^T [BN, BM] (KEYS_ON_ROWS, swap AB) or S [BM, BN]; o_m: the query
     index of each query row / column. Only blocks that cross the causal diagonal, a window edge or a sequence end
     pay for the mask (keys past Nk, queries past Nq, keys right of the bottom-right diagonal under causal masking,
@@ -158,26 +150,6 @@ def gluon_tanh(x):
     e = gl.exp2(gl.abs(x) * (-2.0 * LOG2E_C))
     t = gl.fdiv(1.0 - e, 1.0 + e)
     return gl.where(x < 0, -t, t)
-
-
-@gluon.jit
-def store_rows(PTR, acc, scale, row0, row_end, heads, i_h, DIM: gl.constexpr, D_MAIN: gl.constexpr,
-                D_REST: gl.constexpr):
-    """scale * acc (a chunk tuple of [R, D] rows row0, row0 + 1, ... of head i_h) into dense [rows, heads, DIM] at PTR,
-    rows from row_end on (the next batch's or document's) and columns past DIM left alone: masked stores."""
-    store_chunk_rows(PTR, acc[0], scale, row0, row_end, heads, i_h, 0, DIM)
-    if D_REST > 0:
-        store_chunk_rows(PTR, acc[1], scale, row0, row_end, heads, i_h, D_MAIN, DIM)
-
-
-@gluon.jit
-def store_chunk_rows(PTR, tile, scale, row0, row_end, heads, i_h, col0: gl.constexpr, DIM: gl.constexpr):
-    LAYOUT: gl.constexpr = tile.type.layout
-    o_n = row0 + gl.arange(0, tile.shape[0], layout=gl.SliceLayout(1, LAYOUT))
-    o_d = col0 + gl.arange(0, tile.shape[1], layout=gl.SliceLayout(0, LAYOUT))
-    offsets = (gl.expand_dims(o_n, 1).to(gl.int64) * heads + i_h) * DIM + gl.expand_dims(o_d, 0)
-    inside = (gl.expand_dims(o_n, 1) < row_end) & (gl.expand_dims(o_d, 0) < DIM)
-    gl.store(PTR + offsets, (tile * scale).to(PTR.dtype.element_ty), mask=inside)
 
 
 def head_dim_chunks(head_dim: int) -> tuple[int, int]:

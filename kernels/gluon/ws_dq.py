@@ -17,14 +17,15 @@ pair and head, heaviest first.
 import functools
 from typing import NamedTuple
 
-import triton
 
 from kernels.common import LOG2E, cdiv
-from kernels.gluon.compat import (cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma, tma_load, tma_store,
-                                  warpgroup_mma_wait)
-from kernels.gluon.tiles import (WsDocs, WsScales, as_box, chunk_zeros, document_pair, head_dim_chunks, issue_products,
-                                 mma_chunks, probabilities, rows_descriptor, store_chunks, store_rows, tile_dim,
-                                 wait_chunks)
+from kernels.gluon.compat import gl, gluon, mbarrier, tma_load, warpgroup_mma_wait
+from kernels.gluon.config import make_config
+from kernels.gluon.epilogue import store_dq_out
+from kernels.gluon.ring import dq_smem
+from kernels.gluon.scheduler import dq_program
+from kernels.gluon.tiles import (WsDocs, WsScales, as_box, chunk_zeros, head_dim_chunks, issue_products, mma_chunks,
+                                 probabilities, rows_descriptor, tile_dim, wait_chunks)
 from kernels.launch import launch
 
 
@@ -50,141 +51,81 @@ class DqLayouts(NamedTuple):  # the kernel's register and shared layouts (`dq_la
 
 
 @gluon.jit
-def _ws_dq_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, tensors, docs, sizes, scales, DIM: gl.constexpr,
-                  LAYOUTS: gl.constexpr, D_MAIN: gl.constexpr,
-                  D_REST: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr,
-                  VARLEN: gl.constexpr):
+def _ws_dq_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, tensors, docs, sizes, scales, LAYOUTS: gl.constexpr,
+                  CFG: gl.constexpr):
     """Grid (cdiv(Nq, BM) * B * H,) (VARLEN: (pairs * H,), PAIRS [pairs, 2] = (document, query block); docs:
-    kernels.gluon.tiles.WsDocs). The TMA views (top-level arguments, as _ws_backward_kernel's): q/do/dq: [B * Nq, H, D] boxes [BM, 1, tile D]; k/v: [B * Nk, Hkv, D]
-    boxes [BN, 1, tile D]. tensors (DqTensors): LSE (base 2), DELTA: [B, H, Nq] fp32 (packed: [1, H, total_q]); DQ:
-    dense [B, Nq, H, D] (tails' masked stores). sizes: DqSizes; scales: kernels.gluon.tiles.WsScales; LAYOUTS:
-    DqLayouts (`dq_layouts`); D_MAIN, D_REST: the head-dim chunks (`head_dim_chunks`)."""
+    kernels.gluon.tiles.WsDocs). The TMA views (top-level arguments, as _ws_backward_kernel's): q/do/dq: [B * Nq, H,
+    D] boxes [BM, 1, tile D]; k/v: [B * Nk, Hkv, D] boxes [BN, 1, tile D]. tensors (DqTensors): LSE (base 2), DELTA:
+    [B, H, Nq] fp32 (packed: [1, H, total_q]); DQ: dense [B, Nq, H, D] (tails' masked stores). sizes: DqSizes;
+    scales: kernels.gluon.tiles.WsScales; LAYOUTS: DqLayouts (`dq_layouts`); CFG: kernels.gluon.config.WsConfig
+    (DIM, D_MAIN, D_REST, STAGES, CAUSAL, MASKED, VARLEN are read). The parts: the scheduler's `dq_program`, the
+    shared tiles and K / V ring of kernels.gluon.ring.DqSmem, a load role and a compute role, the epilogue's
+    `store_dq_out`."""
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
-    HEAD_DIM: gl.constexpr = q_desc.block_type.shape[2]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
-    dtype: gl.constexpr = q_desc.dtype
-    rows = _program_rows(sizes, docs, BLOCK_M, BLOCK_N, CAUSAL, VARLEN)
-
-    q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], LAYOUTS.q_smem)
-    do_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], LAYOUTS.q_smem)
-    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], LAYOUTS.kv_smem)
-    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], LAYOUTS.kv_smem)
-    q_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())  # K, V of a stage landed
-    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())  # a stage's MMAs are done
-    mbarrier.init(q_ready, count=1)
-    for s in gl.static_range(STAGES):
-        mbarrier.init(ready.index(s), count=1)
-        mbarrier.init(empty.index(s), count=1)
-    tiles = (q_smem, do_smem, k_smem, v_smem, q_ready, ready, empty)
+    prog = dq_program(sizes, docs, BLOCK_M, BLOCK_N, CFG.CAUSAL, CFG.VARLEN)
+    smem = dq_smem(q_desc, k_desc, LAYOUTS, CFG.STAGES)
     gl.warp_specialize([
-        (_dq_compute, (tiles, rows, dq_desc, tensors, scales, DIM, LAYOUTS, D_MAIN, D_REST, STAGES, CAUSAL,
-                       MASKED)),
-        (_dq_loads, (q_desc, k_desc, v_desc, do_desc, tiles, rows, STAGES)),
+        (_dq_compute, (smem, prog, dq_desc, tensors, scales, LAYOUTS, CFG)),
+        (_dq_loads, (q_desc, k_desc, v_desc, do_desc, smem, prog)),
     ], [1], [24])
 
 
 @gluon.jit
-def _program_rows(sizes, docs, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr,
-                  VARLEN: gl.constexpr):
-    """(i_b, i_h, i_hk, seq_q, seq_k, heads, kv_heads, start_m, key_blocks, bases) of this program: query blocks last
-    first, then (batch, head) pairs (VARLEN: program = pair * H + head, PAIRS[pair] = (document, query block));
-    key_blocks: how many key blocks its queries see (causal: up to the diagonal); bases = (q_row0, k_row0,
-    stats_row0): its batch's (document's) first rows in the q / k views and its head's LSE / delta row. sizes:
-    (seq_q, seq_k, heads, kv_heads); docs: (CU_Q, CU_K, PAIRS)."""
-    seq_q, seq_k, heads, kv_heads = sizes
-    CU_Q, CU_K, PAIRS = docs
-    pid = gl.program_id(0)
-    if VARLEN:
-        i_h = pid % heads
-        i_b, i_m, q_row0, k_row0, doc_q, doc_k = document_pair(pid // heads, PAIRS, CU_Q, CU_K)
-        bases = (q_row0, k_row0, i_h * seq_q + q_row0)  # LSE [1, H, total_q]
-        seq_q = doc_q
-        seq_k = doc_k
-    else:
-        query_blocks = gl.cdiv(seq_q, BLOCK_M)
-        i_m = query_blocks - 1 - pid // (gl.num_programs(0) // query_blocks)
-        i_bh = pid % (gl.num_programs(0) // query_blocks)
-        i_b = i_bh // heads
-        i_h = i_bh % heads
-        bases = (i_b * seq_q, i_b * seq_k, i_bh * seq_q)
-    i_hk = i_h // (heads // kv_heads)
-    start_m = i_m * BLOCK_M
-    if CAUSAL:  # bottom-right: query i sees key j iff j <= i + Nk - Nq
-        n_end = gl.minimum(gl.maximum(start_m + BLOCK_M + seq_k - seq_q, 0), seq_k)
-    else:
-        n_end = seq_k
-    return (i_b, i_h, i_hk, seq_q, seq_k, heads, kv_heads, start_m, gl.cdiv(n_end, BLOCK_N), bases)
-
-
-@gluon.jit
-def _dq_loads(q_desc, k_desc, v_desc, do_desc, tiles, rows, STAGES: gl.constexpr):
+def _dq_loads(q_desc, k_desc, v_desc, do_desc, smem, prog):
     """One warp: Q and dO once, then each key block's K and V as soon as the compute warps freed its stage."""
-    q_smem, do_smem, k_smem, v_smem, q_ready, ready, empty = tiles
-    i_b, i_h, i_hk, seq_q, seq_k, heads, kv_heads, start_m, key_blocks, bases = rows
-    q_row0, k_row0, stats_row0 = bases
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
-    mbarrier.expect(q_ready, 2 * q_desc.block_type.nbytes)
-    tma_load(q_desc, [q_row0 + start_m, i_h, 0], q_ready, as_box(q_smem))
-    tma_load(do_desc, [q_row0 + start_m, i_h, 0], q_ready, as_box(do_smem))
-    for j in range(key_blocks):
-        stage = j % STAGES
-        mbarrier.wait(empty.index(stage), ((j // STAGES) & 1) ^ 1)  # passes at once on the first lap
-        mbarrier.expect(ready.index(stage), 2 * k_desc.block_type.nbytes)
-        tma_load(k_desc, [k_row0 + j * BLOCK_N, i_hk, 0], ready.index(stage), as_box(k_smem.index(stage)))
-        tma_load(v_desc, [k_row0 + j * BLOCK_N, i_hk, 0], ready.index(stage), as_box(v_smem.index(stage)))
+    mbarrier.expect(smem.q_ready, 2 * q_desc.block_type.nbytes)
+    tma_load(q_desc, [prog.q_row0 + prog.start_m, prog.i_h, 0], smem.q_ready, as_box(smem.q))
+    tma_load(do_desc, [prog.q_row0 + prog.start_m, prog.i_h, 0], smem.q_ready, as_box(smem.do_))
+    for j in range(prog.key_blocks):
+        stage = smem.ring.stage(j)
+        smem.ring.wait_free(j)  # passes at once on the first lap
+        mbarrier.expect(smem.ring.filled(j), 2 * k_desc.block_type.nbytes)
+        tma_load(k_desc, [prog.k_row0 + j * BLOCK_N, prog.i_hk, 0], smem.ring.filled(j), as_box(smem.k.index(stage)))
+        tma_load(v_desc, [prog.k_row0 + j * BLOCK_N, prog.i_hk, 0], smem.ring.filled(j), as_box(smem.v.index(stage)))
 
 
 @gluon.jit
-def _dq_compute(tiles, rows, dq_desc, tensors, scales, DIM: gl.constexpr, LAYOUTS: gl.constexpr, D_MAIN: gl.constexpr,
-                D_REST: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr):
+def _dq_compute(smem, prog, dq_desc, tensors, scales, LAYOUTS: gl.constexpr, CFG: gl.constexpr):
     """The compute warps: per key block S, dP, then dS and dQ += dS K; at the end dQ (x scale) out. tensors: (LSE,
-    DELTA, DQ); scales: (qk_scale, sm_scale); D_MAIN, D_REST: the head-dim chunks of the products
+    DELTA, DQ); scales: (qk_scale, sm_scale); CFG.D_MAIN, CFG.D_REST: the head-dim chunks of the products
     (kernels.gluon.tiles.head_dim_chunks)."""
-    q_smem, do_smem, k_smem, v_smem, q_ready, ready, empty = tiles
     LSE, DELTA, DQ = tensors
     qk_scale, sm_scale = scales
     S_LAYOUT: gl.constexpr = LAYOUTS.s
     DQ_LAYOUT: gl.constexpr = LAYOUTS.dq
     DQ_LAYOUT_R: gl.constexpr = LAYOUTS.dq_r
-    i_b, i_h, i_hk, seq_q, seq_k, heads, kv_heads, start_m, key_blocks, bases = rows
-    q_row0, k_row0, stats_row0 = bases
-    BLOCK_M: gl.constexpr = q_smem.shape[0]
-    BLOCK_N: gl.constexpr = k_smem.shape[1]
-    dtype: gl.constexpr = q_smem.dtype
+    D_MAIN: gl.constexpr = CFG.D_MAIN
+    D_REST: gl.constexpr = CFG.D_REST
+    BLOCK_M: gl.constexpr = smem.q.shape[0]
+    BLOCK_N: gl.constexpr = smem.k.shape[1]
+    dtype: gl.constexpr = smem.q.dtype
     CHUNKS: gl.constexpr = 2 if D_REST > 0 else 1  # wgmma groups per product
     DS_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=DQ_LAYOUT, k_width=2)
     DS_OPERAND_R: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=DQ_LAYOUT_R, k_width=2)
-    o_m = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, S_LAYOUT))  # query of each S row
-    row_stats = stats_row0 + o_m
-    lse = gl.load(LSE + row_stats, mask=o_m < seq_q, other=float("inf"))  # [BM]; rows past Nq: P = 0
-    delta = gl.load(DELTA + row_stats, mask=o_m < seq_q, other=0.)  # [BM]
+    o_m = prog.start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, S_LAYOUT))  # query of each S row
+    row_stats = prog.stats_row0 + o_m
+    lse = gl.load(LSE + row_stats, mask=o_m < prog.seq_q, other=float("inf"))  # [BM]; rows past Nq: P = 0
+    delta = gl.load(DELTA + row_stats, mask=o_m < prog.seq_q, other=0.)  # [BM]
     dq = chunk_zeros(BLOCK_M, DQ_LAYOUT, DQ_LAYOUT_R, D_MAIN, D_REST)  # [BM, D] as head-dim chunks
-    mbarrier.wait(q_ready, 0)
-    for j in range(key_blocks):
-        stage = j % STAGES
-        mbarrier.wait(ready.index(stage), (j // STAGES) & 1)
-        k_tile = k_smem.index(stage)
-        s, dp = issue_products(q_smem, k_tile, do_smem, v_smem.index(stage), S_LAYOUT, D_MAIN,
-                                D_REST)  # [BM, BN] each
+    mbarrier.wait(smem.q_ready, 0)
+    for j in range(prog.key_blocks):
+        stage = smem.ring.stage(j)
+        smem.ring.wait_full(j)
+        k_tile = smem.k.index(stage)
+        s, dp = issue_products(smem.q, k_tile, smem.do_, smem.v.index(stage), S_LAYOUT, D_MAIN,
+                               D_REST)  # [BM, BN] each
         s = warpgroup_mma_wait(num_outstanding=CHUNKS, deps=(s,))
-        p, _ = probabilities(s, lse, o_m, j * BLOCK_N, start_m, seq_q, seq_k, qk_scale, False, CAUSAL, -1, -1, 0.0,
-                              MASKED)  # no window, no softcap (ws_two_pass lists no modifiers)
+        p, _ = probabilities(s, lse, o_m, j * BLOCK_N, prog.start_m, prog.seq_q, prog.seq_k, qk_scale, False,
+                             CFG.CAUSAL, -1, -1, 0.0, CFG.MASKED)  # no window, no softcap (ws_two_pass: none)
         dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
         ds = (p * (dp - gl.expand_dims(delta, 1))).to(dtype)  # [BM, BN]
         dq = mma_chunks(gl.convert_layout(ds, DS_OPERAND), gl.convert_layout(ds, DS_OPERAND_R), k_tile, dq, D_MAIN,
-                         D_REST)  # [BM, BN] @ [BN, D]
+                        D_REST)  # [BM, BN] @ [BN, D]
         dq, _ = wait_chunks(0, dq, dq, D_REST)
-        mbarrier.arrive(empty.index(stage), count=1)  # the stage's MMAs are done (the arrive: a barrier first)
-    if start_m + BLOCK_M <= seq_q:  # a whole query block: out through Q's shared tile by TMA
-        cta_barrier()  # every warpgroup's wgmmas that read Q are done
-        store_chunks(q_smem, dq, sm_scale, D_MAIN, D_REST)
-        fence_async_shared()
-        cta_barrier()
-        tma_store(dq_desc, [q_row0 + start_m, i_h, 0], as_box(q_smem))  # columns past DIM: outside the view, dropped
-        tma.store_wait(pendings=0)
-    else:  # a tail: its rows past Nq are the next batch's (document's) in the view
-        store_rows(DQ, dq, sm_scale, q_row0 + start_m, q_row0 + seq_q, heads, i_h, DIM, D_MAIN, D_REST)
+        smem.ring.release(j)  # the stage's MMAs are done (the arrive: a barrier first)
+    store_dq_out(dq_desc, smem, prog, DQ, dq, sm_scale, CFG)
 
 
 @functools.cache  # host time of a launch: made once per tile config
@@ -227,9 +168,11 @@ def ws_dq(q, k, v, do, lse, delta, dq, *, causal: bool, scale: float, BLOCK_M: i
         do_desc=rows_descriptor(do, BLOCK_M), dq_desc=rows_descriptor(dq, BLOCK_M),
         tensors=DqTensors(lse=lse, delta=delta, dq=dq), docs=WsDocs(cu_q=cu_q, cu_k=cu_k, pairs=pairs),
         sizes=DqSizes(seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads),
-        scales=WsScales(qk_scale=scale * LOG2E, sm_scale=scale), DIM=head_dim,
-        LAYOUTS=dq_layouts(BLOCK_M, BLOCK_N, head_dim, num_warps, q.dtype), D_MAIN=d_main, D_REST=d_rest,
-        STAGES=num_stages, CAUSAL=causal, MASKED=masked, VARLEN=varlen is not None, num_warps=num_warps)
+        scales=WsScales(qk_scale=scale * LOG2E, sm_scale=scale),
+        LAYOUTS=dq_layouts(BLOCK_M, BLOCK_N, head_dim, num_warps, q.dtype),
+        CFG=make_config(head_dim=head_dim, d_main=d_main, d_rest=d_rest, stages=num_stages, causal=causal,
+                        masked=masked, swap_ab=False, varlen=varlen is not None),
+        num_warps=num_warps)
 
 
 def ws_two_pass_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, dkdv_blocks: dict,

@@ -1,0 +1,32 @@
+"""The ws kernels' compile-time switches as one record (`WsConfig`), made on the host and passed whole as the
+kernel's CFG constexpr: each role reads the switches it needs by name (`CFG.CAUSAL`, `CFG.STAGES`), so adding a
+switch is one field here and one `make_config` argument, not an edit of every signature."""
+from typing import NamedTuple
+
+
+class WsConfig(NamedTuple):  # hashable: Triton specializes the kernel on it like on any constexpr
+    DIM: int  # the data's head dim (the tiles have tile_dim(DIM) columns)
+    D_MAIN: int  # its head-dim chunks (kernels.gluon.tiles.head_dim_chunks): D_REST = 0 for one chunk
+    D_REST: int
+    STAGES: int  # depth of the Q / dO ring (ws_dq's kernel: of the K / V ring)
+    CAUSAL: bool  # bottom-right causal mask
+    WINDOW_LEFT: int  # sliding window edges, -1 = unbounded (variants.problem.window_pair); causal: RIGHT = -1
+    WINDOW_RIGHT: int
+    SOFTCAP: float  # > 0: scores s -> SOFTCAP * tanh(s / SOFTCAP)
+    MASKED: bool  # causal, windowed, packed, or a sequence not a multiple of its block: some block needs the mask
+    WARP_SPECIALIZE: bool  # a load warp and a dQ warp beside the compute warps (else one partition issues all)
+    SWAP_AB: bool  # S^T = K Q^T (P^T, dS^T as register A operands), else S = Q K^T with P, dS in shared memory
+    PERSISTENT: bool  # one program per SM walking a host-made schedule (kernels.gluon.scheduler.tile_schedule)
+    VARLEN: bool  # packed documents (kernels.varlen.Packing)
+    WITH_DQ: bool = True  # False: ws_two_pass's dK/dV kernel (no dQ, no dQ warp)
+
+
+def make_config(*, head_dim: int, d_main: int, d_rest: int, stages: int, causal: bool, window_left: int = -1,
+                window_right: int = -1, softcap: float = 0.0, masked: bool, warp_specialize: bool = True,
+                swap_ab: bool = True, persistent: bool = False, varlen: bool = False,
+                with_dq: bool = True) -> WsConfig:
+    """The record from the launch's values (window_right is dropped under causal masking: the diagonal bounds it)."""
+    return WsConfig(DIM=head_dim, D_MAIN=d_main, D_REST=d_rest, STAGES=stages, CAUSAL=causal,
+                    WINDOW_LEFT=window_left, WINDOW_RIGHT=-1 if causal else window_right, SOFTCAP=float(softcap),
+                    MASKED=masked, WARP_SPECIALIZE=warp_specialize, SWAP_AB=swap_ab, PERSISTENT=persistent,
+                    VARLEN=varlen, WITH_DQ=with_dq)

@@ -1,0 +1,81 @@
+"""The ws kernel's load role: TMA loads of K, V (once per tile) and of each step's Q, dO into the ring, with the
+step's LSE and delta staged in shared memory beside them. `load_partition` is the 1-warp partition; `issue_kv` /
+`issue_qdo` are what the compute warps call themselves without warp specialization."""
+from kernels.gluon.compat import Value, aggregate, gl, gluon, mbarrier, tma_load
+from kernels.gluon.scheduler import tile_at
+from kernels.gluon.tiles import as_box
+
+
+@aggregate
+class Loads:
+    """The TMA views the loads read: q, do_ [B * Nq, H, D] boxes [BM, 1, tile D]; k, v [B * Nk, Hkv, D] boxes [BN, 1,
+    tile D]."""
+    q: Value
+    k: Value
+    v: Value
+    do_: Value
+
+    def __init__(self, q, k, v, do_):
+        self.q = q
+        self.k = k
+        self.v = v
+        self.do_ = do_
+
+
+@gluon.jit
+def issue_kv(loads, smem, tile):
+    """The tile's K and V into smem.k, smem.v, signalling `kv_ready`."""
+    mbarrier.expect(smem.kv_ready, 2 * loads.k.block_type.nbytes)
+    tma_load(loads.k, [tile.k_row0 + tile.start_n, tile.i_hk, 0], smem.kv_ready, as_box(smem.k))
+    tma_load(loads.v, [tile.k_row0 + tile.start_n, tile.i_hk, 0], smem.kv_ready, as_box(smem.v))
+
+
+@gluon.jit
+def issue_qdo(loads, smem, tile, step, slot):
+    """The tile's step-th Q and dO tiles into the ring stage of slot (steps counted across the program's tiles),
+    signalling that stage's `ready`."""
+    i_h, start_m = tile.query_block(step)
+    stage = smem.ring.stage(slot)
+    mbarrier.expect(smem.ring.filled(slot), 2 * loads.q.block_type.nbytes)
+    tma_load(loads.q, [tile.q_row0 + start_m, i_h, 0], smem.ring.filled(slot), as_box(smem.q.index(stage)))
+    tma_load(loads.do_, [tile.q_row0 + start_m, i_h, 0], smem.ring.filled(slot), as_box(smem.do_.index(stage)))
+
+
+@gluon.jit
+def load_partition(loads, smem, program, sizes, stats, CFG: gl.constexpr):
+    """One warp: per tile, K and V once the compute warps are done with the last tile's, then every step's Q, dO as
+    soon as the dQ warp (or, without dQ, the compute warps) released its stage. loads: Loads; smem: WsSmem; program:
+    ProgramTiles; sizes: TileSizes; stats: (LSE, DELTA)."""
+    if CFG.PERSISTENT:
+        slot = 0  # steps before this tile's, over the program's tiles: the ring's position
+        for k in range(program.first, program.end):
+            slot = _load_tile(k, slot, k - program.first, loads, smem, program, sizes, stats, CFG)
+    else:
+        _load_tile(program.first, 0, 0, loads, smem, program, sizes, stats, CFG)
+
+
+@gluon.jit
+def _load_tile(k, slot, tile_count, loads, smem, program, sizes, stats, CFG: gl.constexpr):
+    """The k-th tile's loads, its steps at ring positions slot, slot + 1, ...; tile_count: the program's tiles
+    before it -> the ring position after it."""
+    LSE, DELTA = stats
+    BLOCK_M: gl.constexpr = loads.q.block_type.shape[0]
+    BLOCK_N: gl.constexpr = loads.k.block_type.shape[0]
+    row_layout: gl.constexpr = gl.BlockedLayout([BLOCK_M // 32], [32], [1], [0])
+    tile = tile_at(k, program, sizes, BLOCK_M, BLOCK_N, CFG)
+    mbarrier.wait(smem.kv_empty, (tile_count & 1) ^ 1)  # passes at once for the first tile
+    issue_kv(loads, smem, tile)
+    for step in range(tile.steps):
+        # LSE and delta through shared memory: a global load in flight in the compute warps would hold back
+        # their next wgmma (its fence waits for every pending register write)
+        i_h, start_m = tile.query_block(step)
+        o_m = start_m + gl.arange(0, BLOCK_M, layout=row_layout)
+        row_stats = tile.stats_rows(i_h, o_m)
+        lse = gl.load(LSE + row_stats, mask=o_m < tile.seq_q, other=float("inf"))  # [BM]; rows past Nq: P = 0
+        delta = gl.load(DELTA + row_stats, mask=o_m < tile.seq_q, other=0.)  # [BM]
+        stage = smem.ring.stage(slot + step)
+        smem.ring.wait_free(slot + step)  # passes at once on the first lap
+        smem.lse.index(stage).store(lse)
+        smem.delta.index(stage).store(delta)
+        issue_qdo(loads, smem, tile, step, slot + step)  # its `ready` releases the stores
+    return slot + tile.steps

@@ -1,0 +1,209 @@
+"""The ws kernel's MMA role: the compute warps. Per step the five matmuls (async wgmma) and the softmax gradient
+(`gradients` with swap AB, `gradients_mn` without), the step's dQ handed to the reduce-add role (or, without warp
+specialization, added here), and at the end of a tile its dK and dV out (kernels.gluon.epilogue.store_dk_dv)."""
+from kernels.gluon.compat import cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma, tma_reduce_add, \
+    warpgroup_mma_wait
+from kernels.gluon.epilogue import stage_dq, store_dk_dv
+from kernels.gluon.loads import issue_kv, issue_qdo
+from kernels.gluon.scheduler import tile_at
+from kernels.gluon.tiles import chunk_zeros, issue_products, mma_chunks, probabilities, wait_chunks
+
+
+@gluon.jit
+def mma_partition(smem, program, sizes, stores, stats, qk_scale, LAYOUTS: gl.constexpr, CFG: gl.constexpr,
+                  loads=None, dq_desc=None):
+    """The compute warps: per tile, per step, the five matmuls and the softmax gradient; at the end of a tile they
+    store its dK (scaled) and dV (stores: a kernels.gluon.epilogue.DkDvOut). stats: (LSE, DELTA). With
+    CFG.WARP_SPECIALIZE the loads and reduce-adds are other warps' (signalled through mbarriers); else issued here
+    (loads: Loads, dq_desc: given). CFG.WITH_DQ=False: dK and dV only, each step's stage handed back here."""
+    if CFG.PERSISTENT:
+        slot = 0  # steps before this tile's, over the program's tiles: the ring's and the dQ hand-over's position
+        for k in range(program.first, program.end):
+            slot = _mma_tile(k, slot, k - program.first, smem, program, sizes, stores, stats, qk_scale, LAYOUTS, CFG,
+                             loads, dq_desc)
+    else:
+        _mma_tile(program.first, 0, 0, smem, program, sizes, stores, stats, qk_scale, LAYOUTS, CFG, loads, dq_desc)
+
+
+@gluon.jit
+def _issue_scores(k_smem, v_smem, q_tile, do_tile, S_LAYOUT: gl.constexpr, SWAP_AB: gl.constexpr,
+                  D_MAIN: gl.constexpr, D_REST: gl.constexpr):
+    """S^T = K Q^T and dP^T = V dO^T [BN, BM] (swap AB), else S = Q K^T and dP = dO V^T [BM, BN]: async wgmma
+    groups in flight, one per head-dim chunk of each (`issue_products`)."""
+    if SWAP_AB:
+        s, dp = issue_products(k_smem, q_tile, v_smem, do_tile, S_LAYOUT, D_MAIN, D_REST)
+    else:
+        s, dp = issue_products(q_tile, k_smem, do_tile, v_smem, S_LAYOUT, D_MAIN, D_REST)
+    return s, dp
+
+
+@gluon.jit
+def _wait_chunks1(n: gl.constexpr, x, D_REST: gl.constexpr):
+    """warpgroup_mma_wait(num_outstanding=n) on one chunk tuple -> x."""
+    if D_REST > 0:
+        x0, x1 = warpgroup_mma_wait(num_outstanding=n, deps=(x[0], x[1]))
+        return (x0, x1)
+    else:
+        x0 = warpgroup_mma_wait(num_outstanding=n, deps=(x[0],))
+        return (x0,)
+
+
+@gluon.jit
+def _softcap_grad(ds, t, SOFTCAP: gl.constexpr):
+    """dS with respect to the capped score -> with respect to the scaled score (d tanh = 1 - tanh^2)."""
+    if SOFTCAP > 0:
+        ds = ds * (1.0 - t * t)
+    return ds
+
+
+@gluon.jit
+def _probabilities(s, lse, o_m, start_n, start_m, tile, qk_scale, KEYS_ON_ROWS: gl.constexpr, CFG: gl.constexpr):
+    return probabilities(s, lse, o_m, start_n, start_m, tile.seq_q, tile.seq_k, qk_scale, KEYS_ON_ROWS, CFG.CAUSAL,
+                         CFG.WINDOW_LEFT, CFG.WINDOW_RIGHT, CFG.SOFTCAP, CFG.MASKED)
+
+
+@gluon.jit
+def gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, smem, o_m, start_m, tile, qk_scale,
+              LAYOUTS: gl.constexpr, CFG: gl.constexpr):
+    """One step from its S^T, dP^T in flight (the last wgmma groups): P^T and dS^T, then dV += P^T dO,
+    dQ = dS K and dK += dS^T Q issued (dQ's group before dK's: the step waits for dV and dQ and stores dQ while
+    dK's wgmmas run) -> (dq [BM, D], dk, dv [BN, D]) as head-dim chunk tuples, in flight."""
+    BLOCK_M: gl.constexpr = q_tile.shape[0]
+    k_smem = smem.k
+    ds_smem = smem.ds
+    dtype: gl.constexpr = k_smem.dtype
+    D_MAIN: gl.constexpr = CFG.D_MAIN
+    D_REST: gl.constexpr = CFG.D_REST
+    CHUNKS: gl.constexpr = 2 if D_REST > 0 else 1  # wgmma groups per product
+    P_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=LAYOUTS.kv, k_width=2)
+    P_OPERAND_R: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=LAYOUTS.kv_r, k_width=2)
+    DQ_LAYOUT: gl.constexpr = LAYOUTS.dq  # passed on to a jit function: bound as a constexpr (Triton 3.6)
+    DQ_LAYOUT_R: gl.constexpr = LAYOUTS.dq_r
+    s_t = warpgroup_mma_wait(num_outstanding=CHUNKS, deps=(s_t,))
+    p_t, t_t = _probabilities(s_t, lse, o_m, tile.start_n, start_m, tile, qk_scale, True, CFG)  # [BN, BM]
+    p_lo = p_t.to(dtype)
+    dv = mma_chunks(gl.convert_layout(p_lo, P_OPERAND), gl.convert_layout(p_lo, P_OPERAND_R), do_tile, dv, D_MAIN,
+                    D_REST)  # [BN, BM] @ [BM, D]
+    dp_t = warpgroup_mma_wait(num_outstanding=CHUNKS, deps=(dp_t,))
+    ds_t = _softcap_grad(p_t * (dp_t - gl.expand_dims(delta, 0)), t_t, CFG.SOFTCAP).to(dtype)  # [BN, BM]
+    if CFG.WITH_DQ:
+        ds_smem.store(ds_t)
+        fence_async_shared()
+        cta_barrier()  # every warpgroup's rows of dS^T are in shared memory before dQ reads all of them
+        dq = mma_chunks(ds_smem.permute((1, 0)), ds_smem.permute((1, 0)), k_smem,
+                        chunk_zeros(BLOCK_M, DQ_LAYOUT, DQ_LAYOUT_R, D_MAIN, D_REST), D_MAIN, D_REST,
+                        use_acc=False)  # [BM, BN] @ [BN, D] -> [BM, D]
+    dk = mma_chunks(gl.convert_layout(ds_t, P_OPERAND), gl.convert_layout(ds_t, P_OPERAND_R), q_tile, dk, D_MAIN,
+                    D_REST)  # [BN, BM] @ [BM, D]
+    if not CFG.WITH_DQ:
+        dq = dk  # no dQ (ws_two_pass): a placeholder
+    return dq, dk, dv
+
+
+@gluon.jit
+def gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, smem, o_m, start_m, tile, qk_scale,
+                 LAYOUTS: gl.constexpr, CFG: gl.constexpr):
+    """Without swap AB (each warpgroup owns query rows of S, dP): P and dS go to shared memory, where dV += P^T dO
+    and dK += dS^T Q read them transposed (each warpgroup its key rows) and dQ = dS K as they are
+    -> (dq [BM, D], dk, dv [BN, D]), their three wgmma groups in flight (dQ's before dK's, as in `gradients`)."""
+    BLOCK_M: gl.constexpr = q_tile.shape[0]
+    k_smem = smem.k
+    p_smem = smem.p
+    ds_smem = smem.ds
+    dtype: gl.constexpr = k_smem.dtype
+    D_MAIN: gl.constexpr = CFG.D_MAIN
+    D_REST: gl.constexpr = CFG.D_REST
+    CHUNKS: gl.constexpr = 2 if D_REST > 0 else 1  # wgmma groups per product
+    DQ_LAYOUT: gl.constexpr = LAYOUTS.dq  # passed on to a jit function: bound as a constexpr (Triton 3.6)
+    DQ_LAYOUT_R: gl.constexpr = LAYOUTS.dq_r
+    s = warpgroup_mma_wait(num_outstanding=CHUNKS, deps=(s,))
+    p, t = _probabilities(s, lse, o_m, tile.start_n, start_m, tile, qk_scale, False, CFG)  # [BM, BN]
+    p_smem.store(p.to(dtype))
+    dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
+    ds = _softcap_grad(p * (dp - gl.expand_dims(delta, 1)), t, CFG.SOFTCAP).to(dtype)  # [BM, BN]
+    ds_smem.store(ds)
+    fence_async_shared()
+    cta_barrier()  # every warpgroup's rows of P and dS are in shared memory before the wgmmas read all of them
+    dv = mma_chunks(p_smem.permute((1, 0)), p_smem.permute((1, 0)), do_tile, dv, D_MAIN, D_REST)  # [BN, BM] @ [BM, D]
+    if CFG.WITH_DQ:
+        dq = mma_chunks(ds_smem, ds_smem, k_smem, chunk_zeros(BLOCK_M, DQ_LAYOUT, DQ_LAYOUT_R, D_MAIN, D_REST),
+                        D_MAIN, D_REST, use_acc=False)  # [BM, BN] @ [BN, D] -> [BM, D]
+    dk = mma_chunks(ds_smem.permute((1, 0)), ds_smem.permute((1, 0)), q_tile, dk, D_MAIN, D_REST)
+    if not CFG.WITH_DQ:
+        dq = dk  # no dQ (ws_two_pass): a placeholder
+    return dq, dk, dv
+
+
+@gluon.jit
+def _mma_tile(k, slot, tile_count, smem, program, sizes, stores, stats, qk_scale, LAYOUTS: gl.constexpr,
+              CFG: gl.constexpr, loads, dq_desc):
+    """The k-th tile, its steps at ring positions slot, slot + 1, ... (tile_count: the program's tiles before it)
+    -> the ring position after it."""
+    LSE, DELTA = stats
+    SPECIALIZED: gl.constexpr = CFG.WARP_SPECIALIZE
+    STAGES: gl.constexpr = CFG.STAGES
+    D_MAIN: gl.constexpr = CFG.D_MAIN
+    D_REST: gl.constexpr = CFG.D_REST
+    CHUNKS: gl.constexpr = 2 if D_REST > 0 else 1  # wgmma groups per product
+    BLOCK_N: gl.constexpr = smem.k.shape[0]
+    BLOCK_M: gl.constexpr = smem.q.shape[1]
+    # S^T [BN, BM] (swap AB: keys on dim 0) or S [BM, BN]: query-indexed vectors are slices along the key dim
+    KEY_DIM: gl.constexpr = 0 if CFG.SWAP_AB else 1
+    S_LAYOUT: gl.constexpr = LAYOUTS.s  # layouts passed on to jit functions: bound as constexprs (Triton 3.6)
+    KV_LAYOUT: gl.constexpr = LAYOUTS.kv
+    KV_LAYOUT_R: gl.constexpr = LAYOUTS.kv_r
+    tile = tile_at(k, program, sizes, BLOCK_M, BLOCK_N, CFG)
+    if not SPECIALIZED:  # K, V and the first STAGES - 1 steps' Q, dO (one tile per program: nothing to wait)
+        issue_kv(loads, smem, tile)
+        for s in gl.static_range(STAGES - 1):
+            if s < tile.steps:
+                issue_qdo(loads, smem, tile, s, slot + s)
+    dk = chunk_zeros(BLOCK_N, KV_LAYOUT, KV_LAYOUT_R, D_MAIN, D_REST)  # [BN, D] as head-dim chunks
+    dv = chunk_zeros(BLOCK_N, KV_LAYOUT, KV_LAYOUT_R, D_MAIN, D_REST)
+    mbarrier.wait(smem.kv_ready, tile_count & 1)
+    for step in range(tile.steps):
+        if not SPECIALIZED:  # refill the stage that the previous step finished with
+            if step + STAGES - 1 < tile.steps:
+                issue_qdo(loads, smem, tile, step + STAGES - 1, slot + step + STAGES - 1)
+        stage = smem.ring.stage(slot + step)
+        i_h, start_m = tile.query_block(step)
+        o_m = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(KEY_DIM, S_LAYOUT))  # query of each S column
+        q_tile = smem.q.index(stage)
+        do_tile = smem.do_.index(stage)
+        smem.ring.wait_full(slot + step)
+        s_t, dp_t = _issue_scores(smem.k, smem.v, q_tile, do_tile, S_LAYOUT, CFG.SWAP_AB, D_MAIN, D_REST)
+        if SPECIALIZED:  # staged by the load warp with this stage's Q, dO
+            lse = smem.lse.index(stage).load(gl.SliceLayout(KEY_DIM, S_LAYOUT))  # [BM]
+            delta = smem.delta.index(stage).load(gl.SliceLayout(KEY_DIM, S_LAYOUT))  # [BM]
+        else:
+            row_stats = tile.stats_rows(i_h, o_m)
+            lse = gl.load(LSE + row_stats, mask=o_m < tile.seq_q, other=float("inf"))  # [BM]; rows past Nq: P = 0
+            delta = gl.load(DELTA + row_stats, mask=o_m < tile.seq_q, other=0.)  # [BM]
+        if CFG.SWAP_AB:
+            dq, dk, dv = gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, smem, o_m, start_m, tile,
+                                   qk_scale, LAYOUTS, CFG)
+        else:
+            dq, dk, dv = gradients_mn(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, smem, o_m, start_m, tile,
+                                      qk_scale, LAYOUTS, CFG)
+        if not CFG.WITH_DQ:  # ws_two_pass's dK/dV kernel: the step's MMAs done, its stage goes back to the load warp
+            dk, dv = wait_chunks(0, dk, dv, D_REST)
+            smem.ring.release(slot + step)
+        else:  # dV's and dQ's groups done; dK's (the last issued) run on while dQ goes to shared memory
+            dq, dv = wait_chunks(CHUNKS, dq, dv, D_REST)
+        if CFG.WITH_DQ:
+            if SPECIALIZED:
+                mbarrier.wait(smem.dq_empty, ((slot + step) & 1) ^ 1)  # the last reduce-add has read smem.dq
+            else:
+                tma.store_wait(pendings=0)
+            stage_dq(smem.dq, dq, D_MAIN, D_REST, CFG.VARLEN)
+            dk = _wait_chunks1(0, dk, D_REST)  # dK's wgmmas read this stage's Q: done before the stage is freed
+            fence_async_shared()
+            if SPECIALIZED:  # the arrive waits for every compute warp (a barrier), then one thread signals
+                mbarrier.arrive(smem.dq_full, count=1)  # also frees the stage (the dQ warp passes it on)
+            else:
+                cta_barrier()
+                tma_reduce_add(dq_desc, [tile.dq_row(i_h, start_m), 0], smem.dq)
+    if not SPECIALIZED:
+        tma.store_wait(pendings=0)
+    store_dk_dv(smem, stores, tile, dk, dv, CFG)
+    return slot + tile.steps
