@@ -86,6 +86,7 @@ class _Knobs:
 
 @pytest.fixture
 def fake_driver(monkeypatch):
+    monkeypatch.setattr(launch_module, "ENABLED", True)  # off by default until the GPU test has passed
     monkeypatch.setattr(launch_module, "driver_api", lambda: (lambda: 0, lambda device: 0, _Knobs))
     stats.reset()
     yield
@@ -276,3 +277,10 @@ def test_a_grid_given_as_a_function_is_not_bound(fake_driver):
     with sites.phase():
         launch(fake, lambda meta: (1,), 1, B=2)
     assert sites.mode == "jit" and "grid" in sites.reason
+
+
+def test_bound_launches_are_off_by_default_until_checked_on_a_gpu(monkeypatch):
+    """Off unless FLASH_BWD_BOUND_LAUNCHES=1: bind refuses with the reason, so a plan's sites stay on Triton's path."""
+    monkeypatch.setattr(launch_module, "ENABLED", False)
+    bound, reason = launch_module.bind(object(), object(), (), {})
+    assert bound is None and "FLASH_BWD_BOUND_LAUNCHES=1" in reason

@@ -12,6 +12,12 @@ from variants.problem import Problem
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (bound launches need compiled kernels)")
 
+
+@pytest.fixture(autouse=True)
+def bound_launches_on(monkeypatch):
+    import kernels.launch
+    monkeypatch.setattr(kernels.launch, "ENABLED", True)  # what this file checks before the default turns on
+
 DESIGNS = ["two_pass", "ws_two_pass", "ws", "atomic", "fused", "atomic_tma"]
 DETERMINISTIC = {"two_pass", "ws_two_pass"}
 
