@@ -38,14 +38,14 @@ def _issue_scores(k_smem, v_smem, q_tile, do_tile, S_LAYOUT: gl.constexpr, SWAP_
 
 
 @gluon.jit
-def _wait_chunks1(n: gl.constexpr, x, D_REST: gl.constexpr):
-    """warpgroup_mma_wait(num_outstanding=n) on one chunk tuple -> x."""
+def _wait_chunks3(n: gl.constexpr, x, y, z, D_REST: gl.constexpr):
+    """warpgroup_mma_wait(num_outstanding=n) on three chunk tuples -> (x, y, z)."""
     if D_REST > 0:
-        x0, x1 = warpgroup_mma_wait(num_outstanding=n, deps=(x[0], x[1]))
-        return (x0, x1)
+        x0, x1, y0, y1, z0, z1 = warpgroup_mma_wait(num_outstanding=n, deps=(x[0], x[1], y[0], y[1], z[0], z[1]))
+        return (x0, x1), (y0, y1), (z0, z1)
     else:
-        x0 = warpgroup_mma_wait(num_outstanding=n, deps=(x[0],))
-        return (x0,)
+        x0, y0, z0 = warpgroup_mma_wait(num_outstanding=n, deps=(x[0], y[0], z[0]))
+        return (x0,), (y0,), (z0,)
 
 
 @gluon.jit
@@ -66,8 +66,7 @@ def _probabilities(s, lse, o_m, start_n, start_m, tile, qk_scale, KEYS_ON_ROWS: 
 def gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, smem, o_m, start_m, tile, qk_scale,
               LAYOUTS: gl.constexpr, CFG: gl.constexpr):
     """One step from its S^T, dP^T in flight (the last wgmma groups): P^T and dS^T, then dV += P^T dO,
-    dQ = dS K and dK += dS^T Q issued (dQ's group before dK's: the step waits for dV and dQ and stores dQ while
-    dK's wgmmas run) -> (dq [BM, D], dk, dv [BN, D]) as head-dim chunk tuples, in flight."""
+    dK += dS^T Q and dQ = dS K issued -> (dq [BM, D], dk, dv [BN, D]) as head-dim chunk tuples, in flight."""
     BLOCK_M: gl.constexpr = q_tile.shape[0]
     k_smem = smem.k
     ds_smem = smem.ds
@@ -88,14 +87,15 @@ def gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, smem, o_m, start_m
     ds_t = _softcap_grad(p_t * (dp_t - gl.expand_dims(delta, 0)), t_t, CFG.SOFTCAP).to(dtype)  # [BN, BM]
     if CFG.WITH_DQ:
         ds_smem.store(ds_t)
+    dk = mma_chunks(gl.convert_layout(ds_t, P_OPERAND), gl.convert_layout(ds_t, P_OPERAND_R), q_tile, dk, D_MAIN,
+                    D_REST)  # [BN, BM] @ [BM, D]
+    if CFG.WITH_DQ:
         fence_async_shared()
         cta_barrier()  # every warpgroup's rows of dS^T are in shared memory before dQ reads all of them
         dq = mma_chunks(ds_smem.permute((1, 0)), ds_smem.permute((1, 0)), k_smem,
                         chunk_zeros(BLOCK_M, DQ_LAYOUT, DQ_LAYOUT_R, D_MAIN, D_REST), D_MAIN, D_REST,
                         use_acc=False)  # [BM, BN] @ [BN, D] -> [BM, D]
-    dk = mma_chunks(gl.convert_layout(ds_t, P_OPERAND), gl.convert_layout(ds_t, P_OPERAND_R), q_tile, dk, D_MAIN,
-                    D_REST)  # [BN, BM] @ [BM, D]
-    if not CFG.WITH_DQ:
+    else:
         dq = dk  # no dQ (ws_two_pass): a placeholder
     return dq, dk, dv
 
@@ -105,7 +105,7 @@ def gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, smem, o_m, start_m,
                  LAYOUTS: gl.constexpr, CFG: gl.constexpr):
     """Without swap AB (each warpgroup owns query rows of S, dP): P and dS go to shared memory, where dV += P^T dO
     and dK += dS^T Q read them transposed (each warpgroup its key rows) and dQ = dS K as they are
-    -> (dq [BM, D], dk, dv [BN, D]), their three wgmma groups in flight (dQ's before dK's, as in `gradients`)."""
+    -> (dq [BM, D], dk, dv [BN, D]), their three wgmma groups in flight."""
     BLOCK_M: gl.constexpr = q_tile.shape[0]
     k_smem = smem.k
     p_smem = smem.p
@@ -125,11 +125,11 @@ def gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, smem, o_m, start_m,
     fence_async_shared()
     cta_barrier()  # every warpgroup's rows of P and dS are in shared memory before the wgmmas read all of them
     dv = mma_chunks(p_smem.permute((1, 0)), p_smem.permute((1, 0)), do_tile, dv, D_MAIN, D_REST)  # [BN, BM] @ [BM, D]
+    dk = mma_chunks(ds_smem.permute((1, 0)), ds_smem.permute((1, 0)), q_tile, dk, D_MAIN, D_REST)
     if CFG.WITH_DQ:
         dq = mma_chunks(ds_smem, ds_smem, k_smem, chunk_zeros(BLOCK_M, DQ_LAYOUT, DQ_LAYOUT_R, D_MAIN, D_REST),
                         D_MAIN, D_REST, use_acc=False)  # [BM, BN] @ [BN, D] -> [BM, D]
-    dk = mma_chunks(ds_smem.permute((1, 0)), ds_smem.permute((1, 0)), q_tile, dk, D_MAIN, D_REST)
-    if not CFG.WITH_DQ:
+    else:
         dq = dk  # no dQ (ws_two_pass): a placeholder
     return dq, dk, dv
 
@@ -144,7 +144,6 @@ def _mma_tile(k, slot, tile_count, smem, program, sizes, stores, stats, qk_scale
     STAGES: gl.constexpr = CFG.STAGES
     D_MAIN: gl.constexpr = CFG.D_MAIN
     D_REST: gl.constexpr = CFG.D_REST
-    CHUNKS: gl.constexpr = 2 if D_REST > 0 else 1  # wgmma groups per product
     BLOCK_N: gl.constexpr = smem.k.shape[0]
     BLOCK_M: gl.constexpr = smem.q.shape[1]
     # S^T [BN, BM] (swap AB: keys on dim 0) or S [BM, BN]: query-indexed vectors are slices along the key dim
@@ -188,15 +187,14 @@ def _mma_tile(k, slot, tile_count, smem, program, sizes, stores, stats, qk_scale
         if not CFG.WITH_DQ:  # ws_two_pass's dK/dV kernel: the step's MMAs done, its stage goes back to the load warp
             dk, dv = wait_chunks(0, dk, dv, D_REST)
             smem.ring.release(slot + step)
-        else:  # dV's and dQ's groups done; dK's (the last issued) run on while dQ goes to shared memory
-            dq, dv = wait_chunks(CHUNKS, dq, dv, D_REST)
+        else:
+            dq, dk, dv = _wait_chunks3(0, dq, dk, dv, D_REST)
         if CFG.WITH_DQ:
             if SPECIALIZED:
                 mbarrier.wait(smem.dq_empty, ((slot + step) & 1) ^ 1)  # the last reduce-add has read smem.dq
             else:
                 tma.store_wait(pendings=0)
             stage_dq(smem.dq, dq, D_MAIN, D_REST, CFG.VARLEN)
-            dk = _wait_chunks1(0, dk, D_REST)  # dK's wgmmas read this stage's Q: done before the stage is freed
             fence_async_shared()
             if SPECIALIZED:  # the arrive waits for every compute warp (a barrier), then one thread signals
                 mbarrier.arrive(smem.dq_full, count=1)  # also frees the stage (the dQ warp passes it on)
