@@ -34,7 +34,7 @@ H100_GRID = C.paths("h100", "fa_grid")  # with FA4
 H200_GRID = C.paths("h200", "fa_grid")
 STOCK_GRID = C.paths("h100", "stock_grid")  # the FA grid before the Gluon designs (issue 9)
 LARGE_D = C.paths("h100", "large_d") + C.paths("h200", "large_d")  # FA4 on the H100
-FA4_CASES = C.paths("h100", "fa4_cases")  # GQA, packed, window, softcap beside FA4
+FA4_CASES = C.paths("h100", "fa4_cases") + C.paths("h200", "fa4_cases")  # GQA, packed, window, softcap beside FA4
 HEADDIMS = C.paths("h100", "stock_headdims") + C.paths("h200", "stock_headdims")
 LARGE_DIMS = (96, 192, 256)
 H200_FA_GRID = ("results/h200/fa_grid.parquet",)  # history: the H200's first FA grid (issue 5), docs/results.md
@@ -106,16 +106,17 @@ def fa_grid(df: pd.DataFrame) -> str:
     long = f" ({long} at N ≥ 4096)" if long != span(ratio(h100, CUDNN)) else ""
     h200 = c[c[T.GPU].str.contains("H200")]
 
-    def against_fa4(g: pd.DataFrame, gpu: str) -> str:
-        if FA4 not in g or g[FA4].isna().all():
-            return ""
-        return f"; against FlashAttention-4 it is {span(ratio(g.dropna(subset=[FA4]), FA4))} on the {gpu}"
+    def against_fa4(*groups) -> str:
+        measured = [(gpu, g.dropna(subset=[FA4])) for gpu, g in groups if FA4 in g and g[FA4].notna().any()]
+        spans = " and ".join(f"{span(ratio(g, FA4))} on the {gpu}" for gpu, g in measured)
+        return f"; against FlashAttention-4 it is {spans}" if measured else ""
+
     return "\n".join([
         prose("The FlashAttention papers' grid (tokens 16384, hidden 2048), bf16, on the H100 (from "
               f"{files_text(H100_GRID[:1])}):"), "", T.markdown_table(pd.DataFrame(columns)),
         prose(f"Across the grid in bf16 and fp16 the best flash-bwd design is {span(ratio(h100, FA2))} "
               f"FlashAttention-2 and {span(ratio(h100, CUDNN))} cuDNN on the H100{long}, and {span(ratio(h200, FA2))} "
-              f"and {span(ratio(h200, CUDNN))} on the H200{against_fa4(h100, 'H100')}{against_fa4(h200, 'H200')}. "
+              f"and {span(ratio(h200, CUDNN))} on the H200{against_fa4(('H100', h100), ('H200', h200))}. "
               f"Rows: {files_text(H100_GRID + H200_GRID)}.")])
 
 
