@@ -30,6 +30,8 @@ NOT_RUN = [
     (r"slurm_smoke\.sh", "as root: installs and starts Slurm daemons"),
     (r"gpu_\w+\.sh|compile_check_triton\.sh|isolate_overhead\.py|fa4_install\.sh|forward_bench\.py",
      "a GPU machine's script"),
+    (r"bound_args_check\.py|launch_(cost|stub)_cpu\.py|host_cost_cpu\.py",
+     "CPU host-cost measurements and an sm90 compile (minutes); tests/test_launch.py checks the bound arguments"),
     (r"ptx_fingerprint\.py", "compiles every design's kernels for sm90 (minutes); tests/test_ptx_fingerprint.py runs a case"),
     (r"^(git|mv) ", "changes the repository (the baseline refresh recipe)"),
     (r"^for ", "the head of a loop of Slurm sweeps"),
