@@ -10,6 +10,7 @@ class Atomic(TritonVariant):
     supports_varlen = True  # kernels take varlen= (a kernels.varlen.Packing)
     Blocks = AtomicBlocks
     modifiers = ("window", "softcap", "gate")  # the shared steps (kernels/backward_steps.py); gate: kernels/atomic.py
+    supports_sink = True  # the shared forward puts the sink in the LSE; the backward is unchanged, dsink beside it
 
     def executed_flops(self, problem, blocks):
         # S, dP, dV, dK, dQ (10 N^2 d); deterministic mode recomputes S and dP in its dQ pass (14 N^2 d)
