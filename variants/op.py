@@ -144,9 +144,9 @@ def attention_backward_op(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor
     grads = impl.backward(q, k, v, o, lse, do, causal=causal, scale=float(scale), blocks=config, varlen=packing,
                           mods=problem.mods, g=g, sink=sink)
     dg, dsink = split_extra_grads(grads, g, sink)
-    empty = q.new_empty(0, dtype=torch.float32)
-    return (*(_like(grad, of) for grad, of in zip(grads, (q, k, v))), empty if dg is None else dg,
-            empty if dsink is None else dsink)
+    return (*(_like(grad, of) for grad, of in zip(grads, (q, k, v))),
+            q.new_empty(0, dtype=torch.float32) if dg is None else dg,  # two outputs must not alias
+            q.new_empty(0, dtype=torch.float32) if dsink is None else dsink)
 
 
 @attention_backward_op.register_fake
