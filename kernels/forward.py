@@ -191,7 +191,8 @@ def attention_forward(q, k, v, causal: bool, scale: float, *, BLOCK_M: int = 64,
     batch, seq_q, heads, head_dim = q.shape
     seq_k, kv_heads = k.shape[1], k.shape[2]
     head_dim_v = v.shape[-1]
-    o = q.new_empty((batch, seq_q, heads, head_dim_v)) if head_dim_v != head_dim else torch.empty_like(q)
+    o = torch.empty((batch, seq_q, heads, head_dim_v), device=q.device, dtype=q.dtype) if head_dim_v != head_dim \
+        else torch.empty_like(q)
     lse = torch.empty((batch, heads, seq_q), device=q.device, dtype=torch.float32)
     doc_args, blocks = (UNIFORM_ARGS, triton.cdiv(seq_q, BLOCK_M)) if varlen is None else varlen.kernel_args(block_q=BLOCK_M)
     if blocks == 0:
