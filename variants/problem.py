@@ -181,10 +181,14 @@ class Problem:
 
     @property
     def modifier_text(self) -> str:
-        """The score modifiers as a row shows them: 'window=1024,0 softcap=30 gate'; '' for plain attention."""
+        """The score modifiers as a row shows them: 'window=1024,0 softcap=30 gate'; '' for plain attention. Issue 47
+        adds a value head dim of its own ('dv=128') and the sink ('sink'): the row's `modifiers` column is a shape
+        column (runners/tables), so such a row never joins, plots or ranks with a plain one."""
         parts = [f"window={self.window_left},{self.window_right}"] if self.windowed else []
         parts += [f"softcap={self.softcap:g}"] if self.softcap > 0 else []
         parts += ["gate"] if self.gate else []
+        parts += [f"dv={self.value_dim}"] if self.value_dim != self.head_dim else []
+        parts += ["sink"] if self.sink else []
         return " ".join(parts)
 
     @property
