@@ -15,7 +15,7 @@ class Atomic(TritonVariant):
 
     def executed_flops(self, problem, blocks):
         # S, dP, dV, dK, dQ (10 N^2 d); deterministic mode recomputes S and dP in its dQ pass (14 N^2 d)
-        return problem.matmul_flops(7 if blocks.deterministic else 5)
+        return problem.matmul_flops(7, 3) if blocks.deterministic else problem.matmul_flops(5, 2)
 
     def workspace_bytes(self, problem, blocks):
         if blocks.deterministic:

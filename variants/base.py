@@ -25,6 +25,7 @@ class Variant:
     name: ClassVar[str] = ""
     Blocks: ClassVar[type] = Blocks
     backward_matmuls: ClassVar[int] = 5  # [pair x D] matmuls the backward really executes per visible pair
+    value_matmuls: ClassVar[int] = 2  # of them, those over V's head dim (dP, dV; Problem.matmul_flops)
     supports_varlen: ClassVar[bool] = False  # True: apply/prepare take varlen= (packed documents, cu_seqlens)
     # False: the CPU Triton interpreter cannot run it (e.g. a Gluon design); the tests' interpreter matrix skips it
     runs_in_interpreter: ClassVar[bool] = True
@@ -100,7 +101,7 @@ class Variant:
 
     def executed_flops(self, problem: Problem, blocks: Blocks) -> float:
         """FLOPs the design really performs in the backward (matmuls only)."""
-        return problem.matmul_flops(self.backward_matmuls)
+        return problem.matmul_flops(self.backward_matmuls, self.value_matmuls)
 
     def workspace_bytes(self, problem: Problem, blocks: Blocks) -> int:
         """Extra device memory the backward allocates beyond dq, dk, dv (e.g. an fp32 dQ accumulator)."""
@@ -128,6 +129,7 @@ class TritonVariant(Variant):
     """A Triton design. Packed varlen batches: set `supports_varlen = True` once `run_backward` accepts
     `varlen=` (a kernels.varlen.Packing; q, k, v then arrive as [1, total, H, D])."""
     backward_matmuls = 7  # dK/dV pass: S, dP, dV, dK; dQ pass: S, dP, dQ
+    value_matmuls = 3  # dP, dV; dP
     # attention() runs the design as the operator torch.ops.flash_bwd.attention (variants/op.py: torch.compile
     # traces it whole). False: a backward that itself uses torch.autograd, which cannot run inside an operator
     # (attention() then calls the design directly and torch.compile breaks the graph around it)

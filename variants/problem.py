@@ -219,9 +219,11 @@ class Problem:
         matmuls S = QK^T, dQ, dK (D) and dP = dO V^T, dV (Dv); 2.5 x forward when D == Dv."""
         return 2.0 * self.heads * self.total_pairs * (3 * self.head_dim + 2 * self.value_dim)
 
-    def matmul_flops(self, matmuls: int) -> float:
-        """FLOPs of `matmuls` [pair x D] matmuls over every counted pair: 2 * D each."""
-        return 2.0 * matmuls * self.heads * self.total_pairs * self.head_dim
+    def matmul_flops(self, matmuls: int, value_matmuls: int = 0) -> float:
+        """FLOPs of `matmuls` matmuls over every counted pair, `value_matmuls` of them over V's head dim (dP = dO V^T,
+        dV = P^T dO: 2 * Dv each) and the rest over D (S, dQ, dK: 2 * D each)."""
+        dims = (matmuls - value_matmuls) * self.head_dim + value_matmuls * self.value_dim
+        return 2.0 * self.heads * self.total_pairs * dims
 
 
 def window_pair(window_size, causal: bool) -> tuple[int, int]:

@@ -16,7 +16,7 @@ class TwoPass(TritonVariant):
 
     def executed_flops(self, problem, blocks):
         # split_dkdv recomputes S in the dK pass: 8 matmuls (16 N^2 d); split_d changes no FLOP
-        return problem.matmul_flops(self.backward_matmuls + (1 if blocks.split_dkdv else 0))
+        return problem.matmul_flops(self.backward_matmuls + (1 if blocks.split_dkdv else 0), 3)  # split: S once more
 
     def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks, varlen=None, mods=None, gate=None):
         return two_pass_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, varlen=varlen, mods=mods,
