@@ -31,15 +31,17 @@ def make_case(b, nq, nk, h, hkv, d, dv, dtype=torch.float32, seed=0):
     return (*(t.to(dtype) for t in (q, k, v, do)), sink)
 
 
-def check(variant, q, k, v, do, sink, causal, **packed):
-    """attention() forward + backward vs reference_grads: o, dq, dk, dv and (with a sink) dsink."""
-    extra = [] if sink is None else [sink]
+def check(variant, q, k, v, do, sink, causal, g=None, **options):
+    """attention() forward + backward vs reference_grads: o, dq, dk, dv, (with a gate g) dg and (with a sink) dsink.
+    options: attention()'s window_size / softcap / cu_seqlens_*, which reference_grads takes by the same names."""
+    extra = [t for t in (g, sink) if t is not None]
     leaves = [t.detach().clone().requires_grad_(True) for t in (q, k, v, *extra)]
     o = attention(*leaves[:3], causal=causal, variant=variant, blocks=small_blocks(variant),
-                  sink=leaves[3] if sink is not None else None, **packed)
+                  g=leaves[3] if g is not None else None, sink=leaves[-1] if sink is not None else None, **options)
     o.backward(do)
-    ref = reference_grads(q, k, v, do, causal, sink=sink, **packed)
-    for name, out, expected in zip(("o", "dq", "dk", "dv", "dsink"), (o, *(t.grad for t in leaves)), ref):
+    ref = reference_grads(q, k, v, do, causal, g=g, sink=sink, **options)
+    names = ("o", "dq", "dk", "dv") + (("dg",) if g is not None else ()) + (("dsink",) if sink is not None else ())
+    for name, out, expected in zip(names, (o, *(t.grad for t in leaves)), ref):
         assert out.shape == expected.shape, name
         assert torch.isfinite(out).all(), f"{variant} {name}: non-finite (an element left unwritten?)"
         err = error(out, expected)
@@ -83,6 +85,20 @@ def test_packed_documents(variant):
     q, k, v, do, sink = make_case(1, sum(lens_q), sum(lens_k), 4, 2, 48, 32, seed=5)
     q, k, v, do = (t[0] for t in (q, k, v, do))  # [total, H, D]
     check(variant, q, k, v, do, sink, True, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+
+
+@pytest.mark.parametrize("variant", designs(["two_pass", "atomic"]))
+@pytest.mark.parametrize("causal, modifiers", [
+    (False, dict(window_size=(9, 4), softcap=5.0)), (True, dict(window_size=(11, 0))), (True, dict(gate=True))],
+    ids=["window-softcap", "causal-window", "gate"])
+def test_with_score_modifiers(variant, causal, modifiers):
+    """Dv and the sink combined with a sliding window, softcap and the forget gate (rows the window leaves empty:
+    O = 0, all of the row's weight on the sink)."""
+    shape = (1, 41, 41, 4, 2, 48, 32) if modifiers.get("gate") else (1, 37, 53, 4, 2, 48, 32)
+    q, k, v, do, sink = make_case(*shape, seed=19)
+    options = {key: value for key, value in modifiers.items() if key != "gate"}
+    g = torch.nn.functional.logsigmoid(torch.randn(1, 41, 4) + 2) if modifiers.get("gate") else None
+    check(variant, q, k, v, do, sink, causal, g=g, **options)
 
 
 def test_through_the_operator():
