@@ -408,8 +408,9 @@ def dkdv_program(tensors, strides, seq_q, seq_k, stride_lse, heads, group, qk_sc
         tl.store(DK + i_b * strides.dk.b + i_hk * strides.dk.h + o_n[:, None] * strides.dk.n + o_d[None, :] * strides.dk.d,
                  (b_dk * sm_scale).to(DK.dtype.element_ty), mask=m_nd)
     if GRADS != 2:  # not dK only
-        tl.store(DV + i_b * strides.dv.b + i_hk * strides.dv.h + o_n[:, None] * strides.dv.n + o_dv[None, :] * strides.dv.d,
-                 b_dv.to(DV.dtype.element_ty), mask=m_ndv)
+        p_dv = (DV + i_b * strides.dv.b + i_hk * strides.dv.h + o_n[:, None] * strides.dv.n
+                + o_dv[None, :] * strides.dv.d)
+        tl.store(p_dv, b_dv.to(DV.dtype.element_ty), mask=m_ndv)  # [BN, BDV]
     if BLOCK_D2 > 0:
         o_d2 = BLOCK_D + tl.arange(0, BLOCK_D2)
         m_nd2 = (o_n[:, None] < seq_k) & (o_d2[None, :] < HEAD_DIM)
@@ -446,8 +447,8 @@ def dq_program(tensors, strides, seq_q, seq_k, stride_lse, heads, group, qk_scal
                   mask=m_md, other=0.)  # [BM, BD]
     tl.static_assert(HEAD_DIM_V > 0, "HEAD_DIM_V, BLOCK_DV, EVEN_DV: kernels.common.head_dim_args")
     o_dv = tl.arange(0, BLOCK_DV)
-    b_do = tl.load(DO + i_b * strides.do.b + i_h * strides.do.h + o_m[:, None] * strides.do.n + o_dv[None, :] * strides.do.d,
-                   mask=m_m[:, None] & (o_dv[None, :] < HEAD_DIM_V), other=0.)  # [BM, BDV]
+    p_do = DO + i_b * strides.do.b + i_h * strides.do.h + o_m[:, None] * strides.do.n + o_dv[None, :] * strides.do.d
+    b_do = tl.load(p_do, mask=m_m[:, None] & (o_dv[None, :] < HEAD_DIM_V), other=0.)  # [BM, BDV]
     b_lse = tl.load(LSE + i_bh * stride_lse + o_m, mask=m_m, other=float("inf"))  # [BM]
     b_delta = tl.load(DELTA + i_bh * stride_lse + o_m, mask=m_m, other=0.)  # [BM]
     b_qs = b_q

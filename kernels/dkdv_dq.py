@@ -85,7 +85,8 @@ def launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, *, causal: bool, scale: flo
                 BLOCK_M: int, BLOCK_N: int, num_warps: int, num_stages: int, longest_first: bool = False,
                 prescale: bool = False, split: bool = False, split_d: bool = False, varlen=None, mods=None,
                 gate=None) -> None:
-    """Writes dk [B, Nk, Hkv, D], dv [B, Nk, Hkv, Dv] (Dv: v's head dim); with accumulate_dq also adds unscaled dS K into fp32 dq.
+    """Writes dk [B, Nk, Hkv, D], dv [B, Nk, Hkv, Dv] (Dv: v's head dim); with accumulate_dq also adds unscaled
+    dS K into fp32 dq.
     prescale: the resident K block is multiplied by scale * log2(e) once instead of every score tile.
     split: two launches, dV then dK, each with one [BLOCK_N, D] fp32 accumulator instead of two (S and P are
     computed in both: 5 matmuls instead of 4); for large head dims, where two accumulators spill.

@@ -108,7 +108,8 @@ def test_the_sweep_command_writes_the_row_and_exits_0(tmp_path):
     (Problem(1, 64, 64, 2, 2, 64, True, torch.float16, "cpu").with_modifiers(gate=True), 9, "does not implement gate"),
     (Problem(1, 64, 64, 2, 2, 64, False, torch.float32, "cpu"), 9, "fp16 and bf16, not torch.float32"),
     (Problem(1, 64, 64, 2, 2, 36, False, torch.float16, "cuda"), 9, "on sm90 takes head dims 8-256 .* not 36"),
-    (Problem(1, 64, 64, 2, 2, 192, False, torch.bfloat16, "cuda"), 10, r"on sm100 takes head dims 8-128, 256 or \(192, 128\)"),
+    (Problem(1, 64, 64, 2, 2, 192, False, torch.bfloat16, "cuda"), 10,
+     r"on sm100 takes head dims 8-128, 256 or \(192, 128\)"),
     (Problem(1, 64, 64, 2, 2, 64, False, torch.float16, "cuda"), 8, "sm90 and sm100 here, not on compute capability 8"),
     (Problem(1, 64, 64, 2, 2, 64, False, torch.float16, "cpu"), None, "needs a CUDA GPU"),
 ], ids=["gate", "fp32", "sm90-head-dim-36", "sm100-head-dim-192", "sm80", "cpu"])

@@ -29,7 +29,8 @@ def test_keys_and_text(tmp_path):
 
 @pytest.mark.parametrize("overrides, field", [
     (["head_dim_v=0"], "head_dim_v"), (["head_dim_v=300"], "head_dim_v"),
-    (["head_dim_v=16", "varlen=fixed", "tokens=68"], "head_dim_v"), (["sink=true", "varlen=fixed", "tokens=68"], "sink")])
+    (["head_dim_v=16", "varlen=fixed", "tokens=68"], "head_dim_v"),
+    (["sink=true", "varlen=fixed", "tokens=68"], "sink")])
 def test_bad_configs_name_their_field(tmp_path, overrides, field):
     with pytest.raises(schema.ConfigError) as info:
         point_of(tmp_path, "head_dim=24", *overrides)

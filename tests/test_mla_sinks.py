@@ -163,7 +163,8 @@ def test_flops_generalise_and_equal_dims_give_todays_numbers():
 
 
 def test_executed_flops_count_each_matmul_by_its_head_dim():
-    """two_pass: S, dK, S, dQ (and S again when split) over D and dP, dV, dP over Dv; atomic: S, dK, dQ over D and dP, dV over Dv."""
+    """two_pass: S, dK, S, dQ (and S again when split) over D and dP, dV, dP over Dv; atomic: S, dK, dQ over D and
+    dP, dV over Dv."""
     for causal in (False, True):
         mla = Problem(1, 128, 128, 4, 4, 192, causal, torch.float16, "cuda", head_dim_v=128)
         same = Problem(1, 128, 128, 4, 4, 192, causal, torch.float16, "cuda")
