@@ -3,6 +3,8 @@
 Math (natural-log softmax, scores in log2 units s2 = scale * log2(e) * q.k):
     P = exp2(s2 - lse2);  dV = P^T dO;  dP = dO V^T;  dS = P * (dP - delta);
     dQ = scale * dS K;     dK = scale * dS^T Q.
+V, dO and dV have a head dim of their own (HEAD_DIM_V, in registers BLOCK_DV, EVEN_DV: it ends at HEAD_DIM_V; MLA's
+D = 192, Dv = 128); with the head dim in two chunks (BLOCK_D2 > 0) the two are equal (kernels.common.head_dim_args).
 Both loops split a causal range into blocks that need the causal mask (the diagonal, walked in
 slices of BLOCK / SLICE) and blocks every row fully sees. Sequence bounds are always masked.
 Score modifiers (issue 24; kernels.common, all constexpr-gated, off by default): a sliding window
@@ -26,7 +28,8 @@ def dkdv_step(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA,
               EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
               GRADS: tl.constexpr, BLOCK_D2: tl.constexpr, EVEN_D2: tl.constexpr,
               G, b_gk, b_dgk, DGQ, WINDOW_LEFT: tl.constexpr, WINDOW_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr,
-              GATED: tl.constexpr):
+              GATED: tl.constexpr,
+              HEAD_DIM_V: tl.constexpr, BLOCK_DV: tl.constexpr, EVEN_DV: tl.constexpr):
     """Adds one query block's contribution to a resident K/V block's dK, dV (and, with ACCUM_DQ,
     atomically adds the unscaled dS K to the fp32 DQ_ACC). b_k is pre-multiplied by qk_scale when PRESCALED.
     GRADS: which accumulators this program updates: 1 dV only (no dP, dS), 2 dK only (no P^T dO), 3 both.
@@ -41,8 +44,9 @@ def dkdv_step(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA,
     m_d = o_d < HEAD_DIM
     b_qT = load_tile(Q + o_m[None, :] * s_q.n + o_d[:, None] * s_q.d,
                      m_m[None, :], m_d[:, None], not EVEN_M, not EVEN_D)  # [BD, BM]
-    b_do = load_tile(DO + o_m[:, None] * s_do.n + o_d[None, :] * s_do.d,
-                     m_m[:, None], m_d[None, :], not EVEN_M, not EVEN_D)  # [BM, BD]
+    o_dv = tl.arange(0, BLOCK_DV)
+    b_do = load_tile(DO + o_m[:, None] * s_do.n + o_dv[None, :] * s_do.d,
+                     m_m[:, None], o_dv[None, :] < HEAD_DIM_V, not EVEN_M, not EVEN_DV)  # [BM, BDV]
     if EVEN_M:
         b_lse = tl.load(LSE + o_m)  # [BM]
         b_delta = tl.load(DELTA + o_m)  # [BM]
@@ -71,11 +75,11 @@ def dkdv_step(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA,
                         b_sT, float("-inf"))
     b_pT = tl.math.exp2(b_sT - b_lse[None, :])  # [BN, BM]
     if GRADS != 2:  # not dK only
-        b_dv += tl.dot(b_pT.to(b_do.dtype), b_do, input_precision=DOT_PRECISION)  # [BN, BM] @ [BM, BD] -> [BN, BD]
+        b_dv += tl.dot(b_pT.to(b_do.dtype), b_do, input_precision=DOT_PRECISION)  # [BN, BM] @ [BM, BDV] -> [BN, BDV]
         if BLOCK_D2 > 0:
             b_dv2 += tl.dot(b_pT.to(b_do.dtype), b_do2, input_precision=DOT_PRECISION)  # [BN, BM] @ [BM, BD2]
     if GRADS != 1:  # not dV only
-        b_dpT = tl.dot(b_v, tl.trans(b_do), input_precision=DOT_PRECISION)  # [BN, BD] @ [BD, BM] -> [BN, BM]
+        b_dpT = tl.dot(b_v, tl.trans(b_do), input_precision=DOT_PRECISION)  # [BN, BDV] @ [BDV, BM] -> [BN, BM]
         if BLOCK_D2 > 0:
             b_dpT += tl.dot(b_v2, tl.trans(b_do2), input_precision=DOT_PRECISION)  # [BN, BD2] @ [BD2, BM]
         b_dsT = b_pT * (b_dpT - b_delta[None, :])  # [BN, BM]
@@ -104,7 +108,8 @@ def dkdv_over_queries(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE
                       EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
                       GRADS: tl.constexpr, BLOCK_D2: tl.constexpr, EVEN_D2: tl.constexpr,
                       G, b_gk, b_dgk, DGQ, WINDOW_LEFT: tl.constexpr, WINDOW_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr,
-                      GATED: tl.constexpr):
+                      GATED: tl.constexpr,
+              HEAD_DIM_V: tl.constexpr, BLOCK_DV: tl.constexpr, EVEN_DV: tl.constexpr):
     """Walks every query block that sees the key block [start_n, start_n + BLOCK_N) for one head (windowed: only
     those inside the band)."""
     if WINDOW_LEFT >= 0 or WINDOW_RIGHT >= 0:
@@ -116,25 +121,29 @@ def dkdv_over_queries(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE
                 b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA, DQ_ACC,
                 s_q, s_do, s_dq, o_n, start_m, seq_q, seq_k,
                 qk_scale, HEAD_DIM, SLICE_W, BLOCK_D, False, PRESCALED, ACCUM_DQ, EVEN_M, EVEN_N, EVEN_D,
-                DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2, G, b_gk, b_dgk, DGQ, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
+                DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2, G, b_gk, b_dgk, DGQ, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED,
+                HEAD_DIM_V, BLOCK_DV, EVEN_DV)
         for start_m in range(m_full_lo, m_full_hi, BLOCK_M):  # inside the band: no band mask
             b_dk, b_dv, b_dk2, b_dv2, b_dgk = dkdv_step(
                 b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA, DQ_ACC,
                 s_q, s_do, s_dq, o_n, start_m, seq_q, seq_k,
                 qk_scale, HEAD_DIM, BLOCK_M, BLOCK_D, False, PRESCALED, ACCUM_DQ, EVEN_M, EVEN_N, EVEN_D,
-                DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2, G, b_gk, b_dgk, DGQ, -1, -1, SOFTCAP, GATED)
+                DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2, G, b_gk, b_dgk, DGQ, -1, -1, SOFTCAP, GATED,
+                HEAD_DIM_V, BLOCK_DV, EVEN_DV)
         for start_m in range(m_full_hi, m_hi, SLICE_W):  # the band's late edge: masked
             b_dk, b_dv, b_dk2, b_dv2, b_dgk = dkdv_step(
                 b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA, DQ_ACC,
                 s_q, s_do, s_dq, o_n, start_m, seq_q, seq_k,
                 qk_scale, HEAD_DIM, SLICE_W, BLOCK_D, False, PRESCALED, ACCUM_DQ, EVEN_M, EVEN_N, EVEN_D,
-                DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2, G, b_gk, b_dgk, DGQ, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
+                DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2, G, b_gk, b_dgk, DGQ, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED,
+                HEAD_DIM_V, BLOCK_DV, EVEN_DV)
     else:
         b_dk, b_dv, b_dk2, b_dv2, b_dgk = dkdv_over_causal(
             b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE, DELTA, DQ_ACC,
             s_q, s_do, s_dq, o_n, start_n, seq_q, seq_k, qk_scale,
             HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, SLICE, CAUSAL, PRESCALED, ACCUM_DQ, EVEN_M, EVEN_N, EVEN_D,
-            DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2, G, b_gk, b_dgk, DGQ, SOFTCAP, GATED)
+            DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2, G, b_gk, b_dgk, DGQ, SOFTCAP, GATED,
+            HEAD_DIM_V, BLOCK_DV, EVEN_DV)
     return b_dk, b_dv, b_dk2, b_dv2, b_dgk
 
 
@@ -147,7 +156,8 @@ def dkdv_over_causal(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE,
                      PRESCALED: tl.constexpr, ACCUM_DQ: tl.constexpr,
                      EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
                      GRADS: tl.constexpr, BLOCK_D2: tl.constexpr, EVEN_D2: tl.constexpr,
-                     G, b_gk, b_dgk, DGQ, SOFTCAP: tl.constexpr, GATED: tl.constexpr):
+                     G, b_gk, b_dgk, DGQ, SOFTCAP: tl.constexpr, GATED: tl.constexpr,
+              HEAD_DIM_V: tl.constexpr, BLOCK_DV: tl.constexpr, EVEN_DV: tl.constexpr):
     """dkdv_over_queries without a window: every query block from the causal diagonal on (or all of them)."""
     if CAUSAL:
         SLICE_M: tl.constexpr = BLOCK_M // SLICE
@@ -161,7 +171,8 @@ def dkdv_over_causal(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE,
                                    o_n, start_m, seq_q, seq_k, qk_scale,
                                    HEAD_DIM, SLICE_M, BLOCK_D, True, PRESCALED, ACCUM_DQ,
                                    EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2,
-                                   G, b_gk, b_dgk, DGQ, -1, -1, SOFTCAP, GATED)
+                                   G, b_gk, b_dgk, DGQ, -1, -1, SOFTCAP, GATED,
+                                   HEAD_DIM_V, BLOCK_DV, EVEN_DV)
         m_start = m_mid
     else:
         m_start = 0
@@ -171,7 +182,8 @@ def dkdv_over_causal(b_dk, b_dv, b_k, b_v, b_dk2, b_dv2, b_k2, b_v2, Q, DO, LSE,
                                o_n, start_m, seq_q, seq_k, qk_scale,
                                HEAD_DIM, BLOCK_M, BLOCK_D, False, PRESCALED, ACCUM_DQ,
                                EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2,
-                               G, b_gk, b_dgk, DGQ, -1, -1, SOFTCAP, GATED)
+                               G, b_gk, b_dgk, DGQ, -1, -1, SOFTCAP, GATED,
+                               HEAD_DIM_V, BLOCK_DV, EVEN_DV)
     return b_dk, b_dv, b_dk2, b_dv2, b_dgk
 
 
@@ -183,7 +195,8 @@ def dq_step(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V, s_k, s_v,
             EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
             BLOCK_D2: tl.constexpr, EVEN_D2: tl.constexpr,
             G, b_gq, b_dgq, WINDOW_LEFT: tl.constexpr, WINDOW_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr,
-            GATED: tl.constexpr):
+            GATED: tl.constexpr,
+              HEAD_DIM_V: tl.constexpr, BLOCK_DV: tl.constexpr, EVEN_DV: tl.constexpr):
     """Adds one key block's contribution to a resident query block's unscaled dQ (dS K).
     b_q is pre-multiplied by qk_scale when PRESCALED. BLOCK_D2 > 0: b_q2, b_do2, b_dq2 hold the head dim's
     second chunk [BLOCK_D, BLOCK_D + BLOCK_D2) (else unused placeholders). Modifiers: the window mask where
@@ -194,7 +207,9 @@ def dq_step(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V, s_k, s_v,
     m_n = o_n[None, :] < seq_k
     m_d = o_d[:, None] < HEAD_DIM
     b_kT = load_tile(K + o_n[None, :] * s_k.n + o_d[:, None] * s_k.d, m_n, m_d, not EVEN_N, not EVEN_D)  # [BD, BN]
-    b_vT = load_tile(V + o_n[None, :] * s_v.n + o_d[:, None] * s_v.d, m_n, m_d, not EVEN_N, not EVEN_D)  # [BD, BN]
+    o_dv = tl.arange(0, BLOCK_DV)
+    b_vT = load_tile(V + o_n[None, :] * s_v.n + o_dv[:, None] * s_v.d, m_n, o_dv[:, None] < HEAD_DIM_V,
+                     not EVEN_N, not EVEN_DV)  # [BDV, BN]
     b_s = tl.dot(b_q, b_kT, input_precision=DOT_PRECISION)  # [BM, BD] @ [BD, BN] -> [BM, BN]
     if BLOCK_D2 > 0:
         o_d2 = BLOCK_D + tl.arange(0, BLOCK_D2)
@@ -213,7 +228,7 @@ def dq_step(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V, s_k, s_v,
                                   WINDOW_LEFT, WINDOW_RIGHT),
                        b_s, float("-inf"))
     b_p = tl.math.exp2(b_s - b_lse[:, None])  # [BM, BN]
-    b_dp = tl.dot(b_do, b_vT, input_precision=DOT_PRECISION)  # [BM, BD] @ [BD, BN] -> [BM, BN]
+    b_dp = tl.dot(b_do, b_vT, input_precision=DOT_PRECISION)  # [BM, BDV] @ [BDV, BN] -> [BM, BN]
     if BLOCK_D2 > 0:
         b_dp += tl.dot(b_do2, b_vT2, input_precision=DOT_PRECISION)  # [BM, BD2] @ [BD2, BN]
     b_ds = b_p * (b_dp - b_delta[:, None])  # [BM, BN]
@@ -234,7 +249,8 @@ def dq_over_keys(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V, s_k,
                  EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
                  BLOCK_D2: tl.constexpr, EVEN_D2: tl.constexpr,
                  G, b_gq, b_dgq, WINDOW_LEFT: tl.constexpr, WINDOW_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr,
-                 GATED: tl.constexpr):
+                 GATED: tl.constexpr,
+              HEAD_DIM_V: tl.constexpr, BLOCK_DV: tl.constexpr, EVEN_DV: tl.constexpr):
     """Walks every key block that the query block [start_m, start_m + BLOCK_M) sees, for one head (windowed: only
     those inside the band)."""
     if WINDOW_LEFT >= 0 or WINDOW_RIGHT >= 0:
@@ -246,25 +262,29 @@ def dq_over_keys(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V, s_k,
                                          s_k, s_v, o_m, start_n, seq_q, seq_k,
                                          qk_scale, HEAD_DIM, SLICE_W, BLOCK_D, False, PRESCALED, EVEN_M, EVEN_N,
                                          EVEN_D, DOT_PRECISION, BLOCK_D2, EVEN_D2,
-                                         G, b_gq, b_dgq, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
+                                         G, b_gq, b_dgq, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED,
+                                         HEAD_DIM_V, BLOCK_DV, EVEN_DV)
         for start_n in range(n_full_lo, n_full_hi, BLOCK_N):  # inside the band: no band mask
             b_dq, b_dq2, b_dgq = dq_step(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V,
                                          s_k, s_v, o_m, start_n, seq_q, seq_k,
                                          qk_scale, HEAD_DIM, BLOCK_N, BLOCK_D, False, PRESCALED, EVEN_M, EVEN_N,
                                          EVEN_D, DOT_PRECISION, BLOCK_D2, EVEN_D2,
-                                         G, b_gq, b_dgq, -1, -1, SOFTCAP, GATED)
+                                         G, b_gq, b_dgq, -1, -1, SOFTCAP, GATED,
+                                         HEAD_DIM_V, BLOCK_DV, EVEN_DV)
         for start_n in range(n_full_hi, n_hi, SLICE_W):  # the band's late edge: masked
             b_dq, b_dq2, b_dgq = dq_step(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V,
                                          s_k, s_v, o_m, start_n, seq_q, seq_k,
                                          qk_scale, HEAD_DIM, SLICE_W, BLOCK_D, False, PRESCALED, EVEN_M, EVEN_N,
                                          EVEN_D, DOT_PRECISION, BLOCK_D2, EVEN_D2,
-                                         G, b_gq, b_dgq, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
+                                         G, b_gq, b_dgq, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED,
+                                         HEAD_DIM_V, BLOCK_DV, EVEN_DV)
     else:
         b_dq, b_dq2, b_dgq = dq_over_causal(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V,
                                             s_k, s_v, o_m, start_m, seq_q, seq_k,
                                             qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, SLICE, CAUSAL, PRESCALED,
                                             EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION, BLOCK_D2, EVEN_D2,
-                                            G, b_gq, b_dgq, SOFTCAP, GATED)
+                                            G, b_gq, b_dgq, SOFTCAP, GATED,
+                                            HEAD_DIM_V, BLOCK_DV, EVEN_DV)
     return b_dq, b_dq2, b_dgq
 
 
@@ -275,7 +295,8 @@ def dq_over_causal(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V, s_
                    BLOCK_D: tl.constexpr, SLICE: tl.constexpr, CAUSAL: tl.constexpr, PRESCALED: tl.constexpr,
                    EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
                    BLOCK_D2: tl.constexpr, EVEN_D2: tl.constexpr, G, b_gq, b_dgq, SOFTCAP: tl.constexpr,
-                   GATED: tl.constexpr):
+                   GATED: tl.constexpr,
+              HEAD_DIM_V: tl.constexpr, BLOCK_DV: tl.constexpr, EVEN_DV: tl.constexpr):
     """dq_over_keys without a window: every key block up to the causal diagonal (or all of them)."""
     if CAUSAL:
         SLICE_N: tl.constexpr = BLOCK_N // SLICE
@@ -286,14 +307,16 @@ def dq_over_causal(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V, s_
             b_dq, b_dq2, b_dgq = dq_step(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V,
                                   s_k, s_v, o_m, start_n, seq_q, seq_k, qk_scale,
                                   HEAD_DIM, SLICE_N, BLOCK_D, True, PRESCALED, EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
-                                  BLOCK_D2, EVEN_D2, G, b_gq, b_dgq, -1, -1, SOFTCAP, GATED)
+                                  BLOCK_D2, EVEN_D2, G, b_gq, b_dgq, -1, -1, SOFTCAP, GATED,
+                                  HEAD_DIM_V, BLOCK_DV, EVEN_DV)
     else:
         n_mid = seq_k
     for start_n in range(0, n_mid, BLOCK_N):
         b_dq, b_dq2, b_dgq = dq_step(b_dq, b_q, b_do, b_dq2, b_q2, b_do2, b_lse, b_delta, K, V,
                               s_k, s_v, o_m, start_n, seq_q, seq_k, qk_scale,
                               HEAD_DIM, BLOCK_N, BLOCK_D, False, PRESCALED, EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
-                              BLOCK_D2, EVEN_D2, G, b_gq, b_dgq, -1, -1, SOFTCAP, GATED)
+                              BLOCK_D2, EVEN_D2, G, b_gq, b_dgq, -1, -1, SOFTCAP, GATED,
+                              HEAD_DIM_V, BLOCK_DV, EVEN_DV)
     return b_dq, b_dq2, b_dgq
 
 
@@ -327,7 +350,8 @@ def dkdv_program(tensors, strides, seq_q, seq_k, stride_lse, heads, group, qk_sc
                  EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
                  GRADS: tl.constexpr = 3, BLOCK_D2: tl.constexpr = 0, EVEN_D2: tl.constexpr = True,
                  G=None, DG=None, WINDOW_LEFT: tl.constexpr = -1, WINDOW_RIGHT: tl.constexpr = -1,
-                 SOFTCAP: tl.constexpr = 0.0, GATED: tl.constexpr = False, DG_QUERY=None):
+                 SOFTCAP: tl.constexpr = 0.0, GATED: tl.constexpr = False, DG_QUERY=None,
+                 HEAD_DIM_V: tl.constexpr = -1, BLOCK_DV: tl.constexpr = -1, EVEN_DV: tl.constexpr = True):
     """dK, dV of key block i_n of kv-head i_hk, summed over the `group` query heads that share it (GQA).
     LSE, DELTA [B, H, stride_lse] fp32; seq_q, seq_k: this sequence's lengths (a varlen document's).
     GRADS = 1 (dV) or 2 (dK): only that gradient is computed and stored (a split dK/dV pass, half the
@@ -345,13 +369,16 @@ def dkdv_program(tensors, strides, seq_q, seq_k, stride_lse, heads, group, qk_sc
     m_nd = (o_n[:, None] < seq_k) & (o_d[None, :] < HEAD_DIM)
     b_k = tl.load(K + i_b * strides.k.b + i_hk * strides.k.h + o_n[:, None] * strides.k.n + o_d[None, :] * strides.k.d,
                   mask=m_nd, other=0.)  # [BN, BD]
-    b_v = tl.load(V + i_b * strides.v.b + i_hk * strides.v.h + o_n[:, None] * strides.v.n + o_d[None, :] * strides.v.d,
-                  mask=m_nd, other=0.)  # [BN, BD]
+    tl.static_assert(HEAD_DIM_V > 0, "HEAD_DIM_V, BLOCK_DV, EVEN_DV: kernels.common.head_dim_args")
+    o_dv = tl.arange(0, BLOCK_DV)
+    m_ndv = (o_n[:, None] < seq_k) & (o_dv[None, :] < HEAD_DIM_V)
+    b_v = tl.load(V + i_b * strides.v.b + i_hk * strides.v.h + o_n[:, None] * strides.v.n + o_dv[None, :] * strides.v.d,
+                  mask=m_ndv, other=0.)  # [BN, BDV]
     b_ks = b_k
     if PRESCALED:
         b_ks = (b_k * qk_scale).to(b_k.dtype)
     b_dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
-    b_dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
+    b_dv = tl.zeros([BLOCK_N, BLOCK_DV], dtype=tl.float32)
     b_k2, b_v2, b_dk2 = second_chunk(K + i_b * strides.k.b + i_hk * strides.k.h, V + i_b * strides.v.b + i_hk * strides.v.h,
                                      strides.k, strides.v, o_n, o_n < seq_k, qk_scale, b_ks, b_v,
                                      HEAD_DIM, BLOCK_N, BLOCK_D, BLOCK_D2, PRESCALED)  # [BN, BD2] x 3
@@ -373,15 +400,17 @@ def dkdv_program(tensors, strides, seq_q, seq_k, stride_lse, heads, group, qk_sc
             strides.q, strides.do, strides.dq, o_n, start_n, seq_q, seq_k, qk_scale,
             HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, SLICE, CAUSAL, PRESCALED, ACCUM_DQ,
             EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION, GRADS, BLOCK_D2, EVEN_D2,
-            G_h, b_gk, b_dgk, DGQ_h, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
+            G_h, b_gk, b_dgk, DGQ_h, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED,
+            HEAD_DIM_V, BLOCK_DV, EVEN_DV)
         if GATED and GRADS != 1:
             tl.store(DG + i_bh * stride_lse + o_n, b_dgk, mask=o_n < seq_k)
     if GRADS != 1:  # not dV only
         tl.store(DK + i_b * strides.dk.b + i_hk * strides.dk.h + o_n[:, None] * strides.dk.n + o_d[None, :] * strides.dk.d,
                  (b_dk * sm_scale).to(DK.dtype.element_ty), mask=m_nd)
     if GRADS != 2:  # not dK only
-        tl.store(DV + i_b * strides.dv.b + i_hk * strides.dv.h + o_n[:, None] * strides.dv.n + o_d[None, :] * strides.dv.d,
-                 b_dv.to(DV.dtype.element_ty), mask=m_nd)
+        p_dv = (DV + i_b * strides.dv.b + i_hk * strides.dv.h + o_n[:, None] * strides.dv.n
+                + o_dv[None, :] * strides.dv.d)
+        tl.store(p_dv, b_dv.to(DV.dtype.element_ty), mask=m_ndv)  # [BN, BDV]
     if BLOCK_D2 > 0:
         o_d2 = BLOCK_D + tl.arange(0, BLOCK_D2)
         m_nd2 = (o_n[:, None] < seq_k) & (o_d2[None, :] < HEAD_DIM)
@@ -400,7 +429,8 @@ def dq_program(tensors, strides, seq_q, seq_k, stride_lse, heads, group, qk_scal
                EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
                BLOCK_D2: tl.constexpr = 0, EVEN_D2: tl.constexpr = True,
                G=None, DG=None, WINDOW_LEFT: tl.constexpr = -1, WINDOW_RIGHT: tl.constexpr = -1,
-               SOFTCAP: tl.constexpr = 0.0, GATED: tl.constexpr = False):
+               SOFTCAP: tl.constexpr = 0.0, GATED: tl.constexpr = False,
+               HEAD_DIM_V: tl.constexpr = -1, BLOCK_DV: tl.constexpr = -1, EVEN_DV: tl.constexpr = True):
     """dQ of query block i_m of head i_h (its kv-head is i_h // group). LSE, DELTA [B, H, stride_lse] fp32.
     BLOCK_D2 > 0: the head dim in two chunks (see dkdv_program). Modifiers (module doc): G, DG like LSE; DG gets
     sum_j dS_ij of every query i (GATED). tensors, strides: as dkdv_program (DK, DV are not read)."""
@@ -415,8 +445,10 @@ def dq_program(tensors, strides, seq_q, seq_k, stride_lse, heads, group, qk_scal
     i_hk = i_h // group
     b_q = tl.load(Q + i_b * strides.q.b + i_h * strides.q.h + o_m[:, None] * strides.q.n + o_d[None, :] * strides.q.d,
                   mask=m_md, other=0.)  # [BM, BD]
-    b_do = tl.load(DO + i_b * strides.do.b + i_h * strides.do.h + o_m[:, None] * strides.do.n + o_d[None, :] * strides.do.d,
-                   mask=m_md, other=0.)  # [BM, BD]
+    tl.static_assert(HEAD_DIM_V > 0, "HEAD_DIM_V, BLOCK_DV, EVEN_DV: kernels.common.head_dim_args")
+    o_dv = tl.arange(0, BLOCK_DV)
+    p_do = DO + i_b * strides.do.b + i_h * strides.do.h + o_m[:, None] * strides.do.n + o_dv[None, :] * strides.do.d
+    b_do = tl.load(p_do, mask=m_m[:, None] & (o_dv[None, :] < HEAD_DIM_V), other=0.)  # [BM, BDV]
     b_lse = tl.load(LSE + i_bh * stride_lse + o_m, mask=m_m, other=float("inf"))  # [BM]
     b_delta = tl.load(DELTA + i_bh * stride_lse + o_m, mask=m_m, other=0.)  # [BM]
     b_qs = b_q
@@ -436,7 +468,8 @@ def dq_program(tensors, strides, seq_q, seq_k, stride_lse, heads, group, qk_scal
                         strides.k, strides.v, o_m, start_m, seq_q, seq_k, qk_scale,
                         HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, SLICE, CAUSAL, PRESCALED,
                         EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION, BLOCK_D2, EVEN_D2,
-                        G_h, b_gq, b_dgq, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
+                        G_h, b_gq, b_dgq, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED,
+                        HEAD_DIM_V, BLOCK_DV, EVEN_DV)
     if GATED:
         tl.store(DG + i_bh * stride_lse + o_m, b_dgq, mask=m_m)
     tl.store(DQ + i_b * strides.dq.b + i_h * strides.dq.h + o_m[:, None] * strides.dq.n + o_d[None, :] * strides.dq.d,

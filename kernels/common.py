@@ -54,13 +54,21 @@ def head_chunks(head_dim: int, split: bool) -> tuple[int, int]:
     return (first, second) if first + second < whole else (whole, 0)
 
 
-def head_dim_args(head_dim: int, split: bool) -> dict:
+def head_dim_args(head_dim: int, split: bool, head_dim_v: int | None = None) -> dict:
     """The head-dim constexprs of a kernel built on kernels.backward_steps: HEAD_DIM, its register blocks
     (head_chunks) and whether each block ends exactly at HEAD_DIM (EVEN_D: the first, EVEN_D2: the second; a
-    block that does not end there masks its loads and stores along D)."""
+    block that does not end there masks its loads and stores along D); HEAD_DIM_V, BLOCK_DV, EVEN_DV the same for
+    V, dO and dV. A value head dim of its own (head_dim_v != head_dim, issue 47) is one register block each and
+    no split (the split's second chunk covers K and V together)."""
+    if head_dim_v is not None and head_dim_v != head_dim:
+        block_d, block_dv = head_block(head_dim), head_block(head_dim_v)
+        return dict(HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_D2=0, EVEN_D=head_dim == block_d, EVEN_D2=True,
+                    HEAD_DIM_V=head_dim_v, BLOCK_DV=block_dv, EVEN_DV=head_dim_v == block_dv)
     block_d, block_d2 = head_chunks(head_dim, split)
+    even_d = block_d2 > 0 or head_dim == block_d
     return dict(HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_D2=block_d2,
-                EVEN_D=block_d2 > 0 or head_dim == block_d, EVEN_D2=block_d2 == 0 or head_dim == block_d + block_d2)
+                EVEN_D=even_d, EVEN_D2=block_d2 == 0 or head_dim == block_d + block_d2,
+                HEAD_DIM_V=head_dim, BLOCK_DV=block_d, EVEN_DV=even_d)
 
 
 @triton.jit

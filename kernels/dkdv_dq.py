@@ -20,7 +20,8 @@ def _dkdv_kernel(tensors, strides, sizes, docs, gate,
                  IS_VARLEN: tl.constexpr, GRADS: tl.constexpr, BLOCK_D2: tl.constexpr,
                  EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, EVEN_D2: tl.constexpr,
                  DOT_PRECISION: tl.constexpr, WINDOW_LEFT: tl.constexpr, WINDOW_RIGHT: tl.constexpr,
-                 SOFTCAP: tl.constexpr, GATED: tl.constexpr):
+                 SOFTCAP: tl.constexpr, GATED: tl.constexpr,
+                 HEAD_DIM_V: tl.constexpr, BLOCK_DV: tl.constexpr, EVEN_DV: tl.constexpr):
     """Grid (cdiv(Nk, BLOCK_N), B * Hkv), or (B * Hkv, cdiv(Nk, BLOCK_N)) with LONGEST_FIRST: programs are
     dispatched x-fastest, so every head's key block 0 (the most queries when causal) starts first and the
     last wave holds the shortest programs. tensors, strides, sizes, docs, gate: kernels.backward_args.
@@ -28,6 +29,7 @@ def _dkdv_kernel(tensors, strides, sizes, docs, gate,
     IS_VARLEN: B = 1 and the blocks axis runs over the (document, key block) pairs of docs.block_indices (with
     LONGEST_FIRST sorted heaviest first across documents). GRADS: 3 = dK and dV; 1 / 2 = dV / dK only (split).
     BLOCK_D2 > 0: the head dim as two register blocks, BLOCK_D then BLOCK_D2 (kernels.common.head_chunks).
+    HEAD_DIM_V, BLOCK_DV, EVEN_DV: V's, dO's and dV's head dim (kernels.common.head_dim_args).
     Score modifiers (kernels/backward_steps.py): gate.g the gate's cumsum, gate.dg its per-key sums of dS; with
     ACCUM_DQ, gate.dg_query (zeroed) gets the per-query sums by atomics."""
     seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale = sizes
@@ -46,7 +48,8 @@ def _dkdv_kernel(tensors, strides, sizes, docs, gate,
                  i_n, i_bhk // kv_heads, i_bhk % kv_heads,
                  HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, 1, CAUSAL, PRESCALED, ACCUM_DQ, EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
                  GRADS, BLOCK_D2, EVEN_D2, G=G, DG=DG, WINDOW_LEFT=WINDOW_LEFT, WINDOW_RIGHT=WINDOW_RIGHT,
-                 SOFTCAP=SOFTCAP, GATED=GATED, DG_QUERY=DG_QUERY)
+                 SOFTCAP=SOFTCAP, GATED=GATED, DG_QUERY=DG_QUERY,
+                 HEAD_DIM_V=HEAD_DIM_V, BLOCK_DV=BLOCK_DV, EVEN_DV=EVEN_DV)
 
 
 @triton.jit
@@ -55,7 +58,8 @@ def _dq_kernel(tensors, strides, sizes, docs, gate,
                CAUSAL: tl.constexpr, LONGEST_FIRST: tl.constexpr, PRESCALED: tl.constexpr, IS_VARLEN: tl.constexpr,
                BLOCK_D2: tl.constexpr, EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr,
                EVEN_D2: tl.constexpr, DOT_PRECISION: tl.constexpr, WINDOW_LEFT: tl.constexpr,
-               WINDOW_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, GATED: tl.constexpr):
+               WINDOW_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, GATED: tl.constexpr,
+               HEAD_DIM_V: tl.constexpr, BLOCK_DV: tl.constexpr, EVEN_DV: tl.constexpr):
     """Grid (cdiv(Nq, BLOCK_M), B * H), or (B * H, cdiv(Nq, BLOCK_M)) with LONGEST_FIRST: every head's last
     query block (the most keys when causal) is dispatched first. tensors, strides, sizes, docs, gate:
     kernels.backward_args (tensors.dk, dv unused). IS_VARLEN: B = 1 and the blocks axis runs over the (document,
@@ -75,14 +79,15 @@ def _dq_kernel(tensors, strides, sizes, docs, gate,
                i_m, i_bh // heads, i_bh % heads,
                HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, 1, CAUSAL, PRESCALED, EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
                BLOCK_D2, EVEN_D2, G=G, DG=DG, WINDOW_LEFT=WINDOW_LEFT, WINDOW_RIGHT=WINDOW_RIGHT, SOFTCAP=SOFTCAP,
-               GATED=GATED)
+               GATED=GATED, HEAD_DIM_V=HEAD_DIM_V, BLOCK_DV=BLOCK_DV, EVEN_DV=EVEN_DV)
 
 
 def launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, *, causal: bool, scale: float, accumulate_dq: bool,
                 BLOCK_M: int, BLOCK_N: int, num_warps: int, num_stages: int, longest_first: bool = False,
                 prescale: bool = False, split: bool = False, split_d: bool = False, varlen=None, mods=None,
                 gate=None) -> None:
-    """Writes dk, dv [B, Nk, Hkv, D]; with accumulate_dq also adds unscaled dS K into fp32 dq.
+    """Writes dk [B, Nk, Hkv, D], dv [B, Nk, Hkv, Dv] (Dv: v's head dim); with accumulate_dq also adds unscaled
+    dS K into fp32 dq.
     prescale: the resident K block is multiplied by scale * log2(e) once instead of every score tile.
     split: two launches, dV then dK, each with one [BLOCK_N, D] fp32 accumulator instead of two (S and P are
     computed in both: 5 matmuls instead of 4); for large head dims, where two accumulators spill.
@@ -97,7 +102,7 @@ def launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, *, causal: bool, scale: flo
         raise ValueError("split cannot be combined with accumulate_dq (one pass must see dS and dV)")
     batch, seq_q, _, head_dim = q.shape
     seq_k, kv_heads = k.shape[1], k.shape[2]
-    head_args = head_dim_args(head_dim, split_d)
+    head_args = head_dim_args(head_dim, split_d, v.shape[-1])
     if head_args["BLOCK_D2"] and accumulate_dq:
         raise ValueError("split_d cannot be combined with accumulate_dq (the dQ atomics take one head-dim block)")
     even_m, even_n, _ = even_blocks(seq_q, seq_k, head_dim, head_args["BLOCK_D"], walked=BLOCK_M,
@@ -128,7 +133,7 @@ def launch_dq(q, k, v, do, dq, lse, delta, *, causal: bool, scale: float,
     split_d: a head dim that is not a power of two in two register blocks (kernels.common.head_chunks).
     varlen: a kernels.varlen.Packing; then B = 1 and N is the packed length."""
     batch, seq_q, heads, head_dim = q.shape
-    head_args = head_dim_args(head_dim, split_d)
+    head_args = head_dim_args(head_dim, split_d, v.shape[-1])
     even_m, even_n, _ = even_blocks(seq_q, k.shape[1], head_dim, head_args["BLOCK_D"], walked=BLOCK_N,
                                          resident=BLOCK_M, walks_queries=False, causal=causal,
                                          varlen=varlen is not None)

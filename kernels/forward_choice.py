@@ -26,11 +26,17 @@ def check_forward(choice: str) -> str:
     return choice
 
 
-def chosen_forward(choice: str, q, k, v, causal: bool, *, varlen=None, mods=None, gate=None) -> ForwardRun:
-    """The forward `choice` runs for this call (q [B, Nq, H, D] or packed [1, total, H, D]) and, where gluon was
-    asked for and cannot run, the reason."""
+def chosen_forward(choice: str, q, k, v, causal: bool, *, varlen=None, mods=None, gate=None,
+                   sink=None) -> ForwardRun:
+    """The forward `choice` runs for this call (q [B, Nq, H, D] or packed [1, total, H, D]; v's head dim Dv may
+    differ, issue 47) and, where gluon was asked for and cannot run, the reason."""
     if check_forward(choice) == "stock":
         return ForwardRun("stock", "")
+    if v.shape[-1] != q.shape[-1]:
+        return ForwardRun("stock", f"the Gluon forward takes V's head dim equal to Q's, not {v.shape[-1]} != "
+                                   f"{q.shape[-1]}")
+    if sink is not None:
+        return ForwardRun("stock", "the Gluon forward has no learnable sink yet")
     from kernels.gluon.forward import forward_reason
     reason = forward_reason(q, k, v, causal, varlen=varlen, mods=mods, gate=gate)
     if reason is None:
@@ -39,11 +45,12 @@ def chosen_forward(choice: str, q, k, v, causal: bool, *, varlen=None, mods=None
 
 
 def run_forward(choice: str, q, k, v, causal: bool, scale: float, *, BLOCK_N: int = 64, varlen=None, mods=None,
-                gate=None):
-    """(o like q, lse [B, H, Nq] fp32 base 2) from the chosen forward; q [B, Nq, H, D], k/v [B, Nk, Hkv, D]
-    (varlen: [1, total, H, D] and a kernels.varlen.Packing). BLOCK_N: the stock forward's key block."""
-    if chosen_forward(choice, q, k, v, causal, varlen=varlen, mods=mods, gate=gate).name == "gluon":
+                gate=None, sink=None):
+    """(o [B, Nq, H, Dv], lse [B, H, Nq] fp32 base 2) from the chosen forward; q [B, Nq, H, D], k [B, Nk, Hkv, D],
+    v [B, Nk, Hkv, Dv] (varlen: [1, total, H, D] and a kernels.varlen.Packing). BLOCK_N: the stock forward's key
+    block. sink: fp32 [H] or None (the stock forward only; the LSE carries it)."""
+    if chosen_forward(choice, q, k, v, causal, varlen=varlen, mods=mods, gate=gate, sink=sink).name == "gluon":
         from kernels.gluon.forward import gluon_attention_forward
         return gluon_attention_forward(q, k, v, causal, scale)
     from kernels.forward import attention_forward
-    return attention_forward(q, k, v, causal, scale, BLOCK_N=BLOCK_N, varlen=varlen, mods=mods, gate=gate)
+    return attention_forward(q, k, v, causal, scale, BLOCK_N=BLOCK_N, varlen=varlen, mods=mods, gate=gate, sink=sink)

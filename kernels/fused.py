@@ -11,7 +11,7 @@ import triton.language as tl
 
 from kernels.backward_args import NO_GATE, GateTensors, backward_args
 from kernels.backward_steps import dkdv_program, document_pointers, dq_program
-from kernels.common import cdiv, document_block, even_blocks, head_block, modifier_args
+from kernels.common import cdiv, document_block, even_blocks, head_dim_args, modifier_args
 from kernels.forward import dot_precision
 from kernels.gate import check_prescale
 from kernels.varlen import UNIFORM_ARGS
@@ -25,12 +25,14 @@ def _fused_kernel(tensors, strides, sizes, docs, gate,
                   BLK_SLICE_FACTOR: tl.constexpr, CAUSAL: tl.constexpr, PRESCALED: tl.constexpr, IS_VARLEN: tl.constexpr,
                   EVEN_M1: tl.constexpr, EVEN_N1: tl.constexpr, EVEN_M2: tl.constexpr, EVEN_N2: tl.constexpr,
                   EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr, WINDOW_LEFT: tl.constexpr,
-                  WINDOW_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, GATED: tl.constexpr):
+                  WINDOW_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, GATED: tl.constexpr,
+                  HEAD_DIM_V: tl.constexpr, BLOCK_DV: tl.constexpr, EVEN_DV: tl.constexpr):
     """Grid (max(cdiv(Nk, BLOCK_N1), cdiv(Nq, BLOCK_M2)), B * Hkv). tensors, strides, sizes, docs, gate:
     kernels.backward_args. IS_VARLEN: B = 1 and the first axis runs over the (document, block) pairs of
     docs.block_indices (per document, the max of its two block counts).
     Score modifiers (module doc): gate.g the gate's cumsum, gate.dg / gate.dg_query its per-key / per-query sums
-    of dS, all [B, H, Nq] fp32 like LSE (None unless GATED)."""
+    of dS, all [B, H, Nq] fp32 like LSE (None unless GATED). HEAD_DIM_V, BLOCK_DV, EVEN_DV: V's, dO's and dV's head
+    dim (kernels.common.head_dim_args)."""
     seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale = sizes
     G, DG_KEY, DG_QUERY = gate
     i_p = tl.program_id(0)
@@ -50,27 +52,31 @@ def _fused_kernel(tensors, strides, sizes, docs, gate,
         dkdv_program(tensors, strides, seq_q, seq_k, stride_lse, heads, group, qk_scale, sm_scale, i_p, i_b, i_hk,
                      HEAD_DIM, BLOCK_M1, BLOCK_N1, BLOCK_D, BLK_SLICE_FACTOR, CAUSAL, PRESCALED, False,
                      EVEN_M1, EVEN_N1, EVEN_D, DOT_PRECISION, G=G, DG=DG_KEY, WINDOW_LEFT=WINDOW_LEFT,
-                     WINDOW_RIGHT=WINDOW_RIGHT, SOFTCAP=SOFTCAP, GATED=GATED)
+                     WINDOW_RIGHT=WINDOW_RIGHT, SOFTCAP=SOFTCAP, GATED=GATED,
+                     HEAD_DIM_V=HEAD_DIM_V, BLOCK_DV=BLOCK_DV, EVEN_DV=EVEN_DV)
     if i_p * BLOCK_M2 < seq_q:
         for i_g in range(group):
             dq_program(tensors, strides, seq_q, seq_k, stride_lse, heads, group, qk_scale, sm_scale,
                        i_p, i_b, i_hk * group + i_g,
                        HEAD_DIM, BLOCK_M2, BLOCK_N2, BLOCK_D, BLK_SLICE_FACTOR, CAUSAL, PRESCALED,
                        EVEN_M2, EVEN_N2, EVEN_D, DOT_PRECISION, G=G, DG=DG_QUERY, WINDOW_LEFT=WINDOW_LEFT,
-                       WINDOW_RIGHT=WINDOW_RIGHT, SOFTCAP=SOFTCAP, GATED=GATED)
+                       WINDOW_RIGHT=WINDOW_RIGHT, SOFTCAP=SOFTCAP, GATED=GATED,
+                     HEAD_DIM_V=HEAD_DIM_V, BLOCK_DV=BLOCK_DV, EVEN_DV=EVEN_DV)
 
 
 def fused_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M1: int, BLOCK_N1: int,
                    BLOCK_M2: int, BLOCK_N2: int, BLK_SLICE_FACTOR: int, prescale: bool,
                    num_warps: int, num_stages: int, varlen=None, mods=None, gate=None):
-    """-> dq like q, dk/dv like k/v. varlen: a kernels.varlen.Packing (q [1, total_q, H, D], k/v [1, total_k, Hkv, D]).
+    """-> dq like q, dk/dv like k/v. varlen: a kernels.varlen.Packing (q [1, total_q, H, D], k [1, total_k, Hkv, D],
+    v [1, total_k, Hkv, Dv]).
     mods: window / softcap (variants.problem.Modifiers) or None; gate: a kernels.gate.GateSums (writes both its
     as_key and as_query) or None."""
     check_prescale(gate, prescale)
     batch, seq_q, _, head_dim = q.shape
     seq_k, kv_heads = k.shape[1], k.shape[2]
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    block_d = head_block(head_dim)
+    head_args = head_dim_args(head_dim, False, v.shape[-1])  # one register block per head dim
+    block_d = head_args["BLOCK_D"]
     even_m1, even_n1, even_d = even_blocks(seq_q, seq_k, head_dim, block_d, walked=BLOCK_M1, resident=BLOCK_N1,
                                            walks_queries=True, causal=causal, varlen=varlen is not None)
     even_m2, even_n2, _ = even_blocks(seq_q, seq_k, head_dim, block_d, walked=BLOCK_N2, resident=BLOCK_M2,
@@ -86,6 +92,8 @@ def fused_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK
                         gate=gate_tensors(gate), **modifier_args(mods, gate is not None, causal),
                         HEAD_DIM=head_dim, BLOCK_M1=BLOCK_M1, BLOCK_N1=BLOCK_N1, BLOCK_M2=BLOCK_M2,
                         BLOCK_N2=BLOCK_N2, BLOCK_D=block_d, BLK_SLICE_FACTOR=BLK_SLICE_FACTOR,
+                        HEAD_DIM_V=head_args["HEAD_DIM_V"], BLOCK_DV=head_args["BLOCK_DV"],
+                        EVEN_DV=head_args["EVEN_DV"],
                         CAUSAL=causal, PRESCALED=prescale, EVEN_M1=even_m1, EVEN_N1=even_n1, EVEN_M2=even_m2,
                         EVEN_N2=even_n2, EVEN_D=even_d, DOT_PRECISION=dot_precision(q.dtype),
                         num_warps=num_warps, num_stages=num_stages)

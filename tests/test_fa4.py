@@ -26,20 +26,21 @@ def fake_cute(calls: list, return_lse: bool) -> types.ModuleType:
         calls.append(dict(kind=kind, q=q, k=k, v=v, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, **kwargs))
         window = tuple(-1 if w is None else w for w in kwargs["window_size"])  # FA4: None = unbounded
         o = reference_forward(q, k, v, kwargs["causal"], kwargs["softmax_scale"], cu_seqlens_q=cu_seqlens_q,
-                              cu_seqlens_k=cu_seqlens_k, window_size=window, softcap=kwargs["softcap"]).to(q.dtype)
+                              cu_seqlens_k=cu_seqlens_k, window_size=window, softcap=kwargs["softcap"],
+                              sink=kwargs["learnable_sink"]).to(q.dtype)
         return (o, torch.zeros(1)) if return_lse else o
 
     def flash_attn_func(q, k, v, qv=None, gather_kv_indices=None, softmax_scale=None, causal=False,
                         window_size=(None, None), learnable_sink=None, softcap=0.0, **rest):
         return run("dense", q, k, v, softmax_scale=softmax_scale, causal=causal, window_size=window_size,
-                   softcap=softcap, rest=rest)
+                   softcap=softcap, learnable_sink=learnable_sink, rest=rest)
 
     def flash_attn_varlen_func(q, k, v, qv=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None,
                                max_seqlen_k=None, softmax_scale=None, causal=False, window_size=(None, None),
-                               softcap=0.0, **rest):
+                               learnable_sink=None, softcap=0.0, **rest):
         return run("varlen", q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=max_seqlen_q,
                    max_seqlen_k=max_seqlen_k, softmax_scale=softmax_scale, causal=causal, window_size=window_size,
-                   softcap=softcap, rest=rest)
+                   softcap=softcap, learnable_sink=learnable_sink, rest=rest)
 
     module = types.ModuleType(fa4.MODULE)
     module.flash_attn_func, module.flash_attn_varlen_func = flash_attn_func, flash_attn_varlen_func
@@ -107,7 +108,8 @@ def test_the_sweep_command_writes_the_row_and_exits_0(tmp_path):
     (Problem(1, 64, 64, 2, 2, 64, True, torch.float16, "cpu").with_modifiers(gate=True), 9, "does not implement gate"),
     (Problem(1, 64, 64, 2, 2, 64, False, torch.float32, "cpu"), 9, "fp16 and bf16, not torch.float32"),
     (Problem(1, 64, 64, 2, 2, 36, False, torch.float16, "cuda"), 9, "on sm90 takes head dims 8-256 .* not 36"),
-    (Problem(1, 64, 64, 2, 2, 192, False, torch.bfloat16, "cuda"), 10, "on sm100 takes head dims 8-128 or 256"),
+    (Problem(1, 64, 64, 2, 2, 192, False, torch.bfloat16, "cuda"), 10,
+     r"on sm100 takes head dims 8-128, 256 or \(192, 128\)"),
     (Problem(1, 64, 64, 2, 2, 64, False, torch.float16, "cuda"), 8, "sm90 and sm100 here, not on compute capability 8"),
     (Problem(1, 64, 64, 2, 2, 64, False, torch.float16, "cpu"), None, "needs a CUDA GPU"),
 ], ids=["gate", "fp32", "sm90-head-dim-36", "sm100-head-dim-192", "sm80", "cpu"])
@@ -126,7 +128,48 @@ def test_its_head_dims_are_served(calls, monkeypatch, major, head_dims):
             assert fa4.FlashAttention4().supports(Problem(1, 64, 64, 4, 1, d, True, dtype, "cuda")) is None, d
 
 
+@pytest.mark.parametrize("major, head_dims, served", [
+    (9, (192, 128), True), (9, (64, 32), True), (9, (256, 128), True), (9, (192, 36), False),
+    (10, (192, 128), True), (10, (128, 64), True), (10, (256, 128), False), (10, (192, 64), False)])
+def test_value_head_dims_follow_its_rule(calls, monkeypatch, major, head_dims, served):
+    """Issue 47: FA4 takes v of its own head dim by its sm90 / sm100 rule, and refuses the rest with the reason."""
+    monkeypatch.setattr(fa4, "gpu_major", lambda p: major)
+    d, dv = head_dims
+    problem = Problem(1, 64, 64, 4, 1, d, True, torch.bfloat16, "cuda", head_dim_v=dv)
+    reason = fa4.FlashAttention4().supports(problem)
+    assert (reason is None) == served, reason
+    if not served:
+        assert f"not {d} / {dv}" in reason and "\n" not in reason
+
+
 # ---- with FA4 (the stand-in): what it is given, and the gradients ---------------------------------------------------
+
+@pytest.mark.parametrize("causal", [False, True], ids=["plain", "causal"])
+def test_mla_head_dims_and_sink_reach_fa4(calls, causal):
+    """Issue 47: v with its own head dim goes to FA4 as it is, the sink as learnable_sink (fp32 [H], the very tensor),
+    and the gradients (the sink's too) are the reference's."""
+    q, k, _, _ = inputs(nq=29, nk=41, h=4, hkv=2, d=64)
+    gen = torch.Generator().manual_seed(1)
+    v = torch.randn(2, 41, 2, 32, generator=gen).half()
+    do = torch.randn(2, 29, 4, 32, generator=gen).half()
+    sink = torch.randn(4, generator=gen)
+    q_, k_, v_, sink_ = leaves(q, k, v, sink)
+    o = attention(q_, k_, v_, causal=causal, scale=0.11, variant="fa4", sink=sink_)
+    assert o.shape == (2, 29, 4, 32)
+    o.backward(do)
+    (call,) = calls
+    assert call["learnable_sink"] is sink_ and call["v"].shape == (2, 41, 2, 32)
+    _, dq, dk, dv, dsink = reference_grads(q, k, v, do, causal, 0.11, sink=sink)
+    assert_grads_match((q_.grad, k_.grad, v_.grad), (dq, dk, dv))
+    torch.testing.assert_close(sink_.grad, dsink, atol=2e-3, rtol=1e-2)
+    assert dsink.abs().max() > 1e-2  # a gradient that could be told from zero
+
+
+def test_no_sink_passes_no_learnable_sink(calls):
+    q, k, v, do = inputs()
+    attention(*leaves(q, k, v), variant="fa4").backward(do)
+    assert calls[-1]["learnable_sink"] is None
+
 
 @pytest.mark.parametrize("causal, nq, nk, h, hkv", [
     (False, 33, 33, 4, 4), (True, 33, 33, 4, 4), (True, 20, 45, 4, 2), (True, 45, 20, 4, 1), (False, 17, 40, 6, 2)],

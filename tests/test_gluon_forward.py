@@ -131,6 +131,19 @@ def test_uncovered_problems_run_the_stock_forward_with_the_reason(dtype, head_di
     assert chosen_forward("stock", q, q, q, True) == ("stock", "")
 
 
+def test_a_value_head_dim_or_a_sink_runs_the_stock_forward():
+    """Issue 47: the Gluon forward has neither a value head dim of its own nor a sink; both run stock, with the
+    reason, before any of the Gluon checks (CPU tensors here)."""
+    q = torch.zeros(1, 8, 2, 64, dtype=torch.bfloat16)
+    v = torch.zeros(1, 8, 2, 32, dtype=torch.bfloat16)
+    for choice in ("gluon", "auto"):
+        run = chosen_forward(choice, q, q, v, True)
+        assert run.name == "stock" and "V's head dim" in run.reason
+        run = chosen_forward(choice, q, q, q, True, sink=torch.zeros(2))
+        assert run == ("stock", "the Gluon forward has no learnable sink yet")
+    assert chosen_forward("stock", q, q, v, True, sink=torch.zeros(2)) == ("stock", "")
+
+
 def test_a_cpu_tensor_runs_the_stock_forward():
     q = torch.zeros(1, 8, 2, 64, dtype=torch.bfloat16)
     run = chosen_forward("gluon", q, q, q, False)

@@ -14,7 +14,7 @@ import pkgutil
 import torch
 
 from variants.base import Baseline, TritonVariant, Variant, default_scale
-from variants.problem import Problem, check_gate, window_pair
+from variants.problem import Problem, check_gate, check_sink, window_pair
 from variants.registry import get, names, register_variant
 from variants import op
 from variants.plan import plans
@@ -40,7 +40,7 @@ for _module in pkgutil.iter_modules(__path__):
 def attention(q, k, v, causal: bool = False, scale: float | None = None, variant: str = "two_pass",
               blocks=None, layout: str = "bnhd", cu_seqlens_q=None, cu_seqlens_k=None,
               max_seqlen_q: int | None = None, max_seqlen_k: int | None = None, window_size=None,
-              softcap: float = 0.0, g=None):
+              softcap: float = 0.0, g=None, sink=None):
     """Differentiable attention whose backward is `variant`'s.
 
     layout "bnhd": q [B, Nq, H, D], k/v [B, Nk, Hkv, D] (FlashAttention's order, the default);
@@ -58,6 +58,10 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, variant
     i + Nk - Nq - left <= j <= i + Nk - Nq + right. softcap > 0: the scaled score s becomes softcap * tanh(s / softcap).
     g: FLA's log forget gate, fp32 [B, Nq, H] (bhnd: [B, H, Nq]; packed: [total_q, H]); needs causal and Nq == Nk;
     the score gets + G_i - G_j with G = cumsum(g) per sequence (per document), and g gets its gradient.
+
+    Issue 47 (a design that lacks one refuses the call with the reason): v may have a head dim of its own
+    (v [B, Nk, Hkv, Dv], o [B, Nq, H, Dv]; DeepSeek MLA's D = 192, Dv = 128); sink: a learnable per-head logit,
+    fp32 [H] (GPT-OSS), that joins every row's softmax denominator with no value, and gets its gradient.
 
     A Triton design (stock Triton or Gluon) runs as the operator torch.ops.flash_bwd.attention (variants/op.py):
     torch.compile(fullgraph=True) traces through it and CUDA graphs replay it (dense calls). A dense eager call that
@@ -82,37 +86,41 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, variant
     impl = get(variant)
     window_left, window_right = window_pair(window_size, bool(causal))
     operator = isinstance(impl, TritonVariant) and impl.as_operator
-    if operator and not packed and op.eager_direct(q, k, v, g):  # eager: the signature's plan, no op dispatch
-        plan = plans.dense(impl, q, k, v, causal, op.blocks_text(blocks), window_left, window_right, softcap, g)
-        o = op.eager_attention(plan, q, k, v, plan.default_scale if scale is None else float(scale), g)
+    if operator and not packed and op.eager_direct(q, k, v, g, sink):  # eager: the signature's plan, no op dispatch
+        plan = plans.dense(impl, q, k, v, causal, op.blocks_text(blocks), window_left, window_right, softcap, g,
+                           sink)
+        o = op.eager_attention(plan, q, k, v, plan.default_scale if scale is None else float(scale), g, sink)
         return o.transpose(1, 2) if layout == "bhnd" else o
     if g is not None:
         check_gate(g, q)
+    if sink is not None:
+        check_sink(sink, q)
     modifiers = dict(window_size=(window_left, window_right), softcap=float(softcap), gate=g is not None)
     # One-line errors here, before the default scale (head dim 0) and the op's dispatch (e.g. devices).
     problem = Problem.from_packed_tensors(q, k, v, causal) if packed else \
-        Problem.from_tensors(q, k, v, causal).with_modifiers(**modifiers)
+        Problem.from_tensors(q, k, v, causal).with_modifiers(**modifiers).with_sink(sink is not None)
     scale = default_scale(problem.head_dim) if scale is None else scale
     if operator:
         o, _ = op.attention_op(q, k, v, bool(causal), scale, variant, op.blocks_text(blocks), cu_seqlens_q,
-                               cu_seqlens_k, max_seqlen_q, max_seqlen_k, window_left, window_right, float(softcap), g)
+                               cu_seqlens_k, max_seqlen_q, max_seqlen_k, window_left, window_right, float(softcap), g,
+                               sink)
     elif packed:
         o = _packed_direct(impl, q, k, v, causal, scale, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                           max_seqlen_k, modifiers, g)
+                           max_seqlen_k, modifiers, g, sink)
     else:
         impl.check(problem)
         config = impl.make_blocks(problem, blocks) if blocks is not None or isinstance(impl, TritonVariant) else None
-        o = impl.apply(q, k, v, bool(causal), float(scale), config, mods=problem.mods, g=g)
+        o = impl.apply(q, k, v, bool(causal), float(scale), config, mods=problem.mods, g=g, sink=sink)
     return o.transpose(1, 2) if layout == "bhnd" else o
 
 
 def _packed_direct(impl, q, k, v, causal, scale, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                   modifiers, g):
+                   modifiers, g, sink=None):
     packing = op.make_packing(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-    problem = Problem.from_packed(q, k, v, causal, packing).with_modifiers(**modifiers)
+    problem = Problem.from_packed(q, k, v, causal, packing).with_modifiers(**modifiers).with_sink(sink is not None)
     impl.check(problem)
     config = impl.make_blocks(problem, blocks)
-    return impl.apply(q, k, v, bool(causal), float(scale), config, varlen=packing, mods=problem.mods, g=g)
+    return impl.apply(q, k, v, bool(causal), float(scale), config, varlen=packing, mods=problem.mods, g=g, sink=sink)
 
 
 __all__ = ["attention", "names", "get", "register_variant", "Variant", "TritonVariant", "Baseline", "Problem"]

@@ -10,10 +10,12 @@ class Atomic(TritonVariant):
     supports_varlen = True  # kernels take varlen= (a kernels.varlen.Packing)
     Blocks = AtomicBlocks
     modifiers = ("window", "softcap", "gate")  # the shared steps (kernels/backward_steps.py); gate: kernels/atomic.py
+    supports_sink = True  # the shared forward puts the sink in the LSE; the backward is unchanged, dsink beside it
+    supports_head_dim_v = True  # kernels.backward_steps: V, dO, dV tiles by their own head dim (HEAD_DIM_V)
 
     def executed_flops(self, problem, blocks):
         # S, dP, dV, dK, dQ (10 N^2 d); deterministic mode recomputes S and dP in its dQ pass (14 N^2 d)
-        return problem.matmul_flops(7 if blocks.deterministic else 5)
+        return problem.matmul_flops(7, 3) if blocks.deterministic else problem.matmul_flops(5, 2)
 
     def workspace_bytes(self, problem, blocks):
         if blocks.deterministic:

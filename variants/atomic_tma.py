@@ -11,6 +11,7 @@ class AtomicTma(TritonVariant):
     supports_varlen = True  # kernels take varlen= (a kernels.varlen.Packing); every mode runs packed
     Blocks = AtomicTmaBlocks
     modifiers = ("window", "softcap", "gate")  # the shared mask / modifier helpers (kernels/atomic_tma.py)
+    supports_sink = True  # the shared forward puts the sink in the LSE; the backward is unchanged, dsink beside it
     tma_min_arch = 90  # tensor descriptors (TMA loads, the dQ reduce-add) from sm90 on (kernels/atomic_tma.tma_paths)
 
     def arch_reason(self, capability, blocks=None):

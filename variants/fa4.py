@@ -8,7 +8,9 @@ docs/fa4.md). It is imported only when a point runs it, never by `import variant
 
 What it takes, as the harness means it: causal bottom-right aligned for Nq != Nk, GQA/MQA (k/v with fewer heads, passed
 as they are), the sliding window (`window_size`, None = unbounded where the harness writes -1), softcap, packed batches,
-fp16/bf16, and the head dims of `_validate_head_dims` (flash_attn/cute/interface.py). Not the forget gate, not fp32.
+fp16/bf16, and the head dims of `_validate_head_dims` (flash_attn/cute/interface.py), a value head dim of its own
+among them (sm90: both 8-256; sm100: both 8-128, or DeepSeek's 192 / 128), and the learnable sink (issue 47:
+`learnable_sink`, fp32 [H], with its gradient). Not the forget gate, not fp32.
 """
 import importlib
 import importlib.util
@@ -52,14 +54,19 @@ def gpu_major(problem) -> int | None:
     return torch.cuda.get_device_capability()[0]
 
 
-def head_dim_reason(head_dim: int, major: int) -> str | None:
-    """FA4's head-dim rule for q, k and v of one head dim (its _validate_head_dims, fp16/bf16: multiples of 8)."""
-    if head_dim % 8 == 0 and 8 <= head_dim <= (256 if major == 9 else 128):
-        return None
-    if major == 10 and head_dim == 256:  # sm100's dedicated head-dim-256 kernels
-        return None
-    rule = "8-256" if major == 9 else "8-128 or 256"
-    return f"FlashAttention-4 on {ARCHS[major]} takes head dims {rule} in multiples of 8, not {head_dim}"
+def head_dim_reason(head_dim: int, major: int, head_dim_v: int | None = None) -> str | None:
+    """FA4's head-dim rule (its _validate_head_dims, fp16/bf16: multiples of 8) for q/k of head_dim and v of
+    head_dim_v (None: the same). sm90: each 8-256; sm100: each 8-128, or (256, 256), or DeepSeek's (192, 128)."""
+    head_dim_v = head_dim if head_dim_v is None else head_dim_v
+    dims = (head_dim, head_dim_v)
+    if all(d % 8 == 0 for d in dims):
+        if major == 9 and all(8 <= d <= 256 for d in dims):
+            return None
+        if major == 10 and (all(8 <= d <= 128 for d in dims) or dims in ((256, 256), (192, 128))):
+            return None
+    rule = "8-256" if major == 9 else "8-128, 256 or (192, 128)"
+    shown = head_dim if head_dim_v == head_dim else f"{head_dim} / {head_dim_v}"
+    return f"FlashAttention-4 on {ARCHS[major]} takes head dims {rule} in multiples of 8, not {shown}"
 
 
 def window_arg(mods) -> tuple:
@@ -83,11 +90,13 @@ def layout(t: torch.Tensor) -> torch.Tensor:
 class FlashAttention4(Baseline):
     supports_varlen = True  # flash_attn_varlen_func: cu_seqlens, causal bottom-right per document
     modifiers = ("window", "softcap")  # window_size, softcap; no forget gate
+    supports_head_dim_v = True  # v [B, Nk, Hkv, Dv] as it is (head_dim_reason: which pairs)
+    supports_sink = True  # learnable_sink, fp32 [H]; FA4's backward gives its gradient
 
     def problem_reason(self, problem):
         if problem.dtype not in DTYPES:
             return f"FlashAttention-4 runs fp16 and bf16, not {problem.dtype}"
-        return self.modifier_reason(problem)
+        return self.modifier_reason(problem) or self.mla_reason(problem)
 
     def supports(self, problem):
         reason = self.problem_reason(problem)
@@ -100,19 +109,23 @@ class FlashAttention4(Baseline):
             return "FlashAttention-4 needs a CUDA GPU (sm90 or sm100)"
         if major not in ARCHS:
             return f"FlashAttention-4 runs on sm90 and sm100 here, not on compute capability {major}.x"
-        return head_dim_reason(problem.head_dim, major)
+        return head_dim_reason(problem.head_dim, major, problem.value_dim)
 
-    def function(self, q, k, v, causal, scale, mods=NO_MODIFIERS, g=None):
+    def function(self, q, k, v, causal, scale, mods=NO_MODIFIERS, g=None, sink=None):
         q, k, v = (layout(t) for t in (q, k, v))
-        return output(cute().flash_attn_func(q, k, v, **call_kwargs(causal, scale, mods)))
+        return output(cute().flash_attn_func(q, k, v, **call_kwargs(causal, scale, mods, sink)))
 
-    def varlen_function(self, q, k, v, causal, scale, varlen, mods=NO_MODIFIERS, g=None):
+    def varlen_function(self, q, k, v, causal, scale, varlen, mods=NO_MODIFIERS, g=None, sink=None):
         q, k, v = (layout(t) for t in (q, k, v))
         return output(cute().flash_attn_varlen_func(
             q, k, v, cu_seqlens_q=varlen.cu_seqlens_q, cu_seqlens_k=varlen.cu_seqlens_k, max_seqlen_q=varlen.max_q,
-            max_seqlen_k=varlen.max_k, **call_kwargs(causal, scale, mods)))
+            max_seqlen_k=varlen.max_k, **call_kwargs(causal, scale, mods, sink)))
 
 
-def call_kwargs(causal: bool, scale: float, mods) -> dict:
-    """The keywords both FA4 entry points take (by name: their positional order changed across versions)."""
-    return dict(softmax_scale=scale, causal=bool(causal), window_size=window_arg(mods), softcap=float(mods.softcap))
+def call_kwargs(causal: bool, scale: float, mods, sink=None) -> dict:
+    """The keywords both FA4 entry points take (by name: their positional order changed across versions); the sink
+    (fp32 [H]) as `learnable_sink`, only when given."""
+    kwargs = dict(softmax_scale=scale, causal=bool(causal), window_size=window_arg(mods), softcap=float(mods.softcap))
+    if sink is not None:
+        kwargs["learnable_sink"] = sink
+    return kwargs

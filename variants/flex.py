@@ -192,8 +192,8 @@ class Flex(Baseline):
     modifiers = ("window", "softcap", "gate")  # mask_mod + block mask, score_mod (modified_flex)
 
     def supports(self, problem):
-        if self.modifier_reason(problem):
-            return self.modifier_reason(problem)
+        if self.modifier_reason(problem) or self.mla_reason(problem):  # issue 47: head_dim_v, the sink not wired yet
+            return self.modifier_reason(problem) or self.mla_reason(problem)
         if problem.device != "cuda":
             return "compiled FlexAttention is benchmarked on CUDA only"
         if problem.head_dim < 16 or problem.head_dim & (problem.head_dim - 1):

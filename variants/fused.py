@@ -10,6 +10,8 @@ class Fused(TritonVariant):
     supports_varlen = True  # kernels take varlen= (a kernels.varlen.Packing)
     Blocks = FusedBlocks
     modifiers = ("window", "softcap", "gate")  # kernels take mods= and gate= (kernels/backward_steps.py)
+    supports_sink = True  # the shared forward puts the sink in the LSE; the backward is unchanged, dsink beside it
+    supports_head_dim_v = True  # kernels.backward_steps: V, dO, dV tiles by their own head dim (HEAD_DIM_V)
     backward_matmuls = 7  # dK/dV part: S, dP, dV, dK; dQ part: S, dP, dQ (14 N^2 d)
 
     def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks, varlen=None, mods=None, gate=None):

@@ -1,11 +1,13 @@
 """The Triton designs as PyTorch operators, so that torch.compile and CUDA graphs see one opaque op per call.
 
     torch.ops.flash_bwd.attention(q, k, v, causal, scale, variant, blocks, cu_seqlens_q, cu_seqlens_k,
-                                  max_seqlen_q, max_seqlen_k, window_left, window_right, softcap, g) -> (o, lse)
-    torch.ops.flash_bwd.attention_backward(do, q, k, v, o, lse, <the same arguments>) -> (dq, dk, dv, dg)
+                                  max_seqlen_q, max_seqlen_k, window_left, window_right, softcap, g, sink) -> (o, lse)
+    torch.ops.flash_bwd.attention_backward(do, q, k, v, o, lse, <the same arguments>) -> (dq, dk, dv, dg, dsink)
 
 The score modifiers (issue 24): window_left / window_right as normalized by variants.problem.window_pair (-1 =
-unbounded), softcap (0 = off) and the forget gate g (None = off); dg is an empty tensor when g is None.
+unbounded), softcap (0 = off) and the forget gate g (None = off); dg is an empty tensor when g is None. Issue 47:
+the learnable sink (fp32 [H], None = off); dsink is an empty tensor when sink is None. v (and so o, do, dv) may
+have a head dim of its own.
 
 `attention()` (variants/__init__.py) calls the first for every TritonVariant (stock Triton and Gluon, dense and
 packed); autograd runs the second. Each is a `torch.library.custom_op` with a fake implementation (shapes and
@@ -26,7 +28,7 @@ from torch import Tensor
 
 from kernels.launch import current_device
 from variants.plan import Plan, plans
-from variants.problem import Problem, check_gate
+from variants.problem import Problem, check_gate, check_sink
 from variants.registry import get
 
 NAMESPACE = "flash_bwd"
@@ -66,18 +68,20 @@ def make_packing(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
 
 
 def _resolve(q, k, v, causal, variant, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-             window_left=-1, window_right=-1, softcap=0.0, g=None):
+             window_left=-1, window_right=-1, softcap=0.0, g=None, sink=None):
     """(design, its validated Blocks, Packing or None, Problem) for one call; one-line ValueError on anything wrong.
     A dense call's are its signature's plan (variants/plan.py): resolved once, looked up after."""
     impl = get(variant)
     if cu_seqlens_q is None:  # dense: the signature's plan (variants/plan.py), checked on its first call only
-        plan = plans.dense(impl, q, k, v, causal, blocks, window_left, window_right, softcap, g)
+        plan = plans.dense(impl, q, k, v, causal, blocks, window_left, window_right, softcap, g, sink)
         return impl, plan.blocks, None, plan.problem
     packing = make_packing(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     problem = Problem.from_packed(q, k, v, causal, packing)
     if g is not None:
         check_gate(g, q)
-    problem = problem.with_modifiers((window_left, window_right), softcap, g is not None)
+    if sink is not None:
+        check_sink(sink, q)
+    problem = problem.with_modifiers((window_left, window_right), softcap, g is not None).with_sink(sink is not None)
     impl.check(problem)
     config = impl.make_blocks(problem, blocks_from_text(blocks))
     return impl, config, packing, problem
@@ -101,18 +105,29 @@ def _like(grad: Tensor, of: Tensor) -> Tensor:
 def attention_op(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float, variant: str, blocks: str,
                  cu_seqlens_q: Tensor | None, cu_seqlens_k: Tensor | None, max_seqlen_q: int | None,
                  max_seqlen_k: int | None, window_left: int = -1, window_right: int = -1, softcap: float = 0.0,
-                 g: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """(o like q, lse fp32 base 2): the shared Triton forward, after the design's checks."""
+                 g: Tensor | None = None, sink: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """(o [.., H, Dv] in q's strides when Dv = D, lse fp32 base 2): the shared Triton forward, after the design's
+    checks."""
     impl, _, packing, problem = _resolve(q, k, v, causal, variant, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                                         max_seqlen_k, window_left, window_right, softcap, g)
-    o, lse = impl.forward(q, k, v, causal, float(scale), packing, problem.mods, g)
-    return _like(o, q), lse
+                                         max_seqlen_k, window_left, window_right, softcap, g, sink)
+    o, lse = impl.forward(q, k, v, causal, float(scale), packing, problem.mods, g, sink)
+    return _like(o, _out_like(q, v)), lse
+
+
+def _out_like(q: Tensor, v: Tensor) -> Tensor:
+    """A tensor o is promised to look like: q itself, or (a value head dim of its own) a contiguous meta
+    [.., H, Dv] (the forward allocates o contiguous then)."""
+    if v.shape[-1] == q.shape[-1]:
+        return q
+    return q.new_empty((*q.shape[:-1], v.shape[-1]), device="meta")
 
 
 @attention_op.register_fake
 def _attention_fake(q, k, v, causal, scale, variant, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                    window_left=-1, window_right=-1, softcap=0.0, g=None):
+                    window_left=-1, window_right=-1, softcap=0.0, g=None, sink=None):
     lse = q.new_empty(_lse_shape(q, cu_seqlens_q is not None), dtype=torch.float32)
+    if v.shape[-1] != q.shape[-1]:
+        return q.new_empty((*q.shape[:-1], v.shape[-1])), lse
     return torch.empty_like(q), lse
 
 
@@ -121,28 +136,34 @@ def attention_backward_op(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor
                           scale: float, variant: str, blocks: str, cu_seqlens_q: Tensor | None,
                           cu_seqlens_k: Tensor | None, max_seqlen_q: int | None,
                           max_seqlen_k: int | None, window_left: int = -1, window_right: int = -1,
-                          softcap: float = 0.0, g: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """(dq like q, dk like k, dv like v, dg like g or empty): the design's backward."""
+                          softcap: float = 0.0, g: Tensor | None = None,
+                          sink: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """(dq like q, dk like k, dv like v, dg like g or empty, dsink like sink or empty): the design's backward."""
+    from variants.base import split_extra_grads
     impl, config, packing, problem = _resolve(q, k, v, causal, variant, blocks, cu_seqlens_q, cu_seqlens_k,
-                                              max_seqlen_q, max_seqlen_k, window_left, window_right, softcap, g)
+                                              max_seqlen_q, max_seqlen_k, window_left, window_right, softcap, g, sink)
     grads = impl.backward(q, k, v, o, lse, do, causal=causal, scale=float(scale), blocks=config, varlen=packing,
-                          mods=problem.mods, g=g)
-    dg = grads[3] if g is not None else q.new_empty(0, dtype=torch.float32)
-    return (*(_like(grad, of) for grad, of in zip(grads, (q, k, v))), dg)
+                          mods=problem.mods, g=g, sink=sink)
+    dg, dsink = split_extra_grads(grads, g, sink)
+    return (*(_like(grad, of) for grad, of in zip(grads, (q, k, v))),
+            q.new_empty(0, dtype=torch.float32) if dg is None else dg,  # two outputs must not alias
+            q.new_empty(0, dtype=torch.float32) if dsink is None else dsink)
 
 
 @attention_backward_op.register_fake
 def _attention_backward_fake(do, q, k, v, o, lse, causal, scale, variant, blocks, cu_seqlens_q, cu_seqlens_k,
-                             max_seqlen_q, max_seqlen_k, window_left=-1, window_right=-1, softcap=0.0, g=None):
+                             max_seqlen_q, max_seqlen_k, window_left=-1, window_right=-1, softcap=0.0, g=None,
+                             sink=None):
     dg = torch.empty_like(g) if g is not None else q.new_empty(0, dtype=torch.float32)
-    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), dg
+    dsink = torch.empty_like(sink) if sink is not None else q.new_empty(0, dtype=torch.float32)
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), dg, dsink
 
 
 def _setup_context(ctx, inputs, output):
     (q, k, v, causal, scale, variant, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-     window_left, window_right, softcap, g) = inputs
+     window_left, window_right, softcap, g, sink) = inputs
     o, lse = output
-    ctx.save_for_backward(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, g)
+    ctx.save_for_backward(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, g, sink)
     ctx.arguments = (causal, scale, variant, blocks)
     ctx.max_seqlens = (max_seqlen_q, max_seqlen_k)
     ctx.modifiers = (window_left, window_right, softcap)
@@ -150,10 +171,11 @@ def _setup_context(ctx, inputs, output):
 
 
 def _backward(ctx, do, dlse):
-    q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, g = ctx.saved_tensors
-    dq, dk, dv, dg = attention_backward_op(do, q, k, v, o, lse, *ctx.arguments, cu_seqlens_q, cu_seqlens_k,
-                                           *ctx.max_seqlens, *ctx.modifiers, g)
-    return dq, dk, dv, None, None, None, None, None, None, None, None, None, None, None, dg if g is not None else None
+    q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, g, sink = ctx.saved_tensors
+    dq, dk, dv, dg, dsink = attention_backward_op(do, q, k, v, o, lse, *ctx.arguments, cu_seqlens_q, cu_seqlens_k,
+                                                  *ctx.max_seqlens, *ctx.modifiers, g, sink)
+    return (dq, dk, dv, None, None, None, None, None, None, None, None, None, None, None,
+            dg if g is not None else None, dsink if sink is not None else None)
 
 
 attention_op.register_autograd(_backward, setup_context=_setup_context)
@@ -179,7 +201,7 @@ def through_operator():
         EAGER_DIRECT[0] = was
 
 
-def eager_direct(q, k, v, g) -> bool:
+def eager_direct(q, k, v, g, sink=None) -> bool:
     """Whether attention() may skip the operator's dispatch for these tensors: nothing traces or captures the call."""
     if torch.compiler.is_compiling() or not EAGER_DIRECT[0]:
         return False
@@ -187,7 +209,7 @@ def eager_direct(q, k, v, g) -> bool:
             torch._C._are_functorch_transforms_active():
         return False
     if type(q) is not Tensor or type(k) is not Tensor or type(v) is not Tensor or \
-            (g is not None and type(g) is not Tensor):
+            (g is not None and type(g) is not Tensor) or (sink is not None and type(sink) is not Tensor):
         return False
     return not (q.is_cuda and torch.cuda.is_current_stream_capturing())
 
@@ -197,32 +219,34 @@ class _EagerAttention(torch.autograd.Function):
     same forward, the same backward, results in the same strides."""
 
     @staticmethod
-    def forward(ctx, q, k, v, g, plan: Plan, scale: float):
+    def forward(ctx, q, k, v, g, sink, plan: Plan, scale: float):
         if plan.unbound_reason is None:  # the forward's launches bound after its first call (kernels/launch.py)
             with plan.sites(("forward", current_device())).phase():
-                o, lse = plan.impl.forward(q, k, v, plan.causal, scale, None, plan.mods, g)
+                o, lse = plan.impl.forward(q, k, v, plan.causal, scale, None, plan.mods, g, sink)
         else:
-            o, lse = plan.impl.forward(q, k, v, plan.causal, scale, None, plan.mods, g)
-        ctx.save_for_backward(q, k, v, o, lse, g)
+            o, lse = plan.impl.forward(q, k, v, plan.causal, scale, None, plan.mods, g, sink)
+        ctx.save_for_backward(q, k, v, o, lse, g, sink)
         ctx.plan, ctx.scale = plan, scale
-        return plan.like(o, 0, q)
+        return plan.like(o, 0, q) if o.shape == q.shape else o  # Dv != D: o as the forward made it (contiguous)
 
     @staticmethod
     def backward(ctx, do):
-        q, k, v, o, lse, g = ctx.saved_tensors
+        from variants.base import split_extra_grads
+        q, k, v, o, lse, g, sink = ctx.saved_tensors
         plan = ctx.plan
         if plan.unbound_reason is None:  # keyed by dO's layout: the kernels take its strides and its pointer
             key = ("backward", current_device(), do.stride(), do.dtype, do.data_ptr() % 16 == 0)
             with plan.sites(key).phase():
                 grads = plan.impl.backward(q, k, v, o, lse, do, causal=plan.causal, scale=ctx.scale,
-                                           blocks=plan.blocks, mods=plan.mods, g=g)
+                                           blocks=plan.blocks, mods=plan.mods, g=g, sink=sink)
         else:
             grads = plan.impl.backward(q, k, v, o, lse, do, causal=plan.causal, scale=ctx.scale, blocks=plan.blocks,
-                                       mods=plan.mods, g=g)
+                                       mods=plan.mods, g=g, sink=sink)
         dq, dk, dv = (plan.like(grad, which, of) for which, (grad, of) in enumerate(zip(grads, (q, k, v))))
-        return dq, dk, dv, grads[3] if g is not None else None, None, None
+        dg, dsink = split_extra_grads(grads, g, sink)
+        return dq, dk, dv, dg, dsink, None, None
 
 
-def eager_attention(plan: Plan, q, k, v, scale: float, g=None) -> Tensor:
-    """o like q: attention_op's first result, by _EagerAttention (the caller checked `eager_direct`)."""
-    return _EagerAttention.apply(q, k, v, g, plan, scale)
+def eager_attention(plan: Plan, q, k, v, scale: float, g=None, sink=None) -> Tensor:
+    """o like attention_op's first result, by _EagerAttention (the caller checked `eager_direct`)."""
+    return _EagerAttention.apply(q, k, v, g, sink, plan, scale)

@@ -1,6 +1,6 @@
 """Launch plans (issue 44): what a dense call of a Triton design resolves once per problem signature, not per call.
 
-    plan = plans.dense(impl, q, k, v, causal, blocks_text, window_left, window_right, softcap, g)
+    plan = plans.dense(impl, q, k, v, causal, blocks_text, window_left, window_right, softcap, g, sink)
 
 A signature is everything the checks and the block resolution read: the design, the block overrides (as the op's
 text), causal, the score modifiers, and each tensor's shape, strides, dtype and device (the gate's too), plus whether
@@ -21,7 +21,7 @@ import torch
 
 from kernels.launch import LaunchSites
 from variants.blocks import Blocks
-from variants.problem import Modifiers, Problem, check_gate
+from variants.problem import Modifiers, Problem, check_gate, check_sink
 
 CACHE_SIZE = 128  # signatures kept; a model's layers share one per shape, a sweep's points one each
 
@@ -68,24 +68,29 @@ def _tensor_key(t: torch.Tensor) -> tuple:
     return t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16 == 0
 
 
-def signature(impl, q, k, v, causal, blocks: str, window_left: int, window_right: int, softcap: float, g) -> tuple:
+def signature(impl, q, k, v, causal, blocks: str, window_left: int, window_right: int, softcap: float, g,
+              sink=None) -> tuple:
     """The plan cache's key of a dense call (hashable; tensors by shape, strides, dtype and device)."""
     from variants.base import interpreter_on
     return (impl, blocks, bool(causal), _tensor_key(q), _tensor_key(k), _tensor_key(v),
-            None if g is None else _tensor_key(g), window_left, window_right, float(softcap), interpreter_on())
+            None if g is None else _tensor_key(g), window_left, window_right, float(softcap), interpreter_on(),
+            None if sink is None else _tensor_key(sink))
 
 
-def build(impl, q, k, v, causal, blocks: str, window_left: int, window_right: int, softcap: float, g) -> Plan:
+def build(impl, q, k, v, causal, blocks: str, window_left: int, window_right: int, softcap: float, g,
+          sink=None) -> Plan:
     """Every check and the block resolution of a dense call (one-line ValueError on anything wrong)."""
     from variants.base import default_scale
     from variants.op import blocks_from_text
     if g is not None:
         check_gate(g, q)
+    if sink is not None:
+        check_sink(sink, q)
     problem = Problem.from_tensors(q, k, v, causal).with_modifiers((window_left, window_right), softcap,
-                                                                   g is not None)
+                                                                   g is not None).with_sink(sink is not None)
     impl.check(problem)
     config = impl.make_blocks(problem, blocks_from_text(blocks))
-    strides = tuple(torch.empty_like(t, device="meta").stride() for t in (q, k, v))
+    strides = tuple(torch.empty_like(t, device="meta").stride() for t in (q, k, v))  # dv like v: [B, Nk, Hkv, Dv]
     from variants.base import interpreter_on
     unbound = "the Triton interpreter has no compiled kernels" if interpreter_on() else \
         None if q.is_cuda else f"{q.device.type} tensors"
@@ -101,15 +106,15 @@ class PlanCache:
         self._plans: OrderedDict = OrderedDict()
 
     def dense(self, impl, q, k, v, causal, blocks: str = "", window_left: int = -1, window_right: int = -1,
-              softcap: float = 0.0, g=None) -> Plan:
+              softcap: float = 0.0, g=None, sink=None) -> Plan:
         """The plan of a dense call, built (and checked) on the signature's first call."""
-        key = signature(impl, q, k, v, causal, blocks, window_left, window_right, softcap, g)
+        key = signature(impl, q, k, v, causal, blocks, window_left, window_right, softcap, g, sink)
         plan = self._plans.get(key)
         if plan is not None:
             self.hits += 1
             self._plans.move_to_end(key)
             return plan
-        plan = build(impl, q, k, v, causal, blocks, window_left, window_right, softcap, g)
+        plan = build(impl, q, k, v, causal, blocks, window_left, window_right, softcap, g, sink)
         self.builds += 1
         self._plans[key] = plan
         if len(self._plans) > self.size:

@@ -45,6 +45,10 @@ class Problem:
     window_right: int = -1
     softcap: float = 0.0  # > 0: the scaled score s becomes softcap * tanh(s / softcap) before the softmax
     gate: bool = False  # FLA's log forget gate g [B, Nq, H]: the score gets + G_i - G_j, G = cumsum(g) per sequence
+    # Issue 47: a value head dim of its own (None = head_dim; MLA: head_dim 192, head_dim_v 128) and a learnable
+    # per-head sink (GPT-OSS): one logit per query head that joins every row's softmax denominator.
+    head_dim_v: int | None = None
+    sink: bool = False
 
     def with_modifiers(self, window_size=None, softcap: float = 0.0, gate: bool = False) -> "Problem":
         """This problem with score modifiers (window_size (left, right) or None, softcap, gate), validated."""
@@ -53,6 +57,15 @@ class Problem:
                                       gate=bool(gate))
         problem.validate()
         return problem
+
+    def with_sink(self, sink: bool) -> "Problem":
+        """This problem with (or without) a per-head sink."""
+        return dataclasses.replace(self, sink=bool(sink))
+
+    @property
+    def value_dim(self) -> int:
+        """The head dim of V, dO, O and dV: head_dim_v, or head_dim when they are equal."""
+        return self.head_dim if self.head_dim_v is None else self.head_dim_v
 
     @property
     def windowed(self) -> bool:
@@ -72,12 +85,13 @@ class Problem:
 
     @classmethod
     def from_tensors(cls, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> "Problem":
-        """q [B, Nq, H, D], k/v [B, Nk, Hkv, D]; raises ValueError (one line) on anything inconsistent."""
+        """q [B, Nq, H, D], k [B, Nk, Hkv, D], v [B, Nk, Hkv, Dv] (Dv may differ from D: head_dim_v); raises
+        ValueError (one line) on anything inconsistent."""
         for name, t in (("q", q), ("k", k), ("v", v)):
             if t.dim() != 4:
                 raise ValueError(f"{name} must be 4-D [B, N, H, D], got shape {tuple(t.shape)}")
-        if k.shape != v.shape:
-            raise ValueError(f"k and v shapes differ: {tuple(k.shape)} vs {tuple(v.shape)}")
+        if k.shape[:-1] != v.shape[:-1]:
+            raise ValueError(f"k and v shapes differ (other than the head dim): {tuple(k.shape)} vs {tuple(v.shape)}")
         if q.dtype != k.dtype or q.dtype != v.dtype:
             raise ValueError(f"q, k, v dtypes differ: {q.dtype}, {k.dtype}, {v.dtype}")
         if q.device != k.device or q.device != v.device:
@@ -88,7 +102,9 @@ class Problem:
             raise ValueError(f"batch differs: q has {batch}, k/v have {kv_batch}")
         if kv_head_dim != head_dim:
             raise ValueError(f"head dim differs: q has {head_dim}, k/v have {kv_head_dim}")
-        problem = cls(batch, seq_q, seq_k, heads, kv_heads, head_dim, bool(causal), q.dtype, q.device.type)
+        head_dim_v = v.shape[-1] if v.shape[-1] != head_dim else None
+        problem = cls(batch, seq_q, seq_k, heads, kv_heads, head_dim, bool(causal), q.dtype, q.device.type,
+                      head_dim_v=head_dim_v)
         problem.validate()
         return problem
 
@@ -100,8 +116,9 @@ class Problem:
         if packing.cu_q_host[-1] != q.shape[0] or packing.cu_k_host[-1] != k.shape[0]:
             raise ValueError(f"cu_seqlens end at {packing.cu_q_host[-1]} (q) / {packing.cu_k_host[-1]} (k), "
                              f"but q has {q.shape[0]} and k has {k.shape[0]} tokens")
-        return cls.packed(packing.lens_q, packing.lens_k, problem.heads, problem.kv_heads, problem.head_dim,
-                          problem.causal, problem.dtype, problem.device)
+        packed = cls.packed(packing.lens_q, packing.lens_k, problem.heads, problem.kv_heads, problem.head_dim,
+                            problem.causal, problem.dtype, problem.device)
+        return dataclasses.replace(packed, head_dim_v=problem.head_dim_v)
 
     @classmethod
     def from_packed_tensors(cls, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> "Problem":
@@ -143,6 +160,8 @@ class Problem:
             raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
         if self.head_dim > MAX_HEAD_DIM:
             raise ValueError(f"head_dim must be <= {MAX_HEAD_DIM}, got {self.head_dim}")
+        if self.head_dim_v is not None and not 1 <= self.head_dim_v <= MAX_HEAD_DIM:
+            raise ValueError(f"head_dim_v must be in 1..{MAX_HEAD_DIM}, got {self.head_dim_v}")
         if self.dtype not in DTYPES.values():
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype}")
         self.validate_modifiers()
@@ -162,10 +181,14 @@ class Problem:
 
     @property
     def modifier_text(self) -> str:
-        """The score modifiers as a row shows them: 'window=1024,0 softcap=30 gate'; '' for plain attention."""
+        """The score modifiers as a row shows them: 'window=1024,0 softcap=30 gate'; '' for plain attention. Issue 47
+        adds a value head dim of its own ('dv=128') and the sink ('sink'): the row's `modifiers` column is a shape
+        column (runners/tables), so such a row never joins, plots or ranks with a plain one."""
         parts = [f"window={self.window_left},{self.window_right}"] if self.windowed else []
         parts += [f"softcap={self.softcap:g}"] if self.softcap > 0 else []
         parts += ["gate"] if self.gate else []
+        parts += [f"dv={self.value_dim}"] if self.value_dim != self.head_dim else []
+        parts += ["sink"] if self.sink else []
         return " ".join(parts)
 
     @property
@@ -188,16 +211,19 @@ class Problem:
         return self.batch * self.visible_pairs
 
     def forward_flops(self) -> float:
-        """4 * B * H * pairs * D: the two matmuls QK^T and PV."""
-        return 4.0 * self.heads * self.total_pairs * self.head_dim
+        """2 * B * H * pairs * (D + Dv): the two matmuls QK^T (D) and PV (Dv); 4 * B * H * pairs * D when equal."""
+        return 2.0 * self.heads * self.total_pairs * (self.head_dim + self.value_dim)
 
     def backward_flops(self) -> float:
-        """FlashAttention convention: backward = 2.5 x forward (5 matmuls vs 2)."""
-        return 2.5 * self.forward_flops()
+        """FlashAttention convention, with D = d_qk and Dv = d_v: 2 * B * H * pairs * (3 D + 2 Dv) for the five
+        matmuls S = QK^T, dQ, dK (D) and dP = dO V^T, dV (Dv); 2.5 x forward when D == Dv."""
+        return 2.0 * self.heads * self.total_pairs * (3 * self.head_dim + 2 * self.value_dim)
 
-    def matmul_flops(self, matmuls: int) -> float:
-        """FLOPs of `matmuls` [pair x D] matmuls over every counted pair: 2 * D each."""
-        return 2.0 * matmuls * self.heads * self.total_pairs * self.head_dim
+    def matmul_flops(self, matmuls: int, value_matmuls: int = 0) -> float:
+        """FLOPs of `matmuls` matmuls over every counted pair, `value_matmuls` of them over V's head dim (dP = dO V^T,
+        dV = P^T dO: 2 * Dv each) and the rest over D (S, dQ, dK: 2 * D each)."""
+        dims = (matmuls - value_matmuls) * self.head_dim + value_matmuls * self.value_dim
+        return 2.0 * self.heads * self.total_pairs * dims
 
 
 def window_pair(window_size, causal: bool) -> tuple[int, int]:
@@ -244,3 +270,16 @@ def check_gate(g, q) -> None:
         raise ValueError(f"the forget gate g must be fp32, got {g.dtype}")
     if g.device != q.device:
         raise ValueError(f"the forget gate g is on {g.device}, q on {q.device}")
+
+
+def check_sink(sink, q) -> None:
+    """The learnable sink of q [B, Nq, H, D] (packed: [total_q, H, D]) must be fp32 [H] on q's device (issue 47);
+    one-line ValueError otherwise."""
+    heads = q.shape[-2]
+    if not isinstance(sink, torch.Tensor) or tuple(sink.shape) != (heads,):
+        got = tuple(sink.shape) if isinstance(sink, torch.Tensor) else type(sink).__name__
+        raise ValueError(f"the sink must have shape ({heads},) (one logit per query head), got {got}")
+    if sink.dtype != torch.float32:
+        raise ValueError(f"the sink must be fp32, got {sink.dtype}")
+    if sink.device != q.device:
+        raise ValueError(f"the sink is on {sink.device}, q on {q.device}")

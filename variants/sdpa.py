@@ -59,9 +59,16 @@ class SdpaBackend(Baseline):
     native_gqa = True  # pass enable_gqa=True; otherwise k/v are expanded inside the graph
     varlen_op: str | None = None  # "flash" / "cudnn": the aten varlen op pair behind this backend
 
+    supports_head_dim_v = False  # per backend below: cuDNN and the efficient kernel take v of its own head dim
+
     def supports(self, problem):
         if problem.modifiers:  # SDPA has no window, softcap or gate (an attn_mask would leave the fused kernels)
             return self.modifier_reason(problem)
+        if problem.sink:  # an attn_mask cannot add a column to the denominator
+            return f"{self.name}: SDPA has no learnable attention sink"
+        if problem.value_dim != problem.head_dim and (not self.supports_head_dim_v or problem.is_varlen):
+            return self.mla_reason(problem) or (f"{self.name}: a value head dim of its own is wired for dense "
+                                                "batches only")
         if problem.device != "cuda":
             return "SDPA backends flash/cudnn/efficient need a CUDA device"
         if problem.dtype == torch.float32 and self.backend != SDPBackend.EFFICIENT_ATTENTION:
@@ -127,6 +134,7 @@ class SdpaFlash(SdpaBackend):
 class SdpaCudnn(SdpaBackend):
     backend = SDPBackend.CUDNN_ATTENTION
     native_gqa = False
+    supports_head_dim_v = True  # cuDNN's SDPA takes d_v != d_qk (MLA's 192 / 128)
     varlen_op = "cudnn"  # cuDNN's ragged (nested-tensor) path
     last_torch_with_varlen_bug = (2, 11)  # measured wrong on an H100 with 2.11; newer ones: the accuracy gate decides
 
@@ -142,3 +150,4 @@ class SdpaCudnn(SdpaBackend):
 class SdpaEfficient(SdpaBackend):
     backend = SDPBackend.EFFICIENT_ATTENTION
     native_gqa = False
+    supports_head_dim_v = True  # the memory-efficient kernel takes d_v != d_qk

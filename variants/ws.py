@@ -24,8 +24,8 @@ class Ws(TritonVariant):
     modifiers = ("window", "softcap")  # a sliding window (the band's query blocks only), softcap; the gate: not yet
 
     def supports(self, problem):
-        if self.modifier_reason(problem):  # softcap / gate
-            return self.modifier_reason(problem)
+        if self.modifier_reason(problem) or self.mla_reason(problem):  # softcap / gate; head_dim_v / sink
+            return self.modifier_reason(problem) or self.mla_reason(problem)
         if GLUON_MISSING is not None:
             return GLUON_MISSING
         if interpreter_on() or problem.device != "cuda":
@@ -40,7 +40,16 @@ class Ws(TritonVariant):
             return f"ws runs fp16 and bf16 (wgmma), not {problem.dtype}"
         if problem.head_dim not in WS_HEAD_DIMS:
             return f"ws covers head dims {WS_HEAD_DIMS} so far, not {problem.head_dim}"
-        return self.modifier_reason(problem) or self.varlen_reason(problem)
+        return self.modifier_reason(problem) or self.varlen_reason(problem) or self.mla_reason(problem)
+
+    def mla_reason(self, problem):
+        """Issue 47: the Gluon kernels (kernels/gluon/, being restructured) size V, dO and dV by D and know no sink."""
+        if problem.value_dim != problem.head_dim:
+            return (f"{self.name} (Gluon) does not implement a value head dim of its own yet (head_dim "
+                    f"{problem.head_dim}, head_dim_v {problem.value_dim}): its tiles size V, dO and dV by D")
+        if problem.sink:
+            return f"{self.name} (Gluon) does not implement a learnable attention sink yet"
+        return None
 
     def executed_flops(self, problem, blocks):
         if getattr(blocks, "deterministic", False):  # dK/dV kernel: S, dP, dV, dK; dQ pass: S, dP, dQ

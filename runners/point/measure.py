@@ -104,39 +104,43 @@ def timer_name(bench, interpreting: bool) -> str:
 
 
 def make_inputs(point, device: str, seed: int):
-    """q, do [B, Nq, H, D] and k, v [B, Nk, Hkv, D], random normal in the point's dtype. Layout bhnd
-    allocates [B, H, N, D] contiguous and returns transposed views (the kernels read strides)."""
+    """q [B, Nq, H, D], k [B, Nk, Hkv, D], v [B, Nk, Hkv, Dv], do [B, Nq, H, Dv] (Dv = D unless the point has
+    head_dim_v), random normal in the point's dtype. Layout bhnd allocates [B, H, N, D] contiguous and returns
+    transposed views (the kernels read strides)."""
     gen = torch.Generator(device=device).manual_seed(seed)
     dtype = DTYPES[point.dtype]
+    value_dim = getattr(point, "value_dim", point.head_dim)
 
-    def make(seq: int, heads: int) -> torch.Tensor:
+    def make(seq: int, heads: int, dim: int) -> torch.Tensor:
         if point.layout == "bhnd":
-            t = torch.randn(point.batch, heads, seq, point.head_dim, dtype=dtype, device=device, generator=gen)
+            t = torch.randn(point.batch, heads, seq, dim, dtype=dtype, device=device, generator=gen)
             return t.transpose(1, 2)
-        return torch.randn(point.batch, seq, heads, point.head_dim, dtype=dtype, device=device, generator=gen)
+        return torch.randn(point.batch, seq, heads, dim, dtype=dtype, device=device, generator=gen)
 
-    q = make(point.seq, point.heads)
-    k = make(point.seq_k, point.kv_heads)
-    v = make(point.seq_k, point.kv_heads)
-    do = make(point.seq, point.heads)
+    q = make(point.seq, point.heads, point.head_dim)
+    k = make(point.seq_k, point.kv_heads, point.head_dim)
+    v = make(point.seq_k, point.kv_heads, value_dim)
+    do = make(point.seq, point.heads, value_dim)
     return q, k, v, do
 
 
 def point_inputs(point, device: str, seed: int) -> tuple:
-    """(q, k, v, do, g, packing) of a point: make_inputs' tensors (or the packed ones and their Packing; else None)
-    and the forget gate (None without one)."""
+    """(q, k, v, do, g, packing, sink) of a point: make_inputs' tensors (or the packed ones and their Packing; else
+    None), the forget gate and the sink (None without one)."""
     packing = None
     if getattr(point, "doc_lens", None) is not None:  # a packed varlen batch
         q, k, v, do, packing = varlen_inputs.make_inputs(point, device, seed)
     else:
         q, k, v, do = make_inputs(point, device, seed)
-    return q, k, v, do, make_gate(point, q, device, seed), packing
+    return q, k, v, do, make_gate(point, q, device, seed), packing, make_sink(point, device, seed)
 
 
 def prepare_backward(variant, point, problem, inputs: tuple):
     """variant.prepare on point_inputs' tuple: runs the forward once and returns the backward closure."""
-    q, k, v, do, g, packing = inputs
+    q, k, v, do, g, packing, sink = inputs
     modifiers = {"mods": problem.mods, "g": g} if problem.modifiers else {}  # baselines' prepare: no keywords
+    if sink is not None:
+        modifiers["sink"] = sink
     from variants.base import TritonVariant
     if getattr(point, "forward", "stock") != "stock" and isinstance(variant, TritonVariant):
         modifiers["forward"] = point.forward  # the forward choice (kernels/forward_choice.py); a baseline runs its own
@@ -151,12 +155,21 @@ def forward_columns(variant, point, problem, inputs: tuple) -> dict:
     from variants.base import TritonVariant
     if not isinstance(variant, TritonVariant):
         return {"forward_ran": "own", "forward_reason": ""}
-    q, k, v, do, g, packing = inputs
+    q, k, v, do, g, packing, sink = inputs
     if packing is not None:
         q, k, v = (t.unsqueeze(0) for t in (q, k, v))
     run = chosen_forward(getattr(point, "forward", "stock"), q, k, v, point.causal, varlen=packing, mods=problem.mods,
-                         gate=g)
+                         gate=g, sink=sink)
     return {"forward_ran": run.name, "forward_reason": run.reason}
+
+
+def make_sink(point, device: str, seed: int):
+    """A sink point's logits: fp32 [H] randn (the size of a row's scores), under their own generator (seed + 2) so
+    that q, k, v, do stay those of the point without a sink; None when the point has none."""
+    if not getattr(point, "sink", False):
+        return None
+    gen = torch.Generator(device=device).manual_seed(seed + 2)
+    return torch.randn(point.heads, dtype=torch.float32, device=device, generator=gen)
 
 
 def make_gate(point, q, device: str, seed: int):
@@ -184,17 +197,18 @@ def scope_slice(q, k, scope: str):
     return (lambda t: t[:1, :, :group]), (lambda t: t[:1, :, :1])
 
 
-def chunked_reference_grads(q, k, v, do, causal: bool, scale: float, mods=NO_MODIFIERS, g=None):
+def chunked_reference_grads(q, k, v, do, causal: bool, scale: float, mods=NO_MODIFIERS, g=None, sink=None):
     """variants.reference.reference_grads (fp32), over query chunks so each call's fp32 scores stay under
     REF_CHUNK_BYTES. Exact: softmax rows are independent, so dq is per chunk and dk/dv sum over chunks;
     causal chunks [a, b) get the keys [0, b + Nk - Nq), which keeps the bottom-right alignment.
     With score modifiers (mods: window / softcap; g: the forget gate) the reference runs in one call, on the
-    accuracy scope: a chunk would move the window's diagonal and restart the gate's cumsum. -> (dq, dk, dv[, dg])."""
+    accuracy scope: a chunk would move the window's diagonal and restart the gate's cumsum; a sink (fp32 [H]) too,
+    as its gradient sums over every row. -> (dq, dk, dv[, dg][, dsink])."""
     batch, seq_q, heads, _ = q.shape
     seq_k = k.shape[1]
-    if mods.active or g is not None:
+    if mods.active or g is not None or sink is not None:
         _, *grads = reference_grads(q, k, v, do, causal, scale, window_size=(mods.window_left, mods.window_right),
-                                    softcap=mods.softcap, g=g)
+                                    softcap=mods.softcap, g=g, sink=sink)
         return tuple(grads)
     rows = max(1, REF_CHUNK_BYTES // (4 * batch * heads * seq_k))
     if rows >= seq_q:
@@ -217,19 +231,21 @@ def chunked_reference_grads(q, k, v, do, causal: bool, scale: float, mods=NO_MOD
 
 
 def check_accuracy(grads, q, k, v, do, causal: bool, scale: float, dtype, varlen=None, mods=NO_MODIFIERS,
-                   g=None) -> dict:
-    """Error columns of one backward's (dq, dk, dv[, dg]) against the fp32 reference (a packed batch: per
-    document); mods / g: the point's score modifiers (window, softcap; the forget gate)."""
+                   g=None, sink=None) -> dict:
+    """Error columns of one backward's (dq, dk, dv[, dg][, dsink]) against the fp32 reference (a packed batch: per
+    document); mods / g: the point's score modifiers (window, softcap; the forget gate); sink: fp32 [H] or None
+    (dsink is checked on the full scope only: it sums over the batch and every head's rows)."""
     reference = functools.partial(chunked_reference_grads, mods=mods)
     if varlen is not None:
         ref = varlen_inputs.packed_reference_grads(q, k, v, do, causal, scale, varlen, reference, g=g)
         return _error_columns(grads, ref, dtype, "full-per-document")
-    one_call = g is not None or mods.active  # no query chunks: the whole scope's fp32 scores in one call
+    one_call = g is not None or mods.active or sink is not None  # no query chunks: the whole scope in one call
     scope = reference_scope(q, k, REF_CHUNK_BYTES if one_call else REF_FULL_LIMIT_BYTES)
     q_slice, k_slice = scope_slice(q, k, scope)
     ref = None
     try:
-        ref = reference(q_slice(q), k_slice(k), k_slice(v), q_slice(do), causal, scale, g=_sliced(q_slice, g))
+        ref = reference(q_slice(q), k_slice(k), k_slice(v), q_slice(do), causal, scale, g=_sliced(q_slice, g),
+                        sink=_sliced_sink(q, q_slice, sink))
     except torch.cuda.OutOfMemoryError:
         if scope != "full":
             raise
@@ -238,9 +254,21 @@ def check_accuracy(grads, q, k, v, do, causal: bool, scale: float, dtype, varlen
         torch.cuda.empty_cache()
         scope = "batch0-kvgroup0"
         q_slice, k_slice = scope_slice(q, k, scope)
-        ref = reference(q_slice(q), k_slice(k), k_slice(v), q_slice(do), causal, scale, g=_sliced(q_slice, g))
-    outs = (q_slice(grads[0]), k_slice(grads[1]), k_slice(grads[2])) + tuple(q_slice(dg) for dg in grads[3:4])
-    return _error_columns(outs, ref, dtype, scope)
+        ref = reference(q_slice(q), k_slice(k), k_slice(v), q_slice(do), causal, scale, g=_sliced(q_slice, g),
+                        sink=_sliced_sink(q, q_slice, sink))
+    names = ["dq", "dk", "dv"] + (["dg"] if g is not None else [])
+    outs = (q_slice(grads[0]), k_slice(grads[1]), k_slice(grads[2])) + tuple(q_slice(dg) for dg in grads[3:len(names)])
+    if sink is not None and scope == "full":  # dsink sums over every batch entry and row: not comparable on a slice
+        outs, names = outs + (grads[-1],), names + ["dsink"]
+    ref = tuple(ref) if "dsink" in names else tuple(ref[:len(names)])  # a sliced scope drops the reference's dsink
+    return _error_columns(outs, ref, dtype, scope, names)
+
+
+def _sliced_sink(q, q_slice, sink):
+    """The sink [H] cut like q's accuracy scope (its query heads)."""
+    if sink is None:
+        return None
+    return q_slice(sink[None, None, :, None].expand(*q.shape[:3], 1))[0, 0, :, 0]
 
 
 def _sliced(q_slice, g):
@@ -248,10 +276,10 @@ def _sliced(q_slice, g):
     return None if g is None else q_slice(g[..., None])[..., 0]
 
 
-def _error_columns(outs, ref, dtype, scope: str) -> dict:
+def _error_columns(outs, ref, dtype, scope: str, names=("dq", "dk", "dv", "dg")) -> dict:
     cols = {"accuracy_scope": scope}
     bad = []
-    for name, out, r in zip(("dq", "dk", "dv", "dg"), outs, ref):
+    for name, out, r in zip(names, outs, ref):
         err = error(out, r)
         cols[f"max_abs_{name}"] = err.max_abs
         cols[f"rel_{name}"] = err.rel
@@ -338,6 +366,7 @@ EMPTY = {"ms": math.nan, "ms_p20": math.nan, "ms_p80": math.nan, "tflops": math.
          "max_abs_dq": math.nan, "max_abs_dk": math.nan, "max_abs_dv": math.nan,
          "rel_dq": math.nan, "rel_dk": math.nan, "rel_dv": math.nan,
          "max_abs_dg": math.nan, "rel_dg": math.nan,  # dg: the forget gate's gradient (gated points only)
+         "max_abs_dsink": math.nan, "rel_dsink": math.nan,  # dsink: the sink's gradient (sink points only, issue 47)
          "forward_ran": None, "forward_reason": None}  # the forward the backward read (forward_columns)
 
 
@@ -383,22 +412,22 @@ def measure(point, bench, *, timer: str, gpu_index: int = 0, seed: int = 0, peak
         return {**row, "status": "unsupported", "reason": " ".join(str(unsupported).split())}
 
     status, reason, stage = "ok", "", "inputs"
-    q = k = v = do = g = fn = grads = None
+    q = k = v = do = g = sink = fn = grads = None
     oom = False
     try:
         if on_gpu:
             torch.cuda.set_device(device)
-        q, k, v, do, g, packing = point_inputs(point, device, seed)
+        q, k, v, do, g, packing, sink = point_inputs(point, device, seed)
         scale = default_scale(point.head_dim)
         stage = "prepare"
-        row.update(forward_columns(variant, point, problem, (q, k, v, do, g, packing)))
-        fn = prepare_backward(variant, point, problem, (q, k, v, do, g, packing))
+        row.update(forward_columns(variant, point, problem, (q, k, v, do, g, packing, sink)))
+        fn = prepare_backward(variant, point, problem, (q, k, v, do, g, packing, sink))
         stage = "backward"
         grads, peak = run_once(fn, on_gpu, device)
         row["peak_mem_bytes"] = math.nan if peak is None else int(peak)
         stage = "accuracy"
         row.update(check_accuracy(grads, q, k, v, do, point.causal, scale, DTYPES[point.dtype], varlen=packing,
-                                  mods=problem.mods, g=g))
+                                  mods=problem.mods, g=g, sink=sink))
         wrong_reason = row.pop("_wrong_reason")
         grads = None
         if not row["correct"]:
@@ -415,7 +444,7 @@ def measure(point, bench, *, timer: str, gpu_index: int = 0, seed: int = 0, peak
             reason = f"{reason}; then {failed} in {message}"
         else:
             status, reason = failed, message
-    q = k = v = do = g = fn = grads = packing = None  # noqa: F841 - free the inputs before the next point
+    q = k = v = do = g = sink = fn = grads = packing = None  # noqa: F841 - free the inputs before the next point
     if oom and on_gpu:
         gc.collect()
         torch.cuda.empty_cache()

@@ -4,6 +4,7 @@ The dataclasses give every key its type, so a typo'd key or a wrong type fails a
 message. `check(cfg)` then checks what types cannot (seq >= 1, heads % kv_heads == 0, a valid block combo
 for the variant) and turns the config into a `Point`; a failure is a `ConfigError` that names the field.
 """
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
@@ -77,6 +78,8 @@ class SweepConfig:
     softcap: float = 0.0  # logit softcapping (Gemma 2): 0 = off
     gate: bool = False  # FLA's log forget gate g [B, N, H] (causal, Nq == Nk)
     forward: Optional[str] = None  # the forward the backward reads: stock | gluon | auto; null = the design's default
+    head_dim_v: Optional[int] = None  # issue 47: V's head dim (MLA: head_dim=192 head_dim_v=128); null = head_dim
+    sink: bool = False  # issue 47: a learnable per-head sink (GPT-OSS), random fp32 logits [H], and its gradient
     results_dir: str = MISSING
     resume: bool = MISSING  # skip points already recorded for the same config_key, GPU and commit
     cpu_budget_s: float = 60.0  # CPU interpreter: points estimated longer are `skipped` rows (runners/point/cpu_cost.py)
@@ -209,6 +212,14 @@ class Point:
     softcap: float = 0.0
     gate: bool = False
     forward: str = "stock"  # the forward asked for (kernels.forward_choice.FORWARDS); stock: the shared Triton one
+    # issue 47: V's head dim when it differs from head_dim (None: the same), and a learnable per-head sink
+    head_dim_v: int | None = None
+    sink: bool = False
+
+    @property
+    def value_dim(self) -> int:
+        """V's (and dO's, O's, dV's) head dim."""
+        return self.head_dim if self.head_dim_v is None else self.head_dim_v
 
     @property
     def blocks_dict(self) -> dict:
@@ -228,6 +239,7 @@ class Point:
                               self.causal, DTYPES[self.dtype], device)
         if not self.modified:
             return problem
+        problem = dataclasses.replace(problem, head_dim_v=self.head_dim_v, sink=self.sink)
         return problem.with_modifiers((self.window_left, self.window_right), self.softcap, self.gate)
 
     def config_key(self, timer: str) -> str:
@@ -241,8 +253,9 @@ class Point:
 
     @property
     def modified(self) -> bool:
-        """Any score modifier on (window, softcap, gate)."""
-        return self.window_left >= 0 or self.window_right >= 0 or self.softcap > 0 or self.gate
+        """Any score modifier on (window, softcap, gate), or issue 47's value head dim or sink (in the same text)."""
+        return (self.window_left >= 0 or self.window_right >= 0 or self.softcap > 0 or self.gate
+                or self.head_dim_v is not None or self.sink)
 
     def label(self) -> str:
         """Short human description for progress lines."""
@@ -338,7 +351,8 @@ def check(cfg: DictConfig, device: str) -> Point:
         batch, seq, seq_k = len(packed["doc_lens"]), max(packed["doc_lens"]), max(packed["doc_lens"])
     point_args = dict(variant=variant.name, batch=batch, seq=seq, seq_k=seq_k, heads=heads, kv_heads=kv_heads,
                       head_dim=head_dim, causal=bool(cfg.causal), dtype=cfg.dtype, layout=cfg.layout, **packed,
-                      **_modifier_args(cfg), forward=_forward_arg(cfg, variant))
+                      **_modifier_args(cfg), forward=_forward_arg(cfg, variant),
+                      **_mla_args(cfg, head_dim, bool(packed)))
     problem = Point(**point_args, blocks=None, block_overrides=overrides).problem(device)
     try:
         problem.validate()  # a backstop: the checks above already cover what it checks
@@ -357,6 +371,21 @@ def check(cfg: DictConfig, device: str) -> Point:
     except TypeError as exc:  # a value of the wrong type inside the Blocks dataclass
         raise ConfigError("blocks", f"{str(exc).splitlines()[0]} (variant {variant.name})") from None
     return Point(**point_args, blocks=blocks, block_overrides=overrides)
+
+
+def _mla_args(cfg, head_dim: int, packed: bool) -> dict:
+    """The Point's issue-47 fields from `head_dim_v` (null or = head_dim: None) and `sink`."""
+    head_dim_v = cfg.get("head_dim_v")
+    if head_dim_v is not None:
+        head_dim_v = _int_at_least(cfg, "head_dim_v", 1)
+        if head_dim_v > MAX_HEAD_DIM:
+            raise ConfigError("head_dim_v", f"must be in 1..{MAX_HEAD_DIM}, got {head_dim_v}")
+        head_dim_v = None if head_dim_v == head_dim else head_dim_v
+    sink = bool(cfg.get("sink") or False)
+    if packed and (head_dim_v is not None or sink):
+        raise ConfigError("head_dim_v" if head_dim_v is not None else "sink",
+                          "not wired for packed batches (varlen) in the sweep yet; attention() takes them")
+    return dict(head_dim_v=head_dim_v, sink=sink)
 
 
 def _modifier_args(cfg) -> dict:

@@ -79,6 +79,10 @@ def normalize(df: pd.DataFrame) -> pd.DataFrame:
         df[col] = pd.to_numeric(df[col], errors="coerce")
     df["seq_k"] = df["seq_k"].fillna(df["seq"])
     df["kv_heads"] = df["kv_heads"].fillna(df["heads"])
+    # issue 47 (rows before it: V's head dim is head_dim, no sink); both are in the `modifiers` shape text too
+    df["head_dim_v"] = pd.to_numeric(df.get("head_dim_v", pd.Series(np.nan, index=df.index)),
+                                     errors="coerce").fillna(df["head_dim"])
+    df["sink"] = df.get("sink", pd.Series(False, index=df.index)).map(as_bool).fillna(False).astype(bool)
     # The peak for the row's own dtype: peak_tflops_<dtype> where the runner wrote one, else peak_tflops (the
     # GPU's dense bf16 peak, which is also the fp16 one) for bf16/fp16 rows; NaN when unknown.
     df[PEAK] = np.nan

@@ -1,0 +1,218 @@
+"""Issue 47: a value head dim of its own (MLA: d_qk 192, d_v 128; here 48 / 32 for the interpreter) and learnable
+per-head sinks (GPT-OSS), against the fp32 reference, with fresh random inputs, odd lengths, GQA, causal and not,
+poisoned outputs (tests/conftest.py); the sink's gradient against autograd of the reference; the generalised FLOPs;
+designs that cannot take a case refuse it with the reason."""
+import math
+import zlib
+
+import pytest
+import torch
+
+from kernels.sink import sink_grad
+from tests.test_variants import designs, small_blocks
+from variants import TritonVariant, attention, get, names
+from variants.accuracy import REL_TOL, error
+from variants.op import through_operator
+from variants.problem import Problem
+from variants.reference import reference_forward, reference_grads
+
+STOCK = ["two_pass", "atomic", "fused", "atomic_tma"]  # the stock Triton designs
+HEAD_DIM_V = ["two_pass", "atomic", "fused"]  # those that take d_v != d_qk
+
+
+def make_case(b, nq, nk, h, hkv, d, dv, dtype=torch.float32, seed=0):
+    """q, do [B, Nq, H, D|Dv], k [B, Nk, Hkv, D], v [B, Nk, Hkv, Dv] and sink logits fp32 [H], fresh per seed."""
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(b, nq, h, d, generator=gen)
+    k = torch.randn(b, nk, hkv, d, generator=gen)
+    v = torch.randn(b, nk, hkv, dv, generator=gen)
+    do = torch.randn(b, nq, h, dv, generator=gen)
+    sink = torch.randn(h, generator=gen) + 1.0  # of the scores' size: a visible share of every row
+    return (*(t.to(dtype) for t in (q, k, v, do)), sink)
+
+
+def check(variant, q, k, v, do, sink, causal, g=None, **options):
+    """attention() forward + backward vs reference_grads: o, dq, dk, dv, (with a gate g) dg and (with a sink) dsink.
+    options: attention()'s window_size / softcap / cu_seqlens_*, which reference_grads takes by the same names."""
+    extra = [t for t in (g, sink) if t is not None]
+    leaves = [t.detach().clone().requires_grad_(True) for t in (q, k, v, *extra)]
+    o = attention(*leaves[:3], causal=causal, variant=variant, blocks=small_blocks(variant),
+                  g=leaves[3] if g is not None else None, sink=leaves[-1] if sink is not None else None, **options)
+    o.backward(do)
+    ref = reference_grads(q, k, v, do, causal, g=g, sink=sink, **options)
+    names = ("o", "dq", "dk", "dv") + (("dg",) if g is not None else ()) + (("dsink",) if sink is not None else ())
+    for name, out, expected in zip(names, (o, *(t.grad for t in leaves)), ref):
+        assert out.shape == expected.shape, name
+        assert torch.isfinite(out).all(), f"{variant} {name}: non-finite (an element left unwritten?)"
+        err = error(out, expected)
+        assert err.ok(q.dtype), f"{variant} {name}: rel err {err.rel:.2e} > {REL_TOL[q.dtype]:.0e}"
+
+
+# (B, Nq, Nk, H, Hkv, D, Dv): odd lengths, GQA, Nq < Nk and Nq > Nk (causal: rows that see no key)
+SHAPES = [
+    pytest.param((2, 37, 53, 4, 2, 48, 32), id="B2-Nq37-Nk53-H4-HKV2-D48-Dv32"),
+    pytest.param((1, 53, 37, 2, 1, 48, 32), id="B1-Nq53-Nk37-H2-HKV1-D48-Dv32"),
+    pytest.param((1, 37, 37, 2, 2, 48, 48), id="B1-N37-H2-D48-Dv48"),
+]
+
+
+@pytest.mark.parametrize("variant", designs(STOCK))
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("with_sink", [False, True], ids=["no-sink", "sink"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_matches_reference(variant, shape, with_sink, causal):
+    b, nq, nk, h, hkv, d, dv = shape
+    q, k, v, do, sink = make_case(*shape, seed=zlib.crc32(f"{variant}{shape}{with_sink}{causal}".encode()))
+    if dv != d and variant not in HEAD_DIM_V:
+        with pytest.raises(ValueError, match="does not implement a value head dim of its own"):
+            attention(q, k, v, causal=causal, variant=variant, sink=sink if with_sink else None)
+        return
+    check(variant, q, k, v, do, sink if with_sink else None, causal)
+
+
+@pytest.mark.parametrize("variant", designs(["two_pass", "atomic"]))
+def test_fp16(variant):
+    q, k, v, do, sink = make_case(1, 37, 53, 4, 2, 48, 32, dtype=torch.float16, seed=3)
+    check(variant, q, k, v, do, sink, True)
+
+
+@pytest.mark.parametrize("variant", designs(["two_pass", "fused"]))
+def test_packed_documents(variant):
+    """A packed batch (cu_seqlens) with v of its own head dim and a sink: one sink per head across the documents."""
+    lens_q, lens_k = [13, 0, 29], [21, 7, 17]
+    cu_q = torch.tensor([0, *torch.tensor(lens_q).cumsum(0).tolist()], dtype=torch.int32)
+    cu_k = torch.tensor([0, *torch.tensor(lens_k).cumsum(0).tolist()], dtype=torch.int32)
+    q, k, v, do, sink = make_case(1, sum(lens_q), sum(lens_k), 4, 2, 48, 32, seed=5)
+    q, k, v, do = (t[0] for t in (q, k, v, do))  # [total, H, D]
+    check(variant, q, k, v, do, sink, True, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+
+
+@pytest.mark.parametrize("variant", designs(["two_pass", "atomic"]))
+@pytest.mark.parametrize("causal, modifiers", [
+    (False, dict(window_size=(9, 4), softcap=5.0)), (True, dict(window_size=(11, 0))), (True, dict(gate=True))],
+    ids=["window-softcap", "causal-window", "gate"])
+def test_with_score_modifiers(variant, causal, modifiers):
+    """Dv and the sink combined with a sliding window, softcap and the forget gate (rows the window leaves empty:
+    O = 0, all of the row's weight on the sink)."""
+    shape = (1, 41, 41, 4, 2, 48, 32) if modifiers.get("gate") else (1, 37, 53, 4, 2, 48, 32)
+    q, k, v, do, sink = make_case(*shape, seed=19)
+    options = {key: value for key, value in modifiers.items() if key != "gate"}
+    g = torch.nn.functional.logsigmoid(torch.randn(1, 41, 4) + 2) if modifiers.get("gate") else None
+    check(variant, q, k, v, do, sink, causal, g=g, **options)
+
+
+def test_through_the_operator():
+    """The operator path (what torch.compile traces) takes Dv and the sink and returns dsink too."""
+    q, k, v, do, sink = make_case(1, 37, 53, 2, 1, 48, 32, seed=7)
+    with through_operator():
+        check("two_pass", q, k, v, do, sink, True)
+
+
+def test_sink_enters_the_lse():
+    """The forward's LSE (base 2) is log2(exp(sink) + sum_j exp(s_ij)) per row, and a row that sees no key gets
+    O = 0 and LSE = the sink."""
+    from kernels.common import LOG2E
+    q, k, v, _, sink = make_case(1, 7, 5, 2, 2, 16, 16, seed=11)
+    scale = 0.25
+    o, lse = get("two_pass").forward(q, k, v, True, scale, sink=sink)
+    scores = torch.einsum("bqhd,bkhd->bhqk", q, k) * scale  # [B, H, Nq, Nk]
+    visible = torch.arange(5)[None, :] <= torch.arange(7)[:, None] - 2  # bottom-right: row i sees j <= i - 2
+    scores = scores.masked_fill(~visible, float("-inf"))
+    full = torch.cat([scores, sink[None, :, None, None].expand(1, 2, 7, 1)], dim=-1)
+    torch.testing.assert_close(lse, torch.logsumexp(full, dim=-1) * LOG2E, atol=1e-5, rtol=1e-5)
+    assert (o[:, :2] == 0).all() and torch.allclose(lse[..., :2], sink[None, :, None] * LOG2E)
+
+
+def test_reference_sink_is_one_more_softmax_column():
+    """Independent math: softmax over [scores, sink] with the sink's column dropped; sink -> -inf is no sink."""
+    q, k, v, _, sink = make_case(2, 9, 11, 3, 3, 8, 5, seed=13)
+    scale = 1 / math.sqrt(8)
+    scores = torch.einsum("bqhd,bkhd->bhqk", q, k) * scale
+    weights = torch.exp(scores) / (torch.exp(scores).sum(-1, keepdim=True) + torch.exp(sink)[None, :, None, None])
+    want = torch.einsum("bhqk,bkhd->bqhd", weights, v)
+    torch.testing.assert_close(reference_forward(q, k, v, sink=sink), want, atol=1e-5, rtol=1e-5)
+    no_sink = torch.full((3,), float("-inf"))
+    torch.testing.assert_close(reference_forward(q, k, v, sink=no_sink), reference_forward(q, k, v))
+    assert (reference_forward(q, k, v, sink=sink) - reference_forward(q, k, v)).abs().max() > 1e-2
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_sink_grad_formula_matches_autograd(causal):
+    """kernels.sink.sink_grad (-sum_rows exp(sink - LSE) * delta, LSE base 2) against autograd of the reference."""
+    q, k, v, do, sink = make_case(2, 13, 17, 4, 2, 16, 8, seed=17)
+    o, lse = get("two_pass").forward(q, k, v, causal, 0.25, sink=sink)
+    delta = (o * do).sum(-1).transpose(1, 2)  # [B, H, Nq]
+    want = reference_grads(q, k, v, do, causal, 0.25, sink=sink)[-1]
+    torch.testing.assert_close(sink_grad(sink, lse, delta), want, atol=1e-5, rtol=1e-4)
+    assert want.abs().min() > 1e-4  # every head's gradient can be told from zero
+
+
+def test_flops_generalise_and_equal_dims_give_todays_numbers():
+    for causal in (False, True):
+        for d in (48, 64, 128, 192):
+            p = Problem(2, 4096, 4096, 16, 16, d, causal, torch.bfloat16, "cuda")
+            pairs = 4096 * 4096 / (2 if causal else 1)
+            assert p.forward_flops() == 4.0 * 2 * 16 * pairs * d  # the old 4 * B * H * pairs * D
+            assert p.backward_flops() == 2.5 * p.forward_flops()  # the old FlashAttention convention
+            same = Problem(2, 4096, 4096, 16, 16, d, causal, torch.bfloat16, "cuda", head_dim_v=d)
+            assert same.backward_flops() == p.backward_flops()
+        mla = Problem(2, 4096, 4096, 16, 16, 192, causal, torch.bfloat16, "cuda", head_dim_v=128)
+        pairs = 4096 * 4096 / (2 if causal else 1)
+        assert mla.forward_flops() == 2 * 2 * 16 * pairs * (192 + 128)
+        assert mla.backward_flops() == 2 * 2 * 16 * pairs * (3 * 192 + 2 * 128)
+
+
+def test_executed_flops_count_each_matmul_by_its_head_dim():
+    """two_pass: S, dK, S, dQ (and S again when split) over D and dP, dV, dP over Dv; atomic: S, dK, dQ over D and
+    dP, dV over Dv."""
+    for causal in (False, True):
+        mla = Problem(1, 128, 128, 4, 4, 192, causal, torch.float16, "cuda", head_dim_v=128)
+        same = Problem(1, 128, 128, 4, 4, 192, causal, torch.float16, "cuda")
+        unit = 2 * 4 * mla.total_pairs
+        two_pass, atomic = get("two_pass"), get("atomic")
+        blocks = two_pass.default_blocks(mla)
+        split = int(blocks.split_dkdv)  # the split dK/dV pass computes S once more
+        assert two_pass.executed_flops(mla, blocks) == unit * ((4 + split) * 192 + 3 * 128)
+        same_blocks = two_pass.default_blocks(same)
+        assert two_pass.executed_flops(same, same_blocks) == unit * (7 + same_blocks.split_dkdv) * 192  # as before
+        assert atomic.executed_flops(mla, atomic.Blocks()) == unit * (3 * 192 + 2 * 128) == mla.backward_flops()
+
+
+def test_problem_reads_the_value_head_dim():
+    q, k, v = torch.zeros(1, 5, 4, 48), torch.zeros(1, 7, 2, 48), torch.zeros(1, 7, 2, 32)
+    p = Problem.from_tensors(q, k, v, False)
+    assert (p.head_dim, p.head_dim_v, p.value_dim) == (48, 32, 32)
+    assert Problem.from_tensors(q, k, k, False).head_dim_v is None
+    with pytest.raises(ValueError, match="k and v shapes differ"):
+        Problem.from_tensors(q, k, torch.zeros(1, 6, 2, 32), False)
+
+
+@pytest.mark.parametrize("sink, match", [
+    (torch.zeros(3), r"shape \(4,\)"), (torch.zeros(4, dtype=torch.float16), "must be fp32"),
+    (torch.zeros(1, 4), r"shape \(4,\)")], ids=["wrong-heads", "fp16", "2-D"])
+def test_bad_sinks_are_refused(sink, match):
+    q, k, v, _, _ = make_case(1, 5, 5, 4, 2, 16, 16)
+    with pytest.raises(ValueError, match=match):
+        attention(q, k, v, variant="two_pass", sink=sink)
+
+
+@pytest.mark.parametrize("variant", [n for n in names() if n not in STOCK + ["reference", "fa4"]])
+def test_other_designs_refuse_with_the_reason(variant):
+    """Gluon designs, SDPA and flex refuse the sink, and those that do not take Dv != D say so (one line)."""
+    mla = Problem(1, 64, 64, 2, 2, 192, False, torch.bfloat16, "cuda", head_dim_v=128)
+    sink = Problem(1, 64, 64, 2, 2, 128, False, torch.bfloat16, "cuda", sink=True)
+    reason = get(variant).problem_reason(sink) or get(variant).supports(sink)
+    assert reason and "sink" in reason and "\n" not in reason, reason
+    if variant in ("sdpa_cudnn", "sdpa_efficient"):  # they take Dv != D (dense)
+        assert get(variant).mla_reason(mla) is None
+    else:
+        reason = get(variant).mla_reason(mla) if isinstance(get(variant), TritonVariant) else get(variant).supports(mla)
+        assert reason and "value head dim" in reason, reason
+
+
+def test_stock_designs_declare_what_they_take():
+    assert all(get(v).supports_sink for v in STOCK)
+    assert [v for v in STOCK if get(v).supports_head_dim_v] == HEAD_DIM_V
+    reason = get("atomic_tma").problem_reason(Problem(1, 64, 64, 2, 2, 192, False, torch.float16, "cuda",
+                                                      head_dim_v=128))
+    assert reason == "atomic_tma does not implement a value head dim of its own (head_dim 192, head_dim_v 128)"
