@@ -263,23 +263,22 @@ def check_gate(g, q) -> None:
     """The forget gate of q [B, Nq, H, D] (packed: [total_q, H, D]) must be fp32 [B, Nq, H] (packed: [total_q, H])
     on q's device; one-line ValueError otherwise."""
     want = tuple(q.shape[:-1])
-    if not isinstance(g, torch.Tensor) or tuple(g.shape) != want:
-        got = tuple(g.shape) if isinstance(g, torch.Tensor) else type(g).__name__
-        raise ValueError(f"the forget gate g must have shape {want} (q without its head dim), got {got}")
-    if g.dtype != torch.float32:
-        raise ValueError(f"the forget gate g must be fp32, got {g.dtype}")
-    if g.device != q.device:
-        raise ValueError(f"the forget gate g is on {g.device}, q on {q.device}")
+    _check_fp32_like_q(g, q, want, "the forget gate g", f"{want} (q without its head dim)")
 
 
 def check_sink(sink, q) -> None:
     """The learnable sink of q [B, Nq, H, D] (packed: [total_q, H, D]) must be fp32 [H] on q's device (issue 47);
     one-line ValueError otherwise."""
     heads = q.shape[-2]
-    if not isinstance(sink, torch.Tensor) or tuple(sink.shape) != (heads,):
-        got = tuple(sink.shape) if isinstance(sink, torch.Tensor) else type(sink).__name__
-        raise ValueError(f"the sink must have shape ({heads},) (one logit per query head), got {got}")
-    if sink.dtype != torch.float32:
-        raise ValueError(f"the sink must be fp32, got {sink.dtype}")
-    if sink.device != q.device:
-        raise ValueError(f"the sink is on {sink.device}, q on {q.device}")
+    _check_fp32_like_q(sink, q, (heads,), "the sink", f"({heads},) (one logit per query head)")
+
+
+def _check_fp32_like_q(t, q, want: tuple, name: str, shape_text: str) -> None:
+    """t must be an fp32 tensor of shape `want` on q's device: one-line ValueError naming `name` otherwise."""
+    if not isinstance(t, torch.Tensor) or tuple(t.shape) != want:
+        got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+        raise ValueError(f"{name} must have shape {shape_text}, got {got}")
+    if t.dtype != torch.float32:
+        raise ValueError(f"{name} must be fp32, got {t.dtype}")
+    if t.device != q.device:
+        raise ValueError(f"{name} is on {t.device}, q on {q.device}")
