@@ -10,6 +10,7 @@
 #   bash scripts/gpu_gluon.sh cases [bf16|fp16]  # issue 40's other shapes, every design beside cuDNN, FA2 and FA4: GQA
 #                                                #   B4 N4096 H32/Hkv8 D128 and H32/Hkv4 D64, a packed batch (log-normal
 #                                                #   documents, 16k tokens, D128), a window (1024) and a softcap (30), causal
+#                                                #   (CASE_SHAPES="window softcap": a subset of gqa gqa64 packed window softcap)
 #   bash scripts/gpu_gluon.sh ab DIR [bf16]      # ws on the FA grid from this checkout and from the tree in DIR (an older
 #                                                #   commit, `git archive`d there), one table: the A/B of a refactor
 #                                                #   (VARIANTS_AB: designs; AB_EXTRA: more sweeps, "-- key=value ...")
@@ -92,13 +93,21 @@ case "$PART" in
   cases)  # issue 40: GQA (two shapes), one packed batch, one window, one softcap; every design that takes each, baselines
     DTYPE=${2:-bf16}
     CASES=${VARIANTS_CASES:-ws,ws_two_pass,two_pass,atomic_tma,sdpa_flash,sdpa_cudnn,fa4}
-    run_part "cases_$DTYPE${TAG:+_$TAG}" batch=4 seq=4096 heads=32 kv_heads=8 head_dim=128 causal=false,true \
-      dtype="$DTYPE" variant="$CASES" \
-      -- batch=4 seq=4096 heads=32 kv_heads=4 head_dim=64 causal=false,true dtype="$DTYPE" variant="$CASES" \
-      -- varlen=lognormal seq=2048 tokens=16384 hidden=2048 head_dim=128 causal=true dtype="$DTYPE" \
-      variant="$CASES,flex" \
-      -- batch=1 seq=16384 hidden=2048 head_dim=128 causal=true window=1024 dtype="$DTYPE" variant="$CASES,flex" \
-      -- batch=1 seq=16384 hidden=2048 head_dim=128 causal=true softcap=30 dtype="$DTYPE" variant="$CASES,flex" \
+    read -r -a SHAPES <<< "${CASE_SHAPES:-gqa gqa64 packed window softcap}"  # CASE_SHAPES="window softcap": a subset
+    SWEEPS=()
+    for shape in "${SHAPES[@]}"; do
+      [ ${#SWEEPS[@]} -gt 0 ] && SWEEPS+=(--)
+      case "$shape" in
+        gqa) SWEEPS+=(batch=4 seq=4096 heads=32 kv_heads=8 head_dim=128 causal=false,true variant="$CASES") ;;
+        gqa64) SWEEPS+=(batch=4 seq=4096 heads=32 kv_heads=4 head_dim=64 causal=false,true variant="$CASES") ;;
+        packed) SWEEPS+=(varlen=lognormal seq=2048 tokens=16384 hidden=2048 head_dim=128 causal=true variant="$CASES,flex") ;;
+        window) SWEEPS+=(batch=1 seq=16384 hidden=2048 head_dim=128 causal=true window=1024 variant="$CASES,flex") ;;
+        softcap) SWEEPS+=(batch=1 seq=16384 hidden=2048 head_dim=128 causal=true softcap=30 variant="$CASES,flex") ;;
+        *) echo "cases: unknown CASE_SHAPES entry '$shape' (gqa gqa64 packed window softcap)"; exit 2 ;;
+      esac
+      SWEEPS+=(dtype="$DTYPE")
+    done
+    run_part "cases_$DTYPE${TAG:+_$TAG}" "${SWEEPS[@]}" \
       > /dev/null
     grep -E "wrong|crashed|timeout|error|KERNEL-SUM" "$OUT/${PREFIX}_cases_$DTYPE${TAG:+_$TAG}.log" | head -20
     python - "$OUT/${PREFIX}_cases_$DTYPE${TAG:+_$TAG}.parquet" <<'PY'
