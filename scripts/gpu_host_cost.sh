@@ -10,7 +10,8 @@
 # Knobs (environment): SEQS (128,1024), DTYPE (bf16), HEADS (16), HEAD_DIM (128), REP (200), WARMUP (20),
 # VARIANTS (all), BASE (2b32816; empty: no before rows), BEFORE_DIR (that commit's tree exported beforehand, for a
 # machine without git: `git archive 2b32816 | tar -x -C DIR`), TEST_BUDGET_S (240). Writes $OUT/<gpu>_host_cost_tests.log,
-# $OUT/<gpu>_host_cost.log and the rows under $OUT/results/<gpu>/host_cost{,_before}/; copy them to
+# $OUT/<gpu>_host_cost.log, the rows under $OUT/results/<gpu>/host_cost{,_before}/ and all of them merged into
+# $OUT/<gpu>_host_cost.parquet; copy them to
 # results/<gpu>/host_cost/ and commit. docs/host_cost.md.
 set -uo pipefail
 OUT=${OUT:?set OUT to the output folder}
@@ -48,3 +49,5 @@ if [ -n "$BEFORE" ]; then
 else
   echo "no before rows: BASE='$BASE' is empty or not a commit here" | tee -a "$OUT/${GPU}_host_cost.log"
 fi
+# one flat table beside the logs (the device copies flat files back; the rows' own folders are too deep for it)
+python -m runners.merge "$OUT/results" out="$OUT/${GPU}_host_cost.parquet" 2>&1 | tail -2 | tee -a "$OUT/${GPU}_host_cost.log"
