@@ -208,6 +208,20 @@ def test_commit_mode_compares_that_commit_with_the_newest_other(tmp_path, capsys
     assert "newest commit bcd2345" in capsys.readouterr().out
 
 
+def test_commit_mode_skips_a_newer_commit_that_measured_other_points(tmp_path, capsys):
+    """A newer commit whose rows are another study (other shapes) in the same folder is not the candidate: the newest
+    commit that measured one of the baseline's points is (the docs' `baseline=596eaf1 results=results/h200` once a
+    window/softcap table landed there)."""
+    old = _table(commit="abc1234" + "0" * 33, timestamp="2025-01-01T00:00:00Z")
+    mid = _slow(_table(commit="bcd2345" + "0" * 33, timestamp="2025-02-01T00:00:00Z"), 0.7)
+    probe = S.table(seqs=(2048,), head_dims=HEAD_DIMS, variants=VARIANTS, failures=False,
+                    commit="cde3456" + "0" * 33, timestamp="2025-03-01T00:00:00Z")  # other shapes only
+    S.write(pd.concat([old, mid, probe]), tmp_path / "hist", per_row=True)
+    assert regress.main(["baseline=abc1234", f"results={tmp_path / 'hist'}"]) == 1  # vs bcd2345: slower
+    out = capsys.readouterr().out
+    assert "newest commit bcd2345" in out and "cde3456" not in out
+
+
 def test_commit_mode_errors_are_one_line_exit_2(tmp_path, capsys):
     S.write(_table(commit="abc1234" + "0" * 33), tmp_path / "hist")
     assert regress.main(["baseline=fff999", f"results={tmp_path / 'hist'}"]) == 2

@@ -9,8 +9,8 @@ Sides
                      existing path): rows are read from results=<path> if given, else from candidate=<path>.
                      The baseline is the rows whose ``commit`` starts with that sha (one commit only); the
                      candidate is the rows of the newest *other* commit in the same tables (newest = latest
-                     row timestamp) — or, when results= and candidate= are both given, the newest commit in
-                     candidate=.
+                     row timestamp) among those that measured one of the baseline's points on its GPU — or,
+                     when results= and candidate= are both given, the newest such commit in candidate=.
   On each side a config measured more than once keeps its newest row (by timestamp).
 
 Joining and the rule (same GPU)
@@ -127,6 +127,17 @@ def newest_commit(rows: pd.DataFrame) -> str:
     return str(stamps.sort_values(kind="stable").index[-1])
 
 
+def _sharing(other: pd.DataFrame, base: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the commits that measured at least one of the baseline's points on one of its GPUs: a newer
+    commit that measured something else (a probe, another study in the same folder) is not the candidate. When
+    no commit shares a point, all of ``other`` (the comparison then says that no point was compared)."""
+    def points(rows: pd.DataFrame) -> pd.Series:
+        return T.join_keys(rows) + "@" + rows[T.GPU].astype(str)
+    shared = points(other).isin(set(points(base)))
+    commits = set(other.loc[shared, "commit"])
+    return other[other["commit"].isin(commits)] if commits else other
+
+
 def resolve_sides(baseline: str | None, candidate: str | None, results: str | None) -> tuple[Side, Side]:
     if not baseline:
         raise T.UsageError(f"{PROG}: baseline=<results path or git commit> is required")
@@ -161,7 +172,7 @@ def resolve_sides(baseline: str | None, candidate: str | None, results: str | No
     other = other[other["commit"] != base_sha]
     if other.empty:
         raise T.UsageError(f"{PROG}: no rows of any commit other than {base_sha[:12]} under {where}")
-    cand_sha = newest_commit(other)
+    cand_sha = newest_commit(_sharing(other, base))
     cand = other[other["commit"] == cand_sha]
     return (Side(base, f"commit {base_sha[:12]}{_dirty(base)} from {source} ({_summary(base)})"),
             Side(cand, f"newest commit {cand_sha[:12] or '(none)'}{_dirty(cand)} from {where} ({_summary(cand)})"))
