@@ -28,9 +28,7 @@ def test_keys_and_text(tmp_path):
 
 
 @pytest.mark.parametrize("overrides, field", [
-    (["head_dim_v=0"], "head_dim_v"), (["head_dim_v=300"], "head_dim_v"),
-    (["head_dim_v=16", "varlen=fixed", "tokens=68"], "head_dim_v"),
-    (["sink=true", "varlen=fixed", "tokens=68"], "sink")])
+    (["head_dim_v=0"], "head_dim_v"), (["head_dim_v=300"], "head_dim_v"), (["head_dim_v=-4"], "head_dim_v")])
 def test_bad_configs_name_their_field(tmp_path, overrides, field):
     with pytest.raises(schema.ConfigError) as info:
         point_of(tmp_path, "head_dim=24", *overrides)
@@ -50,6 +48,19 @@ def test_a_point_writes_a_correct_row(tmp_path, causal):
     shape = {c: getattr(r, c) for c in ("batch", "heads", "kv_heads", "seq", "seq_k", "head_dim", "causal",
                                         "layout", "modifiers")}
     assert K.join_key("two_pass", shape, "fp32", {}, "wall_clock").endswith("|mods[dv=16 sink]")
+
+
+@pytest.mark.parametrize("variant, blocks", [("two_pass", ["blocks.BLOCK_M1=16", "blocks.BLOCK_N1=16"]),
+                                             ("atomic", ["blocks.BLOCK_M=16", "blocks.BLOCK_N=16"])])
+def test_a_packed_point_writes_a_correct_row(tmp_path, variant, blocks):
+    """A packed batch (varlen) with a value head dim of its own and a sink: v / do with Dv, the reference per
+    document, dsink summed over the documents and checked."""
+    sweep.run_point(cfg_for(tmp_path, f"variant={variant}", *MLA, "sink=true", "causal=true", "varlen=uniform",
+                            "tokens=53", "seq=16", *blocks), out=lambda _: None)
+    (r,) = rows(tmp_path).itertuples()
+    assert (r.status, bool(r.correct), r.head_dim_v, bool(r.sink), r.accuracy_scope) == (
+        "ok", True, 16, True, "full-per-document"), r.reason
+    assert r.num_docs > 1 and 0 < r.rel_dsink < 1e-4 and 0 < r.rel_dv < 1e-4
 
 
 def test_a_design_without_it_writes_an_unsupported_row(tmp_path):
