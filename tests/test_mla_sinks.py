@@ -196,9 +196,13 @@ def test_bad_sinks_are_refused(sink, match):
         attention(q, k, v, variant="two_pass", sink=sink)
 
 
-@pytest.mark.parametrize("variant", [n for n in names() if n not in STOCK + ["reference", "fa4", "flex"]])
+OTHERS = [n for n in names() if n not in STOCK + ["reference", "fa4", "flex"]]  # flex: tests/test_flex_sink.py
+
+
+@pytest.mark.parametrize("variant", OTHERS)
 def test_other_designs_refuse_with_the_reason(variant):
-    """Gluon designs and SDPA refuse the sink (flex takes it: tests/test_flex_sink.py), and those that do not take Dv != D say so (one line)."""
+    """Gluon designs and SDPA refuse the sink (flex takes it: tests/test_flex_sink.py), and those that do not take
+    Dv != D say so (one line)."""
     mla = Problem(1, 64, 64, 2, 2, 192, False, torch.bfloat16, "cuda", head_dim_v=128)
     sink = Problem(1, 64, 64, 2, 2, 128, False, torch.bfloat16, "cuda", sink=True)
     reason = get(variant).problem_reason(sink) or get(variant).supports(sink)
