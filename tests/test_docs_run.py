@@ -111,7 +111,31 @@ def test_cpu_command_runs_as_written(where, commands, tmp_path):
         argv = [sys.executable, *words[1:]] if words[0] in ("python", "python3") else words
         if words[0] == "bash" or words[0].startswith("scripts/"):
             argv = [words[0], str(REPO / words[1]), *words[2:]] if words[0] == "bash" else [str(REPO / words[0])]
+        before = set((tmp_path / "results").rglob("*.parquet"))
         run = subprocess.run(argv, cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=600)
         assert run.returncode == 0, f"{where}: `{command}` exited {run.returncode}:\n{run.stderr[-2000:]}"
         assert "Traceback" not in run.stderr, f"{where}: `{command}` printed a traceback:\n{run.stderr[-2000:]}"
+        bad = failed_rows(set((tmp_path / "results").rglob("*.parquet")) - before)
+        assert not bad, f"{where}: `{command}` wrote failed rows: {bad}"
         _passed.add(command)
+
+
+def failed_rows(paths) -> list[str]:
+    """'variant: status (reason)' of the rows among `paths` (a sweep's new row files) that are wrong or failed:
+    a documented sweep that exits 0 with a wrong row does not run as written."""
+    import pandas as pd
+    bad = []
+    for path in sorted(paths):
+        for _, row in pd.read_parquet(path).iterrows():
+            if row.get("status") in ("wrong", "oom", "compile_error", "resources", "error", "crashed", "timeout"):
+                bad.append(f"{row.get('variant')}: {row['status']} ({row.get('reason')})")
+    return bad
+
+
+def test_failed_rows_names_wrong_and_failed_rows(tmp_path):
+    import pandas as pd
+    path = tmp_path / "rows.parquet"
+    pd.DataFrame([{"variant": "two_pass", "status": "wrong", "reason": "rel_dq=1"},
+                  {"variant": "atomic_tma", "status": "unsupported", "reason": "no"},
+                  {"variant": "atomic", "status": "ok", "reason": ""}]).to_parquet(path)
+    assert failed_rows([path]) == ["two_pass: wrong (rel_dq=1)"]

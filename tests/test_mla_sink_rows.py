@@ -28,9 +28,7 @@ def test_keys_and_text(tmp_path):
 
 
 @pytest.mark.parametrize("overrides, field", [
-    (["head_dim_v=0"], "head_dim_v"), (["head_dim_v=300"], "head_dim_v"),
-    (["head_dim_v=16", "varlen=fixed", "tokens=68"], "head_dim_v"),
-    (["sink=true", "varlen=fixed", "tokens=68"], "sink")])
+    (["head_dim_v=0"], "head_dim_v"), (["head_dim_v=300"], "head_dim_v"), (["head_dim_v=-4"], "head_dim_v")])
 def test_bad_configs_name_their_field(tmp_path, overrides, field):
     with pytest.raises(schema.ConfigError) as info:
         point_of(tmp_path, "head_dim=24", *overrides)
@@ -44,12 +42,25 @@ def test_a_point_writes_a_correct_row(tmp_path, causal):
     (r,) = rows(tmp_path).itertuples()
     assert (r.status, bool(r.correct), r.head_dim, r.head_dim_v, bool(r.sink), r.modifiers) == (
         "ok", True, 24, 16, True, "dv=16 sink"), r.reason
-    assert r.rel_dsink < 1e-4 and r.rel_dv < 1e-4 and r.max_abs_dsink >= 0
+    assert 0 < r.rel_dsink < 1e-4 and 0 < r.rel_dv < 1e-4 and r.max_abs_dsink > 0  # 0 would be a self-comparison
     pairs = 17 * 17 / (2 if causal == "true" else 1)
     assert r.flops == 2 * 1 * 2 * pairs * (3 * 24 + 2 * 16)  # 2 * B * H * pairs * (3 D + 2 Dv)
     shape = {c: getattr(r, c) for c in ("batch", "heads", "kv_heads", "seq", "seq_k", "head_dim", "causal",
                                         "layout", "modifiers")}
     assert K.join_key("two_pass", shape, "fp32", {}, "wall_clock").endswith("|mods[dv=16 sink]")
+
+
+@pytest.mark.parametrize("variant, blocks", [("two_pass", ["blocks.BLOCK_M1=16", "blocks.BLOCK_N1=16"]),
+                                             ("atomic", ["blocks.BLOCK_M=16", "blocks.BLOCK_N=16"])])
+def test_a_packed_point_writes_a_correct_row(tmp_path, variant, blocks):
+    """A packed batch (varlen) with a value head dim of its own and a sink: v / do with Dv, the reference per
+    document, dsink summed over the documents and checked."""
+    sweep.run_point(cfg_for(tmp_path, f"variant={variant}", *MLA, "sink=true", "causal=true", "varlen=uniform",
+                            "tokens=53", "seq=16", *blocks), out=lambda _: None)
+    (r,) = rows(tmp_path).itertuples()
+    assert (r.status, bool(r.correct), r.head_dim_v, bool(r.sink), r.accuracy_scope) == (
+        "ok", True, 16, True, "full-per-document"), r.reason
+    assert r.num_docs > 1 and 0 < r.rel_dsink < 1e-4 and 0 < r.rel_dv < 1e-4
 
 
 def test_a_design_without_it_writes_an_unsupported_row(tmp_path):
@@ -66,3 +77,31 @@ def test_a_gluon_forward_request_runs_stock_with_the_reason(tmp_path):
     assert (r.status, bool(r.correct), r.forward, r.forward_ran) == ("ok", True, "auto", "stock"), r.reason
     assert "V's head dim" in r.forward_reason and r.rel_dsink < 1e-4
     assert "|fwd=auto" in r.config_key and r.modifiers == "dv=16 sink"
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_accuracy_gate_can_fail_on_the_sink(packed):
+    """The gate of a sink point (dense and packed): the reference's own gradients pass, those of attention without
+    the sink fail, and a dsink 10 % off fails alone (rel_dsink named in the reason)."""
+    import torch
+    from kernels.varlen import Packing
+    from runners.point import measure
+    from variants.reference import reference_grads
+    from tests.test_mla_sinks import make_case
+    q, k, v, do, sink = make_case(1, 30, 30, 4, 2, 24, 16)
+    options = {}
+    if packed:
+        q, k, v, do = (t[0] for t in (q, k, v, do))
+        cu = torch.tensor([0, 11, 30], dtype=torch.int32)
+        options = dict(varlen=Packing(cu, cu, total_q=30, total_k=30))
+        right = reference_grads(q, k, v, do, True, 0.2, cu_seqlens_q=cu, cu_seqlens_k=cu, sink=sink)[1:]
+        plain = reference_grads(q, k, v, do, True, 0.2, cu_seqlens_q=cu, cu_seqlens_k=cu)[1:] + (sink * 0,)
+    else:
+        right = reference_grads(q, k, v, do, True, 0.2, sink=sink)[1:]
+        plain = reference_grads(q, k, v, do, True, 0.2)[1:] + (sink * 0,)
+    gate = dict(causal=True, scale=0.2, dtype=torch.float32, sink=sink, **options)
+    ok = measure.check_accuracy(right, q, k, v, do, **gate)
+    assert ok["correct"] and ok["rel_dsink"] < 1e-6 and ok["rel_dv"] < 1e-6
+    assert not measure.check_accuracy(plain, q, k, v, do, **gate)["correct"]
+    off = measure.check_accuracy(right[:3] + (right[3] * 1.1,), q, k, v, do, **gate)
+    assert not off["correct"] and 0.05 < off["rel_dsink"] and "rel_dsink" in off["_wrong_reason"]

@@ -196,9 +196,13 @@ def test_bad_sinks_are_refused(sink, match):
         attention(q, k, v, variant="two_pass", sink=sink)
 
 
-@pytest.mark.parametrize("variant", [n for n in names() if n not in STOCK + ["reference", "fa4"]])
+OTHERS = [n for n in names() if n not in STOCK + ["reference", "fa4", "flex"]]  # flex: tests/test_flex_sink.py
+
+
+@pytest.mark.parametrize("variant", OTHERS)
 def test_other_designs_refuse_with_the_reason(variant):
-    """Gluon designs, SDPA and flex refuse the sink, and those that do not take Dv != D say so (one line)."""
+    """Gluon designs and SDPA refuse the sink (flex takes it: tests/test_flex_sink.py), and those that do not take
+    Dv != D say so (one line)."""
     mla = Problem(1, 64, 64, 2, 2, 192, False, torch.bfloat16, "cuda", head_dim_v=128)
     sink = Problem(1, 64, 64, 2, 2, 128, False, torch.bfloat16, "cuda", sink=True)
     reason = get(variant).problem_reason(sink) or get(variant).supports(sink)
@@ -216,3 +220,25 @@ def test_stock_designs_declare_what_they_take():
     reason = get("atomic_tma").problem_reason(Problem(1, 64, 64, 2, 2, 192, False, torch.float16, "cuda",
                                                       head_dim_v=128))
     assert reason == "atomic_tma does not implement a value head dim of its own (head_dim 192, head_dim_v 128)"
+
+
+@pytest.mark.parametrize("variant", HEAD_DIM_V)
+def test_value_tiles_are_sized_by_dv_not_padded_to_d(monkeypatch, variant):
+    """Leftover 1 of issue 47: with D 48 (register block 64) and Dv 16, every stock kernel that reads V / dO / O or
+    writes dV gets HEAD_DIM_V 16 and BLOCK_DV 16: P V, dP = dO V^T and dV = P^T dO run over 16 columns, not
+    padded to D's 64; and the result is the reference's."""
+    import kernels.dkdv_dq
+    import kernels.forward
+    import kernels.fused
+    seen = []
+    for module in (kernels.dkdv_dq, kernels.forward, kernels.fused):
+        real = module.launch
+
+        def spy(kernel, grid, *args, _real=real, **kw):
+            if "BLOCK_DV" in kw:
+                seen.append((kw["HEAD_DIM"], kw["BLOCK_D"], kw["HEAD_DIM_V"], kw["BLOCK_DV"]))
+            return _real(kernel, grid, *args, **kw)
+        monkeypatch.setattr(module, "launch", spy)
+    q, k, v, do, sink = make_case(1, 21, 21, 2, 1, 48, 16)
+    check(variant, q, k, v, do, sink, True)
+    assert len(seen) >= 2 and set(seen) == {(48, 64, 16, 16)}, seen

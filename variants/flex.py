@@ -1,7 +1,11 @@
 """FlexAttention compiled with torch.compile: the stock-Triton backward baseline.
 Packed varlen batches: one sequence of total tokens with a document mask (bottom-right causal per document).
 Score modifiers (issue 24) as a user would write them: the window (with causal) as a mask_mod and its block mask,
-softcap and the forget gate as a score_mod (G = cumsum(g) a captured tensor, so autograd yields dg)."""
+softcap and the forget gate as a score_mod (G = cumsum(g) a captured tensor, so autograd yields dg).
+Issue 47: v of its own head dim goes in as it is (flex sizes O by V); a learnable sink cannot be a score_mod (it is
+one more column of the softmax, with no key), so flex returns its LSE (natural log) and the output is rescaled by
+the sink's share of the row, o * sigmoid(lse - sink): sum_j e^s / (e^sink + sum_j e^s) = 1 / (1 + e^(sink - lse)).
+Autograd goes through that LSE into flex's backward and yields dsink."""
 import functools
 
 import torch
@@ -145,9 +149,28 @@ def _gate_cumsum(g, varlen=None):
     return torch.cat(parts, 0).transpose(0, 1).unsqueeze(0)
 
 
-def modified_flex(q_, k_, v_, causal: bool, scale: float, mods, g, *, compiled: bool = True, varlen=None):
-    """FlexAttention with the modifiers: q_ [B, H, Nq, D], k_/v_ [B, Hkv, Nk, D] -> o [B, H, Nq, D]. compiled=False
-    runs flex_attention eagerly (the CPU tests). A packed batch (B = 1) adds the document mask."""
+def with_sink(run, q_, k_, v_, sink=None, **kwargs):
+    """run (flex_attention, compiled or not) on q_ [B, H, Nq, D], k_ [B, Hkv, Nk, D], v_ [B, Hkv, Nk, Dv] -> o
+    [B, H, Nq, Dv]; with a sink (fp32 [H]) also its LSE [B, H, Nq] (natural log; -inf on a row that sees no key,
+    whose o stays 0), and o * sigmoid(lse - sink) in fp32, cast back to o's dtype (module doc)."""
+    if sink is None:
+        return run(q_, k_, v_, **kwargs)
+    try:
+        from torch.nn.attention.flex_attention import AuxRequest
+    except ImportError:  # torch before AuxRequest: return_lse
+        o, lse = run(q_, k_, v_, return_lse=True, **kwargs)
+    else:
+        o, aux = run(q_, k_, v_, return_aux=AuxRequest(lse=True), **kwargs)
+        lse = aux.lse
+    share = torch.sigmoid(lse.float() - sink.float()[None, :, None])  # [B, H, Nq]: the keys' share of the row
+    return (o.float() * share[..., None]).to(o.dtype)
+
+
+def modified_flex(q_, k_, v_, causal: bool, scale: float, mods, g, *, compiled: bool = True, varlen=None,
+                  sink=None):
+    """FlexAttention with the modifiers: q_ [B, H, Nq, D], k_ [B, Hkv, Nk, D], v_ [B, Hkv, Nk, Dv] -> o
+    [B, H, Nq, Dv]. compiled=False runs flex_attention eagerly (the CPU tests). A packed batch (B = 1) adds the
+    document mask; a sink (fp32 [H]): with_sink."""
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
     seq_q, seq_k = q_.shape[2], k_.shape[2]
     windowed = mods.window_left >= 0 or mods.window_right >= 0
@@ -160,8 +183,8 @@ def modified_flex(q_, k_, v_, causal: bool, scale: float, mods, g, *, compiled: 
                                                                  device=q_.device.type)
     score_mod = modifier_score_mod(mods.softcap, None if g is None else _gate_cumsum(g, varlen))
     run = _compiled_flex() if compiled else flex_attention
-    return run(q_, k_, v_, score_mod=score_mod, block_mask=block_mask, scale=scale,
-               enable_gqa=q_.shape[1] != k_.shape[1])
+    return with_sink(run, q_, k_, v_, sink, score_mod=score_mod, block_mask=block_mask, scale=scale,
+                     enable_gqa=q_.shape[1] != k_.shape[1])
 
 
 def _document_band_mask(varlen, causal: bool, mods, device):
@@ -190,30 +213,34 @@ def _document_band_mask(varlen, causal: bool, mods, device):
 class Flex(Baseline):
     supports_varlen = True  # document mask over the packed sequence
     modifiers = ("window", "softcap", "gate")  # mask_mod + block mask, score_mod (modified_flex)
+    supports_head_dim_v = True  # flex sizes O by V's head dim (the power-of-two rule below holds for both)
+    supports_sink = True  # the sink through flex's LSE (with_sink)
 
     def supports(self, problem):
-        if self.modifier_reason(problem) or self.mla_reason(problem):  # issue 47: head_dim_v, the sink not wired yet
+        if self.modifier_reason(problem) or self.mla_reason(problem):
             return self.modifier_reason(problem) or self.mla_reason(problem)
         if problem.device != "cuda":
             return "compiled FlexAttention is benchmarked on CUDA only"
-        if problem.head_dim < 16 or problem.head_dim & (problem.head_dim - 1):
-            return f"FlexAttention needs a power-of-two head dim >= 16, got {problem.head_dim}"
+        for name, dim in (("head dim", problem.head_dim), ("value head dim", problem.value_dim)):
+            if dim < 16 or dim & (dim - 1):
+                return f"FlexAttention needs a power-of-two {name} >= 16, got {dim}"
         return None
 
-    def function(self, q, k, v, causal, scale, mods=None, g=None):
-        if mods is not None:
-            q_, k_, v_ = (t.transpose(1, 2) for t in (q, k, v))  # [B, H, N, D] views
-            return modified_flex(q_, k_, v_, causal, scale, mods, g).transpose(1, 2)
+    def function(self, q, k, v, causal, scale, mods=None, g=None, sink=None):
         q_, k_, v_ = (t.transpose(1, 2) for t in (q, k, v))  # [B, H, N, D] views
+        if mods is not None:
+            return modified_flex(q_, k_, v_, causal, scale, mods, g, sink=sink).transpose(1, 2)
         block_mask = _causal_block_mask(q.shape[1], k.shape[1], q.device.type) if causal else None
-        o = _compiled_flex()(q_, k_, v_, block_mask=block_mask, scale=scale, enable_gqa=q.shape[2] != k.shape[2])
+        o = with_sink(_compiled_flex(), q_, k_, v_, sink, block_mask=block_mask, scale=scale,
+                      enable_gqa=q.shape[2] != k.shape[2])
         return o.transpose(1, 2)
 
-    def varlen_function(self, q, k, v, causal, scale, varlen, mods=None, g=None):
+    def varlen_function(self, q, k, v, causal, scale, varlen, mods=None, g=None, sink=None):
         q_, k_, v_ = (t.transpose(0, 1).unsqueeze(0) for t in (q, k, v))  # [1, H, total, D] views
         if mods is not None:
-            o = modified_flex(q_, k_, v_, causal, scale, mods, g, varlen=varlen)
-            return o.squeeze(0).transpose(0, 1)  # [total_q, H, D]
+            o = modified_flex(q_, k_, v_, causal, scale, mods, g, varlen=varlen, sink=sink)
+            return o.squeeze(0).transpose(0, 1)  # [total_q, H, Dv]
         block_mask = _document_block_mask(varlen.cu_q_host, varlen.cu_k_host, causal, q.device.type)
-        o = _compiled_flex()(q_, k_, v_, block_mask=block_mask, scale=scale, enable_gqa=q.shape[1] != k.shape[1])
-        return o.squeeze(0).transpose(0, 1)  # [total_q, H, D]
+        o = with_sink(_compiled_flex(), q_, k_, v_, sink, block_mask=block_mask, scale=scale,
+                      enable_gqa=q.shape[1] != k.shape[1])
+        return o.squeeze(0).transpose(0, 1)  # [total_q, H, Dv]

@@ -237,8 +237,9 @@ def check_accuracy(grads, q, k, v, do, causal: bool, scale: float, dtype, varlen
     (dsink is checked on the full scope only: it sums over the batch and every head's rows)."""
     reference = functools.partial(chunked_reference_grads, mods=mods)
     if varlen is not None:
-        ref = varlen_inputs.packed_reference_grads(q, k, v, do, causal, scale, varlen, reference, g=g)
-        return _error_columns(grads, ref, dtype, "full-per-document")
+        ref = varlen_inputs.packed_reference_grads(q, k, v, do, causal, scale, varlen, reference, g=g, sink=sink)
+        names = ["dq", "dk", "dv"] + (["dg"] if g is not None else []) + (["dsink"] if sink is not None else [])
+        return _error_columns(grads, ref, dtype, "full-per-document", names)
     one_call = g is not None or mods.active or sink is not None  # no query chunks: the whole scope in one call
     scope = reference_scope(q, k, REF_CHUNK_BYTES if one_call else REF_FULL_LIMIT_BYTES)
     q_slice, k_slice = scope_slice(q, k, scope)

@@ -352,7 +352,7 @@ def check(cfg: DictConfig, device: str) -> Point:
     point_args = dict(variant=variant.name, batch=batch, seq=seq, seq_k=seq_k, heads=heads, kv_heads=kv_heads,
                       head_dim=head_dim, causal=bool(cfg.causal), dtype=cfg.dtype, layout=cfg.layout, **packed,
                       **_modifier_args(cfg), forward=_forward_arg(cfg, variant),
-                      **_mla_args(cfg, head_dim, bool(packed)))
+                      **_mla_args(cfg, head_dim))
     problem = Point(**point_args, blocks=None, block_overrides=overrides).problem(device)
     try:
         problem.validate()  # a backstop: the checks above already cover what it checks
@@ -373,8 +373,8 @@ def check(cfg: DictConfig, device: str) -> Point:
     return Point(**point_args, blocks=blocks, block_overrides=overrides)
 
 
-def _mla_args(cfg, head_dim: int, packed: bool) -> dict:
-    """The Point's issue-47 fields from `head_dim_v` (null or = head_dim: None) and `sink`."""
+def _mla_args(cfg, head_dim: int) -> dict:
+    """The Point's issue-47 fields from `head_dim_v` (null or = head_dim: None) and `sink` (uniform or packed)."""
     head_dim_v = cfg.get("head_dim_v")
     if head_dim_v is not None:
         head_dim_v = _int_at_least(cfg, "head_dim_v", 1)
@@ -382,9 +382,6 @@ def _mla_args(cfg, head_dim: int, packed: bool) -> dict:
             raise ConfigError("head_dim_v", f"must be in 1..{MAX_HEAD_DIM}, got {head_dim_v}")
         head_dim_v = None if head_dim_v == head_dim else head_dim_v
     sink = bool(cfg.get("sink") or False)
-    if packed and (head_dim_v is not None or sink):
-        raise ConfigError("head_dim_v" if head_dim_v is not None else "sink",
-                          "not wired for packed batches (varlen) in the sweep yet; attention() takes them")
     return dict(head_dim_v=head_dim_v, sink=sink)
 
 

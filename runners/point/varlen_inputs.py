@@ -38,17 +38,21 @@ def doc_lengths(dist: str, tokens: int, mean_len: int, sigma: float = 1.0, max_l
 
 
 def make_inputs(point, device: str, seed: int):
-    """q, do [total, H, D], k, v [total, Hkv, D] random normal in the point's dtype, and the Packing."""
+    """q [total, H, D], k [total, Hkv, D], v [total, Hkv, Dv], do [total, H, Dv] (Dv = D unless the point has
+    head_dim_v) random normal in the point's dtype, and the Packing."""
     from kernels.varlen import Packing
     from variants.problem import DTYPES
     gen = torch.Generator(device=device).manual_seed(seed)
     dtype = DTYPES[point.dtype]
     total = sum(point.doc_lens)
 
-    def make(heads: int) -> torch.Tensor:
-        return torch.randn(total, heads, point.head_dim, dtype=dtype, device=device, generator=gen)
+    value_dim = getattr(point, "value_dim", point.head_dim)
 
-    q, k, v, do = make(point.heads), make(point.kv_heads), make(point.kv_heads), make(point.heads)
+    def make(heads: int, dim: int) -> torch.Tensor:
+        return torch.randn(total, heads, dim, dtype=dtype, device=device, generator=gen)
+
+    q, k = make(point.heads, point.head_dim), make(point.kv_heads, point.head_dim)
+    v, do = make(point.kv_heads, value_dim), make(point.heads, value_dim)
     cu = torch.tensor([0, *_cumsum(point.doc_lens)], dtype=torch.int32, device=device)
     return q, k, v, do, Packing(cu, cu, total_q=total, total_k=total)
 
@@ -60,19 +64,24 @@ def _cumsum(lens):
         yield total
 
 
-def packed_reference_grads(q, k, v, do, causal: bool, scale: float, packing, reference_grads_fn, g=None):
-    """(dq, dk, dv) fp32 of a packed batch, and dg [total_q, H] with a forget gate g: `reference_grads_fn` (the
-    runner's chunked fp32 reference, which takes g=) per document, on [1, n, H, D] slices. Exact: documents do not
-    interact (the gate's cumsum restarts per document)."""
-    grads = [torch.zeros(t.shape, dtype=torch.float32, device=q.device) for t in (q, k, v) + (() if g is None else (g,))]
+def packed_reference_grads(q, k, v, do, causal: bool, scale: float, packing, reference_grads_fn, g=None, sink=None):
+    """(dq, dk, dv) fp32 of a packed batch, then dg [total_q, H] with a forget gate g, then dsink [H] with a sink
+    (fp32 [H]): `reference_grads_fn` (the runner's chunked fp32 reference, which takes g= and sink=) per document, on
+    [1, n, H, D] slices. Exact: documents do not interact (the gate's cumsum restarts per document), and dsink is
+    a sum over every row, so the documents' dsinks add up."""
+    extra = (() if g is None else (g,)) + (() if sink is None else (sink,))
+    grads = [torch.zeros(t.shape, dtype=torch.float32, device=q.device) for t in (q, k, v) + extra]
     for (q0, q1), (k0, k1) in zip(zip(packing.cu_q_host, packing.cu_q_host[1:]),
                                   zip(packing.cu_k_host, packing.cu_k_host[1:])):
         if q1 == q0 or k1 == k0:
             continue  # no pairs: zero gradients
         doc = reference_grads_fn(q[None, q0:q1], k[None, k0:k1], v[None, k0:k1], do[None, q0:q1], causal, scale,
-                                 g=None if g is None else g[None, q0:q1])
-        for out, part, (start, stop) in zip(grads, doc, ((q0, q1), (k0, k1), (k0, k1), (q0, q1))):
+                                 g=None if g is None else g[None, q0:q1], sink=sink)
+        rows = [(q0, q1), (k0, k1), (k0, k1)] + ([(q0, q1)] if g is not None else [])
+        for out, part, (start, stop) in zip(grads, doc, rows):
             out[start:stop] = part[0]
+        if sink is not None:
+            grads[-1] += doc[-1]  # [H]: every document's rows add to the sink's gradient
     return tuple(grads)
 
 
