@@ -15,6 +15,7 @@ deterministic mode gets it from the dQ pass.
 import torch
 
 from kernels.dkdv_dq import launch_dkdv, launch_dq
+from kernels.dq_finish import scale_cast
 
 
 def atomic_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
@@ -37,4 +38,4 @@ def atomic_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOC
     launch_dkdv(q, k, v, do, dq_accum, dk, dv, lse, delta, causal=causal, scale=scale, accumulate_dq=True,
                 BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=num_warps, num_stages=num_stages,
                 longest_first=longest_first, varlen=varlen, mods=mods, gate=gate)
-    return dq_accum.mul_(scale).to(q.dtype), dk, dv
+    return scale_cast(dq_accum, q.dtype, scale), dk, dv  # dq_accum.mul_(scale).to(q.dtype) in one launch

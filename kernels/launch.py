@@ -27,6 +27,7 @@ Triton 3.6 and 3.9 launch the same way: `kernel.run(grid_x, grid_y, grid_z, stre
 kernel.packed_metadata, launch_metadata, enter_hook, exit_hook, *every parameter in order)`; the launcher skips the
 constexpr positions and flattens tuples. Gluon kernels are JIT functions of the same kind.
 """
+import functools
 import inspect
 import os
 import threading
@@ -103,9 +104,11 @@ def bound_arguments(params: tuple, args: tuple, kwargs: dict) -> list:
     return values
 
 
+@functools.cache
 def driver_api():
     """(get_current_device, get_current_stream, knobs) of the active Triton driver, as JITFunction.run uses them;
-    raises without a GPU driver (tests replace it)."""
+    raises without a GPU driver (tests replace it). Looked up once (two imports and the driver's attributes cost
+    microseconds, and current_device() asks twice per eager call); an exception is not cached."""
     from triton import knobs
     from triton.runtime.driver import driver
     return driver.active.get_current_device, driver.active.get_current_stream, knobs

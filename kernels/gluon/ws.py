@@ -162,6 +162,13 @@ def dq_rows(seq_q: int) -> int:
     return cdiv(seq_q, 8) * 8
 
 
+@functools.cache
+def placeholder_accumulator(device, rows: int, cols: int) -> torch.Tensor:
+    """The dQ accumulator ws_two_pass's dK/dV kernel is handed and never reads or writes (with_dq false): made once
+    per device and box, not per call (issue 44: host cost). Never written, so sharing it is safe."""
+    return torch.empty(rows, cols, device=device, dtype=torch.float32)
+
+
 def accumulator_descriptor(dq_acc: torch.Tensor, head_dim: int, block_m: int):
     """The TMA view of the fp32 dQ accumulator [rows, tile_dim(D)] (boxes [block_m, tile_dim(D)]). With two head-dim
     chunks the dQ tile's columns past D are never written, so the view is [rows, D] and the reduce-adds drop them;
@@ -219,8 +226,8 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
         dk.zero_()
         dv.zero_()
         return
-    if dq_acc is None:  # no dQ: a placeholder descriptor (the kernel never touches it)
-        dq_acc = torch.empty(BLOCK_M, tile_dim(head_dim), device=q.device, dtype=torch.float32)
+    if dq_acc is None:  # no dQ: a placeholder descriptor (the kernel never touches it), one per device and box
+        dq_acc = placeholder_accumulator(q.device, BLOCK_M, tile_dim(head_dim))
     key_blocks = cdiv(seq_k, BLOCK_N)
     heads_per_chunk = chunk_heads(q.device, seq_k, BLOCK_N, batch * kv_heads, causal and longest_first)
     cu_q = cu_k = pairs = dq_acc  # unused unless varlen
