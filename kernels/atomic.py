@@ -15,14 +15,16 @@ deterministic mode gets it from the dQ pass.
 import torch
 
 from kernels.dkdv_dq import launch_dkdv, launch_dq
+from kernels.dq_finish import scale_cast
 
 
 def atomic_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
                     num_warps: int, num_stages: int, deterministic: bool = False, longest_first: bool = False, varlen=None,
-                    mods=None, gate=None):
+                    mods=None, gate=None, dq_acc=None):
     """-> dq like q, dk/dv like k/v. varlen: a kernels.varlen.Packing (q [1, total_q, H, D], k/v [1, total_k, Hkv, D]).
     mods: window / softcap (variants.problem.Modifiers) or None; gate: a kernels.gate.GateSums or None (module doc:
-    both its sums written)."""
+    both its sums written). dq_acc: the zeroed fp32 accumulator like q (variants.base: zeroed by the delta launch),
+    or None (zeros_like here)."""
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     if deterministic:
         dq = torch.empty_like(q)
@@ -33,8 +35,8 @@ def atomic_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOC
                   BLOCK_M=BLOCK_N, BLOCK_N=BLOCK_M, num_warps=num_warps, num_stages=num_stages,
                   longest_first=longest_first, varlen=varlen, mods=mods, gate=gate)
         return dq, dk, dv
-    dq_accum = torch.zeros_like(q, dtype=torch.float32)  # [B, Nq, H, D], q's memory layout
+    dq_accum = torch.zeros_like(q, dtype=torch.float32) if dq_acc is None else dq_acc  # [B, Nq, H, D], q's layout
     launch_dkdv(q, k, v, do, dq_accum, dk, dv, lse, delta, causal=causal, scale=scale, accumulate_dq=True,
                 BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=num_warps, num_stages=num_stages,
                 longest_first=longest_first, varlen=varlen, mods=mods, gate=gate)
-    return dq_accum.mul_(scale).to(q.dtype), dk, dv
+    return scale_cast(dq_accum, q.dtype, scale), dk, dv  # dq_accum.mul_(scale).to(q.dtype) in one launch

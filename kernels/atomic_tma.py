@@ -297,9 +297,10 @@ def _set_allocator(device) -> None:
 def atomic_tma_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
                         num_warps: int, num_stages: int, tma_load: bool = True, tma_reduce: bool = True,
                         deterministic: bool = False, longest_first: bool = False, warp_specialize: bool = False,
-                        varlen=None, mods=None, gate=None):
-    """-> dq like q, dk/dv like k/v. tma_load / tma_reduce are requests: a path that cannot run here
-    (`tma_paths`) falls back to pointer loads / per-element atomics.
+                        varlen=None, mods=None, gate=None, dq_acc=None):
+    """-> dq like q, dk/dv like k/v. dq_acc: the zeroed fp32 accumulator [B, H, Nq, head_block(D)] (variants.base:
+    zeroed by the delta launch), or None (zeros here); unused when deterministic. tma_load / tma_reduce are
+    requests: a path that cannot run here (`tma_paths`) falls back to pointer loads / per-element atomics.
     varlen: a kernels.varlen.Packing (q [1, total_q, H, D], k/v [1, total_k, Hkv, D]).
     mods: window / softcap (variants.problem.Modifiers) or None; gate: a kernels.gate.GateSums or None (module doc:
     both its sums written)."""
@@ -316,7 +317,10 @@ def atomic_tma_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, 
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     dq = torch.empty_like(q)
     # [B, H, Nq, BD] fp32 (varlen: [1, H, total_q, BD])
-    dq_acc = dq if deterministic else torch.zeros(batch, heads, seq_q, block_d, device=q.device, dtype=torch.float32)
+    if deterministic:
+        dq_acc = dq
+    elif dq_acc is None:
+        dq_acc = torch.zeros(batch, heads, seq_q, block_d, device=q.device, dtype=torch.float32)
     longest_first = longest_first and (causal or varlen is not None)  # else every program has the same work
     doc_args, blocks = (UNIFORM_ARGS, cdiv(seq_k, BLOCK_N)) if varlen is None else \
         varlen.kernel_args(block_k=BLOCK_N, heaviest_first=longest_first, causal=causal)

@@ -1,5 +1,7 @@
-"""The last step of every design that accumulates dQ in fp32 (atomic_tma, ws): dq = scale * accumulator,
-in dq's dtype and strides."""
+"""The last step of every design that accumulates dQ in fp32 (atomic_tma, ws: dq_finish; atomic: scale_cast):
+dq = scale * accumulator, in dq's dtype and strides."""
+import os
+
 import torch
 import triton
 import triton.language as tl
@@ -33,10 +35,37 @@ def _dq_finish_kernel(DQ_ACC, DQ, stride_dqb, stride_dqn, stride_dqh, stride_dqd
 
 def dq_finish(dq_acc: torch.Tensor, dq: torch.Tensor, scale: float, BLOCK_M: int = 64,
               spread_rows: bool = False) -> None:
-    """dq_acc [B, H, rows >= Nq, BLOCK_D] fp32 (BLOCK_D >= D, a power of two) -> dq [B, Nq, H, D] =
-    scale * dq_acc[..., :D]; spread_rows: the accumulator's rows reordered within groups of 8 (ws)."""
+    """dq_acc [B, H, rows >= Nq, BLOCK_D] fp32, contiguous (BLOCK_D >= D, a power of two), or the same memory as
+    [B * H * rows, BLOCK_D] (ws's, no view per call) -> dq [B, Nq, H, D] = scale * dq_acc[..., :D]; spread_rows: the
+    accumulator's rows reordered within groups of 8 (ws)."""
     batch, seq_q, heads, head_dim = dq.shape
-    if seq_q > 0:
+    if seq_q > 0 and batch * heads > 0:
+        block_d = dq_acc.shape[-1]
         launch(_dq_finish_kernel, (cdiv(seq_q, BLOCK_M), batch * heads),
-            dq_acc, dq, *strides(dq), seq_q, dq_acc.shape[-2], heads, scale, HEAD_DIM=head_dim, BLOCK_M=BLOCK_M,
-            BLOCK_D=dq_acc.shape[-1], SPREAD_ROWS=spread_rows, num_warps=4)
+            dq_acc, dq, *strides(dq), seq_q, dq_acc.numel() // (batch * heads * block_d), heads, scale,
+            HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_D=block_d, SPREAD_ROWS=spread_rows, num_warps=4)
+
+
+@triton.jit
+def _scale_cast_kernel(ACC, OUT, numel, sm_scale, BLOCK: tl.constexpr):
+    """Grid (cdiv(numel, BLOCK),): OUT = sm_scale * ACC in OUT's dtype, element by element in storage order."""
+    o_i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m_i = o_i < numel
+    b_acc = tl.load(ACC + o_i, mask=m_i, other=0.)  # [BLOCK] fp32
+    tl.store(OUT + o_i, (b_acc * sm_scale).to(OUT.dtype.element_ty), mask=m_i)
+
+
+def scale_cast(acc: torch.Tensor, dtype: torch.dtype, scale: float, BLOCK: int = 1024) -> torch.Tensor:
+    """acc fp32 (atomic's [B, Nq, H, D] accumulator, zeros_like(q): non-overlapping and dense) -> scale * acc in
+    dtype with acc's strides: what `acc.mul_(scale).to(dtype)` gives, bit for bit (an fp32 product rounded to
+    nearest even), in one launch instead of two ATen kernels and without writing acc (issue 44: host cost)."""
+    out = torch.empty_like(acc, dtype=dtype)
+    dense = out.stride() == acc.stride() and not acc.storage_offset() and not out.storage_offset() and \
+        acc.untyped_storage().nbytes() == acc.numel() * acc.element_size()
+    # the interpreter casts fp32 to bf16 by truncation where the GPU rounds to nearest even: ATen's path there
+    if not dense or (dtype == torch.bfloat16 and os.environ.get("TRITON_INTERPRET", "0") == "1"):
+        return acc.mul_(scale).to(dtype)
+    if acc.numel():
+        launch(_scale_cast_kernel, (cdiv(acc.numel(), BLOCK),), acc, out, acc.numel(), scale, BLOCK=BLOCK,
+               num_warps=4)
+    return out

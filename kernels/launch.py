@@ -27,13 +27,15 @@ Triton 3.6 and 3.9 launch the same way: `kernel.run(grid_x, grid_y, grid_z, stre
 kernel.packed_metadata, launch_metadata, enter_hook, exit_hook, *every parameter in order)`; the launcher skips the
 constexpr positions and flattens tuples. Gluon kernels are JIT functions of the same kind.
 """
+import functools
 import inspect
 import os
 import threading
 
-# Off by default until tests/test_launch_gpu.py has passed on a GPU (it has not yet: 2026-11-26); then the default
-# turns on. FLASH_BWD_BOUND_LAUNCHES=1 turns them on (plans then bind as described above).
-ENABLED = os.environ.get("FLASH_BWD_BOUND_LAUNCHES", "0") == "1"
+# On by default since tests/test_launch_gpu.py passed on an H200 (every design, gradients as the operator path's).
+# FLASH_BWD_BOUND_LAUNCHES=0 turns them off (every launch then goes through Triton's path). The interpreter and CPU
+# tensors never bind whatever this says (variants.plan.build: Plan.unbound_reason).
+ENABLED = os.environ.get("FLASH_BWD_BOUND_LAUNCHES", "1") != "0"
 VERIFY = False  # tests: each bound launch checks its kernel and its constexprs against the bound ones
 _MISSING = object()
 
@@ -102,9 +104,11 @@ def bound_arguments(params: tuple, args: tuple, kwargs: dict) -> list:
     return values
 
 
+@functools.cache
 def driver_api():
     """(get_current_device, get_current_stream, knobs) of the active Triton driver, as JITFunction.run uses them;
-    raises without a GPU driver (tests replace it)."""
+    raises without a GPU driver (tests replace it). Looked up once (two imports and the driver's attributes cost
+    microseconds, and current_device() asks twice per eager call); an exception is not cached."""
     from triton import knobs
     from triton.runtime.driver import driver
     return driver.active.get_current_device, driver.active.get_current_stream, knobs
@@ -129,7 +133,7 @@ def bind(fn, kernel, args: tuple, kwargs: dict):
     """(BoundLaunch, None), or (None, the reason) when this launch cannot be bound (then the sites stay on Triton's
     path)."""
     if not ENABLED:
-        return None, "bound launches are off (FLASH_BWD_BOUND_LAUNCHES=1: not yet checked on a GPU)"
+        return None, "bound launches are off (FLASH_BWD_BOUND_LAUNCHES=0)"
     if kernel is not None and hasattr(kernel, "result"):  # 3.6's asynchronous compile hands back a future
         kernel = kernel.result()
     missing = [name for name in ("run", "function", "packed_metadata", "launch_metadata") if not hasattr(kernel, name)]

@@ -8,12 +8,13 @@ from kernels.launch import launch
 
 
 @triton.jit
-def _delta_kernel(O, DO, DELTA,
+def _delta_kernel(O, DO, DELTA, ZERO,
                   stride_ob, stride_on, stride_oh, stride_od,
                   stride_dob, stride_don, stride_doh, stride_dod,
-                  seq_q, heads,
-                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
-    """Grid (cdiv(Nq, BLOCK_M), B * H). DELTA is [B, H, Nq] fp32."""
+                  seq_q, heads, zero_numel, zero_chunk,
+                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, ZERO_BLOCK: tl.constexpr):
+    """Grid (cdiv(Nq, BLOCK_M), B * H). DELTA is [B, H, Nq] fp32. ZERO_BLOCK > 0: also zero ZERO, an fp32 buffer of
+    zero_numel elements, each program its zero_chunk of them (a multiple of ZERO_BLOCK; the chunks cover it)."""
     i_m = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b = i_bh // heads
@@ -26,13 +27,44 @@ def _delta_kernel(O, DO, DELTA,
     b_do = tl.load(DO + i_b * stride_dob + i_h * stride_doh + o_m[:, None] * stride_don + o_d[None, :] * stride_dod,
                    mask=m_md, other=0.).to(tl.float32)  # [BM, BD]
     tl.store(DELTA + i_bh * seq_q + o_m, tl.sum(b_o * b_do, 1), mask=o_m < seq_q)
+    if ZERO_BLOCK > 0:
+        start = (i_bh * tl.num_programs(0) + i_m).to(tl.int64) * zero_chunk
+        for offset in range(0, zero_chunk, ZERO_BLOCK):
+            o_z = start + offset + tl.arange(0, ZERO_BLOCK)
+            tl.store(ZERO + o_z, tl.zeros([ZERO_BLOCK], dtype=tl.float32), mask=o_z < zero_numel)
 
 
-def attention_delta(o, do, BLOCK_M: int = 64) -> torch.Tensor:
-    """o, do [B, Nq, H, D] -> delta [B, H, Nq] fp32."""
+ZERO_BLOCK = 1024  # elements a program zeroes per step
+
+
+def attention_delta(o, do, BLOCK_M: int = 64, zero: torch.Tensor | None = None) -> torch.Tensor:
+    """o, do [B, Nq, H, D] -> delta [B, H, Nq] fp32. zero: an fp32 buffer the same launch fills with zeros (a design's
+    dQ accumulator: one launch fewer than torch.zeros; issue 44), whose elements fill its storage from its start (a
+    fresh contiguous tensor, or a fresh empty_like of a dense one)."""
     batch, seq_q, heads, head_dim = o.shape
     delta = torch.empty((batch, heads, seq_q), device=o.device, dtype=torch.float32)
     grid = (cdiv(seq_q, BLOCK_M), batch * heads)
-    launch(_delta_kernel, grid, o, do, delta, *strides(o), *strides(do), seq_q, heads,
-                        HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_D=head_block(head_dim))
+    numel = 0 if zero is None else zero.numel()
+    if numel and (grid[0] * grid[1] == 0 or not flat(zero)):  # nothing launches, or not one flat block: ATen's fill
+        zero.zero_()
+        numel = 0
+    chunk = cdiv(cdiv(numel, max(grid[0] * grid[1], 1)), ZERO_BLOCK) * ZERO_BLOCK
+    launch(_delta_kernel, grid, o, do, delta, delta if numel == 0 else zero, *strides(o), *strides(do), seq_q, heads,
+           numel, chunk, HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_D=head_block(head_dim),
+           ZERO_BLOCK=ZERO_BLOCK if numel else 0)
     return delta
+
+
+def flat(t: torch.Tensor) -> bool:
+    """Whether t's elements are exactly its storage's first numel elements (so zeroing those zeroes t): fp32, no
+    storage offset, and strides of a permuted contiguous tensor."""
+    if t.dtype != torch.float32 or t.storage_offset():
+        return False
+    if t.is_contiguous():  # ws's and atomic_tma's accumulators: no Python loop
+        return True
+    expected = 1
+    for size, stride in sorted(zip(t.shape, t.stride()), key=lambda p: p[1]):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from kernels.dq_finish import dq_finish
+from kernels.dq_finish import dq_finish, scale_cast
 from kernels.gluon.ws import dq_rows
 
 
@@ -30,3 +30,23 @@ def test_spread_order_is_a_permutation_within_groups_of_8():
     order = spread_order(64)
     assert sorted(order.tolist()) == list(range(64))
     assert torch.equal(order // 8, torch.arange(64) // 8)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("layout", ["bnhd", "bhnd"])
+def test_scale_cast_is_mul_then_to_bit_for_bit(device, dtype, layout):
+    """atomic's finish (one launch) gives exactly acc.mul_(scale).to(dtype), in acc's strides, for either layout of
+    q (zeros_like(q) keeps it); values near rounding ties, large and tiny ones included. bf16 in the interpreter takes
+    ATen's path: the interpreter casts fp32 to bf16 by truncation, the GPU's cvt rounds to nearest even."""
+    gen = torch.Generator().manual_seed(3)
+    shape = (2, 37, 3, 24) if layout == "bnhd" else (2, 3, 37, 24)
+    acc = (torch.randn(shape, generator=gen) * torch.logspace(-6, 4, 24)).to(device)
+    acc.view(-1)[:64] = torch.arange(64, dtype=torch.float32) * 2 ** -9 + 1  # bf16 / fp16 ties and near-ties
+    if layout == "bhnd":
+        acc = acc.transpose(1, 2)  # [B, N, H, D] view of a [B, H, N, D] buffer
+    scale = 0.0883883461356163
+    got = scale_cast(acc.clone(), dtype, scale)
+    want = acc.clone().mul_(scale).to(dtype)
+    assert got.dtype == dtype and got.stride() == acc.stride()
+    assert torch.equal(got.view(torch.uint8) if dtype != torch.float32 else got, want.view(torch.uint8)
+                       if dtype != torch.float32 else want)

@@ -86,7 +86,7 @@ class _Knobs:
 
 @pytest.fixture
 def fake_driver(monkeypatch):
-    monkeypatch.setattr(launch_module, "ENABLED", True)  # off by default until the GPU test has passed
+    monkeypatch.setattr(launch_module, "ENABLED", True)  # the default; FLASH_BWD_BOUND_LAUNCHES=0 may have turned it off
     monkeypatch.setattr(launch_module, "driver_api", lambda: (lambda: 0, lambda device: 0, _Knobs))
     stats.reset()
     yield
@@ -279,8 +279,20 @@ def test_a_grid_given_as_a_function_is_not_bound(fake_driver):
     assert sites.mode == "jit" and "grid" in sites.reason
 
 
-def test_bound_launches_are_off_by_default_until_checked_on_a_gpu(monkeypatch):
-    """Off unless FLASH_BWD_BOUND_LAUNCHES=1: bind refuses with the reason, so a plan's sites stay on Triton's path."""
+def test_bound_launches_turned_off_leave_triton_s_path(monkeypatch):
+    """FLASH_BWD_BOUND_LAUNCHES=0: bind refuses with the reason, so a plan's sites stay on Triton's path."""
     monkeypatch.setattr(launch_module, "ENABLED", False)
     bound, reason = launch_module.bind(object(), object(), (), {})
-    assert bound is None and "FLASH_BWD_BOUND_LAUNCHES=1" in reason
+    assert bound is None and "FLASH_BWD_BOUND_LAUNCHES=0" in reason
+
+
+@pytest.mark.parametrize("value,enabled", [(None, True), ("1", True), ("0", False)])
+def test_bound_launches_are_on_by_default(value, enabled):
+    """The default (no variable) and FLASH_BWD_BOUND_LAUNCHES=1 turn them on, =0 turns them off (a fresh import)."""
+    env = {key: val for key, val in os.environ.items() if key != "FLASH_BWD_BOUND_LAUNCHES"}
+    if value is not None:
+        env["FLASH_BWD_BOUND_LAUNCHES"] = value
+    out = subprocess.run([sys.executable, "-c", "import kernels.launch as m; print(m.ENABLED)"], env=env,
+                         capture_output=True, text=True, check=True, cwd=os.path.dirname(os.path.dirname(
+                             os.path.abspath(__file__))))
+    assert out.stdout.strip() == str(enabled)

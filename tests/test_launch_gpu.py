@@ -16,7 +16,7 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUD
 @pytest.fixture(autouse=True)
 def bound_launches_on(monkeypatch):
     import kernels.launch
-    monkeypatch.setattr(kernels.launch, "ENABLED", True)  # what this file checks before the default turns on
+    monkeypatch.setattr(kernels.launch, "ENABLED", True)  # the default; also under FLASH_BWD_BOUND_LAUNCHES=0
 
 DESIGNS = ["two_pass", "ws_two_pass", "ws", "atomic", "fused", "atomic_tma"]
 DETERMINISTIC = {"two_pass", "ws_two_pass"}

@@ -1,4 +1,6 @@
 """atomic: one kernel over K/V blocks, dQ accumulated with fp32 atomics (FA2 CUDA style)."""
+import torch
+
 from kernels.atomic import atomic_backward
 from variants.base import TritonVariant
 from variants.blocks import AtomicBlocks
@@ -22,6 +24,11 @@ class Atomic(TritonVariant):
             return 0
         return 4 * problem.tokens_q * problem.heads * problem.head_dim  # fp32 dQ accumulator
 
-    def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks, varlen=None, mods=None, gate=None):
+    def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks, varlen=None, mods=None, gate=None,
+                     dq_acc=None):
         return atomic_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, varlen=varlen, mods=mods, gate=gate,
-                               **blocks.as_dict())
+                               dq_acc=dq_acc, **blocks.as_dict())
+
+    def dq_workspace(self, q, blocks, varlen=None):
+        """The atomics' fp32 dQ accumulator, like q ([B, Nq, H, D] in q's memory layout); none when deterministic."""
+        return None if blocks.deterministic else torch.empty_like(q, dtype=torch.float32)

@@ -1,4 +1,6 @@
 """atomic_tma: FA3-style single kernel, dQ accumulated by TMA reduce-add of fp32 tiles (sm90)."""
+import torch
+
 from kernels.atomic_tma import atomic_tma_backward
 from kernels.common import head_block
 from variants.base import TritonVariant
@@ -35,7 +37,13 @@ class AtomicTma(TritonVariant):
         return 4 * problem.tokens_q * problem.heads * head_block(problem.head_dim)
 
     def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks, varlen=None, mods=None,
-                     gate=None):
+                     gate=None, dq_acc=None):
         return atomic_tma_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, varlen=varlen, mods=mods,
-                                   gate=gate,
-                                   **blocks.as_dict())
+                                   gate=gate, dq_acc=dq_acc, **blocks.as_dict())
+
+    def dq_workspace(self, q, blocks, varlen=None):
+        """The fp32 dQ accumulator [B, H, Nq, head_block(D)] (packed: [1, H, total_q, ...]); none when deterministic."""
+        if blocks.deterministic:
+            return None
+        batch, seq_q, heads, head_dim = q.shape
+        return torch.empty(batch, heads, seq_q, head_block(head_dim), device=q.device, dtype=torch.float32)

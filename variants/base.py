@@ -160,6 +160,12 @@ class TritonVariant(Variant):
     def run_backward(self, q, k, v, o, lse, do, delta, *, causal: bool, scale: float, blocks: Blocks) -> Grads:
         raise NotImplementedError
 
+    def dq_workspace(self, q, blocks: Blocks, varlen=None):
+        """None, or the fp32 dQ accumulator (not yet zeroed) of a design that accumulates dQ across programs:
+        `backward` has the delta launch zero it and hands it to run_backward as dq_acc= (issue 44: one launch per
+        call fewer than torch.zeros). q is [B, Nq, H, D] (packed: [1, total_q, H, D])."""
+        return None
+
     def backward(self, q, k, v, o, lse, do, delta=None, *, causal: bool, scale: float, blocks: Blocks,
                  varlen=None, mods: Modifiers = NO_MODIFIERS, g=None, sink=None) -> Grads:
         """(q, k, v, o, lse, do, delta or None) -> (dq, dk, dv), then dg (like g) when a gate g is given, then
@@ -172,9 +178,14 @@ class TritonVariant(Variant):
         from kernels.preprocess import attention_delta
         if varlen is not None:
             q, k, v, o, do = (t.unsqueeze(0) for t in (q, k, v, o, do))
+        workspace = self.dq_workspace(q, blocks, varlen)  # zeroed by the delta launch (no fill launch of its own)
         if delta is None:
-            delta = attention_delta(o, do)  # row-wise: a packed batch is one sequence of total_q rows
+            delta = attention_delta(o, do, zero=workspace)  # row-wise: a packed batch is one sequence of total_q rows
+        elif workspace is not None:
+            workspace.zero_()
         extra = {} if varlen is None else dict(varlen=varlen)
+        if workspace is not None:
+            extra["dq_acc"] = workspace
         if mods.active:
             extra["mods"] = mods
         if g is not None:

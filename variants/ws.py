@@ -61,7 +61,16 @@ class Ws(TritonVariant):
             return 0  # dq written once by the dQ pass
         return 4 * problem.tokens_q * problem.heads * problem.head_dim  # fp32 dQ accumulator [B * H * Nq, D]
 
-    def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks, mods=None, varlen=None):
+    def dq_workspace(self, q, blocks, varlen=None):
+        """The fp32 dQ accumulator the TMA reduce-adds go into (kernels.gluon.ws.new_accumulator); none when
+        deterministic (ws_two_pass's dQ kernel writes dq once)."""
+        if blocks.deterministic:
+            return None
+        from kernels.gluon.ws import new_accumulator
+        return new_accumulator(q, varlen)
+
+    def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks, mods=None, varlen=None,
+                     dq_acc=None):
         fields = blocks.as_dict()
         window = {} if mods is None else dict(window_left=mods.window_left, window_right=mods.window_right,
                                               softcap=mods.softcap)
@@ -74,4 +83,5 @@ class Ws(TritonVariant):
             return ws_two_pass_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, dkdv_blocks=fields,
                                         dq_blocks=WsTwoPassBlocks.dq_tile_for(q.shape[-1]), varlen=varlen)
         from kernels.gluon.ws import ws_backward
-        return ws_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, varlen=varlen, **fields, **window)
+        return ws_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, varlen=varlen, dq_acc=dq_acc,
+                           **fields, **window)

@@ -24,6 +24,9 @@ class WsTwoPass(Ws):
     supports_varlen = True
     modifiers = ()  # its dQ kernel (kernels/gluon/ws_dq.py) walks every key block: no window, softcap or gate yet
 
+    def dq_workspace(self, q, blocks, varlen=None):
+        return None  # dq written once by the dQ kernel: no accumulator
+
     def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks, varlen=None):
         from kernels.gluon.ws_dq import ws_two_pass_backward
         dq_fields = {f"{name}2" for name in ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages")}

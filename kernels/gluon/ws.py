@@ -162,6 +162,26 @@ def dq_rows(seq_q: int) -> int:
     return cdiv(seq_q, 8) * 8
 
 
+def accumulator_rows(seq_q: int, varlen) -> int:
+    """Rows per (batch, head) of the dQ accumulator: dq_rows(Nq) (ws's 8-row groups), packed: total_q, in order."""
+    return seq_q if varlen is not None else dq_rows(seq_q)
+
+
+def new_accumulator(q: torch.Tensor, varlen=None, make=torch.empty) -> torch.Tensor:
+    """ws's fp32 dQ accumulator [B * H * rows, tile_dim(D)] for q [B, Nq, H, D] (packed: [1, total_q, H, D]), by
+    make (torch.empty: not zeroed)."""
+    batch, seq_q, heads, head_dim = q.shape
+    return make(batch * heads * accumulator_rows(seq_q, varlen), tile_dim(head_dim), device=q.device,
+                dtype=torch.float32)
+
+
+@functools.cache
+def placeholder_accumulator(device, rows: int, cols: int) -> torch.Tensor:
+    """The dQ accumulator ws_two_pass's dK/dV kernel is handed and never reads or writes (with_dq false): made once
+    per device and box, not per call (issue 44: host cost). Never written, so sharing it is safe."""
+    return torch.empty(rows, cols, device=device, dtype=torch.float32)
+
+
 def accumulator_descriptor(dq_acc: torch.Tensor, head_dim: int, block_m: int):
     """The TMA view of the fp32 dQ accumulator [rows, tile_dim(D)] (boxes [block_m, tile_dim(D)]). With two head-dim
     chunks the dQ tile's columns past D are never written, so the view is [rows, D] and the reduce-adds drop them;
@@ -176,24 +196,22 @@ def accumulator_descriptor(dq_acc: torch.Tensor, head_dim: int, block_m: int):
 def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
                 num_warps: int, num_stages: int, warp_specialize: bool = True, swap_ab: bool = True,
                 longest_first: bool = True, persistent: bool = False, window_left: int = -1, window_right: int = -1,
-                softcap: float = 0.0, varlen=None):
+                softcap: float = 0.0, varlen=None, dq_acc=None):
     """q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D] dense, fp16 / bf16, D <= 256; lse (base 2), delta [B, H, Nq] fp32
     -> dq like q, dk / dv like k / v. window_left / window_right, softcap: score modifiers (ws_dkdv). varlen: a
-    kernels.varlen.Packing, q / k ... [1, total, H, D], lse / delta [1, H, total_q]."""
+    kernels.varlen.Packing, q / k ... [1, total, H, D], lse / delta [1, H, total_q]. dq_acc: the zeroed fp32
+    accumulator (`new_accumulator`; variants.base has the delta launch zero it), or None (zeros here)."""
     from kernels.dq_finish import dq_finish
 
-    batch, seq_q, heads, head_dim = q.shape
     q, k, v, do = (t if dense_bnhd(t) else t.contiguous() for t in (q, k, v, do))
     dk, dv = torch.empty_like(k), torch.empty_like(v)
-    acc_rows = seq_q if varlen is not None else dq_rows(seq_q)  # packed: [H, total_q] rows, in order
-    dq_acc = torch.zeros(batch * heads * acc_rows, tile_dim(head_dim), device=q.device,
-                         dtype=torch.float32)  # [B * H * rows, tile_dim(D)]
+    dq_acc = new_accumulator(q, varlen, torch.zeros) if dq_acc is None else dq_acc  # [B * H * rows, tile_dim(D)]
     ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, causal=causal, scale=scale, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
             num_warps=num_warps, num_stages=num_stages, warp_specialize=warp_specialize, swap_ab=swap_ab,
             longest_first=longest_first, persistent=persistent,
             window_left=window_left, window_right=window_right, softcap=softcap, varlen=varlen)
     dq = torch.empty(q.shape, device=q.device, dtype=q.dtype)
-    dq_finish(dq_acc.view(batch, heads, acc_rows, tile_dim(head_dim)), dq, scale, spread_rows=varlen is None)
+    dq_finish(dq_acc, dq, scale, spread_rows=varlen is None)  # [B * H * rows, tile_dim(D)]: B * H blocks of rows
     return dq, dk, dv
 
 
@@ -219,8 +237,8 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
         dk.zero_()
         dv.zero_()
         return
-    if dq_acc is None:  # no dQ: a placeholder descriptor (the kernel never touches it)
-        dq_acc = torch.empty(BLOCK_M, tile_dim(head_dim), device=q.device, dtype=torch.float32)
+    if dq_acc is None:  # no dQ: a placeholder descriptor (the kernel never touches it), one per device and box
+        dq_acc = placeholder_accumulator(q.device, BLOCK_M, tile_dim(head_dim))
     key_blocks = cdiv(seq_k, BLOCK_N)
     heads_per_chunk = chunk_heads(q.device, seq_k, BLOCK_N, batch * kv_heads, causal and longest_first)
     cu_q = cu_k = pairs = dq_acc  # unused unless varlen
