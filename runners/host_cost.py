@@ -8,7 +8,8 @@ path), `bench_kind=host_cost`, in the same tables as runners.sweep and runners.m
 
 A call is `o = attention(q, k, v, causal=..., variant=...)` then `torch.autograd.grad(o, (q, k, v), do)` on the
 same leaves every time (no gradient accumulation). Each of `rep` calls after `warmup` is timed on the host with
-perf_counter and no synchronisation, so on a GPU the time is what the host spends (dispatch, checks, launches) as
+perf_counter and no synchronisation, in `rounds` blocks interleaved across the shape's designs (the order rotated each
+round, so a slow spell of the host is shared rather than pinned on one design), so on a GPU the time is what the host spends (dispatch, checks, launches) as
 long as the GPU keeps up, which small shapes ensure; `wall_ms_mean` adds the final synchronisation. `ms` is the mean
 host ms per call (p20 / p80 of the single calls beside it). The first call's gradients and those of a warm call after
 the timed ones (on a GPU: bound launches, kernels/launch.py) are checked against the fp32 reference (status wrong
@@ -21,13 +22,15 @@ counts the plans built during the timed calls (0: nothing was re-validated).
 
 Arguments (key=value): variant (comma-separated, or `all`: every registered design and baseline but the fp32
 reference), path (comma-separated of plan, operator; default both), batch, seq (comma-separated), seq_k (default:
-seq), heads, kv_heads, head_dim, dtype (fp16, bf16, fp32), causal, warmup, rep, seed, results_dir, sweep_id. On the
+seq), heads, kv_heads, head_dim, dtype (fp16, bf16, fp32), causal, warmup, rep, rounds (GPU default 10), seed,
+results_dir, sweep_id. On the
 CPU (the Triton interpreter) the defaults shrink to a tiny fp32 shape and a few calls and rows say
 timing_meaningful=false: the interpreter's kernel time swamps the host cost. A bad argument is one line on stderr and
 exit code 2.
 """
 import contextlib
 import datetime
+from dataclasses import dataclass, field
 import json
 import sys
 import time
@@ -56,11 +59,11 @@ EXIT_CONFIG = 2
 ORACLE = "reference"
 PATHS = ("plan", "operator")  # a Triton design's call paths; a baseline's is "direct"
 GPU_DEFAULTS = {"batch": "1", "seq": "128,1024", "heads": "16", "kv_heads": "16", "head_dim": "128", "dtype": "bf16",
-                "warmup": "20", "rep": "200"}
+                "warmup": "20", "rep": "200", "rounds": "10"}
 CPU_DEFAULTS = {"batch": "1", "seq": "16", "heads": "2", "kv_heads": "1", "head_dim": "16", "dtype": "fp32",
-                "warmup": "2", "rep": "5"}
+                "warmup": "2", "rep": "5", "rounds": "1"}
 KEYS = ("variant", "path", "batch", "seq", "seq_k", "heads", "kv_heads", "head_dim", "dtype", "causal", "warmup",
-        "rep", "seed", "results_dir", "sweep_id")
+        "rep", "rounds", "seed", "results_dir", "sweep_id")
 
 
 class ConfigError(ValueError):
@@ -167,55 +170,105 @@ def check(variant: str, shape: Shape, q, k, v, do) -> dict:
                 f"{name} {e.rel:.3g}" for name, e in errors.items())}
 
 
-def time_calls(call, warmup: int, rep: int) -> dict:
-    """Host ms per call: mean (`ms`), p20, p80 and median of `rep` single calls after `warmup`, unsynchronised, and
-    the wall ms per call with the final synchronisation."""
-    for _ in range(warmup):
-        call()
-    sync()
+def time_block(call, calls: int) -> list[float]:
+    """Host ms of each of `calls` single calls, unsynchronised."""
     times = []
-    start = time.perf_counter()
-    for _ in range(rep):
+    for _ in range(calls):
         tic = time.perf_counter()
         call()
         times.append((time.perf_counter() - tic) * 1e3)
-    sync()
-    wall = (time.perf_counter() - start) * 1e3 / rep
+    return times
+
+
+def stats(times: list[float], wall_ms: float) -> dict:
+    """mean (`ms`), p20, p80 and median of the single calls, and the wall ms per call with synchronisation."""
     ordered = torch.tensor(times, dtype=torch.float64)
     p20, p50, p80 = (float(torch.quantile(ordered, p)) for p in (0.2, 0.5, 0.8))
     return {"ms": float(ordered.mean()), "ms_p20": p20, "ms_p80": p80, "host_ms_median": p50,
-            "wall_ms_mean": wall}
+            "wall_ms_mean": wall_ms}
 
 
-def measure(variant: str, path: str, shape: Shape, warmup: int, rep: int, seed: int) -> dict:
-    """The measured columns of one row; never raises (a failure is a status and a one-line reason)."""
+@dataclass
+class Point:
+    """One row's design and call path on one shape, its inputs, and what its timed rounds gathered."""
+    variant: str
+    path: str
+    row: dict  # the measured columns so far (status, errors, or a failure's reason)
+    inputs: tuple = ()
+    times: list = field(default_factory=list)
+    wall_ms: float = 0.0
+    builds: float = 0.0
+
+    @property
+    def live(self) -> bool:
+        return bool(self.inputs)
+
+    def context(self):
+        return through_operator() if self.path == "operator" and through_operator else contextlib.nullcontext()
+
+
+def prepare(variant: str, path: str, shape: Shape, seed: int, warmup: int) -> Point:
+    """Check the first call against the reference and warm it up; a failure is a point with its row, not timed."""
     from runners.point.measure import classify, one_line
     reason = get(variant).supports(shape.problem)
     if reason is not None:
-        return {"status": "unsupported", "correct": False, "reason": reason}
+        return Point(variant, path, {"status": "unsupported", "correct": False, "reason": reason})
     q, k, v, do = shape.inputs(seed)
-    operator = through_operator() if path == "operator" and through_operator else contextlib.nullcontext()
+    point = Point(variant, path, {}, (q, k, v, do))
     try:
-        with operator:
-            row = check(variant, shape, q, k, v, do)
-            builds = plans.builds if plans is not None else float("nan")
-            row.update(time_calls(lambda: one_call(variant, shape, q, k, v, do), warmup, rep))
-            row["plan_builds"] = (plans.builds if plans is not None else float("nan")) - builds
-            warm = check(variant, shape, q, k, v, do)  # a warm call: on a GPU, bound launches (kernels/launch.py)
-            if not warm["correct"]:
-                row.update(status="wrong", correct=False, reason="warm call: " + warm["reason"])
-        return row
+        with point.context():
+            point.row = check(variant, shape, *point.inputs)
+            for _ in range(warmup):
+                one_call(variant, shape, *point.inputs)
+        sync()
     except Exception as exc:  # noqa: BLE001 - one row per point, whatever the failure
-        return {"status": classify(exc, from_variant=True), "correct": False, "reason": one_line(exc)}
+        return Point(variant, path, {"status": classify(exc, from_variant=True), "correct": False,
+                                     "reason": one_line(exc)})
+    return point
 
 
-def row_of(shape: Shape, variant: str, path: str, seed: int, warmup: int, rep: int, sweep_id: str, index: int,
-           measured: dict, environment: dict) -> dict:
+def time_rounds(points_: list[Point], shape: Shape, rep: int, rounds: int) -> None:
+    """`rep` timed calls of each live point, in `rounds` interleaved blocks (point order rotated every round), so a
+    drift of the host (another process, clocks) spreads over every design instead of landing on one."""
+    from runners.point.measure import classify, one_line
+    live = [p for p in points_ if p.live]
+    per_round = [rep // rounds + (1 if r < rep % rounds else 0) for r in range(rounds)]
+    for r, calls in enumerate(per_round):
+        for point in live[r % len(live):] + live[:r % len(live)] if live else []:
+            if not point.live or calls == 0:
+                continue
+            try:
+                with point.context():
+                    before = plans.builds if plans is not None else float("nan")
+                    start = time.perf_counter()
+                    point.times += time_block(lambda: one_call(point.variant, shape, *point.inputs), calls)
+                    sync()
+                    point.wall_ms += (time.perf_counter() - start) * 1e3
+                    point.builds += (plans.builds if plans is not None else float("nan")) - before
+            except Exception as exc:  # noqa: BLE001 - one row per point, whatever the failure
+                point.row = {"status": classify(exc, from_variant=True), "correct": False, "reason": one_line(exc)}
+                point.inputs = ()
+
+
+def finish(point: Point, shape: Shape) -> dict:
+    """The row's measured columns: timing stats, plans built while timed, and a warm call's check."""
+    if not point.live:
+        return point.row
+    row = {**point.row, **stats(point.times, point.wall_ms / len(point.times)), "plan_builds": point.builds}
+    with point.context():
+        warm = check(point.variant, shape, *point.inputs)  # on a GPU: bound launches (kernels/launch.py)
+    if not warm["correct"]:
+        row.update(status="wrong", correct=False, reason="warm call: " + warm["reason"])
+    return row
+
+
+def row_of(shape: Shape, variant: str, path: str, seed: int, warmup: int, rep: int, rounds: int, sweep_id: str,
+           index: int, measured: dict, environment: dict) -> dict:
     key = json.dumps({"bench_kind": HOST_KIND, **shape.columns(), "variant": variant, "call_path": path,
                       "seed": seed}, sort_keys=True)
     return {"sweep_id": sweep_id, "point_index": index, "config_key": key, "bench_kind": HOST_KIND,
             "variant": variant, "call_path": path, "compile_mode": "eager", "compiled": False, **shape.columns(),
-            "seed": seed, "warmup": warmup, "rep": rep, "timing_meaningful": on_gpu(), **measured,
+            "seed": seed, "warmup": warmup, "rep": rep, "rounds": rounds, "timing_meaningful": on_gpu(), **measured,
             **{k: v for k, v in environment.items() if not k.startswith("peak_tflops_")},
             "timestamp": env.utc_now()}
 
@@ -250,23 +303,27 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"seq={args['seq']}: comma-separated integers >= 1")
         shapes = [Shape(args, seq) for seq in seqs]
         warmup, rep, seed = integer(args, "warmup", 0), integer(args, "rep"), integer(args, "seed", 0)
+        rounds = min(integer(args, "rounds"), rep)
     except (ConfigError, ValueError) as exc:
         print(f"config error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     sweep_id = args["sweep_id"] or datetime.datetime.now().strftime("host_cost_%Y%m%d_%H%M%S")
     environment = environment_columns()
     directory = results.point_dir(args["results_dir"], environment["gpu"], sweep_id)
-    print(f"host cost of one eager forward + backward call, mean of {rep} after {warmup} warm-up(s)"
+    print(f"host cost of one eager forward + backward call, mean of {rep} after {warmup} warm-up(s), the designs "
+          f"interleaved in {rounds} round(s)"
           + ("" if on_gpu() else "; CPU interpreter: times are the interpreter's, not a GPU host's"))
     index = 0
     for shape in shapes:
-        for variant, path in points(variants_, paths):
-            measured = measure(variant, path, shape, warmup, rep, seed)
-            row = row_of(shape, variant, path, seed, warmup, rep, sweep_id, index, measured, environment)
+        prepared = [prepare(variant, path, shape, seed, warmup) for variant, path in points(variants_, paths)]
+        time_rounds(prepared, shape, rep, rounds)
+        for point in prepared:
+            row = row_of(shape, point.variant, point.path, seed, warmup, rep, rounds, sweep_id, index,
+                         finish(point, shape), environment)
             key = results.resume_key(row["config_key"], environment["gpu_name"], environment["commit"],
                                      environment["diff_hash"])
             results.write_row(row, directory, index, key)
-            print(progress(shape, variant, path, row))
+            print(progress(shape, point.variant, point.path, row))
             index += 1
     print(f"rows: {directory}")
     return 0

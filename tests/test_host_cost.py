@@ -36,8 +36,21 @@ def test_tiny_shape_rows(rows):
     assert T.kernel_rows(rows).empty and T.step_rows(rows).empty  # neither a kernel nor a model-step row
 
 
+def test_designs_are_timed_in_interleaved_rounds(tmp_path, monkeypatch):
+    """rounds=3: each point's calls come in three blocks, the order rotated each round (a slow spell of the host is
+    shared by every design); the first call (checked) and a warm call after the timed ones are outside the rounds."""
+    calls = []
+    one_call = host_cost.one_call
+    monkeypatch.setattr(host_cost, "one_call", lambda variant, *args: calls.append(variant) or one_call(variant, *args))
+    assert host_cost.main(["variant=two_pass,atomic,reference", "path=plan", "warmup=0", "rep=3", "rounds=3",
+                           f"results_dir={tmp_path}", "sweep_id=rounds"]) == 0
+    tp, at, ref = "two_pass", "atomic", "reference"
+    assert calls == [tp, at, ref] + [tp, at, ref, at, ref, tp, ref, tp, at] + [tp, at, ref]
+    assert (T.load(tmp_path)["rounds"] == 3).all()
+
+
 def test_bad_arguments_exit_2(capsys):
-    for argv in (["dtype=bf16"], ["path=fast"], ["rep=0"], ["seq=x"], ["nope=1"], ["variant=nope"]):
+    for argv in (["dtype=bf16"], ["path=fast"], ["rep=0"], ["rounds=0"], ["seq=x"], ["nope=1"], ["variant=nope"]):
         assert host_cost.main(argv) == 2, argv
         err = capsys.readouterr().err
         assert err.startswith("config error:") and err.count("\n") == 1, err
