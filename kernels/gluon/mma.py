@@ -116,7 +116,7 @@ def gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, smem, o_m, start_m
 
 @gluon.jit
 def gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, smem, o_m, start_m, tile, qk_scale,
-                 LAYOUTS: gl.constexpr, CFG: gl.constexpr):
+                 LAYOUTS: gl.constexpr, CFG: gl.constexpr, pos=0):
     """Without swap AB (each warpgroup owns query rows of S, dP): P and dS go to shared memory, where dV += P^T dO
     and dK += dS^T Q read them transposed (each warpgroup its key rows) and dQ = dS K as they are
     -> (dq [BM, D], dk, dv [BN, D]), their three wgmma groups in flight."""
@@ -132,6 +132,12 @@ def gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, smem, o_m, start_m,
     DQ_LAYOUT_R: gl.constexpr = LAYOUTS.dq_r
     s = warpgroup_mma_wait(num_outstanding=CHUNKS, deps=(s,))
     p, t = _probabilities(s, lse, o_m, tile.start_n, start_m, tile, qk_scale, False, CFG)  # [BM, BN]
+    if CFG.P_IN_DQ:  # P's bytes are dQ's: the last step's reduce-add (ring position pos - 1) has read them
+        if CFG.WARP_SPECIALIZE:
+            mbarrier.wait(smem.dq_empty, (pos & 1) ^ 1)
+        else:
+            tma.store_wait(pendings=0)
+            cta_barrier()  # the issuing thread's wait, before any warp writes
     p_smem.store(p.to(dtype))
     if CFG.EARLY_DV:  # dV's wgmma in flight while dS is computed: P's rows from every warpgroup first
         fence_async_shared()
@@ -194,7 +200,7 @@ def _mma_step(step, slot, tile, s_t, dk, dv, smem, stats, qk_scale, LAYOUTS: gl.
                                LAYOUTS, CFG)
     else:
         dq, dk, dv = gradients_mn(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, smem, o_m, start_m, tile,
-                                  qk_scale, LAYOUTS, CFG)
+                                  qk_scale, LAYOUTS, CFG, slot + step)
     dq, dk, dv = _wait_chunks3(0, dq, dk, dv, D_REST)
     if NEXT:  # the next step's S in flight through this step's tail (dQ to shared memory and handed over)
         s_next = _issue_s(smem, slot + step + 1, LAYOUTS, CFG)
