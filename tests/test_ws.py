@@ -52,7 +52,9 @@ def test_oversized_tiles_are_reported_not_crashed():
 @pytest.mark.parametrize("fields, rule", [
     (dict(num_warps=2), "num_warps=2"), (dict(BLOCK_M=32), "BLOCK_M=32"),
     (dict(BLOCK_N=64, num_warps=8), "multiple of 16 x num_warps"), (dict(num_stages=0), "num_stages=0"),
-    (dict(swap_ab=False, BLOCK_N=32, num_warps=4), "multiple of 64 with swap_ab=false")])
+    (dict(swap_ab=False, BLOCK_N=32, num_warps=4), "multiple of 64 with swap_ab=false"),
+    (dict(prefetch_scores=True, num_stages=1), "prefetch_scores=true: needs num_stages >= 2"),
+    (dict(p_in_dq=True), "p_in_dq=true: needs swap_ab=false")])
 def test_bad_blocks_name_the_rule(fields, rule):
     with pytest.raises(ValueError, match=rule):
         WsBlocks.from_dict(fields)
@@ -110,6 +112,48 @@ def test_tiles_match_reference_on_hopper(blocks, head_dim):
     if blocks.get("BLOCK_M") == 128 and head_dim == 128:
         pytest.skip("128 x 128 tiles need ~288-330 KB of shared memory at D=128")
     run_and_check("ws", *make_inputs((2, 300, 300, 2, 1, head_dim), torch.bfloat16, "cuda"), True, blocks=blocks)
+
+
+# Issue 43's schedule options (prefetch_scores: the next step's S issued before this step's dQ tail; early_dv:
+# swap_ab=false's dV wgmma before dP is waited; p_in_dq: swap_ab=false's P over dQ's shared bytes), each with the
+# schedules it meets: the default tiles of D64 (S = Q K^T, 128 x 128) and D128 (swap AB), persistent, one
+# partition, swap AB at D64, three stages, and options together.
+SCHEDULE_OPTIONS = [dict(prefetch_scores=True), dict(prefetch_scores=True, persistent=True),
+                    dict(prefetch_scores=True, warp_specialize=False), dict(prefetch_scores=True, **SWAP_AB),
+                    dict(early_dv=True, swap_ab=False), dict(early_dv=True, swap_ab=False, persistent=True),
+                    dict(early_dv=True, prefetch_scores=True, swap_ab=False), dict(p_in_dq=True, swap_ab=False),
+                    dict(p_in_dq=True, swap_ab=False, num_stages=3, early_dv=True),
+                    dict(p_in_dq=True, swap_ab=False, warp_specialize=False)]
+SCHEDULE_IDS = ["prefetch", "prefetch-persistent", "prefetch-one-partition", "prefetch-swap", "early-dv-mn",
+                "early-dv-mn-persistent", "early-dv-prefetch-mn", "p-in-dq-mn", "p-in-dq-mn-s3-early-dv",
+                "p-in-dq-mn-one-partition"]
+
+
+@pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
+@pytest.mark.parametrize("blocks", SCHEDULE_OPTIONS, ids=SCHEDULE_IDS)
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", [(2, 333, 333, 4, 2), (1, 200, 461, 4, 1), (1, 461, 200, 2, 2)],
+                         ids=["tails-gqa", "nq<nk-mqa", "nq>nk"])
+def test_schedule_options_match_reference_on_hopper(blocks, head_dim, causal, shape):
+    """Odd lengths (tails), GQA, Nq != Nk both ways: several steps per tile, so each step's prefetched S meets the
+    next step's Q and the last step's its own tail."""
+    if blocks.get("swap_ab") is False and head_dim == 128 and blocks.get("BLOCK_M", 64) == 128:
+        pytest.skip("128 x 128 tiles do not fit at D=128")
+    torch.manual_seed(hash((shape, causal, head_dim)) % 2**31)
+    run_and_check("ws", *make_inputs((*shape, head_dim), torch.bfloat16, "cuda"), causal, blocks=blocks)
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("blocks", ["{'prefetch_scores': True}", "{'early_dv': True, 'swap_ab': False}",
+                                    "{'p_in_dq': True, 'swap_ab': False, 'num_stages': 3}"],
+                         ids=["prefetch", "early-dv-mn", "p-in-dq-mn-s3"])
+def test_schedule_options_compile_for_sm90(blocks, head_dim):
+    """Both options compile for sm90 within shared memory at both head dims (spills: see the compile table in
+    results/h100/gluon/README.md; the GPU A/B decides)."""
+    row = compiled_rows(head_dim, True, blocks)[0]
+    assert row["status"] == "ok", row["status"]
+    assert int(row["smem_bytes"]) <= MAX_SMEM
 
 
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
@@ -224,6 +268,24 @@ def test_window_matches_reference_on_hopper(shape, causal, window, blocks, softc
     torch.manual_seed(hash((shape, window)) % 2**31)
     q, k, v, do = make_inputs(shape, torch.bfloat16, "cuda")
     check_against_reference("ws", q, k, v, do, None, causal, window, softcap, blocks=blocks or {})
+
+
+@pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
+@pytest.mark.parametrize("blocks", [dict(prefetch_scores=True), dict(prefetch_scores=True, deterministic=True),
+                                    dict(early_dv=True, swap_ab=False), dict(p_in_dq=True, swap_ab=False)],
+                         ids=["prefetch", "prefetch-deterministic", "early-dv-mn", "p-in-dq-mn"])
+@pytest.mark.parametrize("shape, causal, window", WINDOW_CASES[:4], ids=[f"{shape_id(s, c)}-w{w[0]}_{w[1]}"
+                                                                         for s, c, w in WINDOW_CASES[:4]])
+def test_schedule_options_with_a_window_on_hopper(blocks, shape, causal, window):
+    """Windows give tiles of 0 steps (prefetch_scores issues no S there) and 1 step (only the peeled last step)."""
+    from tests.test_modifiers import check_against_reference
+    if blocks.get("deterministic"):  # no window in the dQ pass: deterministic alone, windowless
+        torch.manual_seed(1)
+        run_and_check("ws", *make_inputs(shape, torch.bfloat16, "cuda"), causal, blocks=blocks)
+        return
+    torch.manual_seed(hash((shape, window)) % 2**31)
+    q, k, v, do = make_inputs(shape, torch.bfloat16, "cuda")
+    check_against_reference("ws", q, k, v, do, None, causal, window, 0.0, blocks=blocks)
 
 
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")

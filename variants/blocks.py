@@ -203,10 +203,25 @@ class WsBlocks(Blocks):
     # dQ by a second, atomic-free Gluon pass (ws_two_pass's dQ kernel at its default tile) instead of reduce-adds into
     # an fp32 buffer: the same bits on every run, 14 N^2 d of matmul instead of 10 (a mode, not a speed knob)
     deterministic: bool = False
+    # issue 43: each step's S / dP wgmmas issued at the end of the step before, in flight through its dQ wait and
+    # hand-over (the tensor pipe's idle tail); needs num_stages >= 2
+    prefetch_scores: bool = tunable(False, BOOLS)
+    # issue 43, swap_ab=false: dV += P^T dO issued as soon as P is in shared memory (a second CTA barrier), in flight
+    # while dS is computed; ignored with swap_ab=true (P^T feeds dV from registers there already)
+    early_dv: bool = tunable(False, BOOLS)
+    # issue 43, swap_ab=false: P's shared tile over the dQ tile's bytes (P is written once the last step's dQ is
+    # added): 32 KB free at D64 128 x 128, where a third Q / dO stage then fits (needs BLOCK_N <= 2 x the head dim)
+    p_in_dq: bool = False
 
     def check_rules(self) -> None:
         if self.num_warps not in WARPS:
             raise ValueError(f"num_warps={self.num_warps}: must be 4 or 8 (whole warpgroups)")
+        if self.p_in_dq and (self.swap_ab or self.deterministic):
+            raise ValueError("p_in_dq=true: needs swap_ab=false (P in shared memory) and deterministic=false "
+                             "(a dQ tile)")
+        if self.prefetch_scores and self.num_stages < 2:
+            raise ValueError(f"prefetch_scores=true: needs num_stages >= 2 (the next step's Q / dO is waited for "
+                             f"before this step's stage goes back), got {self.num_stages}")
         if self.deterministic and not self.warp_specialize:
             raise ValueError("deterministic=true: needs warp_specialize=true (the dK/dV kernel without dQ)")
         if self.BLOCK_M < 64:

@@ -54,3 +54,13 @@ if GLUON_MISSING is None:
             coord = _semantic._convert_to_ir_values(coord, require_i64=False)
             _semantic.builder.create_async_tma_reduce(ir.DESCRIPTOR_REDUCE_KIND.ADD, tensor_desc.handle, coord,
                                                       src.handle)
+
+    # A shared tile viewed with another dtype / shape / layout (the same bytes): 3.9's method is `reinterpret`,
+    # 3.6's `_reinterpret` (same arguments).
+    from triton.experimental.gluon.language._core import shared_memory_descriptor as _smem_desc
+    _REINTERPRET = getattr(_smem_desc, "reinterpret", None) or _smem_desc._reinterpret
+
+    @builtin
+    def smem_reinterpret(tile, dtype, shape, layout, _semantic=None):
+        """tile (a shared_memory_descriptor) as [shape] of dtype in layout, over the same bytes."""
+        return _REINTERPRET(tile, dtype, shape, layout, _semantic=_semantic)

@@ -19,14 +19,19 @@ class WsConfig(NamedTuple):  # hashable: Triton specializes the kernel on it lik
     PERSISTENT: bool  # one program per SM walking a host-made schedule (kernels.gluon.scheduler.tile_schedule)
     VARLEN: bool  # packed documents (kernels.varlen.Packing)
     WITH_DQ: bool = True  # False: ws_two_pass's dK/dV kernel (no dQ, no dQ warp)
+    PREFETCH: bool = False  # the next step's S / dP wgmmas issued before this step's tail (dQ wait and hand-over)
+    EARLY_DV: bool = False  # not SWAP_AB: dV += P^T dO issued once P is in shared memory, before dP is waited
+    P_IN_DQ: bool = False  # not SWAP_AB: P's tile over the dQ tile's bytes (a stage's worth of shared memory freed)
 
 
 def make_config(*, head_dim: int, d_main: int, d_rest: int, stages: int, causal: bool, window_left: int = -1,
                 window_right: int = -1, softcap: float = 0.0, masked: bool, warp_specialize: bool = True,
                 swap_ab: bool = True, persistent: bool = False, varlen: bool = False,
-                with_dq: bool = True) -> WsConfig:
+                with_dq: bool = True, prefetch: bool = False, early_dv: bool = False,
+                p_in_dq: bool = False) -> WsConfig:
     """The record from the launch's values (window_right is dropped under causal masking: the diagonal bounds it)."""
     return WsConfig(DIM=head_dim, D_MAIN=d_main, D_REST=d_rest, STAGES=stages, CAUSAL=causal,
                     WINDOW_LEFT=window_left, WINDOW_RIGHT=-1 if causal else window_right, SOFTCAP=float(softcap),
                     MASKED=masked, WARP_SPECIALIZE=warp_specialize, SWAP_AB=swap_ab, PERSISTENT=persistent,
-                    VARLEN=varlen, WITH_DQ=with_dq)
+                    VARLEN=varlen, WITH_DQ=with_dq, PREFETCH=prefetch, EARLY_DV=early_dv and not swap_ab,
+                    P_IN_DQ=p_in_dq)

@@ -2,11 +2,11 @@
 (`gradients` with swap AB, `gradients_mn` without), the step's dQ handed to the reduce-add role (or, without warp
 specialization, added here), and at the end of a tile its dK and dV out (kernels.gluon.epilogue.store_dk_dv)."""
 from kernels.gluon.compat import cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma, tma_reduce_add, \
-    warpgroup_mma_wait
+    warpgroup_mma_init, warpgroup_mma_wait
 from kernels.gluon.epilogue import stage_dq, store_dk_dv
 from kernels.gluon.loads import issue_kv, issue_qdo
 from kernels.gluon.scheduler import tile_at
-from kernels.gluon.tiles import chunk_zeros, issue_products, mma_chunks, probabilities, wait_chunks
+from kernels.gluon.tiles import chunk_zeros, issue_product, mma_chunks, probabilities
 
 
 @gluon.jit
@@ -26,15 +26,29 @@ def mma_partition(smem, program, sizes, stores, stats, qk_scale, LAYOUTS: gl.con
 
 
 @gluon.jit
-def _issue_scores(k_smem, v_smem, q_tile, do_tile, S_LAYOUT: gl.constexpr, SWAP_AB: gl.constexpr,
-                  D_MAIN: gl.constexpr, D_REST: gl.constexpr):
-    """S^T = K Q^T and dP^T = V dO^T [BN, BM] (swap AB), else S = Q K^T and dP = dO V^T [BM, BN]: async wgmma
-    groups in flight, one per head-dim chunk of each (`issue_products`)."""
-    if SWAP_AB:
-        s, dp = issue_products(k_smem, q_tile, v_smem, do_tile, S_LAYOUT, D_MAIN, D_REST)
+def _issue_s(smem, slot, LAYOUTS: gl.constexpr, CFG: gl.constexpr):
+    """Waits for ring position slot's Q, dO, then issues its S^T = K Q^T (swap AB), else S = Q K^T: async wgmma
+    groups in flight, one per head-dim chunk (`issue_product`)."""
+    S_LAYOUT: gl.constexpr = LAYOUTS.s
+    smem.ring.wait_full(slot)
+    q_tile = smem.q.index(smem.ring.stage(slot))
+    if CFG.SWAP_AB:
+        s = issue_product(smem.k, q_tile, S_LAYOUT, CFG.D_MAIN, CFG.D_REST)
     else:
-        s, dp = issue_products(q_tile, k_smem, do_tile, v_smem, S_LAYOUT, D_MAIN, D_REST)
-    return s, dp
+        s = issue_product(q_tile, smem.k, S_LAYOUT, CFG.D_MAIN, CFG.D_REST)
+    return s
+
+
+@gluon.jit
+def _issue_dp(smem, slot, LAYOUTS: gl.constexpr, CFG: gl.constexpr):
+    """dP^T = V dO^T (swap AB), else dP = dO V^T, of ring position slot (its stage full): like `_issue_s`."""
+    S_LAYOUT: gl.constexpr = LAYOUTS.s
+    do_tile = smem.do_.index(smem.ring.stage(slot))
+    if CFG.SWAP_AB:
+        dp = issue_product(smem.v, do_tile, S_LAYOUT, CFG.D_MAIN, CFG.D_REST)
+    else:
+        dp = issue_product(do_tile, smem.v, S_LAYOUT, CFG.D_MAIN, CFG.D_REST)
+    return dp
 
 
 @gluon.jit
@@ -102,7 +116,7 @@ def gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, smem, o_m, start_m
 
 @gluon.jit
 def gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, smem, o_m, start_m, tile, qk_scale,
-                 LAYOUTS: gl.constexpr, CFG: gl.constexpr):
+                 LAYOUTS: gl.constexpr, CFG: gl.constexpr, pos=0):
     """Without swap AB (each warpgroup owns query rows of S, dP): P and dS go to shared memory, where dV += P^T dO
     and dK += dS^T Q read them transposed (each warpgroup its key rows) and dQ = dS K as they are
     -> (dq [BM, D], dk, dv [BN, D]), their three wgmma groups in flight."""
@@ -118,13 +132,26 @@ def gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, smem, o_m, start_m,
     DQ_LAYOUT_R: gl.constexpr = LAYOUTS.dq_r
     s = warpgroup_mma_wait(num_outstanding=CHUNKS, deps=(s,))
     p, t = _probabilities(s, lse, o_m, tile.start_n, start_m, tile, qk_scale, False, CFG)  # [BM, BN]
+    if CFG.P_IN_DQ:  # P's bytes are dQ's: the last step's reduce-add (ring position pos - 1) has read them
+        if CFG.WARP_SPECIALIZE:
+            mbarrier.wait(smem.dq_empty, (pos & 1) ^ 1)
+        else:
+            tma.store_wait(pendings=0)
+            cta_barrier()  # the issuing thread's wait, before any warp writes
     p_smem.store(p.to(dtype))
-    dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
+    if CFG.EARLY_DV:  # dV's wgmma in flight while dS is computed: P's rows from every warpgroup first
+        fence_async_shared()
+        cta_barrier()
+        dv = mma_chunks(p_smem.permute((1, 0)), p_smem.permute((1, 0)), do_tile, dv, D_MAIN, D_REST)
+        dp = warpgroup_mma_wait(num_outstanding=CHUNKS, deps=(dp,))  # dP's groups came before dV's
+    else:
+        dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
     ds = _softcap_grad(p * (dp - gl.expand_dims(delta, 1)), t, CFG.SOFTCAP).to(dtype)  # [BM, BN]
     ds_smem.store(ds)
     fence_async_shared()
     cta_barrier()  # every warpgroup's rows of P and dS are in shared memory before the wgmmas read all of them
-    dv = mma_chunks(p_smem.permute((1, 0)), p_smem.permute((1, 0)), do_tile, dv, D_MAIN, D_REST)  # [BN, BM] @ [BM, D]
+    if not CFG.EARLY_DV:  # [BN, BM] @ [BM, D]
+        dv = mma_chunks(p_smem.permute((1, 0)), p_smem.permute((1, 0)), do_tile, dv, D_MAIN, D_REST)
     dk = mma_chunks(ds_smem.permute((1, 0)), ds_smem.permute((1, 0)), q_tile, dk, D_MAIN, D_REST)
     if CFG.WITH_DQ:
         dq = mma_chunks(ds_smem, ds_smem, k_smem, chunk_zeros(BLOCK_M, DQ_LAYOUT, DQ_LAYOUT_R, D_MAIN, D_REST),
@@ -135,20 +162,80 @@ def gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, smem, o_m, start_m,
 
 
 @gluon.jit
+def _mma_step(step, slot, tile, s_t, dk, dv, smem, stats, qk_scale, LAYOUTS: gl.constexpr, CFG: gl.constexpr, loads,
+              dq_desc, NEXT: gl.constexpr):
+    """The tile's step at ring position slot + step -> (the next step's S in flight (NEXT) or a placeholder, dk, dv).
+    s_t: this step's S, done (CFG.PREFETCH), else None: issued here. NEXT: the next step's S issued before this
+    step's tail (the dQ wait and hand-over), so the tensor pipe has work through it, and waited at its end."""
+    LSE, DELTA = stats
+    SPECIALIZED: gl.constexpr = CFG.WARP_SPECIALIZE
+    STAGES: gl.constexpr = CFG.STAGES
+    D_MAIN: gl.constexpr = CFG.D_MAIN
+    D_REST: gl.constexpr = CFG.D_REST
+    CHUNKS: gl.constexpr = 2 if D_REST > 0 else 1  # wgmma groups per product
+    BLOCK_M: gl.constexpr = smem.q.shape[1]
+    # S^T [BN, BM] (swap AB: keys on dim 0) or S [BM, BN]: query-indexed vectors are slices along the key dim
+    KEY_DIM: gl.constexpr = 0 if CFG.SWAP_AB else 1
+    S_LAYOUT: gl.constexpr = LAYOUTS.s  # layouts passed on to jit functions: bound as constexprs (Triton 3.6)
+    if not SPECIALIZED:  # refill the stage that the previous step finished with
+        if step + STAGES - 1 < tile.steps:
+            issue_qdo(loads, smem, tile, step + STAGES - 1, slot + step + STAGES - 1)
+    stage = smem.ring.stage(slot + step)
+    i_h, start_m = tile.query_block(step)
+    o_m = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(KEY_DIM, S_LAYOUT))  # query of each S column
+    q_tile = smem.q.index(stage)
+    do_tile = smem.do_.index(stage)
+    if not CFG.PREFETCH:
+        s_t = _issue_s(smem, slot + step, LAYOUTS, CFG)
+    dp_t = _issue_dp(smem, slot + step, LAYOUTS, CFG)
+    if SPECIALIZED:  # staged by the load warp with this stage's Q, dO
+        lse = smem.lse.index(stage).load(gl.SliceLayout(KEY_DIM, S_LAYOUT))  # [BM]
+        delta = smem.delta.index(stage).load(gl.SliceLayout(KEY_DIM, S_LAYOUT))  # [BM]
+    else:
+        row_stats = tile.stats_rows(i_h, o_m)
+        lse = gl.load(LSE + row_stats, mask=o_m < tile.seq_q, other=float("inf"))  # [BM]; rows past Nq: P = 0
+        delta = gl.load(DELTA + row_stats, mask=o_m < tile.seq_q, other=0.)  # [BM]
+    if CFG.SWAP_AB:
+        dq, dk, dv = gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, smem, o_m, start_m, tile, qk_scale,
+                               LAYOUTS, CFG)
+    else:
+        dq, dk, dv = gradients_mn(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, smem, o_m, start_m, tile,
+                                  qk_scale, LAYOUTS, CFG, slot + step)
+    dq, dk, dv = _wait_chunks3(0, dq, dk, dv, D_REST)
+    if NEXT:  # the next step's S in flight through this step's tail (dQ to shared memory and handed over)
+        s_next = _issue_s(smem, slot + step + 1, LAYOUTS, CFG)
+    else:
+        s_next = dp_t  # a placeholder (never read)
+    if not CFG.WITH_DQ:  # ws_two_pass's dK/dV kernel: the step's MMAs done, its stage goes back to the load warp
+        smem.ring.release(slot + step)
+    else:
+        if SPECIALIZED:
+            mbarrier.wait(smem.dq_empty, ((slot + step) & 1) ^ 1)  # the last reduce-add has read smem.dq
+        else:
+            tma.store_wait(pendings=0)
+        stage_dq(smem.dq, dq, D_MAIN, D_REST, CFG.VARLEN)
+        fence_async_shared()
+        if SPECIALIZED:  # the arrive waits for every compute warp (a barrier), then one thread signals
+            mbarrier.arrive(smem.dq_full, count=1)  # also frees the stage (the dQ warp passes it on)
+        else:
+            cta_barrier()
+            tma_reduce_add(dq_desc, [tile.dq_row(i_h, start_m), 0], smem.dq)
+    if NEXT:  # waited here: an accumulator in flight across the loop's back edge makes ptxas serialize (C7514)
+        s_next = warpgroup_mma_wait(num_outstanding=0, deps=(s_next,))
+    return s_next, dk, dv
+
+
+@gluon.jit
 def _mma_tile(k, slot, tile_count, smem, program, sizes, stores, stats, qk_scale, LAYOUTS: gl.constexpr,
               CFG: gl.constexpr, loads, dq_desc):
     """The k-th tile, its steps at ring positions slot, slot + 1, ... (tile_count: the program's tiles before it)
     -> the ring position after it."""
-    LSE, DELTA = stats
     SPECIALIZED: gl.constexpr = CFG.WARP_SPECIALIZE
     STAGES: gl.constexpr = CFG.STAGES
     D_MAIN: gl.constexpr = CFG.D_MAIN
     D_REST: gl.constexpr = CFG.D_REST
     BLOCK_N: gl.constexpr = smem.k.shape[0]
     BLOCK_M: gl.constexpr = smem.q.shape[1]
-    # S^T [BN, BM] (swap AB: keys on dim 0) or S [BM, BN]: query-indexed vectors are slices along the key dim
-    KEY_DIM: gl.constexpr = 0 if CFG.SWAP_AB else 1
-    S_LAYOUT: gl.constexpr = LAYOUTS.s  # layouts passed on to jit functions: bound as constexprs (Triton 3.6)
     KV_LAYOUT: gl.constexpr = LAYOUTS.kv
     KV_LAYOUT_R: gl.constexpr = LAYOUTS.kv_r
     tile = tile_at(k, program, sizes, BLOCK_M, BLOCK_N, CFG)
@@ -160,47 +247,18 @@ def _mma_tile(k, slot, tile_count, smem, program, sizes, stores, stats, qk_scale
     dk = chunk_zeros(BLOCK_N, KV_LAYOUT, KV_LAYOUT_R, D_MAIN, D_REST)  # [BN, D] as head-dim chunks
     dv = chunk_zeros(BLOCK_N, KV_LAYOUT, KV_LAYOUT_R, D_MAIN, D_REST)
     mbarrier.wait(smem.kv_ready, tile_count & 1)
-    for step in range(tile.steps):
-        if not SPECIALIZED:  # refill the stage that the previous step finished with
-            if step + STAGES - 1 < tile.steps:
-                issue_qdo(loads, smem, tile, step + STAGES - 1, slot + step + STAGES - 1)
-        stage = smem.ring.stage(slot + step)
-        i_h, start_m = tile.query_block(step)
-        o_m = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(KEY_DIM, S_LAYOUT))  # query of each S column
-        q_tile = smem.q.index(stage)
-        do_tile = smem.do_.index(stage)
-        smem.ring.wait_full(slot + step)
-        s_t, dp_t = _issue_scores(smem.k, smem.v, q_tile, do_tile, S_LAYOUT, CFG.SWAP_AB, D_MAIN, D_REST)
-        if SPECIALIZED:  # staged by the load warp with this stage's Q, dO
-            lse = smem.lse.index(stage).load(gl.SliceLayout(KEY_DIM, S_LAYOUT))  # [BM]
-            delta = smem.delta.index(stage).load(gl.SliceLayout(KEY_DIM, S_LAYOUT))  # [BM]
-        else:
-            row_stats = tile.stats_rows(i_h, o_m)
-            lse = gl.load(LSE + row_stats, mask=o_m < tile.seq_q, other=float("inf"))  # [BM]; rows past Nq: P = 0
-            delta = gl.load(DELTA + row_stats, mask=o_m < tile.seq_q, other=0.)  # [BM]
-        if CFG.SWAP_AB:
-            dq, dk, dv = gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, smem, o_m, start_m, tile,
-                                   qk_scale, LAYOUTS, CFG)
-        else:
-            dq, dk, dv = gradients_mn(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, smem, o_m, start_m, tile,
-                                      qk_scale, LAYOUTS, CFG)
-        if not CFG.WITH_DQ:  # ws_two_pass's dK/dV kernel: the step's MMAs done, its stage goes back to the load warp
-            dk, dv = wait_chunks(0, dk, dv, D_REST)
-            smem.ring.release(slot + step)
-        else:
-            dq, dk, dv = _wait_chunks3(0, dq, dk, dv, D_REST)
-        if CFG.WITH_DQ:
-            if SPECIALIZED:
-                mbarrier.wait(smem.dq_empty, ((slot + step) & 1) ^ 1)  # the last reduce-add has read smem.dq
-            else:
-                tma.store_wait(pendings=0)
-            stage_dq(smem.dq, dq, D_MAIN, D_REST, CFG.VARLEN)
-            fence_async_shared()
-            if SPECIALIZED:  # the arrive waits for every compute warp (a barrier), then one thread signals
-                mbarrier.arrive(smem.dq_full, count=1)  # also frees the stage (the dQ warp passes it on)
-            else:
-                cta_barrier()
-                tma_reduce_add(dq_desc, [tile.dq_row(i_h, start_m), 0], smem.dq)
+    if CFG.PREFETCH:  # step 0's S issued here, each later step's at the end of the step before (the last peeled)
+        if tile.steps > 0:
+            s_t = warpgroup_mma_wait(num_outstanding=0, deps=(_issue_s(smem, slot, LAYOUTS, CFG),))
+            for step in range(tile.steps - 1):
+                s_t, dk, dv = _mma_step(step, slot, tile, s_t, dk, dv, smem, stats, qk_scale, LAYOUTS, CFG, loads,
+                                        dq_desc, True)
+            _, dk, dv = _mma_step(tile.steps - 1, slot, tile, s_t, dk, dv, smem, stats, qk_scale, LAYOUTS, CFG,
+                                    loads, dq_desc, False)
+    else:
+        for step in range(tile.steps):
+            _, dk, dv = _mma_step(step, slot, tile, None, dk, dv, smem, stats, qk_scale, LAYOUTS, CFG, loads,
+                                    dq_desc, False)
     if not SPECIALIZED:
         tma.store_wait(pendings=0)
     store_dk_dv(smem, stores, tile, dk, dv, CFG)

@@ -6,7 +6,7 @@ phase (slot // STAGES) & 1, as FlashAttention-3's PipelineState keeps index and 
 stage is free (`wait_free`: passes at once on the first lap), fills it and signals `filled(slot)` (a TMA load's
 barrier); a consumer waits until it is full (`wait_full`) and hands it back (`release`).
 """
-from kernels.gluon.compat import Value, aggregate, gl, gluon, mbarrier
+from kernels.gluon.compat import Value, aggregate, gl, gluon, mbarrier, smem_reinterpret
 
 
 @aggregate
@@ -114,11 +114,15 @@ def ws_smem(q_desc, k_desc, dq_desc, LAYOUTS: gl.constexpr, CFG: gl.constexpr):
         p_smem = ds_smem
     else:  # dS and P [BM, BN]: A operands of dK, dV (read transposed) and dQ
         ds_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, BLOCK_N], LAYOUTS.ds_smem)
-        p_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, BLOCK_N], LAYOUTS.ds_smem)
     if CFG.WITH_DQ:
         dq_smem = gl.allocate_shared_memory(gl.float32, [BLOCK_M, HEAD_DIM], dq_desc.layout)  # a step's dQ
     else:  # no dQ: a placeholder
         dq_smem = gl.allocate_shared_memory(gl.float32, [8, HEAD_DIM], dq_desc.layout)
+    if not CFG.SWAP_AB:
+        if CFG.P_IN_DQ:  # P over dQ's bytes (2 D >= BN): P is read before dQ is staged, and written after dQ's add
+            p_smem = smem_reinterpret(dq_smem, dtype, [BLOCK_M, BLOCK_N], LAYOUTS.ds_smem)
+        else:
+            p_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, BLOCK_N], LAYOUTS.ds_smem)
     lse_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], LAYOUTS.stats_smem)
     delta_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], LAYOUTS.stats_smem)
     kv_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())

@@ -49,26 +49,27 @@ def as_box(tile):
 
 
 @gluon.jit
-def issue_products(a1, b1, a2, b2, LAYOUT: gl.constexpr, D_MAIN: gl.constexpr = 0, D_REST: gl.constexpr = 0):
-    """a1 b1^T and a2 b2^T ([R, D] @ [D, C] -> [R, C]) as async wgmma groups: one each, or (D_REST > 0: a head dim
-    D_MAIN + D_REST that is no power of two) one per chunk of the reduction, so no MMA reads the tiles' zero
-    columns past D."""
-    # accumulators made here (use_acc=False ignores them), so no zero tile stays live across steps
-    acc_shape: gl.constexpr = [a1.shape[0], b1.shape[0]]
+def issue_product(a, b, LAYOUT: gl.constexpr, D_MAIN: gl.constexpr = 0, D_REST: gl.constexpr = 0):
+    """a b^T ([R, D] @ [D, C] -> [R, C]) as one async wgmma group, or (D_REST > 0: a head dim D_MAIN + D_REST that
+    is no power of two) one per chunk of the reduction, so no MMA reads the tiles' zero columns past D."""
+    # the accumulator made here (use_acc=False ignores it), so no zero tile stays live across steps
+    acc_shape: gl.constexpr = [a.shape[0], b.shape[0]]
     if D_REST > 0:
-        p1 = warpgroup_mma(a1.slice(0, D_MAIN, 1), b1.slice(0, D_MAIN, 1).permute((1, 0)),
-                           gl.zeros(acc_shape, gl.float32, LAYOUT), use_acc=False, is_async=True)
-        p1 = warpgroup_mma(a1.slice(D_MAIN, D_REST, 1), b1.slice(D_MAIN, D_REST, 1).permute((1, 0)), p1,
-                           is_async=True)
-        p2 = warpgroup_mma(a2.slice(0, D_MAIN, 1), b2.slice(0, D_MAIN, 1).permute((1, 0)),
-                           gl.zeros(acc_shape, gl.float32, LAYOUT), use_acc=False, is_async=True)
-        p2 = warpgroup_mma(a2.slice(D_MAIN, D_REST, 1), b2.slice(D_MAIN, D_REST, 1).permute((1, 0)), p2,
-                           is_async=True)
+        acc = warpgroup_mma(a.slice(0, D_MAIN, 1), b.slice(0, D_MAIN, 1).permute((1, 0)),
+                            gl.zeros(acc_shape, gl.float32, LAYOUT), use_acc=False, is_async=True)
+        acc = warpgroup_mma(a.slice(D_MAIN, D_REST, 1), b.slice(D_MAIN, D_REST, 1).permute((1, 0)), acc,
+                            is_async=True)
     else:
-        p1 = warpgroup_mma(a1, b1.permute((1, 0)), gl.zeros(acc_shape, gl.float32, LAYOUT), use_acc=False,
-                           is_async=True)
-        p2 = warpgroup_mma(a2, b2.permute((1, 0)), gl.zeros(acc_shape, gl.float32, LAYOUT), use_acc=False,
-                           is_async=True)
+        acc = warpgroup_mma(a, b.permute((1, 0)), gl.zeros(acc_shape, gl.float32, LAYOUT), use_acc=False,
+                            is_async=True)
+    return acc
+
+
+@gluon.jit
+def issue_products(a1, b1, a2, b2, LAYOUT: gl.constexpr, D_MAIN: gl.constexpr = 0, D_REST: gl.constexpr = 0):
+    """a1 b1^T and a2 b2^T (`issue_product`), in that order."""
+    p1 = issue_product(a1, b1, LAYOUT, D_MAIN, D_REST)
+    p2 = issue_product(a2, b2, LAYOUT, D_MAIN, D_REST)
     return p1, p2
 
 

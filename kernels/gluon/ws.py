@@ -196,7 +196,8 @@ def accumulator_descriptor(dq_acc: torch.Tensor, head_dim: int, block_m: int):
 def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
                 num_warps: int, num_stages: int, warp_specialize: bool = True, swap_ab: bool = True,
                 longest_first: bool = True, persistent: bool = False, window_left: int = -1, window_right: int = -1,
-                softcap: float = 0.0, varlen=None, dq_acc=None):
+                softcap: float = 0.0, varlen=None, dq_acc=None, prefetch_scores: bool = False,
+                early_dv: bool = False, p_in_dq: bool = False):
     """q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D] dense, fp16 / bf16, D <= 256; lse (base 2), delta [B, H, Nq] fp32
     -> dq like q, dk / dv like k / v. window_left / window_right, softcap: score modifiers (ws_dkdv). varlen: a
     kernels.varlen.Packing, q / k ... [1, total, H, D], lse / delta [1, H, total_q]. dq_acc: the zeroed fp32
@@ -209,7 +210,8 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
     ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, causal=causal, scale=scale, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
             num_warps=num_warps, num_stages=num_stages, warp_specialize=warp_specialize, swap_ab=swap_ab,
             longest_first=longest_first, persistent=persistent,
-            window_left=window_left, window_right=window_right, softcap=softcap, varlen=varlen)
+            window_left=window_left, window_right=window_right, softcap=softcap, varlen=varlen,
+            prefetch_scores=prefetch_scores, early_dv=early_dv, p_in_dq=p_in_dq)
     dq = torch.empty(q.shape, device=q.device, dtype=q.dtype)
     dq_finish(dq_acc, dq, scale, spread_rows=varlen is None)  # [B * H * rows, tile_dim(D)]: B * H blocks of rows
     return dq, dk, dv
@@ -218,17 +220,28 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
 def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
             num_warps: int, num_stages: int, warp_specialize: bool = True, swap_ab: bool = True,
             longest_first: bool = True, persistent: bool = False, window_left: int = -1, window_right: int = -1,
-            softcap: float = 0.0, varlen=None) -> None:
+            softcap: float = 0.0, varlen=None, prefetch_scores: bool = False, early_dv: bool = False,
+            p_in_dq: bool = False) -> None:
     """The main kernel's launch: dk, dv (like k, v, dense) and, given dq_acc ([B * H * dq_rows(Nq), tile_dim(D)]
     fp32, zeroed; packed: [H * total_q, tile_dim(D)]), dQ reduce-added into it; dq_acc=None (ws_two_pass,
     warp_specialize only): dk and dv alone. window_left / window_right: a sliding window as
     variants.problem.window_pair normalizes it (-1 = unbounded); softcap > 0: scores s -> softcap * tanh(s / softcap)
-    (Gemma 2). varlen: a kernels.varlen.Packing (q ... [1, total, H, D]; not with persistent)."""
+    (Gemma 2). varlen: a kernels.varlen.Packing (q ... [1, total, H, D]; not with persistent). prefetch_scores: each
+    step's S / dP wgmmas issued at the end of the step before (num_stages >= 2); early_dv (swap_ab=false): dV's
+    wgmma issued before dP is waited; p_in_dq (swap_ab=false, with dQ, BLOCK_N <= 2 tile_dim(D)): P's shared tile
+    over the dQ tile's bytes (kernels.gluon.config.WsConfig)."""
     batch, seq_q, heads, head_dim = q.shape
     seq_k, kv_heads = k.shape[1], k.shape[2]
     with_dq = dq_acc is not None
     if not with_dq and not warp_specialize:
         raise ValueError("ws_dkdv without dQ: warp_specialize only")
+    if prefetch_scores and num_stages < 2:
+        raise ValueError(f"ws: prefetch_scores=true needs num_stages >= 2 (the next step's Q / dO is waited for "
+                         f"before this step's stage goes back), got {num_stages}")
+    if p_in_dq and (swap_ab or not with_dq or BLOCK_N > 2 * tile_dim(head_dim)):
+        raise ValueError(f"ws: p_in_dq=true needs swap_ab=false, dQ and BLOCK_N <= 2 x the tiles' head dim (P's "
+                         f"[BLOCK_M, BLOCK_N] 16-bit tile inside dQ's fp32 one), got swap_ab={swap_ab}, "
+                         f"BLOCK_N={BLOCK_N}, D={head_dim}")
     if varlen is not None and persistent:
         raise ValueError("ws: persistent=true does not walk packed (varlen) batches yet; use persistent=false")
     windowed = window_left >= 0 or window_right >= 0
@@ -270,5 +283,6 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
         CFG=make_config(head_dim=head_dim, d_main=d_main, d_rest=d_rest, stages=num_stages, causal=causal,
                         window_left=window_left, window_right=window_right, softcap=softcap, masked=masked,
                         warp_specialize=warp_specialize, swap_ab=swap_ab, persistent=persistent,
-                        varlen=varlen is not None, with_dq=with_dq),
+                        varlen=varlen is not None, with_dq=with_dq, prefetch=prefetch_scores, early_dv=early_dv,
+                        p_in_dq=p_in_dq),
         num_warps=num_warps)
