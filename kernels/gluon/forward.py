@@ -358,10 +358,11 @@ def gluon_attention_forward(q, k, v, causal: bool, scale: float, blocks: FwdBloc
         from kernels.gluon.forward_pp import ROWS, FwdCfg, gluon_fwd_pp_kernel
         cfg = FwdCfg(DIM=head_dim, STAGES=blocks.num_stages, CAUSAL=causal, MASKED=masked,
                      CONSUMERS=blocks.consumers, OVERLAP=blocks.overlap, PINGPONG=blocks.pingpong)
+        rows = ROWS.value  # 64 query rows per consumer: Q and O boxes
         launch(gluon_fwd_pp_kernel, grid,
-            q_desc=rows_descriptor(q, ROWS.value), k_desc=rows_descriptor(k, block_n), v_desc=rows_descriptor(v, block_n),
-            o_desc=rows_descriptor(o, ROWS.value), tensors=tensors, sizes=sizes,
-            LAYOUTS=forward_layouts(ROWS.value, block_n, head_dim, 4, q.dtype), CFG=cfg, num_warps=4)
+            q_desc=rows_descriptor(q, rows), k_desc=rows_descriptor(k, block_n), v_desc=rows_descriptor(v, block_n),
+            o_desc=rows_descriptor(o, rows), tensors=tensors, sizes=sizes,
+            LAYOUTS=forward_layouts(rows, block_n, head_dim, 4, q.dtype), CFG=cfg, num_warps=4)
         return o, lse
     launch(_gluon_fwd_kernel, grid,
         q_desc=rows_descriptor(q, block_m), k_desc=rows_descriptor(k, block_n), v_desc=rows_descriptor(v, block_n),
