@@ -52,9 +52,12 @@ def case_id(case) -> str:
     return f"B{batch}-Nq{seq_q}-Nk{seq_k}-H{heads}-HKV{kv_heads}-D{head_dim}-{'causal' if causal else 'full'}"
 
 
-# the structural variants beside the default (kernels/gluon/forward_variants.py); pp3 runs tile D <= 64 only
-NEW_VARIANTS = ("ws2", "pp2", "pp2_serial", "pp3")
-VARIANT_CASES = [(name, case) for name in NEW_VARIANTS for case in CASES if name != "pp3" or case[5] <= 64]
+# the structural variants beside the default (kernels/gluon/forward_variants.py); pp3 and pp2_serial_n256: D <= 64 only
+NEW_VARIANTS = ("ws2", "pp2", "pp2_serial", "pp3", "pp2_serial_n256")
+D64_ONLY = ("pp3", "pp2_serial_n256")
+LONG_CASES = [(1, 384, 2048, 2, 1, 64, False), (1, 1024, 1024, 2, 2, 128, True)]  # many laps of the ring and turns
+VARIANT_CASES = [(name, case) for name in NEW_VARIANTS for case in CASES + LONG_CASES
+                 if name not in D64_ONLY or case[5] <= 64]
 
 
 @pytest.mark.skipif(not ON_HOPPER, reason="the Gluon forward needs an sm90 GPU")
@@ -67,7 +70,7 @@ def test_matches_the_fp32_reference(case, dtype):
 @pytest.mark.skipif(not ON_HOPPER, reason="the Gluon forward needs an sm90 GPU")
 @pytest.mark.parametrize("name, case", VARIANT_CASES, ids=[f"{n}-{case_id(c)}" for n, c in VARIANT_CASES])
 def test_variants_match_the_fp32_reference(name, case):
-    """Each structural variant (consumer partitions, ping-pong, no overlap, 192 rows) on the same cases: odd
+    """Each structural variant (consumer partitions, ping-pong, no overlap, 192 rows, 256 keys) on the same cases: odd
     lengths, tails, Nq != Nk, rows without keys, GQA / MQA, causal."""
     from kernels.gluon.forward_variants import variant_blocks
     blocks = variant_blocks(name, case[5], case[6])
@@ -76,13 +79,13 @@ def test_variants_match_the_fp32_reference(name, case):
 
 
 def test_the_variant_cases_are_the_registrys():
-    """VARIANT_CASES leaves out exactly the cells where forward_variants has no tile (pp3 past tile D 64)."""
+    """VARIANT_CASES leaves out exactly the cells where forward_variants has no tile (D64_ONLY past tile D 64)."""
     from kernels.gluon.compat import GLUON_MISSING
     if GLUON_MISSING is not None:
         pytest.skip(GLUON_MISSING)
     from kernels.gluon.forward_variants import FORWARD_VARIANTS, variant_blocks
     assert set(NEW_VARIANTS) == set(FORWARD_VARIANTS) - {"mono"}
-    expected = [(n, c) for n in NEW_VARIANTS for c in CASES if variant_blocks(n, c[5], c[6]) is not None]
+    expected = [(n, c) for n in NEW_VARIANTS for c in CASES + LONG_CASES if variant_blocks(n, c[5], c[6]) is not None]
     assert VARIANT_CASES == expected
 
 
@@ -231,7 +234,7 @@ def test_compiles_for_sm90_without_spills():
 
 
 def test_variants_compile_for_sm90_without_spills():
-    """Every structural variant at D64 and D128, causal and not (pp3: D64 only), in one process."""
+    """Every structural variant at D64 and D128, causal and not (pp3, pp2_serial_n256: D64 only), in one process."""
     from kernels.gluon.compat import GLUON_MISSING
     if GLUON_MISSING is not None:
         pytest.skip(GLUON_MISSING)
@@ -241,7 +244,7 @@ def test_variants_compile_for_sm90_without_spills():
              if variant_blocks(name, d, c) is not None]
     rows = compiled_forward_rows([(d, c, "bf16") for _, d, c in cells],
                                  [dict(variant_blocks(*cell)._asdict()) for cell in cells])
-    assert len(rows) == len(cells) == 14
+    assert len(rows) == len(cells) == 16
     for cell, row in zip(cells, rows):
         assert row["status"] == "ok", (cell, row)
         assert row["smem_bytes"] <= MAX_SMEM, (cell, row)

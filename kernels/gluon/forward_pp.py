@@ -45,23 +45,24 @@ def gluon_fwd_pp_kernel(q_desc, k_desc, v_desc, o_desc, tensors, sizes, LAYOUTS:
     boxes [BN, 1, tile D]; tensors: FwdTensors; sizes: FwdSizes; LAYOUTS: FwdLayouts of one warpgroup's 64 rows."""
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[2]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
-    C: gl.constexpr = CFG.CONSUMERS
+    C: gl.constexpr = CFG.CONSUMERS  # (Triton 3.6: a record's field is a plain int until named a constexpr)
+    STAGES: gl.constexpr = CFG.STAGES
     dtype: gl.constexpr = q_desc.dtype
     rows = _program_rows(sizes, ROWS * C, BLOCK_N, CFG.CAUSAL)
 
     q_smem = gl.allocate_shared_memory(dtype, [C, ROWS, HEAD_DIM], LAYOUTS.q_smem)
-    k_smem = gl.allocate_shared_memory(dtype, [CFG.STAGES, BLOCK_N, HEAD_DIM], LAYOUTS.kv_smem)
-    v_smem = gl.allocate_shared_memory(dtype, [CFG.STAGES, BLOCK_N, HEAD_DIM], LAYOUTS.kv_smem)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], LAYOUTS.kv_smem)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], LAYOUTS.kv_smem)
     q_ready = gl.allocate_shared_memory(gl.int64, [C, 1], mbarrier.MBarrierLayout())  # consumer c's Q landed
     turn = gl.allocate_shared_memory(gl.int64, [C, 1], mbarrier.MBarrierLayout())  # consumer c may issue
-    k_ready = gl.allocate_shared_memory(gl.int64, [CFG.STAGES, 1], mbarrier.MBarrierLayout())
-    v_ready = gl.allocate_shared_memory(gl.int64, [CFG.STAGES, 1], mbarrier.MBarrierLayout())
-    k_empty = gl.allocate_shared_memory(gl.int64, [CFG.STAGES, 1], mbarrier.MBarrierLayout())  # every S done
-    v_empty = gl.allocate_shared_memory(gl.int64, [CFG.STAGES, 1], mbarrier.MBarrierLayout())  # every P V done
+    k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())  # every S done
+    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())  # every P V done
     for c in gl.static_range(C):
         mbarrier.init(q_ready.index(c), count=1)
         mbarrier.init(turn.index(c), count=1)
-    for s in gl.static_range(CFG.STAGES):
+    for s in gl.static_range(STAGES):
         mbarrier.init(k_ready.index(s), count=1)
         mbarrier.init(v_ready.index(s), count=1)
         mbarrier.init(k_empty.index(s), count=C)
@@ -100,7 +101,8 @@ def _load_partition(q_desc, k_desc, v_desc, ring, rows, CFG: gl.constexpr):
     i_h, i_hk, heads, start_m, key_blocks = block
     q_row0, k_row0, lse_row0 = bases
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
-    for c in gl.static_range(CFG.CONSUMERS):
+    C: gl.constexpr = CFG.CONSUMERS
+    for c in gl.static_range(C):
         mbarrier.expect(q_ready.index(c), q_desc.block_type.nbytes)
         tma_load(q_desc, [q_row0 + start_m + c * ROWS, i_h, 0], q_ready.index(c), as_box(q_smem.index(c)))
     for j in range(key_blocks):
