@@ -47,7 +47,7 @@ def main() -> int:
     parser.add_argument("--seqs", default="1024,4096,16384")
     parser.add_argument("--head-dims", default="64,128")
     parser.add_argument("--tiles", default="", help="extra Gluon tiles BLOCK_MxBLOCK_Nxnum_warpsxnum_stages, comma list")
-    parser.add_argument("--variants", default="", help="Gluon forward variants by name (forward_variants.py), comma list")
+    parser.add_argument("--variants", default="", help="Gluon forward variants (forward_variants.py), comma list")
     parser.add_argument("--no-fa2", action="store_true", help="leave SDPA's flash backend out (time)")
     args = parser.parse_args()
     from torch.nn.attention import SDPBackend
