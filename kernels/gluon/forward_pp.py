@@ -144,7 +144,40 @@ def _issue_pv(p, v_smem, v_ready, acc, j, STAGES: gl.constexpr):
 
 @gluon.jit
 def _consumer(ring, rows, o_desc, tensors, qk_scale, LAYOUTS: gl.constexpr, CFG: gl.constexpr, ME: gl.constexpr):
-    """One consumer warpgroup: query rows start_m + 64 ME ... of the program's block over every key block."""
+    """One consumer warpgroup: query rows start_m + 64 ME ... of the program's block; a consumer whose rows all lie
+    past Nq (the last block's) only keeps the turns and the ring's arrivals in step."""
+    block, seqs, bases = rows
+    if block[3] + ME * ROWS < seqs[0]:  # start_m + 64 ME < seq_q
+        _live_consumer(ring, rows, o_desc, tensors, qk_scale, LAYOUTS, CFG, ME)
+    else:
+        _idle_consumer(ring, block[4], CFG, ME)
+
+
+@gluon.jit
+def _idle_consumer(ring, key_blocks, CFG: gl.constexpr, ME: gl.constexpr):
+    """As many turns as a live consumer takes, and its arrivals on each stage's `empty` barriers, each after that
+    stage's load landed (so no arrival runs a lap ahead); no wgmma, no store."""
+    tiles, full, free = ring
+    q_ready, k_ready, v_ready = full
+    k_empty, v_empty, turn = free
+    STAGES: gl.constexpr = CFG.STAGES
+    for j in range(key_blocks):
+        _take_turn(turn, j, CFG, ME)
+        _pass_turn(turn, CFG, ME)
+        stage = j % STAGES
+        mbarrier.wait(k_ready.index(stage), (j // STAGES) & 1)
+        mbarrier.arrive(k_empty.index(stage), count=1)
+        mbarrier.wait(v_ready.index(stage), (j // STAGES) & 1)
+        mbarrier.arrive(v_empty.index(stage), count=1)
+    if CFG.OVERLAP:  # the live consumers' last turn (the last P V)
+        _take_turn(turn, key_blocks, CFG, ME)
+        _pass_turn(turn, CFG, ME)
+
+
+@gluon.jit
+def _live_consumer(ring, rows, o_desc, tensors, qk_scale, LAYOUTS: gl.constexpr, CFG: gl.constexpr,
+                   ME: gl.constexpr):
+    """Query rows start_m + 64 ME ... (some below Nq) over every key block of the program."""
     tiles, full, free = ring
     q_smem, k_smem, v_smem = tiles
     q_ready, k_ready, v_ready = full
