@@ -4,11 +4,13 @@ Not a result table (rows come from runners.sweep once forward-only rows exist); 
 for when `forward=auto` may become the default.
 
     python scripts/forward_bench.py [--dtype bf16] [--seqs 1024,4096,16384] [--head-dims 64,128] \\
-        [--tiles 128x128x8x2,128x64x8x2]
+        [--tiles 128x128x8x2,128x64x8x2] [--variants ws2,pp2,pp2_serial,pp3] [--no-fa2]
 
 Prints per cell: the Gluon forward's relative error against the reference (a wrong cell is never timed) and the
 forward TFLOPS (FlashAttention convention 4 * B * H * N^2 * d, halved when causal; triton.testing.do_bench median)
-of the stock forward, the Gluon forward at its default tile and at each --tiles tile, and SDPA's backends.
+of the stock forward, the Gluon forward at its default tile, at each --tiles tile and each --variants variant
+(kernels/gluon/forward_variants.py: consumer partitions, ping-pong, overlap off, 192 rows; each checked against the
+reference like the default), and SDPA's backends.
 """
 import argparse
 import os
@@ -21,6 +23,7 @@ import triton  # noqa: E402
 
 from kernels.forward import attention_forward  # noqa: E402
 from kernels.gluon.forward import FwdBlocks, default_forward_blocks, gluon_attention_forward  # noqa: E402
+from kernels.gluon.forward_variants import variant_blocks  # noqa: E402
 from variants.accuracy import REL_TOL, error  # noqa: E402
 from variants.reference import reference_forward  # noqa: E402
 
@@ -44,6 +47,8 @@ def main() -> int:
     parser.add_argument("--seqs", default="1024,4096,16384")
     parser.add_argument("--head-dims", default="64,128")
     parser.add_argument("--tiles", default="", help="extra Gluon tiles BLOCK_MxBLOCK_Nxnum_warpsxnum_stages, comma list")
+    parser.add_argument("--variants", default="", help="Gluon forward variants (forward_variants.py), comma list")
+    parser.add_argument("--no-fa2", action="store_true", help="leave SDPA's flash backend out (time)")
     args = parser.parse_args()
     from torch.nn.attention import SDPBackend
     dtype = DTYPES[args.dtype]
@@ -57,20 +62,29 @@ def main() -> int:
                 scale = head_dim ** -0.5
                 flops = 4 * batch * heads * seq * seq * head_dim / (2 if causal else 1)
                 cell = f"B{batch} H{heads} N{seq} D{head_dim}{' causal' if causal else ''}"
-                if batch * heads * seq * seq <= 2 ** 31:  # the fp32 reference fits in memory
-                    err = error(gluon_attention_forward(q, k, v, causal, scale)[0], reference_forward(q, k, v, causal, scale))
-                    if not err.ok(dtype):
-                        print(f"{cell}: WRONG, rel err {err.rel:.2e} > {REL_TOL[dtype]:.0e}; not timed")
-                        continue
-                    note = f"rel err {err.rel:.1e}"
-                else:
-                    note = "not checked (reference too large)"
-                runs = {"stock": lambda: attention_forward(q, k, v, causal, scale),
-                        f"gluon {tuple(default_forward_blocks(head_dim, causal))}":
-                            lambda: gluon_attention_forward(q, k, v, causal, scale)}
-                for tile in tiles:
-                    runs[f"gluon {tuple(tile)}"] = lambda tile=tile: gluon_attention_forward(q, k, v, causal, scale, tile)
-                for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("fa2", SDPBackend.FLASH_ATTENTION)):
+                gluons = {f"gluon {tuple(default_forward_blocks(head_dim, causal))[:4]}": None}
+                gluons.update({f"gluon {tuple(tile)}": tile for tile in tiles})
+                for name in filter(None, args.variants.split(",")):
+                    blocks = variant_blocks(name, head_dim, causal)
+                    if blocks is not None:
+                        gluons[name] = blocks
+                runs = {"stock": lambda: attention_forward(q, k, v, causal, scale)}
+                notes = []
+                ref = reference_forward(q, k, v, causal, scale) if batch * heads * seq * seq <= 2 ** 31 else None
+                for name, blocks in gluons.items():
+                    if ref is not None:  # the fp32 reference fits in memory: a wrong variant is never timed
+                        err = error(gluon_attention_forward(q, k, v, causal, scale, blocks)[0], ref)
+                        if not err.ok(dtype):
+                            notes.append(f"{name} WRONG {err.rel:.1e} > {REL_TOL[dtype]:.0e}")
+                            continue
+                        notes.append(f"{err.rel:.1e}")
+                    runs[name] = lambda blocks=blocks: gluon_attention_forward(q, k, v, causal, scale, blocks)
+                del ref
+                note = "rel err " + " ".join(notes) if notes else "not checked (reference too large)"
+                backends = [("cudnn", SDPBackend.CUDNN_ATTENTION)]
+                if not args.no_fa2:
+                    backends.append(("fa2", SDPBackend.FLASH_ATTENTION))
+                for name, backend in backends:
                     runs[name] = lambda backend=backend: sdpa(backend)(q, k, v, causal, scale)
                 parts = []
                 for name, fn in runs.items():

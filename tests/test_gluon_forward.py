@@ -52,10 +52,62 @@ def case_id(case) -> str:
     return f"B{batch}-Nq{seq_q}-Nk{seq_k}-H{heads}-HKV{kv_heads}-D{head_dim}-{'causal' if causal else 'full'}"
 
 
+# the structural variants beside the default (kernels/gluon/forward_variants.py); pp3 and pp2_serial_n256: D <= 64 only
+NEW_VARIANTS = ("ws2", "pp2", "pp2_serial", "pp3", "pp2_serial_n256")
+D64_ONLY = ("pp3", "pp2_serial_n256")
+LONG_CASES = [(1, 384, 2048, 2, 1, 64, False), (1, 1024, 1024, 2, 2, 128, True)]  # many laps of the ring and turns
+VARIANT_CASES = [(name, case) for name in NEW_VARIANTS for case in CASES + LONG_CASES
+                 if name not in D64_ONLY or case[5] <= 64]
+
+
 @pytest.mark.skipif(not ON_HOPPER, reason="the Gluon forward needs an sm90 GPU")
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 @pytest.mark.parametrize("case", CASES, ids=[case_id(c) for c in CASES])
 def test_matches_the_fp32_reference(case, dtype):
+    check_against_the_reference(case, dtype, None)
+
+
+@pytest.mark.skipif(not ON_HOPPER, reason="the Gluon forward needs an sm90 GPU")
+@pytest.mark.parametrize("name, case", VARIANT_CASES, ids=[f"{n}-{case_id(c)}" for n, c in VARIANT_CASES])
+def test_variants_match_the_fp32_reference(name, case):
+    """Each structural variant (consumer partitions, ping-pong, no overlap, 192 rows, 256 keys) on the same cases: odd
+    lengths, tails, Nq != Nk, rows without keys, GQA / MQA, causal."""
+    from kernels.gluon.forward_variants import variant_blocks
+    blocks = variant_blocks(name, case[5], case[6])
+    assert blocks is not None and blocks.consumers > 0
+    check_against_the_reference(case, torch.bfloat16, blocks)
+
+
+def test_the_variant_cases_are_the_registrys():
+    """VARIANT_CASES leaves out exactly the cells where forward_variants has no tile (D64_ONLY past tile D 64)."""
+    from kernels.gluon.compat import GLUON_MISSING
+    if GLUON_MISSING is not None:
+        pytest.skip(GLUON_MISSING)
+    from kernels.gluon.forward_variants import FORWARD_VARIANTS, variant_blocks
+    assert set(NEW_VARIANTS) == set(FORWARD_VARIANTS) - {"mono"}
+    expected = [(n, c) for n in NEW_VARIANTS for c in CASES + LONG_CASES if variant_blocks(n, c[5], c[6]) is not None]
+    assert VARIANT_CASES == expected
+
+
+@pytest.mark.parametrize("blocks, message", [
+    ({"consumers": 2, "BLOCK_M": 192, "num_warps": 4}, "BLOCK_M = 64 x consumers"),
+    ({"consumers": 2, "BLOCK_M": 128, "num_warps": 8}, "num_warps = 4"),
+    ({"consumers": 1, "BLOCK_M": 64, "num_warps": 4, "pingpong": True}, "at least 2 consumers"),
+    ({"pingpong": True}, "need consumers > 0"),
+    ({"overlap": False}, "need consumers > 0"),
+])
+def test_bad_variant_tiles_are_refused_in_one_line(blocks, message):
+    from kernels.gluon.compat import GLUON_MISSING
+    if GLUON_MISSING is not None:
+        pytest.skip(GLUON_MISSING)
+    from kernels.gluon.forward import FwdBlocks, check_forward_blocks
+    with pytest.raises(ValueError, match=message):
+        check_forward_blocks(FwdBlocks(128, 128, 8, 2)._replace(**blocks))
+
+
+def check_against_the_reference(case, dtype, blocks):
+    """The Gluon forward at `blocks` (None: the default tile) against the fp32 reference: O within the accuracy gate
+    and within 2x the stock forward's error, the base-2 LSE within LSE_TOLERANCE, +inf where a row sees no key."""
     from kernels.forward import attention_forward
     from kernels.gluon.forward import gluon_attention_forward
     from variants.accuracy import REL_TOL, error
@@ -65,7 +117,7 @@ def test_matches_the_fp32_reference(case, dtype):
     k, v = (torch.randn(batch, seq_k, kv_heads, head_dim, device="cuda", dtype=dtype, generator=generator)
             for _ in range(2))
     scale = head_dim ** -0.5
-    o, lse = gluon_attention_forward(q, k, v, causal, scale)  # o, lse from the poisoned torch.empty
+    o, lse = gluon_attention_forward(q, k, v, causal, scale, blocks)  # o, lse from the poisoned torch.empty
     torch.cuda.synchronize()
     o_ref = reference_forward(q, k, v, causal, scale)
     lse_ref = reference_lse(q, k, causal, scale)
@@ -157,11 +209,12 @@ COMPILE_CASES = [(64, False, "bf16"), (64, True, "fp16"), (128, False, "bf16"), 
                  (96, True, "bf16"), (192, False, "bf16"), (256, True, "bf16")]
 
 
-def compiled_forward_rows(cases) -> list[dict]:
-    """runners.compile.forward's rows (registers, spills, shared memory, status) for each case, in a fresh process
-    (the compiler, not the interpreter)."""
+def compiled_forward_rows(cases, blocks=None) -> list[dict]:
+    """runners.compile.forward's rows (registers, spills, shared memory, status) for each case (blocks: a FwdBlocks
+    field dict per case, else the default tiles), in a fresh process (the compiler, not the interpreter)."""
+    blocks = blocks or [None] * len(cases)
     code = ("import json; from runners.compile.forward import check_forward_kernel; "
-            f"print(json.dumps([check_forward_kernel(d, c, t) for d, c, t in {cases!r}]))")
+            f"print(json.dumps([check_forward_kernel(d, c, t, b) for (d, c, t), b in zip({cases!r}, {blocks!r})]))")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=1200)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -178,3 +231,21 @@ def test_compiles_for_sm90_without_spills():
         assert row["status"] == "ok", (case, row)
         assert row["smem_bytes"] <= MAX_SMEM, (case, row)
         assert row["spill_store_bytes"] == 0 and row["spill_load_bytes"] == 0, (case, row)
+
+
+def test_variants_compile_for_sm90_without_spills():
+    """Every structural variant at D64 and D128, causal and not (pp3, pp2_serial_n256: D64 only), in one process."""
+    from kernels.gluon.compat import GLUON_MISSING
+    if GLUON_MISSING is not None:
+        pytest.skip(GLUON_MISSING)
+    pytest.importorskip("triton.backends.nvidia.compiler", reason="no NVIDIA backend: nothing to compile with")
+    from kernels.gluon.forward_variants import variant_blocks
+    cells = [(name, d, c) for name in NEW_VARIANTS for d in (64, 128) for c in (False, True)
+             if variant_blocks(name, d, c) is not None]
+    rows = compiled_forward_rows([(d, c, "bf16") for _, d, c in cells],
+                                 [dict(variant_blocks(*cell)._asdict()) for cell in cells])
+    assert len(rows) == len(cells) == 16
+    for cell, row in zip(cells, rows):
+        assert row["status"] == "ok", (cell, row)
+        assert row["smem_bytes"] <= MAX_SMEM, (cell, row)
+        assert row["spill_store_bytes"] == 0 and row["spill_load_bytes"] == 0, (cell, row)

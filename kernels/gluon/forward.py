@@ -60,11 +60,17 @@ class FwdLayouts(NamedTuple):  # the kernel's register and shared layouts (`forw
 
 class FwdBlocks(NamedTuple):
     """The forward's tile: BLOCK_M query rows per program over num_warps / 4 warpgroups, BLOCK_N keys per step,
-    num_stages K/V stages in shared memory."""
+    num_stages K/V stages in shared memory. consumers > 0: kernels/gluon/forward_pp.py's kernel, one partition per
+    consumer warpgroup (BLOCK_M = 64 * consumers, num_warps = 4), with its switches overlap (intra-warpgroup
+    overlap) and pingpong (the consumers take turns issuing wgmmas); consumers = 0: this file's kernel (its
+    overlap is always on)."""
     BLOCK_M: int
     BLOCK_N: int
     num_warps: int
     num_stages: int
+    consumers: int = 0
+    overlap: bool = True
+    pingpong: bool = False
 
 
 def default_forward_blocks(head_dim: int, causal: bool) -> FwdBlocks:
@@ -313,9 +319,17 @@ def forward_layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, d
 
 def check_forward_blocks(blocks: FwdBlocks) -> None:
     """One-line ValueError naming the rule a tile breaks."""
+    if blocks.consumers:
+        if blocks.consumers not in (1, 2, 3) or blocks.BLOCK_M != 64 * blocks.consumers or blocks.num_warps != 4:
+            raise ValueError(f"gluon forward: consumers={blocks.consumers}: 1-3 warpgroups, BLOCK_M = 64 x consumers "
+                             f"(not {blocks.BLOCK_M}), num_warps = 4 (not {blocks.num_warps})")
+        if blocks.pingpong and blocks.consumers < 2:
+            raise ValueError("gluon forward: pingpong takes turns between at least 2 consumers")
+    elif blocks.pingpong or not blocks.overlap:
+        raise ValueError("gluon forward: pingpong and overlap=False need consumers > 0 (forward_pp's kernel)")
     if blocks.num_warps not in (4, 8):
         raise ValueError(f"gluon forward: num_warps={blocks.num_warps}: 4 or 8 (whole warpgroups)")
-    if blocks.BLOCK_M not in (64, 128) or blocks.BLOCK_M % (16 * blocks.num_warps):
+    if not blocks.consumers and (blocks.BLOCK_M not in (64, 128) or blocks.BLOCK_M % (16 * blocks.num_warps)):
         raise ValueError(f"gluon forward: BLOCK_M={blocks.BLOCK_M}: 64 or 128, a multiple of 16 x num_warps")
     if blocks.BLOCK_N not in (32, 64, 128, 256):
         raise ValueError(f"gluon forward: BLOCK_N={blocks.BLOCK_N}: 32, 64, 128 or 256")
@@ -338,10 +352,21 @@ def gluon_attention_forward(q, k, v, causal: bool, scale: float, blocks: FwdBloc
     block_m, block_n = blocks.BLOCK_M, blocks.BLOCK_N
     masked = causal or seq_k % block_n != 0 or seq_k == 0
     grid = (cdiv(seq_q, block_m) * batch * heads,)
+    tensors = FwdTensors(o=o, lse=lse)
+    sizes = FwdSizes(seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads, qk_scale=float(scale) * LOG2E)
+    if blocks.consumers:  # one partition per consumer warpgroup, each with 64 query rows and a Q tile of its own
+        from kernels.gluon.forward_pp import ROWS, FwdCfg, gluon_fwd_pp_kernel
+        cfg = FwdCfg(DIM=head_dim, STAGES=blocks.num_stages, CAUSAL=causal, MASKED=masked,
+                     CONSUMERS=blocks.consumers, OVERLAP=blocks.overlap, PINGPONG=blocks.pingpong)
+        rows = ROWS.value  # 64 query rows per consumer: Q and O boxes
+        launch(gluon_fwd_pp_kernel, grid,
+            q_desc=rows_descriptor(q, rows), k_desc=rows_descriptor(k, block_n), v_desc=rows_descriptor(v, block_n),
+            o_desc=rows_descriptor(o, rows), tensors=tensors, sizes=sizes,
+            LAYOUTS=forward_layouts(rows, block_n, head_dim, 4, q.dtype), CFG=cfg, num_warps=4)
+        return o, lse
     launch(_gluon_fwd_kernel, grid,
         q_desc=rows_descriptor(q, block_m), k_desc=rows_descriptor(k, block_n), v_desc=rows_descriptor(v, block_n),
-        o_desc=rows_descriptor(o, block_m), tensors=FwdTensors(o=o, lse=lse),
-        sizes=FwdSizes(seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads, qk_scale=float(scale) * LOG2E),
+        o_desc=rows_descriptor(o, block_m), tensors=tensors, sizes=sizes,
         DIM=head_dim, LAYOUTS=forward_layouts(block_m, block_n, head_dim, blocks.num_warps, q.dtype),
         STAGES=blocks.num_stages, CAUSAL=causal, MASKED=masked, num_warps=blocks.num_warps)
     return o, lse

@@ -1,0 +1,258 @@
+"""The Gluon forward with one partition per consumer warpgroup (issue 42; FwdBlocks.consumers > 0): FA3's sm90
+forward structure, beside kernels/gluon/forward.py's single compute partition. One program per (query block of
+64 * CONSUMERS rows, batch, query head):
+
+    consumer 0 (the default partition, 4 warps)   64 query rows each: S = Q_c K^T, the online softmax in base 2,
+    consumers 1.. (4-warp workers, CONSUMER_REGS)   O += P V with P as the register A operand; each has its own Q tile
+    a 1-warp load partition (24 registers)         Q_c per consumer, then K and V per key block into the ring; a
+                                                   stage is free once every consumer has arrived (count CONSUMERS)
+
+Switches (FwdCfg, from FwdBlocks): OVERLAP (intra-warpgroup overlap, FA3 §3.2: S_j issued before P_{j-1} V and
+block j's softmax runs while that PV wgmma is in flight; off: S, wait, softmax, PV, wait per block), PINGPONG (FA3
+§3.1: the consumers take turns issuing their wgmmas, consumer c after consumer c - 1, through one mbarrier per
+consumer, so one warpgroup's softmax runs while the other's GEMMs hold the tensor cores). Every consumer walks the
+program's key blocks (causal: up to the block's last row's diagonal), so the turns stay in step.
+
+Same conventions and outputs as kernels/gluon/forward.py (base-2 LSE, +inf and O = 0 for a row without keys).
+"""
+from typing import NamedTuple
+
+from kernels.gluon.compat import cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma, tma_load, tma_store, \
+    warpgroup_mma, warpgroup_mma_wait
+from kernels.gluon.epilogue import store_rows
+from kernels.gluon.forward import _online_softmax, _program_rows, _scores
+from kernels.gluon.tiles import as_box
+
+ROWS = gl.constexpr(64)  # query rows of one consumer warpgroup (one m64 wgmma)
+CONSUMER_REGS = gl.constexpr(240)  # registers a thread of a worker consumer asks for (setmaxnreg), 2 consumers
+CONSUMER_REGS_3 = gl.constexpr(160)  # 3 consumers: 3 x 160 + 24 <= 512 (64 K registers over 4 warpgroups)
+LOAD_REGS = gl.constexpr(24)
+
+
+class FwdCfg(NamedTuple):  # the consumer kernel's compile-time switches (hashable: a constexpr)
+    DIM: int  # the data's head dim (tiles have tile_dim(DIM) columns)
+    STAGES: int  # K / V ring depth
+    CAUSAL: bool
+    MASKED: bool  # some key block crosses the causal diagonal or Nk
+    CONSUMERS: int  # 1-3 consumer warpgroups of ROWS query rows each
+    OVERLAP: bool  # intra-warpgroup overlap
+    PINGPONG: bool  # consumers take turns issuing wgmmas
+
+
+@gluon.jit
+def gluon_fwd_pp_kernel(q_desc, k_desc, v_desc, o_desc, tensors, sizes, LAYOUTS: gl.constexpr, CFG: gl.constexpr):
+    """Grid (cdiv(Nq, 64 * CONSUMERS) * B * H,). q / o [B * Nq, H, D] boxes [64, 1, tile D]; k / v [B * Nk, Hkv, D]
+    boxes [BN, 1, tile D]; tensors: FwdTensors; sizes: FwdSizes; LAYOUTS: FwdLayouts of one warpgroup's 64 rows."""
+    HEAD_DIM: gl.constexpr = q_desc.block_type.shape[2]
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    C: gl.constexpr = CFG.CONSUMERS  # (Triton 3.6: a record's field is a plain int until named a constexpr)
+    STAGES: gl.constexpr = CFG.STAGES
+    dtype: gl.constexpr = q_desc.dtype
+    rows = _program_rows(sizes, ROWS * C, BLOCK_N, CFG.CAUSAL)
+
+    q_smem = gl.allocate_shared_memory(dtype, [C, ROWS, HEAD_DIM], LAYOUTS.q_smem)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], LAYOUTS.kv_smem)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], LAYOUTS.kv_smem)
+    q_ready = gl.allocate_shared_memory(gl.int64, [C, 1], mbarrier.MBarrierLayout())  # consumer c's Q landed
+    turn = gl.allocate_shared_memory(gl.int64, [C, 1], mbarrier.MBarrierLayout())  # consumer c may issue
+    k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())  # every S done
+    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())  # every P V done
+    for c in gl.static_range(C):
+        mbarrier.init(q_ready.index(c), count=1)
+        mbarrier.init(turn.index(c), count=1)
+    for s in gl.static_range(STAGES):
+        mbarrier.init(k_ready.index(s), count=1)
+        mbarrier.init(v_ready.index(s), count=1)
+        mbarrier.init(k_empty.index(s), count=C)
+        mbarrier.init(v_empty.index(s), count=C)
+    ring = ((q_smem, k_smem, v_smem), (q_ready, k_ready, v_ready), (k_empty, v_empty, turn))  # tiles, full, free
+    qk_scale = sizes.qk_scale
+    if C == 1:
+        gl.warp_specialize([
+            (_consumer, (ring, rows, o_desc, tensors, qk_scale, LAYOUTS, CFG, 0)),
+            (_load_partition, (q_desc, k_desc, v_desc, ring, rows, CFG)),
+        ], [1], [LOAD_REGS])
+    elif C == 2:
+        gl.warp_specialize([
+            (_consumer, (ring, rows, o_desc, tensors, qk_scale, LAYOUTS, CFG, 0)),
+            (_consumer, (ring, rows, o_desc, tensors, qk_scale, LAYOUTS, CFG, 1)),
+            (_load_partition, (q_desc, k_desc, v_desc, ring, rows, CFG)),
+        ], [4, 1], [CONSUMER_REGS, LOAD_REGS])
+    else:
+        gl.warp_specialize([
+            (_consumer, (ring, rows, o_desc, tensors, qk_scale, LAYOUTS, CFG, 0)),
+            (_consumer, (ring, rows, o_desc, tensors, qk_scale, LAYOUTS, CFG, 1)),
+            (_consumer, (ring, rows, o_desc, tensors, qk_scale, LAYOUTS, CFG, 2)),
+            (_load_partition, (q_desc, k_desc, v_desc, ring, rows, CFG)),
+        ], [4, 4, 1], [CONSUMER_REGS_3, CONSUMER_REGS_3, LOAD_REGS])
+
+
+@gluon.jit
+def _load_partition(q_desc, k_desc, v_desc, ring, rows, CFG: gl.constexpr):
+    """One warp: each consumer's Q once, then each key block's K (after every consumer's S of its stage) and V
+    (after every consumer's P V of its stage), each on its own `ready` barrier."""
+    tiles, full, free = ring
+    q_smem, k_smem, v_smem = tiles
+    q_ready, k_ready, v_ready = full
+    k_empty, v_empty, turn = free
+    block, seqs, bases = rows
+    i_h, i_hk, heads, start_m, key_blocks = block
+    q_row0, k_row0, lse_row0 = bases
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    C: gl.constexpr = CFG.CONSUMERS
+    for c in gl.static_range(C):
+        mbarrier.expect(q_ready.index(c), q_desc.block_type.nbytes)
+        tma_load(q_desc, [q_row0 + start_m + c * ROWS, i_h, 0], q_ready.index(c), as_box(q_smem.index(c)))
+    for j in range(key_blocks):
+        stage = j % CFG.STAGES
+        phase = ((j // CFG.STAGES) & 1) ^ 1  # passes at once on the first lap
+        mbarrier.wait(k_empty.index(stage), phase)
+        mbarrier.expect(k_ready.index(stage), k_desc.block_type.nbytes)
+        tma_load(k_desc, [k_row0 + j * BLOCK_N, i_hk, 0], k_ready.index(stage), as_box(k_smem.index(stage)))
+        mbarrier.wait(v_empty.index(stage), phase)
+        mbarrier.expect(v_ready.index(stage), v_desc.block_type.nbytes)
+        tma_load(v_desc, [k_row0 + j * BLOCK_N, i_hk, 0], v_ready.index(stage), as_box(v_smem.index(stage)))
+
+
+@gluon.jit
+def _take_turn(turn, step, CFG: gl.constexpr, ME: gl.constexpr):
+    """PINGPONG: wait until the consumer before this one has issued its wgmmas of `step` (consumer 0: the last
+    consumer's of step - 1; its first wait passes at once)."""
+    if CFG.PINGPONG:
+        if ME == 0:
+            mbarrier.wait(turn.index(0), (step & 1) ^ 1)
+        else:
+            mbarrier.wait(turn.index(ME), step & 1)
+
+
+@gluon.jit
+def _pass_turn(turn, CFG: gl.constexpr, ME: gl.constexpr):
+    """PINGPONG: the next consumer may issue."""
+    if CFG.PINGPONG:
+        mbarrier.arrive(turn.index((ME + 1) % CFG.CONSUMERS), count=1)
+
+
+@gluon.jit
+def _issue_pv(p, v_smem, v_ready, acc, j, STAGES: gl.constexpr):
+    """Issues O += P_j V_j ([64, BN] @ [BN, D], P the register A operand) once V_j has landed."""
+    stage = j % STAGES
+    mbarrier.wait(v_ready.index(stage), (j // STAGES) & 1)
+    return warpgroup_mma(p, v_smem.index(stage), acc, is_async=True)
+
+
+@gluon.jit
+def _consumer(ring, rows, o_desc, tensors, qk_scale, LAYOUTS: gl.constexpr, CFG: gl.constexpr, ME: gl.constexpr):
+    """One consumer warpgroup: query rows start_m + 64 ME ... of the program's block; a consumer whose rows all lie
+    past Nq (the last block's) only keeps the turns and the ring's arrivals in step."""
+    block, seqs, bases = rows
+    if block[3] + ME * ROWS < seqs[0]:  # start_m + 64 ME < seq_q
+        _live_consumer(ring, rows, o_desc, tensors, qk_scale, LAYOUTS, CFG, ME)
+    else:
+        _idle_consumer(ring, block[4], CFG, ME)
+
+
+@gluon.jit
+def _idle_consumer(ring, key_blocks, CFG: gl.constexpr, ME: gl.constexpr):
+    """As many turns as a live consumer takes, and its arrivals on each stage's `empty` barriers, each after that
+    stage's load landed (so no arrival runs a lap ahead); no wgmma, no store."""
+    tiles, full, free = ring
+    q_ready, k_ready, v_ready = full
+    k_empty, v_empty, turn = free
+    STAGES: gl.constexpr = CFG.STAGES
+    for j in range(key_blocks):
+        _take_turn(turn, j, CFG, ME)
+        _pass_turn(turn, CFG, ME)
+        stage = j % STAGES
+        mbarrier.wait(k_ready.index(stage), (j // STAGES) & 1)
+        mbarrier.arrive(k_empty.index(stage), count=1)
+        mbarrier.wait(v_ready.index(stage), (j // STAGES) & 1)
+        mbarrier.arrive(v_empty.index(stage), count=1)
+    if CFG.OVERLAP:  # the live consumers' last turn (the last P V)
+        _take_turn(turn, key_blocks, CFG, ME)
+        _pass_turn(turn, CFG, ME)
+
+
+@gluon.jit
+def _live_consumer(ring, rows, o_desc, tensors, qk_scale, LAYOUTS: gl.constexpr, CFG: gl.constexpr,
+                   ME: gl.constexpr):
+    """Query rows start_m + 64 ME ... (some below Nq) over every key block of the program."""
+    tiles, full, free = ring
+    q_smem, k_smem, v_smem = tiles
+    q_ready, k_ready, v_ready = full
+    k_empty, v_empty, turn = free
+    O, LSE = tensors
+    block, seqs, bases = rows
+    i_h, i_hk, heads, start_m, key_blocks = block
+    seq_q, seq_k = seqs
+    q_row0, k_row0, lse_row0 = bases
+    S_LAYOUT: gl.constexpr = LAYOUTS.s
+    O_LAYOUT: gl.constexpr = LAYOUTS.o
+    BLOCK_N: gl.constexpr = k_smem.shape[1]
+    HEAD_DIM: gl.constexpr = q_smem.shape[2]
+    STAGES: gl.constexpr = CFG.STAGES
+    dtype: gl.constexpr = q_smem.dtype
+    P_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=O_LAYOUT, k_width=2)
+    q_tile = q_smem.index(ME)
+    row0 = start_m + ME * ROWS
+    o_m = row0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, S_LAYOUT))  # query of each S row
+    m = gl.full([ROWS], float("-inf"), gl.float32, gl.SliceLayout(1, S_LAYOUT))
+    l = gl.zeros([ROWS], gl.float32, gl.SliceLayout(1, S_LAYOUT))
+    acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, O_LAYOUT)
+    mbarrier.wait(q_ready.index(ME), 0)
+
+    if CFG.OVERLAP:
+        _take_turn(turn, 0, CFG, ME)
+        s = _scores(q_tile, k_smem, k_ready, k_empty, 0, S_LAYOUT, STAGES)
+        _pass_turn(turn, CFG, ME)
+        s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+        mbarrier.arrive(k_empty.index(0), count=1)
+        p, m, l, alpha = _online_softmax(s, m, l, o_m, 0, row0, seq_q, seq_k, qk_scale, CFG.CAUSAL, CFG.MASKED)
+        p = gl.convert_layout(p.to(dtype), P_OPERAND)
+        for j in range(1, key_blocks):
+            _take_turn(turn, j, CFG, ME)
+            s = _scores(q_tile, k_smem, k_ready, k_empty, j, S_LAYOUT, STAGES)
+            acc = _issue_pv(p, v_smem, v_ready, acc, j - 1, STAGES)
+            _pass_turn(turn, CFG, ME)
+            s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))  # S_j done; P V may still run
+            mbarrier.arrive(k_empty.index(j % STAGES), count=1)
+            p, m, l, alpha = _online_softmax(s, m, l, o_m, j * BLOCK_N, row0, seq_q, seq_k, qk_scale, CFG.CAUSAL,
+                                             CFG.MASKED)
+            p = gl.convert_layout(p.to(dtype), P_OPERAND)
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+            mbarrier.arrive(v_empty.index((j - 1) % STAGES), count=1)
+            acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, O_LAYOUT)), 1)
+        _take_turn(turn, key_blocks, CFG, ME)
+        acc = _issue_pv(p, v_smem, v_ready, acc, key_blocks - 1, STAGES)
+        _pass_turn(turn, CFG, ME)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        mbarrier.arrive(v_empty.index((key_blocks - 1) % STAGES), count=1)
+    else:  # per block: S, wait, softmax, O *= alpha, P V, wait
+        for j in range(key_blocks):
+            _take_turn(turn, j, CFG, ME)
+            s = _scores(q_tile, k_smem, k_ready, k_empty, j, S_LAYOUT, STAGES)
+            _pass_turn(turn, CFG, ME)
+            s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+            mbarrier.arrive(k_empty.index(j % STAGES), count=1)
+            p, m, l, alpha = _online_softmax(s, m, l, o_m, j * BLOCK_N, row0, seq_q, seq_k, qk_scale, CFG.CAUSAL,
+                                             CFG.MASKED)
+            acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, O_LAYOUT)), 1)
+            acc = _issue_pv(gl.convert_layout(p.to(dtype), P_OPERAND), v_smem, v_ready, acc, j, STAGES)
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+            mbarrier.arrive(v_empty.index(j % STAGES), count=1)
+
+    empty = l == 0.0  # rows that saw no key
+    l_safe = gl.where(empty, 1.0, l)
+    lse = gl.where(empty, float("inf"), m + gl.log2(l_safe))
+    gl.store(LSE + lse_row0 + o_m, lse, mask=o_m < seq_q)
+    out = acc * gl.expand_dims(gl.convert_layout(1.0 / l_safe, gl.SliceLayout(1, O_LAYOUT)), 1)
+    if row0 + ROWS <= seq_q:  # whole rows: out through this consumer's Q tile by TMA
+        cta_barrier()  # the warpgroup's wgmmas that read Q are done
+        q_tile.store(out.to(dtype))
+        fence_async_shared()
+        cta_barrier()
+        tma_store(o_desc, [q_row0 + row0, i_h, 0], as_box(q_tile))  # columns past DIM: outside the view
+        tma.store_wait(pendings=0)
+    else:  # a tail: its rows past Nq are the next batch's in the view
+        store_rows(O, (out,), 1.0, q_row0 + row0, q_row0 + seq_q, heads, i_h, CFG.DIM, HEAD_DIM, 0)

@@ -1,0 +1,38 @@
+"""The Gluon forward's structural variants by name (issue 42), for A/B runs in one process (scripts/forward_bench.py
+--variants, tests/test_gluon_forward.py): each is a FwdBlocks made from the default tile of a head dim.
+
+    mono        kernels/gluon/forward.py: one compute partition of 8 warps (both warpgroups in lockstep), the
+                intra-warpgroup overlap, P as a register operand (the default)
+    ws2         kernels/gluon/forward_pp.py: two consumer partitions of one warpgroup each (64 rows), free-running
+    pp2         ws2 with ping-pong: the consumers take turns issuing their wgmmas (FA3 §3.1)
+    pp2_serial  pp2 without the intra-warpgroup overlap (S, softmax, PV in turn): the overlap's A/B
+    pp3         three ping-pong consumers, 192 query rows (FA3's D64 tile; 160 registers each: tile D <= 64 only)
+    pp2_serial_n256  pp2_serial with 256 keys per step (half the steps, each S a 64 x 256 wgmma; tile D <= 64 only,
+                3 stages of K and V, 208 KB of shared memory; with the overlap S_j and P_{j-1} spill past 240 registers)
+"""
+from kernels.gluon.forward import FwdBlocks, default_forward_blocks
+from kernels.gluon.tiles import tile_dim
+
+FORWARD_VARIANTS = ("mono", "ws2", "pp2", "pp2_serial", "pp3", "pp2_serial_n256")
+D64_ONLY = ("pp3", "pp2_serial_n256")  # the variants with no tile past tile D 64
+
+
+def variant_blocks(name: str, head_dim: int, causal: bool) -> FwdBlocks | None:
+    """The variant's tile at this head dim, or None where it does not apply (D64_ONLY past tile D 64)."""
+    base = default_forward_blocks(head_dim, causal)
+    if name == "mono":
+        return base
+    if name in D64_ONLY and tile_dim(head_dim) > 64:
+        return None
+    if name == "pp3":
+        return FwdBlocks(192, base.BLOCK_N, 4, base.num_stages, 3, True, True)
+    if name == "pp2_serial_n256":
+        return FwdBlocks(128, 256, 4, 3, 2, overlap=False, pingpong=True)
+    two = FwdBlocks(128, base.BLOCK_N, 4, base.num_stages, consumers=2)
+    if name == "ws2":
+        return two
+    if name == "pp2":
+        return two._replace(pingpong=True)
+    if name == "pp2_serial":
+        return two._replace(pingpong=True, overlap=False)
+    raise ValueError(f"gluon forward variant {name!r}: one of {', '.join(FORWARD_VARIANTS)}")
