@@ -1,5 +1,6 @@
 """Exploration on one sm90 GPU (issue 42): the Gluon forward checked against the fp32 reference, then timed against
-the stock Triton forward and SDPA's cuDNN / flash forwards on the FlashAttention grid (tokens 16384, hidden 2048).
+the stock Triton forward, SDPA's cuDNN / flash forwards and FA4's forward (when installed) on the FlashAttention
+grid (tokens 16384, hidden 2048).
 Not a result table (rows come from runners.sweep once forward-only rows exist); a guide for the default tiles and
 for when `forward=auto` may become the default.
 
@@ -41,6 +42,18 @@ def sdpa(backend):
     return run
 
 
+def fa4_forward():
+    """FlashAttention-4's forward (flash_attn.cute, carried as in docs/fa4.md), or None when it is not installed."""
+    try:
+        from flash_attn.cute import flash_attn_func
+    except ImportError:
+        return None
+
+    def run(q, k, v, causal, scale):  # [B, N, H, D]; returns (out, lse) or out depending on the version
+        return flash_attn_func(q, k, v, softmax_scale=scale, causal=causal)
+    return run
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dtype", default="bf16", choices=list(DTYPES))
@@ -53,7 +66,9 @@ def main() -> int:
     from torch.nn.attention import SDPBackend
     dtype = DTYPES[args.dtype]
     tiles = [FwdBlocks(*map(int, t.split("x"))) for t in args.tiles.split(",") if t]
-    print(f"{torch.cuda.get_device_name()}  {args.dtype}  forward TFLOPS (FA convention), do_bench median")
+    fa4 = fa4_forward()
+    print(f"{torch.cuda.get_device_name()}  {args.dtype}  forward TFLOPS (FA convention), do_bench median"
+          + ("" if fa4 else "  (flash_attn.cute not installed: no fa4 column)"))
     for head_dim in map(int, args.head_dims.split(",")):
         for seq in map(int, args.seqs.split(",")):
             for causal in (False, True):
@@ -86,6 +101,8 @@ def main() -> int:
                     backends.append(("fa2", SDPBackend.FLASH_ATTENTION))
                 for name, backend in backends:
                     runs[name] = lambda backend=backend: sdpa(backend)(q, k, v, causal, scale)
+                if fa4 is not None:
+                    runs["fa4"] = lambda: fa4(q, k, v, causal, scale)
                 parts = []
                 for name, fn in runs.items():
                     try:
