@@ -18,12 +18,6 @@ MAX_LINES = 450
 
 KNOWN = {  # the stock kernels (issue 41, "The stock Triton step helpers likewise"): file -> its breaches
     "atomic_tma.py": {"params:_dkdv_dq_step", "params:_band_query_blocks", "params:_atomic_tma_kernel", "unpack"},
-    "backward_steps.py": {"lines", "params:dkdv_step", "params:dkdv_over_queries", "params:dkdv_over_causal",
-                          "params:dq_step", "params:dq_over_keys", "params:dq_over_causal", "params:dkdv_program",
-                          "params:dq_program", "unpack"},
-    "dkdv_dq.py": {"params:_dkdv_kernel", "params:_dq_kernel"},
-    "forward.py": {"params:_fwd_step"},
-    "fused.py": {"params:_fused_kernel"},
 }
 
 
