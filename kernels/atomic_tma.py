@@ -22,13 +22,15 @@ band_blocks, gate_values): a sliding window (WINDOW_LEFT / WINDOW_RIGHT >= 0: on
 are walked, their two edges masked), softcap (SOFTCAP > 0) and the forget gate (GATED: G [B, H, Nq] fp32 like LSE;
 DG gets the per-key sums of dS, DG_QUERY the per-query ones by atomics, kernels/atomic.py says why).
 """
+from typing import NamedTuple
+
 import torch
 import triton
 import triton.language as tl
 
 from kernels.backward_args import NO_GATE, GateTensors, backward_args
 from kernels.backward_steps import document_pointers
-from kernels.common import (band_blocks, block_and_head, cdiv, document_block, even_blocks, gate_values, head_block,
+from kernels.common import (Strides, band_blocks, block_and_head, cdiv, document_block, even_blocks, gate_values, head_block,
                             load_tile, modifier_args, modify_scores, score_mask, softcap_grad)
 from kernels.dq_finish import dq_finish
 from kernels.dkdv_dq import launch_dq
@@ -39,23 +41,80 @@ from kernels.launch import launch
 DQ_NONE, DQ_ATOMIC, DQ_TMA = 0, 1, 2
 
 
+class TmaConfig(NamedTuple):  # hashable: Triton specializes the kernel on it like on any constexpr
+    """The kernel's compile-time switches, one constexpr (CFG)."""
+    HEAD_DIM: int
+    BLOCK_M: int
+    BLOCK_N: int
+    BLOCK_D: int  # head_block(HEAD_DIM): the accumulator's row width too
+    CAUSAL: bool
+    TMA_LOAD: bool  # module doc
+    DQ_MODE: int  # DQ_NONE, DQ_ATOMIC or DQ_TMA
+    WARP_SPECIALIZE: bool  # the unmasked loop as tl.range(..., warp_specialize=True)
+    EVEN_M: bool  # kernels.common.even_blocks
+    EVEN_N: bool
+    EVEN_D: bool
+    DOT_PRECISION: str
+    WINDOW_LEFT: int  # score modifiers: kernels.common.modifier_args
+    WINDOW_RIGHT: int
+    SOFTCAP: float
+    GATED: bool
+
+
+class TmaKeys(NamedTuple):
+    """The resident key block (built in the kernel)."""
+    o_n: tl.tensor  # [BN] key indices
+    k: tl.tensor  # [BN, BD]
+    v: tl.tensor  # [BN, BD]
+    gk: tl.tensor  # [BN] the keys' gate values for the walked head (GATED), else unread zeros
+
+
+class TmaHead(NamedTuple):
+    """One query head's sources and destinations (built in the kernel)."""
+    d_q: tl.tensor  # Q's and dO's tensor descriptors (TMA_LOAD), else q, do
+    d_do: tl.tensor
+    d_dq: tl.tensor  # the accumulator's descriptor (DQ_TMA), else dq
+    q: tl.tensor  # pointers moved to the (batch, head)
+    do: tl.tensor
+    dq: tl.tensor  # the head's rows of the fp32 accumulator [Nq, BLOCK_D]
+    lse: tl.tensor
+    delta: tl.tensor
+    s_q: Strides  # Q's and dO's kernels.common.Strides (pointer loads)
+    s_do: Strides
+    g: tl.tensor  # the head's gate cumsum (GATED)
+    dgq: tl.tensor  # the head's per-query sums of dS (GATED, DQ_MODE != 0)
+
+
 @triton.jit
-def _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE, DELTA, s_q, s_do, o_n, start_m, seq_q, seq_k, qk_scale,
-                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
-                  MASK_CAUSAL: tl.constexpr, TMA_LOAD: tl.constexpr, DQ_MODE: tl.constexpr,
-                  EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
-                  G, b_gk, b_dgk, DGQ, WINDOW_LEFT: tl.constexpr, WINDOW_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr,
-                  GATED: tl.constexpr):
-    """One query block [start_m, start_m + BLOCK_M) against the resident key block o_n: adds to dK
+def _dkdv_dq_step(acc, keys, head, start_m, seq_q, seq_k, qk_scale,
+                  CFG: tl.constexpr, MASK_CAUSAL: tl.constexpr, BAND: tl.constexpr):
+    """One query block [start_m, start_m + BLOCK_M) against the resident key block: adds to dK
     (unscaled dS^T Q), dV (P^T dO), and adds the unscaled dS K into the fp32 dQ accumulator.
-    Modifiers (module doc): the window mask where WINDOW_LEFT / WINDOW_RIGHT >= 0, SOFTCAP, GATED (G the head's gate
-    cumsum, b_gk [BN] the resident keys' values; b_dgk [BN] accumulates sum_i dS_ij; unless DQ_MODE = 0 (the dQ pass
-    does it) DGQ, the head's per-query sums, gets sum_j dS_ij by atomics). s_q, s_do: Q's and DO's
-    kernels.common.Strides (pointer loads). -> (dK, dV, dG sums)."""
+    acc = (dK, dV, dG sums) -> the same, updated. MASK_CAUSAL: the block crosses the causal diagonal; BAND: a window
+    edge (CFG's window mask). Modifiers (module doc): SOFTCAP, GATED (keys.gk the resident keys' gate values; the
+    dG sums accumulate sum_i dS_ij; unless DQ_MODE = 0 (the dQ pass does it) head.dgq, the head's per-query sums,
+    gets sum_j dS_ij by atomics)."""
+    BLOCK_M: tl.constexpr = CFG.BLOCK_M
+    BLOCK_D: tl.constexpr = CFG.BLOCK_D
+    HEAD_DIM: tl.constexpr = CFG.HEAD_DIM
+    EVEN_M: tl.constexpr = CFG.EVEN_M
+    EVEN_N: tl.constexpr = CFG.EVEN_N
+    EVEN_D: tl.constexpr = CFG.EVEN_D
+    DOT_PRECISION: tl.constexpr = CFG.DOT_PRECISION
+    SOFTCAP: tl.constexpr = CFG.SOFTCAP
+    GATED: tl.constexpr = CFG.GATED
+    DQ_MODE: tl.constexpr = CFG.DQ_MODE
+    WINDOW_LEFT: tl.constexpr = CFG.WINDOW_LEFT if BAND else -1
+    WINDOW_RIGHT: tl.constexpr = CFG.WINDOW_RIGHT if BAND else -1
+    b_dk, b_dv, b_dgk = acc
+    o_n, b_k, b_v, b_gk = keys
+    d_q, d_do, d_dq = head.d_q, head.d_do, head.d_dq
+    Q, DO, DQ_ACC, LSE, DELTA = head.q, head.do, head.dq, head.lse, head.delta
+    s_q, s_do, G, DGQ = head.s_q, head.s_do, head.g, head.dgq
     o_m = start_m + tl.arange(0, BLOCK_M)
     o_d = tl.arange(0, BLOCK_D)
     m_m = o_m < seq_q
-    if TMA_LOAD:
+    if CFG.TMA_LOAD:
         b_q = d_q.load([start_m, 0])  # [BM, BD], zeros past Nq and D
         b_do = d_do.load([start_m, 0])  # [BM, BD]
     else:
@@ -99,57 +158,43 @@ def _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE, DEL
 
 
 @triton.jit
-def _band_query_blocks(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE, DELTA,
-                       s_q, s_do, o_n, seq_q, seq_k, qk_scale,
-                       m_lo, m_full_lo, m_full_hi, m_hi,
-                       HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, TMA_LOAD: tl.constexpr,
-                       DQ_MODE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, EVEN_M: tl.constexpr,
-                       EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
-                       G, b_gk, b_dgk, DGQ, WINDOW_LEFT: tl.constexpr, WINDOW_RIGHT: tl.constexpr,
-                       SOFTCAP: tl.constexpr, GATED: tl.constexpr):
-    """A windowed walk of one head's query blocks (kernels.common.band_blocks): [m_lo, m_full_lo) and
-    [m_full_hi, m_hi) are the band's edges (window mask), [m_full_lo, m_full_hi) every resident key sees whole; the
-    query blocks outside [m_lo, m_hi) are fully masked and never visited. -> (dK, dV, dG sums) accumulators."""
-    for start_m in range(m_lo, m_full_lo, BLOCK_M):  # the band's early edge: masked
-        b_dk, b_dv, b_dgk = _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE, DELTA,
-                                          s_q, s_do, o_n, start_m, seq_q, seq_k,
-                                          qk_scale, HEAD_DIM, BLOCK_M, BLOCK_D, False, TMA_LOAD, DQ_MODE,
-                                          EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
-                                          G, b_gk, b_dgk, DGQ, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
-    for start_m in tl.range(m_full_lo, m_full_hi, BLOCK_M, warp_specialize=WARP_SPECIALIZE):  # inside: no band mask
-        b_dk, b_dv, b_dgk = _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE, DELTA,
-                                          s_q, s_do, o_n, start_m, seq_q, seq_k,
-                                          qk_scale, HEAD_DIM, BLOCK_M, BLOCK_D, False, TMA_LOAD, DQ_MODE,
-                                          EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
-                                          G, b_gk, b_dgk, DGQ, -1, -1, SOFTCAP, GATED)
-    for start_m in range(m_full_hi, m_hi, BLOCK_M):  # the band's late edge: masked
-        b_dk, b_dv, b_dgk = _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, Q, DO, DQ_ACC, LSE, DELTA,
-                                          s_q, s_do, o_n, start_m, seq_q, seq_k,
-                                          qk_scale, HEAD_DIM, BLOCK_M, BLOCK_D, False, TMA_LOAD, DQ_MODE,
-                                          EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
-                                          G, b_gk, b_dgk, DGQ, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
-    return b_dk, b_dv, b_dgk
+def _walk_queries(acc, keys, head, lo, hi, seq_q, seq_k, qk_scale,
+                  CFG: tl.constexpr, MASK_CAUSAL: tl.constexpr, BAND: tl.constexpr):
+    """acc plus the query blocks [lo, hi) (_dkdv_dq_step's MASK_CAUSAL, BAND). The blocks every resident key sees
+    whole (neither mask) run as tl.range with CFG.WARP_SPECIALIZE."""
+    BLOCK_M: tl.constexpr = CFG.BLOCK_M
+    WARP_SPECIALIZE: tl.constexpr = CFG.WARP_SPECIALIZE
+    if MASK_CAUSAL or BAND:
+        for start_m in range(lo, hi, BLOCK_M):
+            acc = _dkdv_dq_step(acc, keys, head, start_m, seq_q, seq_k, qk_scale, CFG, MASK_CAUSAL, BAND)
+    else:
+        for start_m in tl.range(lo, hi, BLOCK_M, warp_specialize=WARP_SPECIALIZE):
+            acc = _dkdv_dq_step(acc, keys, head, start_m, seq_q, seq_k, qk_scale, CFG, MASK_CAUSAL, BAND)
+    return acc
 
 
 @triton.jit
 def _atomic_tma_kernel(tensors, strides, sizes, docs, gate,
-                       HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-                       CAUSAL: tl.constexpr, LONGEST_FIRST: tl.constexpr, TMA_LOAD: tl.constexpr,
-                       DQ_MODE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, IS_VARLEN: tl.constexpr,
-                       EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
-                       WINDOW_LEFT: tl.constexpr, WINDOW_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr,
-                       GATED: tl.constexpr):
+                       CFG: tl.constexpr, LONGEST_FIRST: tl.constexpr, IS_VARLEN: tl.constexpr):
     """Grid (cdiv(Nk, BLOCK_N), B * Hkv), or (B * Hkv, cdiv(Nk, BLOCK_N)) with LONGEST_FIRST.
     dK, dV of key block i_n of kv-head i_hk, summed over the group of query heads sharing it (GQA);
     tensors, strides, sizes, docs, gate: kernels.backward_args; tensors.dq (DQ_ACC) is the fp32 accumulator
     [B, H, Nq, BLOCK_D] (strides.dq None) that receives the unscaled dS K of every (query, key) block pair.
-    IS_VARLEN: B = 1 and the blocks axis runs over the (document, key block) pairs of docs.block_indices;
-    DQ_ACC is [1, H, total_q, BLOCK_D]. Score modifiers (module doc): gate.g the gate's cumsum, gate.dg its per-key
-    sums of dS, gate.dg_query its per-query sums (atomics; unless DQ_MODE = 0), all like LSE (None unless GATED)."""
-    Q, K, V, DO, DQ_ACC, DK, DV, LSE, DELTA = tensors
+    CFG: TmaConfig. IS_VARLEN: B = 1 and the blocks axis runs over the (document, key block) pairs of
+    docs.block_indices; DQ_ACC is [1, H, total_q, BLOCK_D]. Score modifiers (module doc): gate.g the gate's cumsum,
+    gate.dg its per-key sums of dS, gate.dg_query its per-query sums (atomics; unless DQ_MODE = 0), all like LSE
+    (None unless GATED)."""
+    HEAD_DIM: tl.constexpr = CFG.HEAD_DIM
+    BLOCK_M: tl.constexpr = CFG.BLOCK_M
+    BLOCK_N: tl.constexpr = CFG.BLOCK_N
+    BLOCK_D: tl.constexpr = CFG.BLOCK_D
+    DQ_MODE: tl.constexpr = CFG.DQ_MODE
+    GATED: tl.constexpr = CFG.GATED
+    WINDOWED: tl.constexpr = CFG.WINDOW_LEFT >= 0 or CFG.WINDOW_RIGHT >= 0
     seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale = sizes
     G, DG, DG_QUERY = gate
-    s_q, s_k, s_v, s_do, _, s_dk, s_dv = strides  # no dq strides (Triton 3.6 loses a None leaf across loops)
+    s_q, s_k, s_v, s_do = strides.q, strides.k, strides.v, strides.do  # no dq strides (Triton 3.6 loses a None
+    s_dk, s_dv = strides.dk, strides.dv  # leaf across loops)
     qk_scale, sm_scale = tl.cast(qk_scale, tl.float32), tl.cast(sm_scale, tl.float32)  # fp32 loop carries whatever the caller passed
     i_n, i_bhk = block_and_head(LONGEST_FIRST)
     i_b = i_bhk // kv_heads
@@ -159,7 +204,7 @@ def _atomic_tma_kernel(tensors, strides, sizes, docs, gate,
     heads_walked = group
     if IS_VARLEN:
         i_n, bos_q, seq_q, bos_k, seq_k = document_block(docs, i_n)
-        Q, K, V, DO, DQ_ACC, DK, DV, LSE, DELTA = document_pointers(tensors, strides, BLOCK_D, bos_q, bos_k)
+        tensors = document_pointers(tensors, strides, BLOCK_D, bos_q, bos_k)
         # From here on seq_q / seq_k are the document's: loads, masks, the causal shift (bottom-right per
         # document) and descriptor shapes stop at its end. A document without queries walks no head (and
         # builds no 0-row descriptor); its dK, dV are stored as zeros.
@@ -169,13 +214,15 @@ def _atomic_tma_kernel(tensors, strides, sizes, docs, gate,
             DG += bos_q
             if DQ_MODE != 0:
                 DG_QUERY += bos_q
+    Q, K, V, DO, DQ_ACC = tensors.q, tensors.k, tensors.v, tensors.do, tensors.dq
+    DK, DV, LSE, DELTA = tensors.dk, tensors.dv, tensors.lse, tensors.delta
     start_n = i_n * BLOCK_N
     o_n = start_n + tl.arange(0, BLOCK_N)
     o_d = tl.arange(0, BLOCK_D)
     m_nd = (o_n[:, None] < seq_k) & (o_d[None, :] < HEAD_DIM)
     K += i_b * s_k.b + i_hk * s_k.h
     V += i_b * s_v.b + i_hk * s_v.h
-    if TMA_LOAD:
+    if CFG.TMA_LOAD:
         d_k = tl.make_tensor_descriptor(K, shape=[seq_k, HEAD_DIM], strides=[s_k.n, 1], block_shape=[BLOCK_N, BLOCK_D])
         d_v = tl.make_tensor_descriptor(V, shape=[seq_k, HEAD_DIM], strides=[s_v.n, 1], block_shape=[BLOCK_N, BLOCK_D])
         b_k = d_k.load([start_n, 0])  # [BN, BD]
@@ -187,10 +234,10 @@ def _atomic_tma_kernel(tensors, strides, sizes, docs, gate,
     b_dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
 
     # Query blocks that see this key block: [m_lo, m_mid) cross the causal diagonal, [m_mid, Nq) see all of it.
-    if WINDOW_LEFT >= 0 or WINDOW_RIGHT >= 0:  # only the band's [m_lo, m_hi) (edges masked; a causal window: right = 0)
+    if WINDOWED:  # only the band's [m_lo, m_hi) (edges masked; a causal window: right = 0)
         m_lo, m_full_lo, m_full_hi, m_hi = band_blocks(start_n, seq_q, seq_q - seq_k, BLOCK_N, BLOCK_M,
-                                                       WINDOW_RIGHT, WINDOW_LEFT)
-    elif CAUSAL:
+                                                       CFG.WINDOW_RIGHT, CFG.WINDOW_LEFT)
+    elif CFG.CAUSAL:
         shift = seq_k - seq_q  # query i sees key j iff j <= i + shift
         m_lo = tl.maximum(start_n - shift, 0) // BLOCK_M * BLOCK_M
         m_full = tl.maximum(start_n + BLOCK_N - 1 - shift, m_lo)
@@ -215,7 +262,7 @@ def _atomic_tma_kernel(tensors, strides, sizes, docs, gate,
                 DGQ_h = DG_QUERY + i_bh * stride_lse
         b_gk = gate_values(G_h, o_n, seq_k, GATED)  # [BN]
         b_dgk = tl.zeros([BLOCK_N], dtype=tl.float32)
-        if TMA_LOAD:
+        if CFG.TMA_LOAD:
             d_q = tl.make_tensor_descriptor(q_base, shape=[seq_q, HEAD_DIM], strides=[s_q.n, 1],
                                             block_shape=[BLOCK_M, BLOCK_D])
             d_do = tl.make_tensor_descriptor(do_base, shape=[seq_q, HEAD_DIM], strides=[s_do.n, 1],
@@ -228,30 +275,18 @@ def _atomic_tma_kernel(tensors, strides, sizes, docs, gate,
                                              block_shape=[BLOCK_M, BLOCK_D])
         else:
             d_dq = dq_base
-        if WINDOW_LEFT >= 0 or WINDOW_RIGHT >= 0:
-            b_dk, b_dv, b_dgk = _band_query_blocks(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, q_base, do_base, dq_base,
-                                                   LSE + i_bh * stride_lse, DELTA + i_bh * stride_lse,
-                                                   s_q, s_do, o_n, seq_q, seq_k,
-                                                   qk_scale,
-                                                   m_lo, m_full_lo, m_full_hi, m_hi,
-                                                   HEAD_DIM, BLOCK_M, BLOCK_D, TMA_LOAD, DQ_MODE, WARP_SPECIALIZE,
-                                                   EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
-                                                   G_h, b_gk, b_dgk, DGQ_h, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED)
-        else:
-            for start_m in range(m_lo, m_mid, BLOCK_M):
-                b_dk, b_dv, b_dgk = _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, q_base, do_base, dq_base,
-                                                  LSE + i_bh * stride_lse, DELTA + i_bh * stride_lse,
-                                                  s_q, s_do, o_n, start_m, seq_q, seq_k, qk_scale,
-                                                  HEAD_DIM, BLOCK_M, BLOCK_D, True, TMA_LOAD, DQ_MODE,
-                                                  EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
-                                                  G_h, b_gk, b_dgk, DGQ_h, -1, -1, SOFTCAP, GATED)
-            for start_m in tl.range(m_mid, seq_q, BLOCK_M, warp_specialize=WARP_SPECIALIZE):
-                b_dk, b_dv, b_dgk = _dkdv_dq_step(b_dk, b_dv, b_k, b_v, d_q, d_do, d_dq, q_base, do_base, dq_base,
-                                                  LSE + i_bh * stride_lse, DELTA + i_bh * stride_lse,
-                                                  s_q, s_do, o_n, start_m, seq_q, seq_k, qk_scale,
-                                                  HEAD_DIM, BLOCK_M, BLOCK_D, False, TMA_LOAD, DQ_MODE,
-                                                  EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
-                                                  G_h, b_gk, b_dgk, DGQ_h, -1, -1, SOFTCAP, GATED)
+        acc = (b_dk, b_dv, b_dgk)
+        keys = TmaKeys(o_n, b_k, b_v, b_gk)
+        head = TmaHead(d_q, d_do, d_dq, q_base, do_base, dq_base, LSE + i_bh * stride_lse, DELTA + i_bh * stride_lse,
+                       s_q, s_do, G_h, DGQ_h)
+        if WINDOWED:  # the band's early edge (masked), its inside, its late edge (masked)
+            acc = _walk_queries(acc, keys, head, m_lo, m_full_lo, seq_q, seq_k, qk_scale, CFG, False, True)
+            acc = _walk_queries(acc, keys, head, m_full_lo, m_full_hi, seq_q, seq_k, qk_scale, CFG, False, False)
+            acc = _walk_queries(acc, keys, head, m_full_hi, m_hi, seq_q, seq_k, qk_scale, CFG, False, True)
+        else:  # the causal diagonal (masked), then the blocks every key sees whole
+            acc = _walk_queries(acc, keys, head, m_lo, m_mid, seq_q, seq_k, qk_scale, CFG, True, False)
+            acc = _walk_queries(acc, keys, head, m_mid, seq_q, seq_q, seq_k, qk_scale, CFG, False, False)
+        b_dk, b_dv, b_dgk = acc
         if GATED:
             tl.store(DG + i_bh * stride_lse + o_n, b_dgk, mask=o_n < seq_k)
     tl.store(DK + i_b * s_dk.b + i_hk * s_dk.h + o_n[:, None] * s_dk.n + o_d[None, :] * s_dk.d,
@@ -328,11 +363,12 @@ def atomic_tma_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, 
     if blocks > 0:  # packed: 0 when no document has a key
         launch(_atomic_tma_kernel, grid[::-1] if longest_first else grid,
             **backward_args(q, k, v, do, dq_acc, dk, dv, lse, delta, scale, dq_strides=False), **doc_args,
-            gate=gate_tensors(gate, deterministic), **modifier_args(mods, gate is not None, causal),
-            HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=block_d,
-            CAUSAL=causal, LONGEST_FIRST=longest_first, TMA_LOAD=use_load, DQ_MODE=dq_mode,
-            WARP_SPECIALIZE=warp_specialize, EVEN_M=even_m, EVEN_N=even_n, EVEN_D=even_d,
-            DOT_PRECISION=dot_precision(q.dtype), num_warps=num_warps, num_stages=num_stages)
+            gate=gate_tensors(gate, deterministic),
+            CFG=TmaConfig(HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=block_d, CAUSAL=causal,
+                          TMA_LOAD=use_load, DQ_MODE=dq_mode, WARP_SPECIALIZE=warp_specialize, EVEN_M=even_m,
+                          EVEN_N=even_n, EVEN_D=even_d, DOT_PRECISION=dot_precision(q.dtype),
+                          **modifier_args(mods, gate is not None, causal)),
+            LONGEST_FIRST=longest_first, num_warps=num_warps, num_stages=num_stages)
     if deterministic:  # dQ by the atomic-free pass (query block resident, walks keys)
         launch_dq(q, k, v, do, dq, lse, delta, causal=causal, scale=scale, BLOCK_M=BLOCK_N, BLOCK_N=BLOCK_M,
                   num_warps=num_warps, num_stages=num_stages, longest_first=longest_first, varlen=varlen, mods=mods,

@@ -8,6 +8,9 @@ tuple leaf by leaf, in order, so grouping changes nothing in the compiled kernel
     docs     kernels.varlen.Documents (None each for a dense batch)
     gate     GateTensors (None each without the forget gate)
 Inside a kernel: `Q, K, V, DO, DQ, DK, DV, LSE, DELTA = tensors`, `strides.q.n`, ...
+The compile-time switches of the shared steps (kernels/dkdv_steps.py, kernels/dq_steps.py) are one StepConfig record,
+passed whole as a constexpr (`CFG.GATED`; a field used as a shape is rebound first: `BLOCK_D: tl.constexpr = CFG.BLOCK_D`,
+Triton 3.6 hands record fields out as plain Python values).
 """
 from typing import NamedTuple
 
@@ -55,6 +58,37 @@ class GateTensors(NamedTuple):
 
 
 NO_GATE = GateTensors(None, None, None)
+
+
+class StepConfig(NamedTuple):  # hashable: Triton specializes the kernel on it like on any constexpr
+    """A dK/dV or dQ program's compile-time switches (kernels/dkdv_steps.py, kernels/dq_steps.py)."""
+    HEAD_DIM: int  # the head dims and their register blocks: kernels.common.head_dim_args
+    BLOCK_D: int
+    BLOCK_D2: int  # > 0: the head dim's second register block
+    EVEN_D: bool
+    EVEN_D2: bool
+    HEAD_DIM_V: int
+    BLOCK_DV: int
+    EVEN_DV: bool
+    BLOCK_M: int  # query block
+    BLOCK_N: int  # key block
+    EVEN_M: bool  # the walked / resident blocks stay inside the sequences: kernels.common.even_blocks
+    EVEN_N: bool
+    CAUSAL: bool
+    PRESCALED: bool  # the resident K (dK/dV) or Q (dQ) block multiplied by qk_scale once
+    DOT_PRECISION: str
+    WINDOW_LEFT: int  # score modifiers: kernels.common.modifier_args
+    WINDOW_RIGHT: int
+    SOFTCAP: float
+    GATED: bool
+    SLICE: int = 1  # the causal diagonal walked in blocks of BLOCK / SLICE
+    ACCUM_DQ: bool = False  # the dK/dV program also adds dS K into the fp32 dQ by atomics
+    GRADS: int = 3  # the dK/dV program's gradients: 1 dV only, 2 dK only, 3 both
+
+
+def step_config(head_args: dict, mods: dict, **switches) -> StepConfig:
+    """The record from kernels.common.head_dim_args, kernels.common.modifier_args and the remaining fields by name."""
+    return StepConfig(**head_args, **mods, **switches)
 
 
 def backward_args(q, k, v, do, dq, dk, dv, lse, delta, scale: float, dq_strides: bool = True) -> dict:

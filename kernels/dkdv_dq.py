@@ -4,8 +4,10 @@ atomic_tma's deterministic mode runs the second."""
 import triton
 import triton.language as tl
 
-from kernels.backward_args import NO_GATE, GateTensors, backward_args
-from kernels.backward_steps import dkdv_program, document_pointers, dq_program
+from kernels.backward_args import NO_GATE, GateTensors, backward_args, step_config
+from kernels.backward_steps import document_pointers
+from kernels.dkdv_steps import dkdv_program
+from kernels.dq_steps import dq_program
 from kernels.common import block_and_head, cdiv, document_block, even_blocks, head_dim_args, modifier_args
 from kernels.forward import dot_precision
 from kernels.gate import check_prescale
@@ -15,71 +17,52 @@ from kernels.launch import launch
 
 @triton.jit
 def _dkdv_kernel(tensors, strides, sizes, docs, gate,
-                 HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-                 CAUSAL: tl.constexpr, ACCUM_DQ: tl.constexpr, LONGEST_FIRST: tl.constexpr, PRESCALED: tl.constexpr,
-                 IS_VARLEN: tl.constexpr, GRADS: tl.constexpr, BLOCK_D2: tl.constexpr,
-                 EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr, EVEN_D2: tl.constexpr,
-                 DOT_PRECISION: tl.constexpr, WINDOW_LEFT: tl.constexpr, WINDOW_RIGHT: tl.constexpr,
-                 SOFTCAP: tl.constexpr, GATED: tl.constexpr,
-                 HEAD_DIM_V: tl.constexpr, BLOCK_DV: tl.constexpr, EVEN_DV: tl.constexpr):
+                 CFG: tl.constexpr, LONGEST_FIRST: tl.constexpr, IS_VARLEN: tl.constexpr):
     """Grid (cdiv(Nk, BLOCK_N), B * Hkv), or (B * Hkv, cdiv(Nk, BLOCK_N)) with LONGEST_FIRST: programs are
     dispatched x-fastest, so every head's key block 0 (the most queries when causal) starts first and the
     last wave holds the shortest programs. tensors, strides, sizes, docs, gate: kernels.backward_args.
-    With ACCUM_DQ (the atomic design) it also adds dS K into the fp32 dq.
+    CFG: kernels.backward_args.StepConfig. With CFG.ACCUM_DQ (the atomic design) it also adds dS K into the fp32 dq.
     IS_VARLEN: B = 1 and the blocks axis runs over the (document, key block) pairs of docs.block_indices (with
-    LONGEST_FIRST sorted heaviest first across documents). GRADS: 3 = dK and dV; 1 / 2 = dV / dK only (split).
-    BLOCK_D2 > 0: the head dim as two register blocks, BLOCK_D then BLOCK_D2 (kernels.common.head_chunks).
-    HEAD_DIM_V, BLOCK_DV, EVEN_DV: V's, dO's and dV's head dim (kernels.common.head_dim_args).
+    LONGEST_FIRST sorted heaviest first across documents). CFG.GRADS: 3 = dK and dV; 1 / 2 = dV / dK only (split).
+    CFG.BLOCK_D2 > 0: the head dim as two register blocks, BLOCK_D then BLOCK_D2 (kernels.common.head_chunks).
     Score modifiers (kernels/backward_steps.py): gate.g the gate's cumsum, gate.dg its per-key sums of dS; with
     ACCUM_DQ, gate.dg_query (zeroed) gets the per-query sums by atomics."""
     seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale = sizes
-    G, DG, DG_QUERY = gate
     i_n, i_bhk = block_and_head(LONGEST_FIRST)
     stride_lse = seq_q  # LSE, DELTA [B, H, Nq] (varlen: [1, H, total_q])
     if IS_VARLEN:
         i_n, bos_q, seq_q, bos_k, seq_k = document_block(docs, i_n)
         tensors = document_pointers(tensors, strides, strides.dq.n, bos_q, bos_k)
-        if GATED:  # like LSE (a gated batch has bos_k == bos_q)
-            G += bos_q
-            DG += bos_q
-            if ACCUM_DQ:
-                DG_QUERY += bos_q
-    dkdv_program(tensors, strides, seq_q, seq_k, stride_lse, heads, heads // kv_heads, qk_scale, sm_scale,
-                 i_n, i_bhk // kv_heads, i_bhk % kv_heads,
-                 HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, 1, CAUSAL, PRESCALED, ACCUM_DQ, EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
-                 GRADS, BLOCK_D2, EVEN_D2, G=G, DG=DG, WINDOW_LEFT=WINDOW_LEFT, WINDOW_RIGHT=WINDOW_RIGHT,
-                 SOFTCAP=SOFTCAP, GATED=GATED, DG_QUERY=DG_QUERY,
-                 HEAD_DIM_V=HEAD_DIM_V, BLOCK_DV=BLOCK_DV, EVEN_DV=EVEN_DV)
+        if CFG.GATED:  # like LSE (a gated batch has bos_k == bos_q)
+            G, DG, DG_QUERY = gate
+            if CFG.ACCUM_DQ:
+                gate = GateTensors(G + bos_q, DG + bos_q, DG_QUERY + bos_q)
+            else:
+                gate = GateTensors(G + bos_q, DG + bos_q, DG_QUERY)
+    dkdv_program(tensors, strides, gate, seq_q, seq_k, stride_lse, heads, heads // kv_heads, qk_scale, sm_scale,
+                 i_n, i_bhk // kv_heads, i_bhk % kv_heads, CFG)
 
 
 @triton.jit
 def _dq_kernel(tensors, strides, sizes, docs, gate,
-               HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-               CAUSAL: tl.constexpr, LONGEST_FIRST: tl.constexpr, PRESCALED: tl.constexpr, IS_VARLEN: tl.constexpr,
-               BLOCK_D2: tl.constexpr, EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr,
-               EVEN_D2: tl.constexpr, DOT_PRECISION: tl.constexpr, WINDOW_LEFT: tl.constexpr,
-               WINDOW_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, GATED: tl.constexpr,
-               HEAD_DIM_V: tl.constexpr, BLOCK_DV: tl.constexpr, EVEN_DV: tl.constexpr):
+               CFG: tl.constexpr, LONGEST_FIRST: tl.constexpr, IS_VARLEN: tl.constexpr):
     """Grid (cdiv(Nq, BLOCK_M), B * H), or (B * H, cdiv(Nq, BLOCK_M)) with LONGEST_FIRST: every head's last
     query block (the most keys when causal) is dispatched first. tensors, strides, sizes, docs, gate:
-    kernels.backward_args (tensors.dk, dv unused). IS_VARLEN: B = 1 and the blocks axis runs over the (document,
-    query block) pairs of docs.block_indices (with LONGEST_FIRST already heaviest first).
-    Score modifiers (kernels/backward_steps.py): gate.g the gate's cumsum, gate.dg its per-query sums of dS."""
+    kernels.backward_args (tensors.dk, dv unused); CFG: kernels.backward_args.StepConfig. IS_VARLEN: B = 1 and the
+    blocks axis runs over the (document, query block) pairs of docs.block_indices (with LONGEST_FIRST already
+    heaviest first). Score modifiers (kernels/backward_steps.py): gate.g the gate's cumsum, gate.dg its per-query
+    sums of dS."""
     seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale = sizes
-    G, DG, _ = gate
     i_m, i_bh = block_and_head(LONGEST_FIRST, REVERSED=not IS_VARLEN)  # packed: the table is heaviest first
     stride_lse = seq_q  # LSE, DELTA [B, H, Nq] (varlen: [1, H, total_q])
     if IS_VARLEN:
         i_m, bos_q, seq_q, bos_k, seq_k = document_block(docs, i_m)
         tensors = document_pointers(tensors, strides, strides.dq.n, bos_q, bos_k)
-        if GATED:
-            G += bos_q
-            DG += bos_q
-    dq_program(tensors, strides, seq_q, seq_k, stride_lse, heads, heads // kv_heads, qk_scale, sm_scale,
-               i_m, i_bh // heads, i_bh % heads,
-               HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_D, 1, CAUSAL, PRESCALED, EVEN_M, EVEN_N, EVEN_D, DOT_PRECISION,
-               BLOCK_D2, EVEN_D2, G=G, DG=DG, WINDOW_LEFT=WINDOW_LEFT, WINDOW_RIGHT=WINDOW_RIGHT, SOFTCAP=SOFTCAP,
-               GATED=GATED, HEAD_DIM_V=HEAD_DIM_V, BLOCK_DV=BLOCK_DV, EVEN_DV=EVEN_DV)
+        if CFG.GATED:
+            G, DG, DG_QUERY = gate
+            gate = GateTensors(G + bos_q, DG + bos_q, DG_QUERY)
+    dq_program(tensors, strides, gate, seq_q, seq_k, stride_lse, heads, heads // kv_heads, qk_scale, sm_scale,
+               i_m, i_bh // heads, i_bh % heads, CFG)
 
 
 def launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, *, causal: bool, scale: float, accumulate_dq: bool,
@@ -116,13 +99,11 @@ def launch_dkdv(q, k, v, do, dq, dk, dv, lse, delta, *, causal: bool, scale: flo
     args = backward_args(q, k, v, do, dq, dk, dv, lse, delta, scale)
     gate_args = gate_tensors(gate, "as_key", gate.query_for_atomics() if gate is not None and accumulate_dq else None)
     for grads in ((1, 2) if split else (3,)):  # GRADS: 1 dV only, 2 dK only, 3 both (kernels/backward_steps.py)
-        launch(_dkdv_kernel, grid[::-1] if longest_first else grid,
-                           **args, **doc_args, gate=gate_args, **modifier_args(mods, gate is not None, causal),
-                           **head_args, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
-                           CAUSAL=causal, ACCUM_DQ=accumulate_dq, LONGEST_FIRST=longest_first, PRESCALED=prescale,
-                           GRADS=grads, EVEN_M=even_m, EVEN_N=even_n,
-                           DOT_PRECISION=dot_precision(q.dtype),
-                           num_warps=num_warps, num_stages=num_stages)
+        cfg = step_config(head_args, modifier_args(mods, gate is not None, causal), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
+                          EVEN_M=even_m, EVEN_N=even_n, CAUSAL=causal, PRESCALED=prescale,
+                          DOT_PRECISION=dot_precision(q.dtype), ACCUM_DQ=accumulate_dq, GRADS=grads)
+        launch(_dkdv_kernel, grid[::-1] if longest_first else grid, **args, **doc_args, gate=gate_args, CFG=cfg,
+               LONGEST_FIRST=longest_first, num_warps=num_warps, num_stages=num_stages)
 
 
 def launch_dq(q, k, v, do, dq, lse, delta, *, causal: bool, scale: float,
@@ -143,13 +124,12 @@ def launch_dq(q, k, v, do, dq, lse, delta, *, causal: bool, scale: float,
     grid = (blocks, batch * heads)
     if blocks == 0:
         return
-    launch(_dq_kernel, grid[::-1] if longest_first else grid,
-                     **backward_args(q, k, v, do, dq, dq, dq, lse, delta, scale), **doc_args,
-                     gate=gate_tensors(gate, "as_query"), **modifier_args(mods, gate is not None, causal),
-                     **head_args, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
-                     CAUSAL=causal, LONGEST_FIRST=longest_first, PRESCALED=prescale, EVEN_M=even_m, EVEN_N=even_n,
-                     DOT_PRECISION=dot_precision(q.dtype),
-                     num_warps=num_warps, num_stages=num_stages)
+    cfg = step_config(head_args, modifier_args(mods, gate is not None, causal), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
+                      EVEN_M=even_m, EVEN_N=even_n, CAUSAL=causal, PRESCALED=prescale,
+                      DOT_PRECISION=dot_precision(q.dtype))
+    launch(_dq_kernel, grid[::-1] if longest_first else grid, **backward_args(q, k, v, do, dq, dq, dq, lse, delta, scale),
+           **doc_args, gate=gate_tensors(gate, "as_query"), CFG=cfg, LONGEST_FIRST=longest_first,
+           num_warps=num_warps, num_stages=num_stages)
 
 
 def gate_tensors(gate, written: str, query_sums=None) -> GateTensors:

@@ -44,16 +44,21 @@ class ForwardSizes(NamedTuple):
 
 
 @triton.jit
-def _fwd_step(b_acc, b_m, b_l, b_q, K, V, s_k, s_v,
-              o_m, start_n, seq_q, seq_k, qk_scale,
+def _fwd_step(state, rows, head, strides, start_n, seq_q, seq_k, qk_scale,
               HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
               MASK_CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
-              G=None, b_gq=None, WINDOW_LEFT: tl.constexpr = -1, WINDOW_RIGHT: tl.constexpr = -1,
+              WINDOW_LEFT: tl.constexpr = -1, WINDOW_RIGHT: tl.constexpr = -1,
               SOFTCAP: tl.constexpr = 0.0, GATED: tl.constexpr = False,
               HEAD_DIM_V: tl.constexpr = 0, BLOCK_DV: tl.constexpr = 0):
     """One online-softmax update of a [BLOCK_M] query block with keys [start_n, start_n + BLOCK_N).
-    Score modifiers (kernels.common.modify_scores): SOFTCAP, GATED (G the gate's cumsum, b_gq the block's rows
-    of it), and the window mask where WINDOW_LEFT / WINDOW_RIGHT >= 0. s_k, s_v: K's and V's kernels.common.Strides."""
+    state: (acc [BM, BDV] fp32, running max [BM], running sum [BM]) -> the updated state. rows: (o_m [BM] the
+    block's query indices, q [BM, BD], gq [BM] its gate values). head: (K, V, G) moved to the kv head (G the query
+    head's gate cumsum). strides: ForwardStrides. Score modifiers (kernels.common.modify_scores): SOFTCAP, GATED,
+    and the window mask where WINDOW_LEFT / WINDOW_RIGHT >= 0."""
+    b_acc, b_m, b_l = state
+    o_m, b_q, b_gq = rows
+    K, V, G = head
+    s_k, s_v = strides.k, strides.v
     o_n = start_n + tl.arange(0, BLOCK_N)
     o_d = tl.arange(0, BLOCK_D)
     m_n = o_n < seq_k
@@ -75,7 +80,7 @@ def _fwd_step(b_acc, b_m, b_l, b_q, K, V, s_k, s_v,
     b_v = tl.load(V + o_n[:, None] * s_v.n + o_dv[None, :] * s_v.d,
                   mask=m_n[:, None] & (o_dv[None, :] < HEAD_DIM_V), other=0.)  # [BN, BDV]
     b_acc = b_acc * b_alpha[:, None] + tl.dot(b_p.to(b_v.dtype), b_v, input_precision=DOT_PRECISION)  # [BM, BDV]
-    return b_acc, b_m_new, b_l
+    return b_acc, b_m_new, b_l  # the new state
 
 
 @triton.jit
@@ -134,40 +139,36 @@ def _fwd_kernel(tensors, strides, sizes, docs, G, SINK2,
         n_lo, n_full_lo, n_full_hi, n_hi = band_blocks(start_m, seq_k, seq_k - seq_q, BLOCK_M, BLOCK_N,
                                                        WINDOW_LEFT, WINDOW_RIGHT)
         for start_n in range(n_lo, n_full_lo, BLOCK_N):
-            b_acc, b_m, b_l = _fwd_step(b_acc, b_m, b_l, b_q, K, V, strides.k, strides.v,
-                                        o_m, start_n, seq_q, seq_k, qk_scale, HEAD_DIM, BLOCK_N, BLOCK_D, False,
-                                        DOT_PRECISION, G, b_gq, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED,
+            b_acc, b_m, b_l = _fwd_step((b_acc, b_m, b_l), (o_m, b_q, b_gq), (K, V, G), strides, start_n, seq_q,
+                                        seq_k, qk_scale, HEAD_DIM, BLOCK_N, BLOCK_D,
+                                        False, DOT_PRECISION, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED,
                                         HEAD_DIM_V, BLOCK_DV)
         for start_n in range(n_full_lo, n_full_hi, BLOCK_N):
-            b_acc, b_m, b_l = _fwd_step(b_acc, b_m, b_l, b_q, K, V, strides.k, strides.v,
-                                        o_m, start_n, seq_q, seq_k, qk_scale, HEAD_DIM, BLOCK_N, BLOCK_D, False,
-                                        DOT_PRECISION, G, b_gq, -1, -1, SOFTCAP, GATED,
-                                        HEAD_DIM_V, BLOCK_DV)
+            b_acc, b_m, b_l = _fwd_step((b_acc, b_m, b_l), (o_m, b_q, b_gq), (K, V, G), strides, start_n, seq_q,
+                                        seq_k, qk_scale, HEAD_DIM, BLOCK_N, BLOCK_D,
+                                        False, DOT_PRECISION, -1, -1, SOFTCAP, GATED, HEAD_DIM_V, BLOCK_DV)
         for start_n in range(n_full_hi, n_hi, BLOCK_N):
-            b_acc, b_m, b_l = _fwd_step(b_acc, b_m, b_l, b_q, K, V, strides.k, strides.v,
-                                        o_m, start_n, seq_q, seq_k, qk_scale, HEAD_DIM, BLOCK_N, BLOCK_D, False,
-                                        DOT_PRECISION, G, b_gq, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED,
+            b_acc, b_m, b_l = _fwd_step((b_acc, b_m, b_l), (o_m, b_q, b_gq), (K, V, G), strides, start_n, seq_q,
+                                        seq_k, qk_scale, HEAD_DIM, BLOCK_N, BLOCK_D,
+                                        False, DOT_PRECISION, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED,
                                         HEAD_DIM_V, BLOCK_DV)
     elif CAUSAL:
         shift = seq_k - seq_q  # bottom-right alignment: query i sees keys j <= i + shift
         n_end = tl.minimum(tl.maximum(start_m + BLOCK_M + shift, 0), seq_k)
         n_mid = tl.minimum(tl.maximum(start_m + shift + 1, 0) // BLOCK_N * BLOCK_N, n_end)
         for start_n in range(0, n_mid, BLOCK_N):  # every query of the block sees every key
-            b_acc, b_m, b_l = _fwd_step(b_acc, b_m, b_l, b_q, K, V, strides.k, strides.v,
-                                        o_m, start_n, seq_q, seq_k, qk_scale,
-                                        HEAD_DIM, BLOCK_N, BLOCK_D, False, DOT_PRECISION,
-                                        G, b_gq, -1, -1, SOFTCAP, GATED, HEAD_DIM_V, BLOCK_DV)
+            b_acc, b_m, b_l = _fwd_step((b_acc, b_m, b_l), (o_m, b_q, b_gq), (K, V, G), strides, start_n, seq_q,
+                                        seq_k, qk_scale, HEAD_DIM, BLOCK_N, BLOCK_D,
+                                        False, DOT_PRECISION, -1, -1, SOFTCAP, GATED, HEAD_DIM_V, BLOCK_DV)
         for start_n in range(n_mid, n_end, BLOCK_N):  # the diagonal: causal mask
-            b_acc, b_m, b_l = _fwd_step(b_acc, b_m, b_l, b_q, K, V, strides.k, strides.v,
-                                        o_m, start_n, seq_q, seq_k, qk_scale,
-                                        HEAD_DIM, BLOCK_N, BLOCK_D, True, DOT_PRECISION,
-                                        G, b_gq, -1, -1, SOFTCAP, GATED, HEAD_DIM_V, BLOCK_DV)
+            b_acc, b_m, b_l = _fwd_step((b_acc, b_m, b_l), (o_m, b_q, b_gq), (K, V, G), strides, start_n, seq_q,
+                                        seq_k, qk_scale, HEAD_DIM, BLOCK_N, BLOCK_D,
+                                        True, DOT_PRECISION, -1, -1, SOFTCAP, GATED, HEAD_DIM_V, BLOCK_DV)
     else:
         for start_n in range(0, seq_k, BLOCK_N):
-            b_acc, b_m, b_l = _fwd_step(b_acc, b_m, b_l, b_q, K, V, strides.k, strides.v,
-                                        o_m, start_n, seq_q, seq_k, qk_scale,
-                                        HEAD_DIM, BLOCK_N, BLOCK_D, False, DOT_PRECISION,
-                                        G, b_gq, -1, -1, SOFTCAP, GATED, HEAD_DIM_V, BLOCK_DV)
+            b_acc, b_m, b_l = _fwd_step((b_acc, b_m, b_l), (o_m, b_q, b_gq), (K, V, G), strides, start_n, seq_q,
+                                        seq_k, qk_scale, HEAD_DIM, BLOCK_N, BLOCK_D,
+                                        False, DOT_PRECISION, -1, -1, SOFTCAP, GATED, HEAD_DIM_V, BLOCK_DV)
 
     b_empty = b_l == 0.  # rows that saw no key
     b_l_safe = tl.where(b_empty, 1., b_l)

@@ -9,8 +9,10 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.backward_args import NO_GATE, GateTensors, backward_args
-from kernels.backward_steps import dkdv_program, document_pointers, dq_program
+from kernels.backward_args import NO_GATE, GateTensors, backward_args, step_config
+from kernels.backward_steps import document_pointers
+from kernels.dkdv_steps import dkdv_program
+from kernels.dq_steps import dq_program
 from kernels.common import cdiv, document_block, even_blocks, head_dim_args, modifier_args
 from kernels.forward import dot_precision
 from kernels.gate import check_prescale
@@ -20,21 +22,14 @@ from kernels.launch import launch
 
 @triton.jit
 def _fused_kernel(tensors, strides, sizes, docs, gate,
-                  HEAD_DIM: tl.constexpr, BLOCK_M1: tl.constexpr, BLOCK_N1: tl.constexpr,
-                  BLOCK_M2: tl.constexpr, BLOCK_N2: tl.constexpr, BLOCK_D: tl.constexpr,
-                  BLK_SLICE_FACTOR: tl.constexpr, CAUSAL: tl.constexpr, PRESCALED: tl.constexpr, IS_VARLEN: tl.constexpr,
-                  EVEN_M1: tl.constexpr, EVEN_N1: tl.constexpr, EVEN_M2: tl.constexpr, EVEN_N2: tl.constexpr,
-                  EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr, WINDOW_LEFT: tl.constexpr,
-                  WINDOW_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, GATED: tl.constexpr,
-                  HEAD_DIM_V: tl.constexpr, BLOCK_DV: tl.constexpr, EVEN_DV: tl.constexpr):
-    """Grid (max(cdiv(Nk, BLOCK_N1), cdiv(Nq, BLOCK_M2)), B * Hkv). tensors, strides, sizes, docs, gate:
-    kernels.backward_args. IS_VARLEN: B = 1 and the first axis runs over the (document, block) pairs of
+                  DKDV: tl.constexpr, DQ: tl.constexpr, IS_VARLEN: tl.constexpr):
+    """Grid (max(cdiv(Nk, DKDV.BLOCK_N), cdiv(Nq, DQ.BLOCK_M)), B * Hkv). tensors, strides, sizes, docs, gate:
+    kernels.backward_args; DKDV, DQ: the two halves' kernels.backward_args.StepConfig (their SLICE the
+    BLK_SLICE_FACTOR). IS_VARLEN: B = 1 and the first axis runs over the (document, block) pairs of
     docs.block_indices (per document, the max of its two block counts).
     Score modifiers (module doc): gate.g the gate's cumsum, gate.dg / gate.dg_query its per-key / per-query sums
-    of dS, all [B, H, Nq] fp32 like LSE (None unless GATED). HEAD_DIM_V, BLOCK_DV, EVEN_DV: V's, dO's and dV's head
-    dim (kernels.common.head_dim_args)."""
+    of dS, all [B, H, Nq] fp32 like LSE (None unless GATED)."""
     seq_q, seq_k, heads, kv_heads, qk_scale, sm_scale = sizes
-    G, DG_KEY, DG_QUERY = gate
     i_p = tl.program_id(0)
     i_bhk = tl.program_id(1)
     i_b = i_bhk // kv_heads
@@ -44,24 +39,17 @@ def _fused_kernel(tensors, strides, sizes, docs, gate,
     if IS_VARLEN:
         i_p, bos_q, seq_q, bos_k, seq_k = document_block(docs, i_p)
         tensors = document_pointers(tensors, strides, strides.dq.n, bos_q, bos_k)
-        if GATED:  # like LSE (a gated batch has bos_k == bos_q)
-            G += bos_q
-            DG_KEY += bos_q
-            DG_QUERY += bos_q
-    if i_p * BLOCK_N1 < seq_k:
-        dkdv_program(tensors, strides, seq_q, seq_k, stride_lse, heads, group, qk_scale, sm_scale, i_p, i_b, i_hk,
-                     HEAD_DIM, BLOCK_M1, BLOCK_N1, BLOCK_D, BLK_SLICE_FACTOR, CAUSAL, PRESCALED, False,
-                     EVEN_M1, EVEN_N1, EVEN_D, DOT_PRECISION, G=G, DG=DG_KEY, WINDOW_LEFT=WINDOW_LEFT,
-                     WINDOW_RIGHT=WINDOW_RIGHT, SOFTCAP=SOFTCAP, GATED=GATED,
-                     HEAD_DIM_V=HEAD_DIM_V, BLOCK_DV=BLOCK_DV, EVEN_DV=EVEN_DV)
-    if i_p * BLOCK_M2 < seq_q:
+        if DKDV.GATED:  # like LSE (a gated batch has bos_k == bos_q)
+            G, DG_KEY, DG_QUERY = gate
+            gate = GateTensors(G + bos_q, DG_KEY + bos_q, DG_QUERY + bos_q)
+    G, DG_KEY, DG_QUERY = gate
+    if i_p * DKDV.BLOCK_N < seq_k:
+        dkdv_program(tensors, strides, GateTensors(G, DG_KEY, None), seq_q, seq_k, stride_lse, heads, group,
+                     qk_scale, sm_scale, i_p, i_b, i_hk, DKDV)
+    if i_p * DQ.BLOCK_M < seq_q:
         for i_g in range(group):
-            dq_program(tensors, strides, seq_q, seq_k, stride_lse, heads, group, qk_scale, sm_scale,
-                       i_p, i_b, i_hk * group + i_g,
-                       HEAD_DIM, BLOCK_M2, BLOCK_N2, BLOCK_D, BLK_SLICE_FACTOR, CAUSAL, PRESCALED,
-                       EVEN_M2, EVEN_N2, EVEN_D, DOT_PRECISION, G=G, DG=DG_QUERY, WINDOW_LEFT=WINDOW_LEFT,
-                       WINDOW_RIGHT=WINDOW_RIGHT, SOFTCAP=SOFTCAP, GATED=GATED,
-                     HEAD_DIM_V=HEAD_DIM_V, BLOCK_DV=BLOCK_DV, EVEN_DV=EVEN_DV)
+            dq_program(tensors, strides, GateTensors(G, DG_QUERY, None), seq_q, seq_k, stride_lse, heads, group,
+                       qk_scale, sm_scale, i_p, i_b, i_hk * group + i_g, DQ)
 
 
 def fused_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M1: int, BLOCK_N1: int,
@@ -77,7 +65,7 @@ def fused_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     head_args = head_dim_args(head_dim, False, v.shape[-1])  # one register block per head dim
     block_d = head_args["BLOCK_D"]
-    even_m1, even_n1, even_d = even_blocks(seq_q, seq_k, head_dim, block_d, walked=BLOCK_M1, resident=BLOCK_N1,
+    even_m1, even_n1, _ = even_blocks(seq_q, seq_k, head_dim, block_d, walked=BLOCK_M1, resident=BLOCK_N1,
                                            walks_queries=True, causal=causal, varlen=varlen is not None)
     even_m2, even_n2, _ = even_blocks(seq_q, seq_k, head_dim, block_d, walked=BLOCK_N2, resident=BLOCK_M2,
                                       walks_queries=False, causal=causal, varlen=varlen is not None)
@@ -88,15 +76,15 @@ def fused_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK
     if blocks == 0:
         return dq, dk, dv
     grid = (blocks, batch * kv_heads)
+    shared = dict(CAUSAL=causal, PRESCALED=prescale, DOT_PRECISION=dot_precision(q.dtype), SLICE=BLK_SLICE_FACTOR)
+    mod_args = modifier_args(mods, gate is not None, causal)
     launch(_fused_kernel, grid, **backward_args(q, k, v, do, dq, dk, dv, lse, delta, scale), **doc_args,
-                        gate=gate_tensors(gate), **modifier_args(mods, gate is not None, causal),
-                        HEAD_DIM=head_dim, BLOCK_M1=BLOCK_M1, BLOCK_N1=BLOCK_N1, BLOCK_M2=BLOCK_M2,
-                        BLOCK_N2=BLOCK_N2, BLOCK_D=block_d, BLK_SLICE_FACTOR=BLK_SLICE_FACTOR,
-                        HEAD_DIM_V=head_args["HEAD_DIM_V"], BLOCK_DV=head_args["BLOCK_DV"],
-                        EVEN_DV=head_args["EVEN_DV"],
-                        CAUSAL=causal, PRESCALED=prescale, EVEN_M1=even_m1, EVEN_N1=even_n1, EVEN_M2=even_m2,
-                        EVEN_N2=even_n2, EVEN_D=even_d, DOT_PRECISION=dot_precision(q.dtype),
-                        num_warps=num_warps, num_stages=num_stages)
+           gate=gate_tensors(gate),
+           DKDV=step_config(head_args, mod_args, BLOCK_M=BLOCK_M1, BLOCK_N=BLOCK_N1, EVEN_M=even_m1, EVEN_N=even_n1,
+                            **shared),
+           DQ=step_config(head_args, mod_args, BLOCK_M=BLOCK_M2, BLOCK_N=BLOCK_N2, EVEN_M=even_m2, EVEN_N=even_n2,
+                          **shared),
+           num_warps=num_warps, num_stages=num_stages)
     return dq, dk, dv
 
 

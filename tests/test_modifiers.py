@@ -243,7 +243,7 @@ def blocks_with_visible_pairs(rows: int, cols: int, block_r: int, block_c: int, 
 
 # Blocks of 16 everywhere and no diagonal slices, so that one step call is one (block, block) pair, and the step
 # functions counted: "dq" walks key blocks for a resident query block, "dkdv" query blocks for a resident key block.
-SHARED_STEPS = {"dq": ("kernels.backward_steps", "dq_step"), "dkdv": ("kernels.backward_steps", "dkdv_step")}
+SHARED_STEPS = {"dq": ("kernels.dq_steps", "dq_step"), "dkdv": ("kernels.dkdv_steps", "dkdv_step")}
 COUNTED = {
     "two_pass": (dict(BLOCK_M1=16, BLOCK_N1=16, BLOCK_M2=16, BLOCK_N2=16, num_stages1=1, num_stages2=1), SHARED_STEPS),
     "fused": (dict(BLOCK_M1=16, BLOCK_N1=16, BLOCK_M2=16, BLOCK_N2=16, BLK_SLICE_FACTOR=1, num_stages=1), SHARED_STEPS),

@@ -9,7 +9,8 @@ import torch
 
 from variants import attention, get
 from variants.base import TritonVariant, default_scale
-from variants.op import attention_op, blocks_from_text, blocks_text, through_operator
+from variants.blocks import blocks_from_text, blocks_text
+from variants.op import attention_op, through_operator
 from variants.registry import registered
 
 from tests.test_variants import small_blocks

@@ -19,6 +19,7 @@ nothing else needs to change. `conf/sweep_grid/blocks_<variant>.yaml` is a separ
 grid for `sweep=blocks` (and `runners.tune space=grid`), not derived from these declarations; a design without that
 file gets every combination of its declared candidates as that grid (runners/schema.py `derived_grid`).
 """
+import ast
 from dataclasses import asdict, dataclass, field, fields
 
 NUM_WARPS = (1, 2, 4, 8, 16)
@@ -275,3 +276,23 @@ class WsTwoPassBlocks(Blocks):
         if head_dim <= 192:
             return dict(BLOCK_M=128, BLOCK_N=32, num_warps=8, num_stages=2)
         return dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2)
+
+
+def blocks_text(blocks) -> str:
+    """Block overrides (None, a dict, or a design's Blocks) as the op's string argument, 'name=repr;...' in name order
+    ('' = none). Plain string formatting, so that torch.compile traces it (json.dumps breaks the graph)."""
+    if blocks is None:
+        return ""
+    if hasattr(blocks, "__dataclass_fields__"):
+        blocks = {name: getattr(blocks, name) for name in blocks.__dataclass_fields__}
+    if not isinstance(blocks, dict):
+        raise ValueError(f"blocks must be a dict or a Blocks, got {type(blocks).__name__}")
+    return ";".join(f"{name}={blocks[name]!r}" for name in sorted(blocks))
+
+
+def blocks_from_text(text: str) -> dict | None:
+    """blocks_text's inverse: {name: int / bool / str value}, or None for ''."""
+    if not text:
+        return None
+    pairs = (item.split("=", 1) for item in text.split(";"))
+    return {name: ast.literal_eval(value) for name, value in pairs}

@@ -20,38 +20,18 @@ Shapes: dense q [B, Nq, H, D], k/v [B, Nk, Hkv, D], lse [B, H, Nq] fp32; packed 
 k/v [total_k, Hkv, D], lse [1, H, total_q]. A packed call reads its cu_seqlens on the host (kernels.varlen.Packing)
 in the forward and again in the backward, so it cannot be captured in a CUDA graph; a dense call can.
 """
-import ast
 import contextlib
 
 import torch
 from torch import Tensor
 
 from kernels.launch import current_device
+from variants.blocks import blocks_from_text, blocks_text  # noqa: F401 - blocks_text: op.blocks_text callers
 from variants.plan import Plan, plans
 from variants.problem import Problem, check_gate, check_sink
 from variants.registry import get
 
 NAMESPACE = "flash_bwd"
-
-
-def blocks_text(blocks) -> str:
-    """Block overrides (None, a dict, or a design's Blocks) as the op's string argument, 'name=repr;...' in name order
-    ('' = none). Plain string formatting, so that torch.compile traces it (json.dumps breaks the graph)."""
-    if blocks is None:
-        return ""
-    if hasattr(blocks, "__dataclass_fields__"):
-        blocks = {name: getattr(blocks, name) for name in blocks.__dataclass_fields__}
-    if not isinstance(blocks, dict):
-        raise ValueError(f"blocks must be a dict or a Blocks, got {type(blocks).__name__}")
-    return ";".join(f"{name}={blocks[name]!r}" for name in sorted(blocks))
-
-
-def blocks_from_text(text: str) -> dict | None:
-    """blocks_text's inverse: {name: int / bool / str value}, or None for ''."""
-    if not text:
-        return None
-    pairs = (item.split("=", 1) for item in text.split(";"))
-    return {name: ast.literal_eval(value) for name, value in pairs}
 
 
 def make_packing(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import torch
 
 from kernels.launch import LaunchSites
-from variants.blocks import Blocks
+from variants.blocks import Blocks, blocks_from_text
 from variants.problem import Modifiers, Problem, check_gate, check_sink
 
 CACHE_SIZE = 128  # signatures kept; a model's layers share one per shape, a sweep's points one each
@@ -81,7 +81,6 @@ def build(impl, q, k, v, causal, blocks: str, window_left: int, window_right: in
           sink=None) -> Plan:
     """Every check and the block resolution of a dense call (one-line ValueError on anything wrong)."""
     from variants.base import default_scale
-    from variants.op import blocks_from_text
     if g is not None:
         check_gate(g, q)
     if sink is not None:
