@@ -51,6 +51,7 @@ def run_forward(choice: str, q, k, v, causal: bool, scale: float, *, BLOCK_N: in
     block. sink: fp32 [H] or None (the stock forward only; the LSE carries it)."""
     if chosen_forward(choice, q, k, v, causal, varlen=varlen, mods=mods, gate=gate, sink=sink).name == "gluon":
         from kernels.gluon.forward import gluon_attention_forward
-        return gluon_attention_forward(q, k, v, causal, scale)
+        from kernels.gluon.forward_variants import preferred_blocks
+        return gluon_attention_forward(q, k, v, causal, scale, preferred_blocks(q.shape[-1], causal))
     from kernels.forward import attention_forward
     return attention_forward(q, k, v, causal, scale, BLOCK_N=BLOCK_N, varlen=varlen, mods=mods, gate=gate, sink=sink)

@@ -163,6 +163,20 @@ def test_a_backward_reads_the_gluon_forward(variant):
     assert row["correct"], row["_wrong_reason"]
 
 
+@pytest.mark.parametrize("head_dim, name", [(32, "pp3"), (64, "pp3"), (96, "pp2"), (128, "pp2"), (192, "mono"),
+                                            (256, "mono")])
+def test_forward_gluon_runs_the_preferred_structure(head_dim, name):
+    """forward=gluon / auto runs pp3 at tile D <= 64, pp2 to D128 and mono past it (the measured winners), and those
+    tiles are the variants' own, not a copy that could drift."""
+    from kernels.gluon.compat import GLUON_MISSING
+    if GLUON_MISSING is not None:
+        pytest.skip(GLUON_MISSING)
+    from kernels.gluon.forward_variants import preferred_blocks, variant_blocks
+    for causal in (False, True):
+        assert preferred_blocks(head_dim, causal) == variant_blocks(name, head_dim, causal)
+    assert (preferred_blocks(head_dim, False).consumers > 0) == (name != "mono")
+
+
 def test_the_choice_is_checked_and_stock_by_default():
     from kernels.forward_choice import DEFAULT_FORWARD
     assert DEFAULT_FORWARD == "stock" and FORWARDS == ("stock", "gluon", "auto")

@@ -14,7 +14,18 @@ from kernels.gluon.forward import FwdBlocks, default_forward_blocks
 from kernels.gluon.tiles import tile_dim
 
 FORWARD_VARIANTS = ("mono", "ws2", "pp2", "pp2_serial", "pp3", "pp2_serial_n256")
+# what forward=gluon / auto runs, by tile D (mono past D128: pp2 there is GPU-tested but not yet timed). Measured on
+# an H100 at N4096 bf16 (results/h100/gpu_tests_2026-11-26): pp3 / pp2 beat mono by 21-37 %.
+PREFERRED = ((64, "pp3"), (128, "pp2"))
 D64_ONLY = ("pp3", "pp2_serial_n256")  # the variants with no tile past tile D 64
+
+
+def preferred_blocks(head_dim: int, causal: bool) -> FwdBlocks:
+    """The tile and structure the Gluon forward runs by default at this head dim (PREFERRED, else mono)."""
+    for largest_tile, name in PREFERRED:
+        if tile_dim(head_dim) <= largest_tile:
+            return variant_blocks(name, head_dim, causal)
+    return default_forward_blocks(head_dim, causal)
 
 
 def variant_blocks(name: str, head_dim: int, causal: bool) -> FwdBlocks | None:
