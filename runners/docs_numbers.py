@@ -26,7 +26,7 @@ from runners.tables import current as C
 from runners.tables import tier_log
 
 REPO = Path(__file__).resolve().parent.parent
-DOCS = ("README.md", "docs/results.md")
+DOCS = ("README.md", "docs/results.md", "docs/host_cost.md")
 BLOCK = re.compile(r"<!-- numbers:(?P<name>[\w.-]+) -->(?P<body>.*?)<!-- /numbers -->", re.S)
 FA2, CUDNN, FLEX, FA4 = "sdpa_flash", "sdpa_cudnn", "flex", "fa4"
 WIDTH = 115  # the docs' line length
@@ -40,6 +40,8 @@ LARGE_DIMS = (96, 192, 256)
 H200_FA_GRID = ("results/h200/fa_grid.parquet",)  # history: the H200's first FA grid (issue 5), docs/results.md
 H200_ISSUE3 = C.paths("h200", "seq_sweep")
 MODEL_STEP = C.paths("h100", "model_step")  # the fp32-truth gate's rows
+HOST_COST = C.paths("h100", "host_cost")  # issue 44: host ms of one eager call, every design and baseline
+HOST_DESIGNS = ("ws", "ws_two_pass", "two_pass")  # the designs issue 44's targets name
 STEP_COLUMNS = {"ws": "ws", "two_pass": "two_pass", "cuDNN": CUDNN, "FA2": FA2, "flex": FLEX}
 STEP_MODES = ("reduce-overhead", "eager")  # compiled with CUDA graphs / eager
 TUNE = C.paths("h100", "tune")  # the tuner's studies, the exhaustive grid
@@ -153,6 +155,29 @@ def fa4_cases(df: pd.DataFrame) -> str:
             cell[f"× {title}"] = "" if value is None or pd.isna(value) else f"{designs.max() / value:.2f}"
         out.append(cell)
     return "\n".join([T.markdown_table(pd.DataFrame(out)).rstrip("\n"), "", prose(f"Rows: {files_text(FA4_CASES)}.")])
+
+
+def host_cost(df: pd.DataFrame) -> str:
+    """Issue 44's table: per shape, host ms per eager call of ws, ws_two_pass and two_pass (plan path) against FA4's
+    and cuDNN's (direct), and the two ratios the issue bounds (<= 1.0x FA4, <= 1.5x cuDNN)."""
+    rows = T.latest(df[T.is_host_cost(df) & (df["status"] == "ok")])
+    rows = rows[rows["call_path"].isin(["plan", "direct"])]
+    out = []
+    for (gpu, seq, heads, head_dim, causal), g in rows.groupby([T.GPU, "seq", "heads", "head_dim", "causal"]):
+        ms = g.set_index("variant")["ms"]
+        for design in HOST_DESIGNS:
+            if design not in ms:
+                continue
+            cell = {"GPU": gpu_name(g).iloc[0], "shape (bf16)": f"B1 N{seq} H{heads} D{head_dim}"
+                    + (" causal" if causal else ""), "design": design, "ms": f"{ms[design]:.3f}"}
+            for baseline, title, bound in ((FA4, "FA4", 1.0), (CUDNN, "cuDNN", 1.5)):
+                ratio = ms[design] / ms[baseline] if baseline in ms else float("nan")
+                cell[f"{title} ms"] = f"{ms[baseline]:.3f}" if baseline in ms else "–"
+                cell[f"× {title} (≤ {bound:g})"] = "–" if pd.isna(ratio) else f"{ratio:.2f}" + (
+                    "" if ratio <= bound else " ✗")
+            out.append(cell)
+    return "\n".join([T.markdown_table(pd.DataFrame(out)).rstrip("\n"), "",
+                      prose(f"Rows: {files_text(HOST_COST)}.")])
 
 
 def fastest_cells(df: pd.DataFrame) -> str:
@@ -312,6 +337,7 @@ BLOCKS: dict[str, Block] = {
     "fa4_cases": Block(FA4_CASES, fa4_cases),
     "large_d_stock": Block(HEADDIMS, large_d_stock),
     "model_step_h100": Block(MODEL_STEP, model_step),
+    "host_cost": Block(HOST_COST, host_cost),
     "tune_vs_grid": Block(TUNE, tune_vs_grid),
     "h200_fa_grid": Block(H200_FA_GRID, h200_fa_grid),
     "h200_issue3": Block(H200_ISSUE3, sweep_size),

@@ -50,7 +50,7 @@ CURRENT: tuple[Current, ...] = (
             tuple(f"results/h100/model_step/h100_model_step_truth{tag}.parquet" for tag in MODEL_STEP_TAGS),
             ("results/h100/model_step/README.md",)),
     Current("h100", "host_cost", "host time of one eager forward + backward call (issue 44)",
-            tuple(f"results/h100/host_cost/h100_host_cost_n{n}.parquet" for n in (256, 1024)),
+            tuple(f"results/h100/host_cost/h100_host_cost_bound_n{n}.parquet" for n in (256, 1024)),
             ("docs/host_cost.md",)),
     Current("h100", "tune", "the tuner's studies and the exhaustive grid of one point (issue 12)",
             ("results/h100/tune/tune.parquet", "results/h100/tune/grid.parquet"),
