@@ -55,6 +55,7 @@ from runners import lazy  # noqa: E402
 from runners.isolation import isolate, lease  # noqa: E402
 from runners.point import schema  # noqa: E402
 from runners.point.schema import ConfigError  # noqa: E402
+from runners.sweep_state import note_lost, run_state  # noqa: E402
 
 # torch, Triton and the designs come with these: imported at their first use, after the config's keys are checked
 cpu_cost, measure, varlen_inputs = (lazy.Module(f"runners.point.{name}") for name in ("cpu_cost", "measure",
@@ -65,6 +66,7 @@ if not usage.CLI and __name__ != "__main__":  # a job process (loky, Slurm) or a
     schema.store_variant_configs()  # `variant=<name>` for every registered design, with or without its yaml
 phases.mark_once("imported", module=__name__)
 
+JOB_MODULE = "runners.sweep"  # what a job process imports for its task function (main): warmed by early job starts
 CONFIG_DIR = str(env.CONF_DIR)  # ../conf from this file, as an absolute path (works however this module is run)
 CONFIG_NAME = "config"
 EXIT_CONFIG = 2
@@ -72,8 +74,6 @@ CPU_BANNER = ("CPU run (no GPU): Triton kernels run in the interpreter; times ar
               "Points estimated over cpu_budget_s are recorded as skipped.")
 EXIT_FAULTS = 3  # the run finished, but some point crashed or timed out (docs/fault_isolation.md)
 EXIT_LOST = 4  # the run finished, but some point's row could not be written (not recorded)
-# jobs of the current run (cli()'s preflight); crashed/timeout rows; why each point not recorded was lost
-run_state = {"total": None, "faults": 0, "lost": []}
 _early_jobs = {"thread": None}  # hydra_plugins/flash_bwd_local.start_job_processes's thread (not in run_state: the
 # job processes get run_state pickled with their task function)
 
@@ -222,14 +222,6 @@ def main(cfg: DictConfig) -> dict:
     return {"written": written, "found": found, "pid": os.getpid()}
 
 
-def note_lost(line: str, reason: str) -> dict:
-    """A point whose row was not written: one line on stderr, its reason counted for cli()'s exit status
-    EXIT_LOST (also for the launcher of jobs run elsewhere: hydra_plugins/flash_bwd_slurm)."""
-    print(line, file=sys.stderr)
-    run_state["lost"].append(reason)
-    return {"lost": reason, "pid": os.getpid()}
-
-
 def job_lease(cfg: DictConfig, hydra_cfg=None) -> lease.Lease:
     """This job's GPU lease (runners/isolation/lease.py): gpu.index's device, or the first free GPU when
     gpu.index=auto or the launcher runs several jobs of this node at once (joblib's n_jobs != 1,
@@ -338,7 +330,7 @@ def expand_jobs(overrides: list[str], multirun: bool) -> list[list[str]]:
         from hydra_plugins import flash_bwd_local  # local_gpus: its job processes start now, during the checks
 
         _early_jobs["thread"] = flash_bwd_local.start_job_processes(
-            launcher, [str(m) for m in (base.get("plugins") or [])], isolate.enabled(base))
+            launcher, [str(m) for m in (base.get("plugins") or [])], isolate.enabled(base), JOB_MODULE)
     sweeper = base.hydra.sweeper
     if not str(sweeper.get("_target_", "")).endswith("BasicSweeper"):
         return [fixed]  # other sweepers choose points themselves: check the fixed part only

@@ -200,6 +200,8 @@ def test_early_job_processes_only_for_several_jobs(monkeypatch):
 
     cfg = {"_target_": "hydra_plugins.flash_bwd_local.FlashBwdLocalLauncher", "backend": "loky",
            "prefer": "processes", "pre_dispatch": "n_jobs", "batch_size": 1}
-    assert flash_bwd_local.start_job_processes(OmegaConf.create({**cfg, "n_jobs": 1}), [], True) is None
+    assert flash_bwd_local.start_job_processes(OmegaConf.create({**cfg, "n_jobs": 1}), [], True,
+                                               "runners.sweep") is None
     monkeypatch.setenv(flash_bwd_local.EARLY_ENV, "0")
-    assert flash_bwd_local.start_job_processes(OmegaConf.create({**cfg, "n_jobs": 2}), [], True) is None
+    assert flash_bwd_local.start_job_processes(OmegaConf.create({**cfg, "n_jobs": 2}), [], True,
+                                               "runners.sweep") is None

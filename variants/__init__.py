@@ -14,6 +14,7 @@ import pkgutil
 import torch
 
 from variants.base import Baseline, TritonVariant, Variant, default_scale
+from variants.blocks import blocks_text
 from variants.problem import Problem, check_gate, check_sink, window_pair
 from variants.registry import get, names, register_variant
 from variants import op
@@ -87,7 +88,7 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, variant
     window_left, window_right = window_pair(window_size, bool(causal))
     operator = isinstance(impl, TritonVariant) and impl.as_operator
     if operator and not packed and op.eager_direct(q, k, v, g, sink):  # eager: the signature's plan, no op dispatch
-        plan = plans.dense(impl, q, k, v, causal, op.blocks_text(blocks), window_left, window_right, softcap, g,
+        plan = plans.dense(impl, q, k, v, causal, blocks_text(blocks), window_left, window_right, softcap, g,
                            sink)
         o = op.eager_attention(plan, q, k, v, plan.default_scale if scale is None else float(scale), g, sink)
         return o.transpose(1, 2) if layout == "bhnd" else o
@@ -101,7 +102,7 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, variant
         Problem.from_tensors(q, k, v, causal).with_modifiers(**modifiers).with_sink(sink is not None)
     scale = default_scale(problem.head_dim) if scale is None else scale
     if operator:
-        o, _ = op.attention_op(q, k, v, bool(causal), scale, variant, op.blocks_text(blocks), cu_seqlens_q,
+        o, _ = op.attention_op(q, k, v, bool(causal), scale, variant, blocks_text(blocks), cu_seqlens_q,
                                cu_seqlens_k, max_seqlen_q, max_seqlen_k, window_left, window_right, float(softcap), g,
                                sink)
     elif packed:

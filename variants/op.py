@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from kernels.launch import current_device
-from variants.blocks import blocks_from_text, blocks_text  # noqa: F401 - blocks_text: op.blocks_text callers
+from variants.blocks import blocks_from_text
 from variants.plan import Plan, plans
 from variants.problem import Problem, check_gate, check_sink
 from variants.registry import get

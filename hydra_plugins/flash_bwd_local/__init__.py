@@ -17,11 +17,11 @@ if _JoblibLauncher is not None:
         def launch(self, job_overrides, initial_job_idx):
             from hydra.core.utils import filter_overrides
 
-            from runners import sweep
             from runners.isolation import job_returns
+            from runners.sweep_state import run_state
 
             rets = super().launch(job_overrides, initial_job_idx)
-            total = sweep.run_state.get("total") or len(job_overrides)
+            total = run_state.get("total") or len(job_overrides)
             for i, (ret, overrides) in enumerate(zip(rets, job_overrides)):
                 prefix = f"[{initial_job_idx + i + 1}/{total}] {' '.join(filter_overrides(overrides))}"
                 job_returns.account(ret, prefix, echoed=True)
@@ -31,12 +31,12 @@ if _JoblibLauncher is not None:
 EARLY_ENV = "FLASH_BWD_EARLY_JOBS"  # 0: job processes start when Hydra launches, not during the preflight
 
 
-def start_job_processes(launcher_cfg, plugins, isolated: bool):
+def start_job_processes(launcher_cfg, plugins, isolated: bool, job_module: str):
     """Starts the job processes of a local_gpus multirun now, while the sweep process still composes and checks the
     points (runners.sweep.preflight): joblib's reusable loky executor, created with the arguments the launcher will
     give it (so the launcher's Parallel reuses these processes), runs one task per process that prestarts its
-    isolated worker and imports what a job needs (runners.isolation.isolate.warm_job_process). Returns the thread to
-    join before Hydra launches, or None (joblib not installed, one job, or FLASH_BWD_EARLY_JOBS=0)."""
+    isolated worker and imports `job_module`, the module of the jobs' task function (warm_job_process). Returns the
+    thread to join before Hydra launches, or None (joblib not installed, one job, or FLASH_BWD_EARLY_JOBS=0)."""
     import os
     import threading
 
@@ -60,13 +60,29 @@ def start_job_processes(launcher_cfg, plugins, isolated: bool):
     def run():
         from joblib import Parallel, delayed
 
-        from runners.isolation import isolate
-
         try:
-            Parallel(**cfg)(delayed(isolate.warm_job_process)(tuple(plugins), isolated) for _ in range(max(n_jobs, 1)))
+            Parallel(**cfg)(delayed(warm_job_process)(tuple(plugins), isolated, job_module)
+                            for _ in range(max(n_jobs, 1)))
         except Exception:  # noqa: BLE001 - an early start is only a head start: the launch starts them as before
             pass
 
     thread = threading.Thread(target=run, name="flash-bwd-early-jobs", daemon=True)
     thread.start()
     return thread
+
+
+def warm_job_process(plugins: tuple, isolated: bool, job_module: str) -> int:
+    """A local_gpus job process's first task, sent while the sweep process checks the points (start_job_processes):
+    prestart the isolated worker (with isolation on), then import what a job imports (`job_module`: torch, Triton,
+    the designs come with it), both at once. Its pid."""
+    import importlib
+    import os
+
+    from runners import phases
+    from runners.isolation import isolate
+
+    phases.mark("warm")
+    if isolated:
+        isolate.prestart_plugins(plugins)
+    importlib.import_module(job_module)
+    return os.getpid()

@@ -50,12 +50,12 @@ class FlashBwdSlurmLauncher(SlurmLauncher):
 
 def collect(jobs, job_overrides, initial_job_idx: int, **wait) -> list[JobReturn]:
     """Waits for the jobs (runners.isolation.slurm_jobs.collect) and accounts for each in this process: a row written
-    or found goes to the summary, a job without a result is runners.sweep.note_lost's line. Every job is
+    or found goes to the summary, a job without a result is runners.sweep_state.note_lost's line. Every job is
     returned as COMPLETED (Hydra's sweeper raises on a failed one: the summary and the count come instead)."""
-    from runners import sweep
     from runners.isolation import job_returns, slurm_jobs
+    from runners.sweep_state import run_state
 
-    total = sweep.run_state.get("total") or len(jobs)
+    total = run_state.get("total") or len(jobs)
     shared = set.intersection(*(set(o) for o in job_overrides)) if len(job_overrides) > 1 else set()
 
     def account(i: int, outcome) -> None:

@@ -8,6 +8,7 @@ compiles a backward's: Triton's binder, `triton.compile` for sm90, the bundled p
 the CUDA launcher's argument expansion (Triton 3.6 takes TMA descriptors only as top-level arguments).
 """
 from runners.compile.arch_limits import ARCHS, DEFAULT_ARCH, ArchLimits
+from runners.compile.resources import format_row, kernel_row, use_compiler_not_interpreter
 
 FORWARD_KERNEL = "_gluon_fwd_kernel"
 
@@ -16,7 +17,6 @@ def capture_forward_launch(head_dim: int, causal: bool, dtype_name: str, blocks:
                            heads: int = 4, kv_heads: int = 2):
     """(FwdBlocks, (JITFunction, args, kwargs)) of one Gluon forward on CPU tensors, nothing executed. The lengths
     are not multiples of the tiles (300 queries, 333 keys), as a launch with tails has them."""
-    from runners.compile.resources import use_compiler_not_interpreter
     use_compiler_not_interpreter()
     import torch
     from triton.runtime.jit import JITFunction
@@ -46,7 +46,6 @@ def check_forward_kernel(head_dim: int, causal: bool, dtype_name: str = "bf16", 
                          arch: ArchLimits = ARCHS[DEFAULT_ARCH]) -> dict:
     """One row: the forward's tile, registers, spills, shared memory, programs per SM and status on `arch`
     (runners.compile.resources.kernel_row's columns)."""
-    from runners.compile.resources import kernel_row
     tile, (fn, args, kwargs) = capture_forward_launch(head_dim, causal, dtype_name, blocks)
     row = {"arch": arch.name, "forward": "gluon", "head_dim": head_dim, "dtype": dtype_name, "causal": causal,
            "blocks": dict(tile._asdict())}
@@ -56,7 +55,6 @@ def check_forward_kernel(head_dim: int, causal: bool, dtype_name: str = "bf16", 
 
 
 def format_forward_row(row: dict) -> str:
-    from runners.compile.resources import format_row
     head = (f"gluon forward D{row['head_dim']} {row['dtype']}{' causal' if row['causal'] else ''} {row['arch']}  "
             f"{row['blocks']}")
     filled = {"n_regs": None, **row, "num_warps": row["blocks"]["num_warps"],

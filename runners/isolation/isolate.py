@@ -105,19 +105,6 @@ def driver_present() -> bool:
     return True
 
 
-def warm_job_process(plugins: tuple, isolated: bool) -> int:
-    """A local_gpus job process's first task, sent while the sweep process checks the points
-    (hydra_plugins/flash_bwd_local.start_job_processes): prestart the isolated worker (with isolation on), then import
-    what a job imports (torch, Triton, the designs), both at once. Its pid."""
-    from runners import phases
-
-    phases.mark("warm")
-    if isolated:
-        prestart_plugins(plugins)
-    importlib.import_module("runners.sweep")
-    return os.getpid()
-
-
 def drop_unused() -> None:
     """Stops a prestarted worker that no call has used (a job without isolation)."""
     worker = _POOL.worker

@@ -9,12 +9,13 @@ import os
 
 from hydra.core.utils import JobReturn, JobStatus
 
+from runners.sweep_state import note_lost, run_state
+
 
 def account(ret, prefix: str, lost: str | None = None, where: str = "job", echoed: bool = False) -> None:
     """One job's outcome in this process. `lost`: the launcher's own reason (e.g. a cancelled Slurm job).
     `echoed`: the job's stderr is this terminal's (loky workers), so its own line was seen and is not repeated.
     A job that ran in this process (joblib with one job) has counted itself already."""
-    from runners import sweep
     from runners.tables import results
 
     value = ret._return_value if isinstance(ret, JobReturn) and ret.status == JobStatus.COMPLETED else None
@@ -26,11 +27,11 @@ def account(ret, prefix: str, lost: str | None = None, where: str = "job", echoe
         lost = f"{where} returned nothing"
     if lost is None and isinstance(value, dict) and value.get("lost"):
         if echoed:  # the job printed its own line on this terminal: count it here, quietly
-            sweep.run_state["lost"].append(value["lost"])
+            run_state["lost"].append(value["lost"])
             return
         lost = f"{where}: {value['lost']}"
     if lost is not None:
-        sweep.note_lost(f"{prefix}: point not recorded: {lost}", lost)
+        note_lost(f"{prefix}: point not recorded: {lost}", lost)
         return
     if isinstance(value, dict):
         results.note_session(value.get("written", ()), value.get("found", ()))
