@@ -418,7 +418,8 @@ def prepare_choices(overrides: list[str]) -> None:
             schema.import_plugins(value if isinstance(value, list) else [value])
             schema.store_variant_configs()
     for o in parsed:
-        if o.key_or_group != "variant" or o.is_delete() or (o.is_sweep_override() and not isinstance(o.value(), ChoiceSweep)):
+        if o.key_or_group != "variant" or o.is_delete() or (
+                o.is_sweep_override() and not isinstance(o.value(), ChoiceSweep)):
             continue  # variant=glob(*) and the like: Hydra lists the options itself
         for name in (o.sweep_string_iterator() if o.is_sweep_override() else [o.value()]):
             if isinstance(name, str) and name not in variants.names():

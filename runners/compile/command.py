@@ -21,7 +21,8 @@ def main(argv=None) -> int:
     parser.add_argument("--heads", type=int, default=16)
     parser.add_argument("--kv-heads", type=int, help="default: --heads (GQA: fewer)")
     parser.add_argument("--arch", default=DEFAULT_ARCH,
-                        help=f"comma list of {', '.join(ARCHS)} (default {DEFAULT_ARCH}; runners/compile/arch_limits.py)")
+                        help=f"comma list of {', '.join(ARCHS)} (default {DEFAULT_ARCH}; "
+                             "runners/compile/arch_limits.py)")
     parser.add_argument("--blocks", action="append", default=[],
                         help="overrides of the architecture's defaults: FIELD=VALUE,... or a JSON object; "
                              "repeat for a sweep")
