@@ -16,6 +16,7 @@ from variants.reference import reference_forward, visible_pairs
 ON_HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
 MAX_SMEM = 227 * 1024
 LSE_TOLERANCE = 1e-3  # base-2 LSE: fp32 statistics of fp16 / bf16 scores
+LOG2E = 1.4426950408889634
 
 
 def reference_lse(q, k, causal: bool, scale: float) -> torch.Tensor:
@@ -53,8 +54,8 @@ def case_id(case) -> str:
 
 
 # the structural variants beside the default (kernels/gluon/forward_variants.py); pp3 and pp2_serial_n256: D <= 64 only
-NEW_VARIANTS = ("ws2", "pp2", "pp2_serial", "pp3", "pp2_serial_n256")
-D64_ONLY = ("pp3", "pp2_serial_n256")
+NEW_VARIANTS = ("ws2", "pp2", "pp2_serial", "pp3", "pp2_serial_n256", "pp2_lazy", "pp3_lazy")
+D64_ONLY = ("pp3", "pp2_serial_n256", "pp3_lazy")
 LONG_CASES = [(1, 384, 2048, 2, 1, 64, False), (1, 1024, 1024, 2, 2, 128, True)]  # many laps of the ring and turns
 VARIANT_CASES = [(name, case) for name in NEW_VARIANTS for case in CASES + LONG_CASES
                  if name not in D64_ONLY or case[5] <= 64]
@@ -78,6 +79,40 @@ def test_variants_match_the_fp32_reference(name, case):
     check_against_the_reference(case, torch.bfloat16, blocks)
 
 
+# (variant, head dim, causal, dtype): the lazy rescale on scores whose row max jumps by more than 2^8 in some key
+# blocks and rows, and creeps up in others (both sides of the `moved` branch, and P up to 256 in fp16)
+LAZY_CASES = [("pp2_lazy", 64, False, torch.bfloat16), ("pp2_lazy", 128, True, torch.float16),
+              ("pp3_lazy", 64, True, torch.bfloat16), ("pp3_lazy", 64, False, torch.float16)]
+
+
+@pytest.mark.skipif(not ON_HOPPER, reason="the Gluon forward needs an sm90 GPU")
+@pytest.mark.parametrize("name, head_dim, causal, dtype", LAZY_CASES,
+                         ids=[f"{n}-D{d}-{'causal' if c else 'full'}-{str(t)[6:]}" for n, d, c, t in LAZY_CASES])
+def test_variants_lazy_rescale_on_growing_maxima(name, head_dim, causal, dtype):
+    """Query row i's first channel is 16 i / Nq, key j's a step of its key block (0, 0, 8, 8.5, 16, 16.2): the
+    later rows' max jumps by 23 (log2) at block 2 and 4 and creeps up in between; the first rows' barely moves."""
+    from kernels.gluon.forward_variants import variant_blocks
+    blocks = variant_blocks(name, head_dim, causal)
+    assert blocks is not None and blocks.lazy_rescale and blocks.BLOCK_N == 128
+    seq_q, seq_k, scale = 320, 700, head_dim ** -0.5
+    generator = torch.Generator(device="cuda").manual_seed(7)
+    q = torch.randn(1, seq_q, 2, head_dim, device="cuda", generator=generator)
+    k, v = (torch.randn(1, seq_k, 1, head_dim, device="cuda", generator=generator) for _ in range(2))
+    q[..., 0] = torch.linspace(0.0, 16.0, seq_q, device="cuda")[:, None]
+    steps = torch.tensor([0.0, 0.0, 8.0, 8.5, 16.0, 16.2], device="cuda")
+    k[..., 0] = steps[torch.arange(seq_k, device="cuda") // 128][:, None]
+    q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
+    scores = torch.matmul(q[0, :, 0].float(), k[0, :, 0].float().T) * scale * LOG2E  # [Nq, Nk], head 0
+    visible = visible_pairs(seq_q, seq_k, causal, None, q.device)
+    if visible is not None:
+        scores = scores.masked_fill(~visible.reshape(seq_q, seq_k), float("-inf"))
+    block_max = torch.nn.functional.pad(scores, (0, 768 - seq_k), value=float("-inf")).reshape(seq_q, 6, 128)
+    running = block_max.amax(2).cummax(1).values  # [Nq, 6] the eager max after each key block
+    grow = (running[:, 1:] - running[:, :-1]).nan_to_num(0.0)  # -inf - -inf: no key yet
+    assert (grow > 8).any() and ((grow > 0) & (grow <= 8)).any(), "the inputs must take both sides of the branch"
+    assert_matches_the_reference(q, k, v, causal, scale, blocks)
+
+
 def test_the_variant_cases_are_the_registrys():
     """VARIANT_CASES leaves out exactly the cells where forward_variants has no tile (D64_ONLY past tile D 64)."""
     from kernels.gluon.compat import GLUON_MISSING
@@ -95,6 +130,7 @@ def test_the_variant_cases_are_the_registrys():
     ({"consumers": 1, "BLOCK_M": 64, "num_warps": 4, "pingpong": True}, "at least 2 consumers"),
     ({"pingpong": True}, "need consumers > 0"),
     ({"overlap": False}, "need consumers > 0"),
+    ({"lazy_rescale": True}, "need consumers > 0"),
 ])
 def test_bad_variant_tiles_are_refused_in_one_line(blocks, message):
     from kernels.gluon.compat import GLUON_MISSING
@@ -108,15 +144,20 @@ def test_bad_variant_tiles_are_refused_in_one_line(blocks, message):
 def check_against_the_reference(case, dtype, blocks):
     """The Gluon forward at `blocks` (None: the default tile) against the fp32 reference: O within the accuracy gate
     and within 2x the stock forward's error, the base-2 LSE within LSE_TOLERANCE, +inf where a row sees no key."""
-    from kernels.forward import attention_forward
-    from kernels.gluon.forward import gluon_attention_forward
-    from variants.accuracy import REL_TOL, error
     batch, seq_q, seq_k, heads, kv_heads, head_dim, causal = case
     generator = torch.Generator(device="cuda").manual_seed(hash(case) % 2**31)
     q = torch.randn(batch, seq_q, heads, head_dim, device="cuda", dtype=dtype, generator=generator)
     k, v = (torch.randn(batch, seq_k, kv_heads, head_dim, device="cuda", dtype=dtype, generator=generator)
             for _ in range(2))
-    scale = head_dim ** -0.5
+    assert_matches_the_reference(q, k, v, causal, head_dim ** -0.5, blocks)
+
+
+def assert_matches_the_reference(q, k, v, causal: bool, scale: float, blocks):
+    """check_against_the_reference's checks on given inputs q [B, Nq, H, D], k / v [B, Nk, Hkv, D]."""
+    from kernels.forward import attention_forward
+    from kernels.gluon.forward import gluon_attention_forward
+    from variants.accuracy import REL_TOL, error
+    dtype = q.dtype
     o, lse = gluon_attention_forward(q, k, v, causal, scale, blocks)  # o, lse from the poisoned torch.empty
     torch.cuda.synchronize()
     o_ref = reference_forward(q, k, v, causal, scale)
@@ -258,7 +299,7 @@ def test_variants_compile_for_sm90_without_spills():
              if variant_blocks(name, d, c) is not None]
     rows = compiled_forward_rows([(d, c, "bf16") for _, d, c in cells],
                                  [dict(variant_blocks(*cell)._asdict()) for cell in cells])
-    assert len(rows) == len(cells) == 16
+    assert len(rows) == len(cells) == 22
     for cell, row in zip(cells, rows):
         assert row["status"] == "ok", (cell, row)
         assert row["smem_bytes"] <= MAX_SMEM, (cell, row)

@@ -62,8 +62,9 @@ class FwdBlocks(NamedTuple):
     """The forward's tile: BLOCK_M query rows per program over num_warps / 4 warpgroups, BLOCK_N keys per step,
     num_stages K/V stages in shared memory. consumers > 0: kernels/gluon/forward_pp.py's kernel, one partition per
     consumer warpgroup (BLOCK_M = 64 * consumers, num_warps = 4), with its switches overlap (intra-warpgroup
-    overlap) and pingpong (the consumers take turns issuing wgmmas); consumers = 0: this file's kernel (its
-    overlap is always on)."""
+    overlap), pingpong (the consumers take turns issuing wgmmas) and lazy_rescale (O *= alpha only where a row's max
+    grew by more than 2^8, forward_pp.RESCALE_THRESHOLD); consumers = 0: this file's kernel (its overlap is always
+    on, its rescale eager)."""
     BLOCK_M: int
     BLOCK_N: int
     num_warps: int
@@ -71,6 +72,7 @@ class FwdBlocks(NamedTuple):
     consumers: int = 0
     overlap: bool = True
     pingpong: bool = False
+    lazy_rescale: bool = False
 
 
 def default_forward_blocks(head_dim: int, causal: bool) -> FwdBlocks:
@@ -208,13 +210,9 @@ def _scores(q_smem, k_smem, k_ready, k_empty, j, S_LAYOUT: gl.constexpr, STAGES:
 
 
 @gluon.jit
-def _online_softmax(s, m, l, o_m, start_n, start_m, seq_q, seq_k, qk_scale, CAUSAL: gl.constexpr,
-                    MASKED: gl.constexpr):
-    """One block of the online softmax in base 2: s [BM, BN] raw scores, m [BM] the running max in log2 units,
-    l [BM] the running sum -> (P [BM, BN] fp32, m_new, l_new, alpha = exp2(m - m_new), O's correction). Only a block
-    that crosses the causal diagonal or Nk pays for the mask (keys past Nk or right of the diagonal -> -inf).
-    A row with no visible key so far keeps m = -inf and P = 0 (no (-inf) - (-inf))."""
-    BLOCK_M: gl.constexpr = s.shape[0]
+def _mask_scores(s, o_m, start_n, start_m, seq_q, seq_k, CAUSAL: gl.constexpr, MASKED: gl.constexpr):
+    """s [BM, BN] raw scores with keys past Nk or right of the causal diagonal at -inf; only a block that crosses
+    the diagonal or Nk (MASKED and this block) pays for the mask."""
     BLOCK_N: gl.constexpr = s.shape[1]
     if MASKED:
         shift = seq_k - seq_q
@@ -227,6 +225,17 @@ def _online_softmax(s, m, l, o_m, start_n, start_m, seq_q, seq_k, qk_scale, CAUS
             if CAUSAL:
                 visible = visible & (keys <= gl.expand_dims(o_m, 1) + shift)
             s = gl.where(visible, s, float("-inf"))
+    return s
+
+
+@gluon.jit
+def _online_softmax(s, m, l, o_m, start_n, start_m, seq_q, seq_k, qk_scale, CAUSAL: gl.constexpr,
+                    MASKED: gl.constexpr):
+    """One block of the online softmax in base 2: s [BM, BN] raw scores, m [BM] the running max in log2 units,
+    l [BM] the running sum -> (P [BM, BN] fp32, m_new, l_new, alpha = exp2(m - m_new), O's correction). Only a block
+    that crosses the causal diagonal or Nk pays for the mask (keys past Nk or right of the diagonal -> -inf).
+    A row with no visible key so far keeps m = -inf and P = 0 (no (-inf) - (-inf))."""
+    s = _mask_scores(s, o_m, start_n, start_m, seq_q, seq_k, CAUSAL, MASKED)
     m_new = gl.maximum(m, gl.max(s, 1) * qk_scale)  # qk_scale > 0: max commutes with the scale
     m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
     p = gl.exp2(s * qk_scale - gl.expand_dims(m_use, 1))  # one FMA and one exp2 per score
@@ -325,8 +334,9 @@ def check_forward_blocks(blocks: FwdBlocks) -> None:
                              f"(not {blocks.BLOCK_M}), num_warps = 4 (not {blocks.num_warps})")
         if blocks.pingpong and blocks.consumers < 2:
             raise ValueError("gluon forward: pingpong takes turns between at least 2 consumers")
-    elif blocks.pingpong or not blocks.overlap:
-        raise ValueError("gluon forward: pingpong and overlap=False need consumers > 0 (forward_pp's kernel)")
+    elif blocks.pingpong or not blocks.overlap or blocks.lazy_rescale:
+        raise ValueError("gluon forward: pingpong, overlap=False and lazy_rescale need consumers > 0 (forward_pp's "
+                         "kernel)")
     if blocks.num_warps not in (4, 8):
         raise ValueError(f"gluon forward: num_warps={blocks.num_warps}: 4 or 8 (whole warpgroups)")
     if not blocks.consumers and (blocks.BLOCK_M not in (64, 128) or blocks.BLOCK_M % (16 * blocks.num_warps)):
@@ -357,7 +367,8 @@ def gluon_attention_forward(q, k, v, causal: bool, scale: float, blocks: FwdBloc
     if blocks.consumers:  # one partition per consumer warpgroup, each with 64 query rows and a Q tile of its own
         from kernels.gluon.forward_pp import ROWS, FwdCfg, gluon_fwd_pp_kernel
         cfg = FwdCfg(DIM=head_dim, STAGES=blocks.num_stages, CAUSAL=causal, MASKED=masked,
-                     CONSUMERS=blocks.consumers, OVERLAP=blocks.overlap, PINGPONG=blocks.pingpong)
+                     CONSUMERS=blocks.consumers, OVERLAP=blocks.overlap, PINGPONG=blocks.pingpong,
+                     LAZY=blocks.lazy_rescale)
         rows = ROWS.value  # 64 query rows per consumer: Q and O boxes
         launch(gluon_fwd_pp_kernel, grid,
             q_desc=rows_descriptor(q, rows), k_desc=rows_descriptor(k, block_n), v_desc=rows_descriptor(v, block_n),

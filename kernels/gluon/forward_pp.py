@@ -10,7 +10,10 @@ forward structure, beside kernels/gluon/forward.py's single compute partition. O
 Switches (FwdCfg, from FwdBlocks): OVERLAP (intra-warpgroup overlap, FA3 §3.2: S_j issued before P_{j-1} V and
 block j's softmax runs while that PV wgmma is in flight; off: S, wait, softmax, PV, wait per block), PINGPONG (FA3
 §3.1: the consumers take turns issuing their wgmmas, consumer c after consumer c - 1, through one mbarrier per
-consumer, so one warpgroup's softmax runs while the other's GEMMs hold the tensor cores). Every consumer walks the
+consumer, so one warpgroup's softmax runs while the other's GEMMs hold the tensor cores), LAZY (FA4's conditional
+rescale: a row keeps its stale max unless the new one is more than RESCALE_THRESHOLD above it, so P <= 2^8; the
+O *= alpha multiply runs only when some row of the warpgroup's 64 moved its max. Exact: O, l and the LSE all use
+the row's kept max). Every consumer walks the
 program's key blocks (causal: up to the block's last row's diagonal), so the turns stay in step.
 
 Same conventions and outputs as kernels/gluon/forward.py (base-2 LSE, +inf and O = 0 for a row without keys).
@@ -20,13 +23,14 @@ from typing import NamedTuple
 from kernels.gluon.compat import cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma, tma_load, tma_store, \
     warpgroup_mma, warpgroup_mma_wait
 from kernels.gluon.epilogue import store_rows
-from kernels.gluon.forward import _online_softmax, _program_rows, _scores
+from kernels.gluon.forward import _mask_scores, _online_softmax, _program_rows, _scores
 from kernels.gluon.tiles import as_box
 
 ROWS = gl.constexpr(64)  # query rows of one consumer warpgroup (one m64 wgmma)
 CONSUMER_REGS = gl.constexpr(240)  # registers a thread of a worker consumer asks for (setmaxnreg), 2 consumers
 CONSUMER_REGS_3 = gl.constexpr(160)  # 3 consumers: 3 x 160 + 24 <= 512 (64 K registers over 4 warpgroups)
 LOAD_REGS = gl.constexpr(24)
+RESCALE_THRESHOLD = gl.constexpr(8.0)  # LAZY: log2 units, a max may lag by 2^8 (P <= 256 fits fp16's 65504)
 
 
 class FwdCfg(NamedTuple):  # the consumer kernel's compile-time switches (hashable: a constexpr)
@@ -37,6 +41,7 @@ class FwdCfg(NamedTuple):  # the consumer kernel's compile-time switches (hashab
     CONSUMERS: int  # 1-3 consumer warpgroups of ROWS query rows each
     OVERLAP: bool  # intra-warpgroup overlap
     PINGPONG: bool  # consumers take turns issuing wgmmas
+    LAZY: bool = False  # O *= alpha only when some row's max grew by more than RESCALE_THRESHOLD
 
 
 @gluon.jit
@@ -143,6 +148,47 @@ def _issue_pv(p, v_smem, v_ready, acc, j, STAGES: gl.constexpr):
 
 
 @gluon.jit
+def _lazy_softmax(s, m, l, o_m, start_n, start_m, seq_q, seq_k, qk_scale, CAUSAL: gl.constexpr,
+                  MASKED: gl.constexpr):
+    """_online_softmax with FA4's conditional rescale -> (P, m_new, l_new, alpha, moved): a row takes its new max
+    only where it is more than RESCALE_THRESHOLD (log2 units) above the kept one (alpha = exp2(m - m_new) < 2^-8),
+    else keeps m (alpha = 1, P <= 2^8); moved: some row of the 64 took a new max (a tile-wide max, so the branch on
+    it is uniform). A row's first visible key always moves (+inf); a row with none yet stays at -inf, P = 0."""
+    s = _mask_scores(s, o_m, start_n, start_m, seq_q, seq_k, CAUSAL, MASKED)
+    m_cand = gl.maximum(m, gl.max(s, 1) * qk_scale)
+    grow = gl.where(m_cand > m, m_cand - m, 0.0)  # no (-inf) - (-inf)
+    keep = grow <= RESCALE_THRESHOLD
+    m_new = gl.where(keep, m, m_cand)
+    m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
+    p = gl.exp2(s * qk_scale - gl.expand_dims(m_use, 1))  # <= 2^RESCALE_THRESHOLD on a kept row
+    alpha = gl.where(keep, 1.0, gl.exp2(m - m_use))
+    l_new = l * alpha + gl.sum(p, 1)
+    return p, m_new, l_new, alpha, gl.max(grow, 0) > RESCALE_THRESHOLD
+
+
+@gluon.jit
+def _softmax_step(s, m, l, o_m, start_n, row0, seq_q, seq_k, qk_scale, CFG: gl.constexpr):
+    """One key block's online softmax -> (P, m, l, alpha, moved); moved: LAZY's flag, else unused (0)."""
+    if CFG.LAZY:
+        return _lazy_softmax(s, m, l, o_m, start_n, row0, seq_q, seq_k, qk_scale, CFG.CAUSAL, CFG.MASKED)
+    else:
+        p, m, l, alpha = _online_softmax(s, m, l, o_m, start_n, row0, seq_q, seq_k, qk_scale, CFG.CAUSAL,
+                                         CFG.MASKED)
+        return p, m, l, alpha, 0
+
+
+@gluon.jit
+def _rescale(acc, alpha, moved, O_LAYOUT: gl.constexpr, LAZY: gl.constexpr):
+    """O *= alpha per row ([64, D] fp32); LAZY: only when some row moved its max (the others' alpha is 1)."""
+    if LAZY:
+        if moved:
+            acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, O_LAYOUT)), 1)
+    else:
+        acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, O_LAYOUT)), 1)
+    return acc
+
+
+@gluon.jit
 def _consumer(ring, rows, o_desc, tensors, qk_scale, LAYOUTS: gl.constexpr, CFG: gl.constexpr, ME: gl.constexpr):
     """One consumer warpgroup: query rows start_m + 64 ME ... of the program's block; a consumer whose rows all lie
     past Nq (the last block's) only keeps the turns and the ring's arrivals in step."""
@@ -208,7 +254,7 @@ def _live_consumer(ring, rows, o_desc, tensors, qk_scale, LAYOUTS: gl.constexpr,
         _pass_turn(turn, CFG, ME)
         s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
         mbarrier.arrive(k_empty.index(0), count=1)
-        p, m, l, alpha = _online_softmax(s, m, l, o_m, 0, row0, seq_q, seq_k, qk_scale, CFG.CAUSAL, CFG.MASKED)
+        p, m, l, alpha, moved = _softmax_step(s, m, l, o_m, 0, row0, seq_q, seq_k, qk_scale, CFG)
         p = gl.convert_layout(p.to(dtype), P_OPERAND)
         for j in range(1, key_blocks):
             _take_turn(turn, j, CFG, ME)
@@ -217,12 +263,11 @@ def _live_consumer(ring, rows, o_desc, tensors, qk_scale, LAYOUTS: gl.constexpr,
             _pass_turn(turn, CFG, ME)
             s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))  # S_j done; P V may still run
             mbarrier.arrive(k_empty.index(j % STAGES), count=1)
-            p, m, l, alpha = _online_softmax(s, m, l, o_m, j * BLOCK_N, row0, seq_q, seq_k, qk_scale, CFG.CAUSAL,
-                                             CFG.MASKED)
+            p, m, l, alpha, moved = _softmax_step(s, m, l, o_m, j * BLOCK_N, row0, seq_q, seq_k, qk_scale, CFG)
             p = gl.convert_layout(p.to(dtype), P_OPERAND)
             acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
             mbarrier.arrive(v_empty.index((j - 1) % STAGES), count=1)
-            acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, O_LAYOUT)), 1)
+            acc = _rescale(acc, alpha, moved, O_LAYOUT, CFG.LAZY)
         _take_turn(turn, key_blocks, CFG, ME)
         acc = _issue_pv(p, v_smem, v_ready, acc, key_blocks - 1, STAGES)
         _pass_turn(turn, CFG, ME)
@@ -235,9 +280,8 @@ def _live_consumer(ring, rows, o_desc, tensors, qk_scale, LAYOUTS: gl.constexpr,
             _pass_turn(turn, CFG, ME)
             s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
             mbarrier.arrive(k_empty.index(j % STAGES), count=1)
-            p, m, l, alpha = _online_softmax(s, m, l, o_m, j * BLOCK_N, row0, seq_q, seq_k, qk_scale, CFG.CAUSAL,
-                                             CFG.MASKED)
-            acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, O_LAYOUT)), 1)
+            p, m, l, alpha, moved = _softmax_step(s, m, l, o_m, j * BLOCK_N, row0, seq_q, seq_k, qk_scale, CFG)
+            acc = _rescale(acc, alpha, moved, O_LAYOUT, CFG.LAZY)
             acc = _issue_pv(gl.convert_layout(p.to(dtype), P_OPERAND), v_smem, v_ready, acc, j, STAGES)
             acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
             mbarrier.arrive(v_empty.index(j % STAGES), count=1)

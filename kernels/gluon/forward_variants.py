@@ -7,17 +7,20 @@
     pp2         ws2 with ping-pong: the consumers take turns issuing their wgmmas (FA3 §3.1)
     pp2_serial  pp2 without the intra-warpgroup overlap (S, softmax, PV in turn): the overlap's A/B
     pp3         three ping-pong consumers, 192 query rows (FA3's D64 tile; 160 registers each: tile D <= 64 only)
+    pp2_lazy    pp2 with FA4's conditional rescale (FwdBlocks.lazy_rescale: O *= alpha only when a row's max grew
+                by more than 2^8; a stale max otherwise, exact at the end)
+    pp3_lazy    pp3 with the conditional rescale (tile D <= 64 only)
     pp2_serial_n256  pp2_serial with 256 keys per step (half the steps, each S a 64 x 256 wgmma; tile D <= 64 only,
                 3 stages of K and V, 208 KB of shared memory; with the overlap S_j and P_{j-1} spill past 240 registers)
 """
 from kernels.gluon.forward import FwdBlocks, default_forward_blocks
 from kernels.gluon.tiles import tile_dim
 
-FORWARD_VARIANTS = ("mono", "ws2", "pp2", "pp2_serial", "pp3", "pp2_serial_n256")
+FORWARD_VARIANTS = ("mono", "ws2", "pp2", "pp2_serial", "pp3", "pp2_serial_n256", "pp2_lazy", "pp3_lazy")
 # what forward=gluon / auto runs, by tile D (mono past D128: pp2 there is GPU-tested but not yet timed). Measured on
 # an H100 at N4096 bf16 (results/h100/gpu_tests_2026-11-26): pp3 / pp2 beat mono by 21-37 %.
 PREFERRED = ((64, "pp3"), (128, "pp2"))
-D64_ONLY = ("pp3", "pp2_serial_n256")  # the variants with no tile past tile D 64
+D64_ONLY = ("pp3", "pp2_serial_n256", "pp3_lazy")  # the variants with no tile past tile D 64
 
 
 def preferred_blocks(head_dim: int, causal: bool) -> FwdBlocks:
@@ -35,8 +38,8 @@ def variant_blocks(name: str, head_dim: int, causal: bool) -> FwdBlocks | None:
         return base
     if name in D64_ONLY and tile_dim(head_dim) > 64:
         return None
-    if name == "pp3":
-        return FwdBlocks(192, base.BLOCK_N, 4, base.num_stages, 3, True, True)
+    if name in ("pp3", "pp3_lazy"):
+        return FwdBlocks(192, base.BLOCK_N, 4, base.num_stages, 3, True, True, lazy_rescale=name == "pp3_lazy")
     if name == "pp2_serial_n256":
         return FwdBlocks(128, 256, 4, 3, 2, overlap=False, pingpong=True)
     two = FwdBlocks(128, base.BLOCK_N, 4, base.num_stages, consumers=2)
@@ -44,6 +47,8 @@ def variant_blocks(name: str, head_dim: int, causal: bool) -> FwdBlocks | None:
         return two
     if name == "pp2":
         return two._replace(pingpong=True)
+    if name == "pp2_lazy":
+        return two._replace(pingpong=True, lazy_rescale=True)
     if name == "pp2_serial":
         return two._replace(pingpong=True, overlap=False)
     raise ValueError(f"gluon forward variant {name!r}: one of {', '.join(FORWARD_VARIANTS)}")
