@@ -23,7 +23,7 @@ from typing import NamedTuple
 from kernels.gluon.compat import cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma, tma_load, tma_store, \
     warpgroup_mma, warpgroup_mma_wait
 from kernels.gluon.epilogue import store_rows
-from kernels.gluon.forward import _mask_scores, _online_softmax, _program_rows, _scores
+from kernels.gluon.forward_parts import _kv_loads, _mask_scores, _online_softmax, _program_rows, _scores
 from kernels.gluon.tiles import as_box
 
 ROWS = gl.constexpr(64)  # query rows of one consumer warpgroup (one m64 wgmma)
@@ -105,20 +105,12 @@ def _load_partition(q_desc, k_desc, v_desc, ring, rows, CFG: gl.constexpr):
     block, seqs, bases = rows
     i_h, i_hk, heads, start_m, key_blocks = block
     q_row0, k_row0, lse_row0 = bases
-    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     C: gl.constexpr = CFG.CONSUMERS
     for c in gl.static_range(C):
         mbarrier.expect(q_ready.index(c), q_desc.block_type.nbytes)
         tma_load(q_desc, [q_row0 + start_m + c * ROWS, i_h, 0], q_ready.index(c), as_box(q_smem.index(c)))
-    for j in range(key_blocks):
-        stage = j % CFG.STAGES
-        phase = ((j // CFG.STAGES) & 1) ^ 1  # passes at once on the first lap
-        mbarrier.wait(k_empty.index(stage), phase)
-        mbarrier.expect(k_ready.index(stage), k_desc.block_type.nbytes)
-        tma_load(k_desc, [k_row0 + j * BLOCK_N, i_hk, 0], k_ready.index(stage), as_box(k_smem.index(stage)))
-        mbarrier.wait(v_empty.index(stage), phase)
-        mbarrier.expect(v_ready.index(stage), v_desc.block_type.nbytes)
-        tma_load(v_desc, [k_row0 + j * BLOCK_N, i_hk, 0], v_ready.index(stage), as_box(v_smem.index(stage)))
+    _kv_loads(k_desc, v_desc, (k_smem, v_smem), (k_ready, v_ready), (k_empty, v_empty), k_row0, i_hk, key_blocks,
+              CFG.STAGES)
 
 
 @gluon.jit

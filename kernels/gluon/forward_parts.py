@@ -1,0 +1,96 @@
+"""The Gluon forward's shared pieces (issue 42), read by both kernels: kernels/gluon/forward.py (one compute
+partition) and kernels/gluon/forward_pp.py (one partition per consumer warpgroup): a program's rows, the load
+warp's K/V walk, S = Q K^T's wgmma, the score mask and the online softmax in base 2."""
+from kernels.gluon.compat import gl, gluon, mbarrier, tma_load, warpgroup_mma
+from kernels.gluon.tiles import as_box
+
+
+@gluon.jit
+def _program_rows(sizes, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+    """((i_h, i_hk, heads, start_m, key_blocks), (seq_q, seq_k), (q_row0, k_row0, lse_row0)) of this program. Programs
+    run query blocks fastest, so the programs running at once share their head's K and V in L2; causal: the last
+    query block (the longest walk) first. key_blocks: how many key blocks the block's queries see (causal: up to
+    the bottom-right diagonal), at least 1 (a block that sees no key walks one fully masked block: O = 0,
+    LSE = +inf); q_row0 / k_row0: the batch's first rows in the q / k views; lse_row0: the head's LSE row."""
+    seq_q, seq_k, heads, kv_heads, qk_scale = sizes
+    pid = gl.program_id(0)
+    query_blocks = gl.cdiv(seq_q, BLOCK_M)
+    i_m = pid % query_blocks
+    if CAUSAL:
+        i_m = query_blocks - 1 - i_m
+    i_bh = pid // query_blocks
+    i_b = i_bh // heads
+    i_h = i_bh % heads
+    i_hk = i_h // (heads // kv_heads)
+    start_m = i_m * BLOCK_M
+    if CAUSAL:  # bottom-right: query i sees key j iff j <= i + Nk - Nq
+        n_end = gl.minimum(gl.maximum(start_m + BLOCK_M + seq_k - seq_q, 0), seq_k)
+    else:
+        n_end = seq_k
+    key_blocks = gl.maximum(gl.cdiv(n_end, BLOCK_N), 1)
+    return (i_h, i_hk, heads, start_m, key_blocks), (seq_q, seq_k), (i_b * seq_q, i_b * seq_k, i_bh * seq_q)
+
+
+@gluon.jit
+def _kv_loads(k_desc, v_desc, tiles, ready, empty, k_row0, i_hk, key_blocks, STAGES: gl.constexpr):
+    """The load warp's walk over the key blocks: K_j into its stage once `k_empty` says the stage's S is done (every
+    consumer's), then V_j once `v_empty` says its P V is done, each on its own `ready` barrier."""
+    k_smem, v_smem = tiles
+    k_ready, v_ready = ready
+    k_empty, v_empty = empty
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    for j in range(key_blocks):
+        stage = j % STAGES
+        phase = ((j // STAGES) & 1) ^ 1  # passes at once on the first lap
+        mbarrier.wait(k_empty.index(stage), phase)
+        mbarrier.expect(k_ready.index(stage), k_desc.block_type.nbytes)
+        tma_load(k_desc, [k_row0 + j * BLOCK_N, i_hk, 0], k_ready.index(stage), as_box(k_smem.index(stage)))
+        mbarrier.wait(v_empty.index(stage), phase)
+        mbarrier.expect(v_ready.index(stage), v_desc.block_type.nbytes)
+        tma_load(v_desc, [k_row0 + j * BLOCK_N, i_hk, 0], v_ready.index(stage), as_box(v_smem.index(stage)))
+
+
+@gluon.jit
+def _scores(q_smem, k_smem, k_ready, k_empty, j, S_LAYOUT: gl.constexpr, STAGES: gl.constexpr):
+    """Issues S_j = Q K_j^T ([BM, D] @ [D, BN] -> [BM, BN], async wgmma) once K_j has landed."""
+    stage = j % STAGES
+    mbarrier.wait(k_ready.index(stage), (j // STAGES) & 1)
+    k_tile = k_smem.index(stage)
+    acc_shape: gl.constexpr = [q_smem.shape[0], k_smem.shape[1]]
+    acc = gl.zeros(acc_shape, gl.float32, S_LAYOUT)
+    return warpgroup_mma(q_smem, k_tile.permute((1, 0)), acc, use_acc=False, is_async=True)
+
+
+@gluon.jit
+def _mask_scores(s, o_m, start_n, start_m, seq_q, seq_k, CAUSAL: gl.constexpr, MASKED: gl.constexpr):
+    """s [BM, BN] raw scores with keys past Nk or right of the causal diagonal at -inf; only a block that crosses
+    the diagonal or Nk (MASKED and this block) pays for the mask."""
+    BLOCK_N: gl.constexpr = s.shape[1]
+    if MASKED:
+        shift = seq_k - seq_q
+        crosses = start_n + BLOCK_N > seq_k
+        if CAUSAL:
+            crosses = crosses or start_m + shift < start_n + BLOCK_N - 1
+        if crosses:
+            keys = gl.expand_dims(start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s.type.layout)), 0)
+            visible = keys < seq_k
+            if CAUSAL:
+                visible = visible & (keys <= gl.expand_dims(o_m, 1) + shift)
+            s = gl.where(visible, s, float("-inf"))
+    return s
+
+
+@gluon.jit
+def _online_softmax(s, m, l, o_m, start_n, start_m, seq_q, seq_k, qk_scale, CAUSAL: gl.constexpr,
+                    MASKED: gl.constexpr):
+    """One block of the online softmax in base 2: s [BM, BN] raw scores, m [BM] the running max in log2 units,
+    l [BM] the running sum -> (P [BM, BN] fp32, m_new, l_new, alpha = exp2(m - m_new), O's correction). Only a block
+    that crosses the causal diagonal or Nk pays for the mask (keys past Nk or right of the diagonal -> -inf).
+    A row with no visible key so far keeps m = -inf and P = 0 (no (-inf) - (-inf))."""
+    s = _mask_scores(s, o_m, start_n, start_m, seq_q, seq_k, CAUSAL, MASKED)
+    m_new = gl.maximum(m, gl.max(s, 1) * qk_scale)  # qk_scale > 0: max commutes with the scale
+    m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
+    p = gl.exp2(s * qk_scale - gl.expand_dims(m_use, 1))  # one FMA and one exp2 per score
+    alpha = gl.exp2(m - m_use)
+    l_new = l * alpha + gl.sum(p, 1)
+    return p, m_new, l_new, alpha
