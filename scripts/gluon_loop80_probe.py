@@ -15,6 +15,9 @@ Roles (gl.warp_specialize, as kernels/gluon/ws.py's [1, 1] workers at [24, 24] r
 STATS: 0 LSE / delta from global memory per step (gl.load of two slices, as the one-step probe), 1 from shared
 memory (the load warp copies the BM-entry slices into a [2, 128] fp32 tile per stage; the compute warps read
 both slices there). WITH_DQ = False drops dS^T's store, the dQ^T wgmmas and the dQ warp (what dQ costs).
+SYNC, the issue order: 0 both chunks' S^T, dP^T waited at once; 1 and dK / dV waited before dQ^T; 2 chunk 1's
+S^T, dP^T issued after chunk 0's dV, dK (and 1); 3 as 2 with one dQ^T chunk in registers at a time; 4 as 3 without
+chunk 1's dQ^T (attribution only: dQ is then wrong for those rows).
 Results: results/h100/gluon/frontier_probe.md section 4.
 """
 import os
@@ -147,7 +150,7 @@ def _compute(dk_desc, sm, ds_s, dq_s, LSE, DELTA, qk_scale, steps, N1: gl.conste
             lse1, dl1 = _stats(st_s, LSE + i * BM, DELTA + i * BM, s, N0, N1, L1, STATS)
             p1, ds1 = _chunk(s1, dp1, lse1, dl1, qk_scale)
             dv = warpgroup_mma(gl.convert_layout(p1, A0), do1, dv, is_async=True)
-            if WITH_DQ:
+            if WITH_DQ and SYNC != 4:
                 ds_s[1].store(ds1)
             dk = warpgroup_mma(gl.convert_layout(ds1, A0), q1, dk, is_async=True)
         if WITH_DQ:
@@ -155,13 +158,13 @@ def _compute(dk_desc, sm, ds_s, dq_s, LSE, DELTA, qk_scale, steps, N1: gl.conste
                 dk, dv = warpgroup_mma_wait(num_outstanding=0, deps=(dk, dv))
             fence_async_shared()
             cta_barrier()
-            if SYNC == 3:  # one dQ^T chunk in registers at a time: each waited and stored before the next
+            if SYNC >= 3:  # one dQ^T chunk in registers at a time: each waited and stored before the next
                 mbarrier.wait(dq_free, (i & 1) ^ 1)
                 dq0 = warpgroup_mma(k_s.permute((1, 0)), ds_s[0], gl.zeros([D, N0], gl.float32, L0),
                                     use_acc=False, is_async=True)
                 dq0 = warpgroup_mma_wait(num_outstanding=0, deps=(dq0,))
                 dq_s[0].store(dq0)
-                if N1 > 0:
+                if N1 > 0 and SYNC == 3:
                     dq1 = warpgroup_mma(k_s.permute((1, 0)), ds_s[1], gl.zeros([D, N1], gl.float32, L1),
                                         use_acc=False, is_async=True)
                     dq1 = warpgroup_mma_wait(num_outstanding=0, deps=(dq1,))
@@ -170,7 +173,7 @@ def _compute(dk_desc, sm, ds_s, dq_s, LSE, DELTA, qk_scale, steps, N1: gl.conste
             else:
                 dq0 = warpgroup_mma(k_s.permute((1, 0)), ds_s[0], gl.zeros([D, N0], gl.float32, L0),
                                     use_acc=False, is_async=True)  # dQ^T [D, 64] = K^T dS^T
-            if SYNC == 3:
+            if SYNC >= 3:
                 pass
             elif N1 > 0:
                 dq1 = warpgroup_mma(k_s.permute((1, 0)), ds_s[1], gl.zeros([D, N1], gl.float32, L1),
@@ -178,7 +181,7 @@ def _compute(dk_desc, sm, ds_s, dq_s, LSE, DELTA, qk_scale, steps, N1: gl.conste
                 dk, dv, dq0, dq1 = warpgroup_mma_wait(num_outstanding=0, deps=(dk, dv, dq0, dq1))
             else:
                 dk, dv, dq0 = warpgroup_mma_wait(num_outstanding=0, deps=(dk, dv, dq0))
-            if SYNC != 3:
+            if SYNC < 3:
                 r.release(i)
                 mbarrier.wait(dq_free, (i & 1) ^ 1)  # the dQ warp stored the previous step's tiles
                 dq_s[0].store(dq0)
@@ -280,6 +283,8 @@ CASES = [  # (question, N1, WITH_DQ, STATS[, SYNC])
     ("loop BM=80 = 64 + 16, dQ^T, shared stats, chunks + dQ^T chunks in sequence", 16, True, 1, 3),
     ("loop BM=80 = 64 + 16, dQ^T, global stats, chunks + dQ^T chunks in sequence", 16, True, 0, 3),
     ("loop BM=96 = 64 + 32, dQ^T, shared stats, chunks + dQ^T chunks in sequence", 32, True, 1, 3),
+    ("loop BM=80 = 64 + 16, chunk 0's dQ^T only, shared stats, chunks in sequence", 16, True, 1, 4),
+    ("loop BM=80 = 64 + 16, chunk 0's dQ^T only, global stats, chunks in sequence", 16, True, 0, 4),
 ]
 
 
