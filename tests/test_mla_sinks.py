@@ -235,8 +235,11 @@ def test_value_tiles_are_sized_by_dv_not_padded_to_d(monkeypatch, variant):
         real = module.launch
 
         def spy(kernel, grid, *args, _real=real, **kw):
-            if "BLOCK_DV" in kw:
-                seen.append((kw["HEAD_DIM"], kw["BLOCK_D"], kw["HEAD_DIM_V"], kw["BLOCK_DV"]))
+            # the forward passes the dims as keywords; the backward kernels in their step records (CFG; fused: DKDV, DQ)
+            records = [kw[name]._asdict() for name in ("CFG", "DKDV", "DQ") if hasattr(kw.get(name), "_asdict")]
+            for dims in [kw] + records:
+                if "BLOCK_DV" in dims:
+                    seen.append((dims["HEAD_DIM"], dims["BLOCK_D"], dims["HEAD_DIM_V"], dims["BLOCK_DV"]))
             return _real(kernel, grid, *args, **kw)
         monkeypatch.setattr(module, "launch", spy)
     q, k, v, do, sink = make_case(1, 21, 21, 2, 1, 48, 16)
