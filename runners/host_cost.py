@@ -8,12 +8,12 @@ path), `bench_kind=host_cost`, in the same tables as runners.sweep and runners.m
 
 A call is `o = attention(q, k, v, causal=..., variant=...)` then `torch.autograd.grad(o, (q, k, v), do)` on the
 same leaves every time (no gradient accumulation). Each of `rep` calls after `warmup` is timed on the host with
-perf_counter and no synchronisation, in `rounds` blocks interleaved across the shape's designs (the order rotated each
-round, so a slow spell of the host is shared rather than pinned on one design), so on a GPU the time is what the host spends (dispatch, checks, launches) as
-long as the GPU keeps up, which small shapes ensure; `wall_ms_mean` adds the final synchronisation. `ms` is the mean
-host ms per call (p20 / p80 of the single calls beside it). The first call's gradients and those of a warm call after
-the timed ones (on a GPU: bound launches, kernels/launch.py) are checked against the fp32 reference (status wrong
-otherwise).
+perf_counter and no synchronisation, in `rounds` blocks interleaved across the shape's designs (the order rotated
+each round, so a slow spell of the host is shared rather than pinned on one design), so on a GPU the time is what
+the host spends (dispatch, checks, launches) as long as the GPU keeps up, which small shapes ensure; `wall_ms_mean`
+adds each block's final synchronisation. `ms` is the mean host ms per call (p20 / p80 of the single calls beside
+it). The first call's gradients and those of a warm call after the timed ones (on a GPU: bound launches,
+kernels/launch.py) are checked against the fp32 reference (status wrong otherwise).
 
 Call paths: a Triton design runs `plan` (the eager path: the signature's launch plan, no operator dispatch;
 variants/plan.py) and `operator` (torch.ops.flash_bwd.attention, what torch.compile traces; variants.op's
@@ -30,10 +30,10 @@ exit code 2.
 """
 import contextlib
 import datetime
-from dataclasses import dataclass, field
 import json
 import sys
 import time
+from dataclasses import dataclass, field
 
 from runners.point import env
 
@@ -207,14 +207,23 @@ class Point:
         return through_operator() if self.path == "operator" and through_operator else contextlib.nullcontext()
 
 
+def failed(exc: Exception) -> dict:
+    """A point's row after an exception: its status (runners.point.measure's classes) and a one-line reason."""
+    from runners.point.measure import classify, one_line
+    return {"status": classify(exc, from_variant=True), "correct": False, "reason": one_line(exc)}
+
+
+def plan_builds() -> float:
+    """The launch plans built so far (NaN on a checkout before issue 44, which has none)."""
+    return plans.builds if plans is not None else float("nan")
+
+
 def prepare(variant: str, path: str, shape: Shape, seed: int, warmup: int) -> Point:
     """Check the first call against the reference and warm it up; a failure is a point with its row, not timed."""
-    from runners.point.measure import classify, one_line
     reason = get(variant).supports(shape.problem)
     if reason is not None:
         return Point(variant, path, {"status": "unsupported", "correct": False, "reason": reason})
-    q, k, v, do = shape.inputs(seed)
-    point = Point(variant, path, {}, (q, k, v, do))
+    point = Point(variant, path, {}, shape.inputs(seed))
     try:
         with point.context():
             point.row = check(variant, shape, *point.inputs)
@@ -222,41 +231,42 @@ def prepare(variant: str, path: str, shape: Shape, seed: int, warmup: int) -> Po
                 one_call(variant, shape, *point.inputs)
         sync()
     except Exception as exc:  # noqa: BLE001 - one row per point, whatever the failure
-        return Point(variant, path, {"status": classify(exc, from_variant=True), "correct": False,
-                                     "reason": one_line(exc)})
+        return Point(variant, path, failed(exc))
     return point
 
 
 def time_rounds(points_: list[Point], shape: Shape, rep: int, rounds: int) -> None:
     """`rep` timed calls of each live point, in `rounds` interleaved blocks (point order rotated every round), so a
     drift of the host (another process, clocks) spreads over every design instead of landing on one."""
-    from runners.point.measure import classify, one_line
     live = [p for p in points_ if p.live]
     per_round = [rep // rounds + (1 if r < rep % rounds else 0) for r in range(rounds)]
     for r, calls in enumerate(per_round):
-        for point in live[r % len(live):] + live[:r % len(live)] if live else []:
-            if not point.live or calls == 0:
+        turn = r % len(live) if live else 0
+        for point in live[turn:] + live[:turn]:
+            if not point.live:  # failed in an earlier round
                 continue
             try:
                 with point.context():
-                    before = plans.builds if plans is not None else float("nan")
-                    start = time.perf_counter()
+                    before, start = plan_builds(), time.perf_counter()
                     point.times += time_block(lambda: one_call(point.variant, shape, *point.inputs), calls)
                     sync()
                     point.wall_ms += (time.perf_counter() - start) * 1e3
-                    point.builds += (plans.builds if plans is not None else float("nan")) - before
+                    point.builds += plan_builds() - before
             except Exception as exc:  # noqa: BLE001 - one row per point, whatever the failure
-                point.row = {"status": classify(exc, from_variant=True), "correct": False, "reason": one_line(exc)}
-                point.inputs = ()
+                point.row, point.inputs = failed(exc), ()
 
 
 def finish(point: Point, shape: Shape) -> dict:
-    """The row's measured columns: timing stats, plans built while timed, and a warm call's check."""
+    """The row's measured columns: timing stats, plans built while timed, and a warm call's check; never raises."""
     if not point.live:
         return point.row
     row = {**point.row, **stats(point.times, point.wall_ms / len(point.times)), "plan_builds": point.builds}
-    with point.context():
-        warm = check(point.variant, shape, *point.inputs)  # on a GPU: bound launches (kernels/launch.py)
+    try:
+        with point.context():
+            warm = check(point.variant, shape, *point.inputs)  # on a GPU: bound launches (kernels/launch.py)
+    except Exception as exc:  # noqa: BLE001 - one row per point, whatever the failure
+        failure = failed(exc)
+        return {**row, **failure, "reason": "warm call: " + failure["reason"]}
     if not warm["correct"]:
         row.update(status="wrong", correct=False, reason="warm call: " + warm["reason"])
     return row
