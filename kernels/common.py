@@ -37,6 +37,21 @@ def strides(t: torch.Tensor) -> Strides:
     return Strides(*t.stride())
 
 
+def flat(t: torch.Tensor) -> bool:
+    """Whether t's elements are exactly its storage's first numel elements (a kernel may then walk them as one
+    block from the data pointer): no storage offset and the strides of a permuted contiguous tensor."""
+    if t.storage_offset():
+        return False
+    if t.is_contiguous():  # the common case: no Python loop
+        return True
+    expected = 1
+    for size, stride in sorted(zip(t.shape, t.stride()), key=lambda p: p[1]):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
+
+
 def head_block(head_dim: int) -> int:
     """Register width for a head dim: the next power of two, at least 16 (tl.dot's minimum)."""
     return max(16, next_power_of_2(head_dim))

@@ -6,7 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.common import cdiv, strides
+from kernels.common import cdiv, flat, strides
 from kernels.launch import launch
 
 
@@ -60,8 +60,7 @@ def scale_cast(acc: torch.Tensor, dtype: torch.dtype, scale: float, BLOCK: int =
     dtype with acc's strides: what `acc.mul_(scale).to(dtype)` gives, bit for bit (an fp32 product rounded to
     nearest even), in one launch instead of two ATen kernels and without writing acc (issue 44: host cost)."""
     out = torch.empty_like(acc, dtype=dtype)
-    dense = out.stride() == acc.stride() and not acc.storage_offset() and not out.storage_offset() and \
-        acc.untyped_storage().nbytes() == acc.numel() * acc.element_size()
+    dense = out.stride() == acc.stride() and flat(acc) and flat(out)
     # the interpreter casts fp32 to bf16 by truncation where the GPU rounds to nearest even: ATen's path there
     if not dense or (dtype == torch.bfloat16 and os.environ.get("TRITON_INTERPRET", "0") == "1"):
         return acc.mul_(scale).to(dtype)

@@ -3,7 +3,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.common import cdiv, head_block, strides
+from kernels.common import cdiv, flat, head_block, strides
 from kernels.launch import launch
 
 
@@ -45,7 +45,8 @@ def attention_delta(o, do, BLOCK_M: int = 64, zero: torch.Tensor | None = None) 
     delta = torch.empty((batch, heads, seq_q), device=o.device, dtype=torch.float32)
     grid = (cdiv(seq_q, BLOCK_M), batch * heads)
     numel = 0 if zero is None else zero.numel()
-    if numel and (grid[0] * grid[1] == 0 or not flat(zero)):  # nothing launches, or not one flat block: ATen's fill
+    # ATen's fill where nothing launches or the buffer is not one fp32 block from its pointer
+    if numel and (grid[0] * grid[1] == 0 or zero.dtype != torch.float32 or not flat(zero)):
         zero.zero_()
         numel = 0
     chunk = cdiv(cdiv(numel, max(grid[0] * grid[1], 1)), ZERO_BLOCK) * ZERO_BLOCK
@@ -54,17 +55,3 @@ def attention_delta(o, do, BLOCK_M: int = 64, zero: torch.Tensor | None = None) 
            ZERO_BLOCK=ZERO_BLOCK if numel else 0)
     return delta
 
-
-def flat(t: torch.Tensor) -> bool:
-    """Whether t's elements are exactly its storage's first numel elements (so zeroing those zeroes t): fp32, no
-    storage offset, and strides of a permuted contiguous tensor."""
-    if t.dtype != torch.float32 or t.storage_offset():
-        return False
-    if t.is_contiguous():  # ws's and atomic_tma's accumulators: no Python loop
-        return True
-    expected = 1
-    for size, stride in sorted(zip(t.shape, t.stride()), key=lambda p: p[1]):
-        if size != 1 and stride != expected:
-            return False
-        expected *= size
-    return True
