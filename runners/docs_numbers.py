@@ -163,18 +163,20 @@ def host_cost(df: pd.DataFrame) -> str:
     rows = T.latest(df[T.is_host_cost(df) & (df["status"] == "ok")])
     rows = rows[rows["call_path"].isin(["plan", "direct"])]
     out = []
-    for (gpu, seq, heads, head_dim, causal), g in rows.groupby([T.GPU, "seq", "heads", "head_dim", "causal"]):
+    shape = ["batch", "seq", "heads", "head_dim", "causal", "dtype"]
+    for (gpu, batch, seq, heads, head_dim, causal, dtype), g in rows.groupby([T.GPU, *shape]):
         ms = g.set_index("variant")["ms"]
         for design in HOST_DESIGNS:
             if design not in ms:
                 continue
-            cell = {"GPU": gpu_name(g).iloc[0], "shape (bf16)": f"B1 N{seq} H{heads} D{head_dim}"
+            cell = {"GPU": gpu_name(g).iloc[0], "shape": f"B{batch} N{seq} H{heads} D{head_dim} {dtype}"
                     + (" causal" if causal else ""), "design": design, "ms": f"{ms[design]:.3f}"}
             for baseline, title, bound in ((FA4, "FA4", 1.0), (CUDNN, "cuDNN", 1.5)):
-                ratio = ms[design] / ms[baseline] if baseline in ms else float("nan")
-                cell[f"{title} ms"] = f"{ms[baseline]:.3f}" if baseline in ms else "–"
-                cell[f"× {title} (≤ {bound:g})"] = "–" if pd.isna(ratio) else f"{ratio:.2f}" + (
-                    "" if ratio <= bound else " ✗")
+                measured = baseline in ms
+                ratio = ms[design] / ms[baseline] if measured else float("nan")
+                cell[f"{title} ms"] = f"{ms[baseline]:.3f}" if measured else "–"
+                verdict = f"{ratio:.2f}" + ("" if ratio <= bound else " ✗")
+                cell[f"× {title} (≤ {bound:g})"] = verdict if measured else "–"
             out.append(cell)
     return "\n".join([T.markdown_table(pd.DataFrame(out)).rstrip("\n"), "",
                       prose(f"Rows: {files_text(HOST_COST)}.")])

@@ -131,8 +131,8 @@ def _sharing(other: pd.DataFrame, base: pd.DataFrame) -> pd.DataFrame:
     """The rows of the commits that measured at least one of the baseline's points on one of its GPUs: a newer
     commit that measured something else (a probe, another study in the same folder) is not the candidate. When
     no commit shares a point, all of ``other`` (the comparison then says that no point was compared)."""
-    def points(rows: pd.DataFrame) -> pd.Series:
-        return T.join_keys(rows) + "@" + rows[T.GPU].astype(str)
+    def points(rows: pd.DataFrame) -> pd.Series:  # T.load gave every row its join_key
+        return rows["join_key"] + "@" + rows[T.GPU].astype(str)
     shared = points(other).isin(set(points(base)))
     commits = set(other.loc[shared, "commit"])
     return other[other["commit"].isin(commits)] if commits else other
