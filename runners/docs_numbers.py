@@ -158,26 +158,31 @@ def fa4_cases(df: pd.DataFrame) -> str:
 
 
 def host_cost(df: pd.DataFrame) -> str:
-    """Issue 44's table: per shape, host ms per eager call of ws, ws_two_pass and two_pass (plan path) against FA4's
-    and cuDNN's (direct), and the two ratios the issue bounds (<= 1.0x FA4, <= 1.5x cuDNN)."""
-    rows = T.latest(df[T.is_host_cost(df) & (df["status"] == "ok")])
+    """Issue 44's table: per shape and run (one runners.host_cost process: its sweep_id), host ms per eager call of
+    ws, ws_two_pass and two_pass (plan path) against FA4's and cuDNN's (direct) in the same run, and the two ratios
+    the issue bounds (<= 1.0x FA4, <= 1.5x cuDNN). Runs are kept apart: a repeat is a measurement, not a re-run."""
+    rows = df[T.is_host_cost(df) & (df["status"] == "ok")]
     rows = rows[rows["call_path"].isin(["plan", "direct"])]
     out = []
     shape = ["batch", "seq", "heads", "head_dim", "causal", "dtype"]
-    for (gpu, batch, seq, heads, head_dim, causal, dtype), g in rows.groupby([T.GPU, *shape]):
-        ms = g.set_index("variant")["ms"]
-        for design in HOST_DESIGNS:
-            if design not in ms:
-                continue
-            cell = {"GPU": gpu_name(g).iloc[0], "shape": f"B{batch} N{seq} H{heads} D{head_dim} {dtype}"
-                    + (" causal" if causal else ""), "design": design, "ms": f"{ms[design]:.3f}"}
-            for baseline, title, bound in ((FA4, "FA4", 1.0), (CUDNN, "cuDNN", 1.5)):
-                measured = baseline in ms
-                ratio = ms[design] / ms[baseline] if measured else float("nan")
-                cell[f"{title} ms"] = f"{ms[baseline]:.3f}" if measured else "–"
-                verdict = f"{ratio:.2f}" + ("" if ratio <= bound else " ✗")
-                cell[f"× {title} (≤ {bound:g})"] = verdict if measured else "–"
-            out.append(cell)
+    runs = {sweep_id: n + 1 for n, sweep_id in enumerate(sorted(rows["sweep_id"].unique(), key=lambda i: (
+        rows.loc[rows["sweep_id"] == i, "timestamp"].min(), i)))}
+    for (gpu, batch, seq, heads, head_dim, causal, dtype), by_shape in rows.groupby([T.GPU, *shape]):
+        for sweep_id, g in sorted(by_shape.groupby("sweep_id"), key=lambda item: runs[item[0]]):
+            ms = g.set_index("variant")["ms"]
+            for design in HOST_DESIGNS:
+                if design not in ms:
+                    continue
+                cell = {"GPU": gpu_name(g).iloc[0], "shape": f"B{batch} N{seq} H{heads} D{head_dim} {dtype}"
+                        + (" causal" if causal else ""), "run": f"`{sweep_id}`", "design": design,
+                        "ms": f"{ms[design]:.3f}"}
+                for baseline, title, bound in ((FA4, "FA4", 1.0), (CUDNN, "cuDNN", 1.5)):
+                    measured = baseline in ms
+                    ratio = ms[design] / ms[baseline] if measured else float("nan")
+                    cell[f"{title} ms"] = f"{ms[baseline]:.3f}" if measured else "–"
+                    verdict = f"{ratio:.2f}" + ("" if ratio <= bound else " ✗")
+                    cell[f"× {title} (≤ {bound:g})"] = verdict if measured else "–"
+                out.append(cell)
     return "\n".join([T.markdown_table(pd.DataFrame(out)).rstrip("\n"), "",
                       prose(f"Rows: {files_text(HOST_COST)}.")])
 
