@@ -485,15 +485,20 @@ SPLIT_D96 = [("ws", {}), ("ws", dict(persistent=True)), ("ws", dict(swap_ab=Fals
 SPLIT_D96_IDS = ["ws", "ws-persistent", "ws-mn", "ws-one-partition", "ws-deterministic", "ws_two_pass"]
 
 
+SPLIT_SHAPES = {"nq<nk-gqa": (2, 200, 333, 4, 2), "nq>nk-mqa": (1, 333, 200, 4, 1), "two-batches": (2, 1000, 1000, 2, 2)}
+SPLIT_FAST = {("nq<nk-gqa", True, torch.bfloat16), ("nq>nk-mqa", False, torch.float16)}  # the rest: -m slow
+SPLIT_CASES = [pytest.param(shape, causal, dtype, id=f"{shape}-{'causal' if causal else 'full'}-{str(dtype)[6:]}",
+                            marks=() if (shape, causal, dtype) in SPLIT_FAST else pytest.mark.slow)
+               for shape in SPLIT_SHAPES for causal in (False, True) for dtype in (torch.float16, torch.bfloat16)]
+
+
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
 @pytest.mark.parametrize("variant, blocks", SPLIT_D96, ids=SPLIT_D96_IDS)
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
-@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("shape", [(2, 200, 333, 4, 2), (1, 333, 200, 4, 1), (2, 1000, 1000, 2, 2)],
-                         ids=["nq<nk-gqa", "nq>nk-mqa", "two-batches"])
-def test_head_dim_split_matches_reference_on_hopper(variant, blocks, dtype, causal, shape):
+@pytest.mark.parametrize("shape, causal, dtype", SPLIT_CASES)
+def test_head_dim_split_matches_reference_on_hopper(variant, blocks, shape, causal, dtype):
     torch.manual_seed(hash((shape, causal, variant)) % 2**31)
-    run_and_check(variant, *make_inputs((*shape, 96), dtype, "cuda"), causal, blocks=dict(blocks, head_dim_split=True))
+    run_and_check(variant, *make_inputs((*SPLIT_SHAPES[shape], 96), dtype, "cuda"), causal,
+                  blocks=dict(blocks, head_dim_split=True))
 
 
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
