@@ -466,6 +466,16 @@ def test_head_dim_split_applies_at_d96_only(variant, head_dim, chunks):
     assert not get(variant).make_blocks(problem, dict(head_dim_split=False)).head_dim_split
 
 
+def test_head_dim_split_at_d128_is_one_config_error_line_for_the_sweep(tmp_path):
+    """The rule is the variant's (make_blocks): the sweep stops with it (a multirun: an `unsupported` row), and the
+    tuner's dead-config filter (schema.check) drops such a config before a trial."""
+    proc = subprocess.run([sys.executable, "-m", "runners.sweep", "variant=ws_two_pass", "head_dim=128",
+                           "blocks.head_dim_split=true", f"results_dir={tmp_path}"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "config error: blocks.head_dim_split=true: changes nothing at head dim 128" in proc.stderr
+
+
 @pytest.mark.parametrize("variant, blocks", [("ws", "{'head_dim_split': True}"),
                                              ("ws", "{'head_dim_split': True, 'swap_ab': False, 'num_stages': 2}"),
                                              ("ws_two_pass", "{'head_dim_split': True}")],
