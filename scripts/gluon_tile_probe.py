@@ -166,6 +166,38 @@ def swapped_scores_chunked(k_desc, q_desc, out, BM: gl.constexpr, N0: gl.constex
 
 
 @gluon.jit
+def split_tiles(main_desc, rest_desc, out, num_warps: gl.constexpr):
+    """Issue 43, D96 in tiles 96 columns wide: each tensor as two shared tiles, [R, 64] (128-byte swizzle) and [R, 32]
+    (64-byte swizzle), each filled by its own TMA box of one [rows, 96] view (columns 0-63 and 64-95). S^T = K Q^T
+    over K = 64 + 32 (both tiles as A and, transposed, as B), then dV's second chunk [R, 32] += P^T [R, R] (registers)
+    @ dO [R, 32] (the narrow tile as a B operand of N = 32)."""
+    R: gl.constexpr = main_desc.block_type.shape[0]
+    MAIN: gl.constexpr = main_desc.block_type.shape[1]
+    REST: gl.constexpr = rest_desc.block_type.shape[1]
+    k_m = gl.allocate_shared_memory(main_desc.dtype, [R, MAIN], main_desc.layout)
+    k_r = gl.allocate_shared_memory(rest_desc.dtype, [R, REST], rest_desc.layout)
+    q_m = gl.allocate_shared_memory(main_desc.dtype, [R, MAIN], main_desc.layout)
+    q_r = gl.allocate_shared_memory(rest_desc.dtype, [R, REST], rest_desc.layout)
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    mbarrier.expect(bar, 2 * (main_desc.block_type.nbytes + rest_desc.block_type.nbytes))
+    tma_load(main_desc, [0, 0], bar, k_m)
+    tma_load(rest_desc, [0, MAIN], bar, k_r)
+    tma_load(main_desc, [R, 0], bar, q_m)
+    tma_load(rest_desc, [R, MAIN], bar, q_r)
+    mbarrier.wait(bar, phase=0)
+    L: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, R, 16])
+    L_R: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                  instr_shape=[16, REST, 16])
+    s = warpgroup_mma(k_m, q_m.permute((1, 0)), gl.zeros([R, R], gl.float32, L), use_acc=False, is_async=True)
+    s = warpgroup_mma(k_r, q_r.permute((1, 0)), s, is_async=True)
+    s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+    p = gl.convert_layout(s.to(gl.bfloat16), gl.DotOperandLayout(operand_index=0, parent=L_R, k_width=2))
+    dv = warpgroup_mma(p, q_r, gl.zeros([R, REST], gl.float32, L_R), use_acc=False)
+    gl.store(out, gl.sum(gl.sum(dv, axis=1), axis=0))
+
+
+@gluon.jit
 def bank_probe(out, REG: gl.constexpr, SH: gl.constexpr, M: gl.constexpr, N: gl.constexpr, F32: gl.constexpr):
     """The compiler's own bank-conflict count (Triton >= 3.9: gl.bank_conflicts) of storing a [M, N] register tensor
     in layout REG into a shared tile of layout SH, printed at trace time; the store and a load keep it compiled."""
@@ -281,6 +313,10 @@ QUESTIONS = [
     ("swapped S^T, BM=96 = 64 + 32, Q by three [32,64] boxes",
      lambda: (swapped_scores_chunked, (desc(512, 64, [128, 64]), desc(512, 64, [32, 64]), out(), 96, 64),
               {"num_warps": 8})),
+    ("D96 tiles as [64,64] + [64,32] by two TMA boxes, K = 64 + 32",
+     lambda: (split_tiles, (desc(512, 96, [64, 64]), desc(512, 96, [64, 32]), out()), {"num_warps": 4})),
+    ("D96 tiles as [128,64] + [128,32], 8 warps",
+     lambda: (split_tiles, (desc(512, 96, [128, 64]), desc(512, 96, [128, 32]), out()), {"num_warps": 8})),
 ]
 
 

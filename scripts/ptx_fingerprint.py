@@ -107,6 +107,21 @@ def _launches(variant_name, case, overrides):
 
 
 GLUON_FORWARD = "gluon_forward"  # --variants: the Gluon forward's kernel, not a design's
+# (case, block field): a boolean field flipped in one more case than d64_causal, where it changes the kernels
+FLIPPED_ELSEWHERE = {("d96", "head_dim_split")}  # issue 43: D96's 64 + 32 head-dim chunks (refused at D64)
+
+
+def _case_blocks(variant_name, case_name) -> list[tuple[str, dict]]:
+    """The (label, block overrides) a design compiles in a case: every boolean field flipped at d64_causal, the
+    fields of FLIPPED_ELSEWHERE in their case, else the defaults."""
+    from variants import get
+    if variant_name == GLUON_FORWARD:
+        return [("default", {})]
+    flips = _flipped_blocks(get(variant_name))
+    if case_name == "d64_causal":
+        return flips
+    return [flips[0]] + [(label, blocks) for label, blocks in flips[1:]
+                         if (case_name, next(iter(blocks))) in FLIPPED_ELSEWHERE]
 
 
 def _gluon_forward_launches(case):
@@ -176,8 +191,7 @@ def main(argv=None) -> int:
     if args.ptx_dir:
         os.makedirs(args.ptx_dir, exist_ok=True)
     jobs = [(name, case, label, overrides, args.ptx_dir) for name in wanted for case in cases
-            for label, overrides in (_flipped_blocks(get(name)) if case[0] == "d64_causal" and name != GLUON_FORWARD
-                                     else [("default", {})])]
+            for label, overrides in _case_blocks(name, case[0])]
     result = {}
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         for done, part in enumerate(pool.map(fingerprint, jobs), 1):

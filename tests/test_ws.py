@@ -444,3 +444,89 @@ def test_packed_kernels_compile_for_sm90():
     assert [row["kernel"] for row in rows] == ["_ws_backward_kernel", "_ws_backward_kernel", "_ws_dq_kernel"], rows
     for row in rows:
         assert row["varlen"] and row["smem"] <= MAX_SMEM and row["spill_store_bytes"] == 0, row
+
+
+# Issue 43: head_dim_split (D96's products in 64 + 32 head-dim chunks instead of one 128-column chunk with 32 zero
+# columns). The block rule, the compile check, and on an sm90 GPU the reference: tails, GQA / MQA, Nq != Nk both
+# ways, two batches, causal and not, fp16 and bf16, every schedule D96 runs (swap AB and not, persistent, one
+# partition, the deterministic dQ pass, ws_two_pass) and packed documents.
+@pytest.mark.parametrize("variant", ["ws", "ws_two_pass"])
+@pytest.mark.parametrize("head_dim, chunks", [(64, (64, 0)), (96, (64, 32)), (128, (128, 0)), (192, (128, 64)),
+                                              (256, (256, 0))])
+def test_head_dim_split_applies_at_d96_only(variant, head_dim, chunks):
+    from kernels.gluon.tiles import head_dim_chunks
+    assert head_dim_chunks(head_dim, split=True) == chunks
+    assert head_dim_chunks(96) == (128, 0)  # the default: one chunk, zeros and all
+    problem = Problem(1, 128, 128, 2, 2, head_dim, True, torch.bfloat16, "cpu")
+    if head_dim == 96:
+        assert get(variant).make_blocks(problem, dict(head_dim_split=True)).head_dim_split
+    else:
+        with pytest.raises(ValueError, match=f"head_dim_split=true: changes nothing at head dim {head_dim}"):
+            get(variant).make_blocks(problem, dict(head_dim_split=True))
+    assert not get(variant).make_blocks(problem, dict(head_dim_split=False)).head_dim_split
+
+
+def test_head_dim_split_at_d128_is_one_config_error_line_for_the_sweep(tmp_path):
+    """The rule is the variant's (make_blocks): the sweep stops with it (a multirun: an `unsupported` row), and the
+    tuner's dead-config filter (schema.check) drops such a config before a trial."""
+    proc = subprocess.run([sys.executable, "-m", "runners.sweep", "variant=ws_two_pass", "head_dim=128",
+                           "blocks.head_dim_split=true", f"results_dir={tmp_path}"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "config error: blocks.head_dim_split=true: changes nothing at head dim 128" in proc.stderr
+
+
+@pytest.mark.parametrize("variant, blocks", [("ws", "{'head_dim_split': True}"),
+                                             ("ws", "{'head_dim_split': True, 'swap_ab': False, 'num_stages': 2}"),
+                                             ("ws_two_pass", "{'head_dim_split': True}")],
+                         ids=["ws", "ws-mn", "ws_two_pass"])
+def test_head_dim_split_compiles_for_sm90(variant, blocks):
+    """D96 causal with the split: every Gluon kernel compiles within shared memory (the tiles stay 128 wide, so the
+    same bytes as without it); spills: the compile table in docs/ws.md (Triton 3.6: none)."""
+    rows = compiled_rows(96, True, blocks, variant=variant, kernels=("_ws_backward_kernel", "_ws_dq_kernel"))
+    assert {row["kernel"] for row in rows} == ({"_ws_backward_kernel", "_ws_dq_kernel"} if variant == "ws_two_pass"
+                                               else {"_ws_backward_kernel"}), rows
+    for row in rows:
+        assert row["status"] == "ok" and int(row["smem_bytes"]) <= MAX_SMEM, row
+
+
+SPLIT_D96 = [("ws", {}), ("ws", dict(persistent=True)), ("ws", dict(swap_ab=False, num_stages=2)),
+             ("ws", dict(warp_specialize=False)), ("ws", dict(deterministic=True)), ("ws_two_pass", {})]
+SPLIT_D96_IDS = ["ws", "ws-persistent", "ws-mn", "ws-one-partition", "ws-deterministic", "ws_two_pass"]
+
+
+SPLIT_SHAPES = {"nq<nk-gqa": (2, 200, 333, 4, 2), "nq>nk-mqa": (1, 333, 200, 4, 1), "two-batches": (2, 1000, 1000, 2, 2)}
+SPLIT_FAST = {("nq<nk-gqa", True, torch.bfloat16), ("nq>nk-mqa", False, torch.float16)}  # the rest: -m slow
+SPLIT_CASES = [pytest.param(shape, causal, dtype, id=f"{shape}-{'causal' if causal else 'full'}-{str(dtype)[6:]}",
+                            marks=() if (shape, causal, dtype) in SPLIT_FAST else pytest.mark.slow)
+               for shape in SPLIT_SHAPES for causal in (False, True) for dtype in (torch.float16, torch.bfloat16)]
+
+
+@pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
+@pytest.mark.parametrize("variant, blocks", SPLIT_D96, ids=SPLIT_D96_IDS)
+@pytest.mark.parametrize("shape, causal, dtype", SPLIT_CASES)
+def test_head_dim_split_matches_reference_on_hopper(variant, blocks, shape, causal, dtype):
+    torch.manual_seed(hash((shape, causal, variant)) % 2**31)
+    run_and_check(variant, *make_inputs((*SPLIT_SHAPES[shape], 96), dtype, "cuda"), causal,
+                  blocks=dict(blocks, head_dim_split=True))
+
+
+@pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
+@pytest.mark.parametrize("packing", list(WS_PACKINGS))
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("variant, blocks", [("ws", {}), ("ws", dict(deterministic=True)), ("ws_two_pass", {})],
+                         ids=["ws", "ws-deterministic", "ws_two_pass"])
+def test_head_dim_split_with_packed_documents_on_hopper(variant, blocks, causal, packing):
+    from tests.test_varlen import packed_inputs, run_and_check_packed
+    torch.manual_seed(hash((variant, packing, causal)) % 2**31)
+    lens_q, lens_k, heads, kv_heads = WS_PACKINGS[packing]
+    dtype = torch.float16 if causal else torch.bfloat16
+    run_and_check_packed(variant, *packed_inputs(lens_q, lens_k, heads, kv_heads, 96, dtype, "cuda"), causal,
+                         blocks=dict(blocks, head_dim_split=True))
+
+
+@pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
+def test_head_dim_split_at_d128_is_one_clear_line_on_hopper():
+    with pytest.raises(ValueError, match="head_dim_split=true: changes nothing at head dim 128"):
+        run_and_check("ws", *make_inputs((1, 128, 128, 2, 2, 128), torch.bfloat16, "cuda"), False,
+                      blocks=dict(head_dim_split=True))

@@ -213,6 +213,10 @@ class WsBlocks(Blocks):
     # issue 43, swap_ab=false: P's shared tile over the dQ tile's bytes (P is written once the last step's dQ is
     # added): 32 KB free at D64 128 x 128, where a third Q / dO stage then fits (needs BLOCK_N <= 2 x the head dim)
     p_in_dq: bool = False
+    # issue 43: D96's D-wide products (S, dP over D; dV, dK, dQ of D columns) in 64 + 32 head-dim chunks instead of
+    # one 128-column chunk whose last 32 columns are zeros (kernels.gluon.tiles.head_dim_chunks); the shared tiles
+    # stay 128 wide. A block rule refuses it at head dims it does not change (variants.ws: 64, 128, 192, 256)
+    head_dim_split: bool = tunable(False, BOOLS)
 
     def check_rules(self) -> None:
         if self.num_warps not in WARPS:
@@ -247,6 +251,10 @@ class WsTwoPassBlocks(Blocks):
     BLOCK_N2: int = tunable(64, (64, 128), WS_DQ_KERNEL)
     num_warps2: int = tunable(8, WARPS, WS_DQ_KERNEL)
     num_stages2: int = tunable(2, (2, 3), WS_DQ_KERNEL)
+    # issue 43: D96's D-wide products, in both kernels, in 64 + 32 head-dim chunks instead of one 128-column chunk
+    # whose last 32 columns are zeros (kernels.gluon.tiles.head_dim_chunks); the shared tiles stay 128 wide. A block
+    # rule refuses it at head dims it does not change (variants.ws: 64, 128, 192, 256)
+    head_dim_split: bool = tunable(False, BOOLS)
 
     def check_rules(self) -> None:
         for warps, name in ((self.num_warps, "num_warps"), (self.num_warps2, "num_warps2")):

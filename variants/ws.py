@@ -35,6 +35,17 @@ class Ws(TritonVariant):
             return self.arch_reason(10 * major + minor)
         return self.problem_reason(problem)
 
+    def make_blocks(self, problem, blocks=None):
+        """The base's blocks, then the rule that needs the problem: head_dim_split only at a head dim whose chunks it
+        changes (D96), a one-line ValueError elsewhere (a sweep's `unsupported` row, a config the tuner filters)."""
+        blocks = super().make_blocks(problem, blocks)
+        if blocks.head_dim_split and GLUON_MISSING is None:  # without Gluon, supports() refuses every problem
+            from kernels.gluon.tiles import head_dim_split_reason
+            reason = head_dim_split_reason(problem.head_dim)
+            if reason:
+                raise ValueError(reason)
+        return blocks
+
     def problem_reason(self, problem):
         if problem.dtype not in WS_DTYPES:
             return f"ws runs fp16 and bf16 (wgmma), not {problem.dtype}"

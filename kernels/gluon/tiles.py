@@ -3,8 +3,9 @@ kernel): head-dim chunks and TMA views of dense [B, N, H, D] tensors on the host
 lookup, the softmax probabilities with their masks and modifiers, chunked wgmma issue / wait (the stores are in
 kernels/gluon/epilogue.py).
 
-A head dim that is no power of two runs in two chunks (`head_dim_chunks`: 192 = 128 + 64), so no wgmma reads the
-tiles' zero columns; an accumulator is then a tuple of chunks (`chunk_zeros`, `mma_chunks`, epilogue's `store_chunks`).
+A head dim that is no power of two runs in two chunks (`head_dim_chunks`: 192 = 128 + 64; 96 = 64 + 32 with the
+block field head_dim_split), so no wgmma reads the tiles' zero columns; an accumulator is then a tuple of chunks
+(`chunk_zeros`, `mma_chunks`, epilogue's `store_chunks`).
 """
 import functools
 from typing import NamedTuple
@@ -18,6 +19,7 @@ from kernels.gluon.compat import TensorDescriptor, gl, gluon, warpgroup_mma, war
 GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
 LOG2E_C = gl.constexpr(LOG2E)  # log2(e), readable inside the kernels (softcap)
 MIN_CHUNK = 64  # the narrowest second head-dim chunk (one 128-byte swizzle row of 16-bit elements)
+NARROW_CHUNK = 32  # head_dim_split=true: the narrowest second chunk (96 = 64 + 32; issue 43)
 
 
 class WsDocs(NamedTuple):  # VARLEN: the packed documents (kernels.varlen.Packing)
@@ -153,19 +155,30 @@ def gluon_tanh(x):
     return gl.where(x < 0, -t, t)
 
 
-def head_dim_chunks(head_dim: int) -> tuple[int, int]:
+def head_dim_chunks(head_dim: int, split: bool = False) -> tuple[int, int]:
     """(D_MAIN, D_REST): the head-dim chunks the kernels' D-wide products run in. A power of two: (D, 0), one chunk.
     Else the largest power of two below D and the rest when that is a power of two of at least MIN_CHUNK
-    (192 = 128 + 64): two chunks, so no MMA reads the tiles' zero columns past D; else (tile_dim(D), 0), one chunk,
-    zero columns and all (96: a run with 64 + 32 chunks was 6-14 % slower than 128 with zeros on an H100, B2 H16 N4096
-    bf16, but it also carried a codegen change reverted since, so the split alone is unmeasured; 192 in chunks:
-    1.06-1.07x ws_two_pass's 256-column tiles; results/h100/gluon/h100_gluon_large_d_bf16*)."""
+    (192 = 128 + 64), or with split (the block field head_dim_split) of at least NARROW_CHUNK (96 = 64 + 32): two
+    chunks, so no MMA reads the tiles' zero columns past D; else (tile_dim(D), 0), one chunk, zero columns and all
+    (96 by default: a run with 64 + 32 chunks was 6-14 % slower than 128 with zeros on an H100, B2 H16 N4096 bf16,
+    but it also carried a codegen change reverted since, so the split alone is unmeasured: head_dim_split is the
+    A/B; 192 in chunks: 1.06-1.07x ws_two_pass's 256-column tiles; results/h100/gluon/h100_gluon_large_d_bf16*)."""
     main = tile_dim(head_dim)
     if main == head_dim:
         return head_dim, 0
     main //= 2
     rest = head_dim - main
-    return (main, rest) if rest >= MIN_CHUNK and rest & (rest - 1) == 0 else (tile_dim(head_dim), 0)
+    narrowest = NARROW_CHUNK if split else MIN_CHUNK
+    return (main, rest) if rest >= narrowest and rest & (rest - 1) == 0 else (tile_dim(head_dim), 0)
+
+
+def head_dim_split_reason(head_dim: int) -> str | None:
+    """Why head_dim_split=true cannot apply at head_dim (one line), or None where it changes the chunks (D96)."""
+    if head_dim_chunks(head_dim, split=True) != head_dim_chunks(head_dim):
+        return None
+    chunks = " + ".join(str(c) for c in head_dim_chunks(head_dim) if c)
+    return (f"head_dim_split=true: changes nothing at head dim {head_dim} (its products run in {chunks} columns "
+            f"either way); it splits a head dim whose rest is {NARROW_CHUNK} columns (96 = 64 + 32)")
 
 
 def dense_bnhd(t: torch.Tensor) -> bool:

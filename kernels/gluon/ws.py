@@ -42,8 +42,8 @@ from kernels.gluon.mma import mma_partition
 from kernels.gluon.ring import ws_smem
 from kernels.gluon.scheduler import (TILE_SETUP_STEPS, TileSizes, chunk_heads, program_tiles, query_steps,  # noqa: F401
                                      sm_count, tile_key_block, tile_schedule)
-from kernels.gluon.tiles import (GL_DTYPES, WsDocs, cached_descriptor, dense_bnhd, head_dim_chunks, rows_descriptor,
-                                  shared_layout, tile_dim)
+from kernels.gluon.tiles import (GL_DTYPES, WsDocs, cached_descriptor, dense_bnhd, head_dim_chunks,
+                                  head_dim_split_reason, rows_descriptor, shared_layout, tile_dim)
 from kernels.launch import launch
 
 HEAD_DIMS = (64, 96, 128, 192, 256)  # with measured or compile-checked tiles (variants.ws)
@@ -125,13 +125,14 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_de
 
 
 @functools.cache  # host time of a launch: made once per tile config
-def layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype, swap_ab: bool = True) -> WsLayouts:
+def layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype, swap_ab: bool = True,
+            split: bool = False) -> WsLayouts:
     """The kernel's register and shared layouts (its LAYOUTS constexpr) for num_warps compute warps and block_n
     keys: S^T / dP^T [BN, BM] (swap_ab) and dK / dV [BN, D] split by rows over all its warps; dQ [BM, D],
     and S / dP [BM, BN] without swap_ab, by rows over as many warps as BM has 16-row slices, the rest split the
     columns. head_dim: the data's (the tiles have tile_dim(head_dim) columns); *_r: the layouts of the second
-    head-dim chunk (`head_dim_chunks`; the first's when there is one chunk)."""
-    d_main, d_rest = head_dim_chunks(head_dim)
+    head-dim chunk (`head_dim_chunks`, split: head_dim_split's; the first's when there is one chunk)."""
+    d_main, d_rest = head_dim_chunks(head_dim, split)
     tile = tile_dim(head_dim)
     warps_m = min(num_warps, block_m // 16)
     warps_kv = min(num_warps, block_n // 16)  # dK / dV rows; with fewer than 16 x num_warps keys the rest split D
@@ -182,22 +183,23 @@ def placeholder_accumulator(device, rows: int, cols: int) -> torch.Tensor:
     return torch.empty(rows, cols, device=device, dtype=torch.float32)
 
 
-def accumulator_descriptor(dq_acc: torch.Tensor, head_dim: int, block_m: int):
+def accumulator_descriptor(dq_acc: torch.Tensor, head_dim: int, block_m: int, split: bool = False):
     """The TMA view of the fp32 dQ accumulator [rows, tile_dim(D)] (boxes [block_m, tile_dim(D)]). With two head-dim
     chunks the dQ tile's columns past D are never written, so the view is [rows, D] and the reduce-adds drop them;
-    with one chunk they hold dS K's zeros and the whole width is added (whole boxes, as before head-dim chunks)."""
+    with one chunk they hold dS K's zeros and the whole width is added (whole boxes, as before head-dim chunks).
+    split: head_dim_split's chunks (`head_dim_chunks`)."""
     def make():
-        width = head_dim if head_dim_chunks(head_dim)[1] else dq_acc.shape[1]
+        width = head_dim if head_dim_chunks(head_dim, split)[1] else dq_acc.shape[1]
         return TensorDescriptor(dq_acc, [dq_acc.shape[0], width], list(dq_acc.stride()), [block_m, dq_acc.shape[1]],
                                 shared_layout((block_m, dq_acc.shape[1]), torch.float32))
-    return cached_descriptor(("dq_acc", dq_acc.shape, dq_acc.stride(), head_dim, block_m), dq_acc, make)
+    return cached_descriptor(("dq_acc", dq_acc.shape, dq_acc.stride(), head_dim, block_m, split), dq_acc, make)
 
 
 def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
                 num_warps: int, num_stages: int, warp_specialize: bool = True, swap_ab: bool = True,
                 longest_first: bool = True, persistent: bool = False, window_left: int = -1, window_right: int = -1,
                 softcap: float = 0.0, varlen=None, dq_acc=None, prefetch_scores: bool = False,
-                early_dv: bool = False, p_in_dq: bool = False):
+                early_dv: bool = False, p_in_dq: bool = False, head_dim_split: bool = False):
     """q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D] dense, fp16 / bf16, D <= 256; lse (base 2), delta [B, H, Nq] fp32
     -> dq like q, dk / dv like k / v. window_left / window_right, softcap: score modifiers (ws_dkdv). varlen: a
     kernels.varlen.Packing, q / k ... [1, total, H, D], lse / delta [1, H, total_q]. dq_acc: the zeroed fp32
@@ -211,7 +213,7 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
             num_warps=num_warps, num_stages=num_stages, warp_specialize=warp_specialize, swap_ab=swap_ab,
             longest_first=longest_first, persistent=persistent,
             window_left=window_left, window_right=window_right, softcap=softcap, varlen=varlen,
-            prefetch_scores=prefetch_scores, early_dv=early_dv, p_in_dq=p_in_dq)
+            prefetch_scores=prefetch_scores, early_dv=early_dv, p_in_dq=p_in_dq, head_dim_split=head_dim_split)
     dq = torch.empty(q.shape, device=q.device, dtype=q.dtype)
     dq_finish(dq_acc, dq, scale, spread_rows=varlen is None)  # [B * H * rows, tile_dim(D)]: B * H blocks of rows
     return dq, dk, dv
@@ -221,7 +223,7 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
             num_warps: int, num_stages: int, warp_specialize: bool = True, swap_ab: bool = True,
             longest_first: bool = True, persistent: bool = False, window_left: int = -1, window_right: int = -1,
             softcap: float = 0.0, varlen=None, prefetch_scores: bool = False, early_dv: bool = False,
-            p_in_dq: bool = False) -> None:
+            p_in_dq: bool = False, head_dim_split: bool = False) -> None:
     """The main kernel's launch: dk, dv (like k, v, dense) and, given dq_acc ([B * H * dq_rows(Nq), tile_dim(D)]
     fp32, zeroed; packed: [H * total_q, tile_dim(D)]), dQ reduce-added into it; dq_acc=None (ws_two_pass,
     warp_specialize only): dk and dv alone. window_left / window_right: a sliding window as
@@ -229,7 +231,8 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
     (Gemma 2). varlen: a kernels.varlen.Packing (q ... [1, total, H, D]; not with persistent). prefetch_scores: each
     step's S / dP wgmmas issued at the end of the step before (num_stages >= 2); early_dv (swap_ab=false): dV's
     wgmma issued before dP is waited; p_in_dq (swap_ab=false, with dQ, BLOCK_N <= 2 tile_dim(D)): P's shared tile
-    over the dQ tile's bytes (kernels.gluon.config.WsConfig)."""
+    over the dQ tile's bytes (kernels.gluon.config.WsConfig); head_dim_split: D96's products in 64 + 32 head-dim
+    chunks instead of one 128-column chunk (`head_dim_chunks`; one-line error at a head dim it does not change)."""
     batch, seq_q, heads, head_dim = q.shape
     seq_k, kv_heads = k.shape[1], k.shape[2]
     with_dq = dq_acc is not None
@@ -242,6 +245,8 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
         raise ValueError(f"ws: p_in_dq=true needs swap_ab=false, dQ and BLOCK_N <= 2 x the tiles' head dim (P's "
                          f"[BLOCK_M, BLOCK_N] 16-bit tile inside dQ's fp32 one), got swap_ab={swap_ab}, "
                          f"BLOCK_N={BLOCK_N}, D={head_dim}")
+    if head_dim_split and head_dim_split_reason(head_dim):
+        raise ValueError(f"ws: {head_dim_split_reason(head_dim)}")
     if varlen is not None and persistent:
         raise ValueError("ws: persistent=true does not walk packed (varlen) batches yet; use persistent=false")
     windowed = window_left >= 0 or window_right >= 0
@@ -270,16 +275,16 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
         grid = (key_blocks * batch * kv_heads,)
     if grid[0] == 0:
         return
-    d_main, d_rest = head_dim_chunks(head_dim)
+    d_main, d_rest = head_dim_chunks(head_dim, head_dim_split)
     launch(_ws_backward_kernel, grid,
         q_desc=rows_descriptor(q, BLOCK_M), k_desc=rows_descriptor(k, BLOCK_N), v_desc=rows_descriptor(v, BLOCK_N),
-        do_desc=rows_descriptor(do, BLOCK_M), dq_desc=accumulator_descriptor(dq_acc, head_dim, BLOCK_M),
+        do_desc=rows_descriptor(do, BLOCK_M), dq_desc=accumulator_descriptor(dq_acc, head_dim, BLOCK_M, head_dim_split),
         dk_desc=rows_descriptor(dk, BLOCK_N), dv_desc=rows_descriptor(dv, BLOCK_N),
         tensors=WsTensors(lse=lse, delta=delta, dk=dk, dv=dv),
         schedule=WsSchedule(tiles=tiles, tile_starts=tile_starts), docs=WsDocs(cu_q=cu_q, cu_k=cu_k, pairs=pairs),
         sizes=WsSizes(seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads, batch_kv_heads=batch * kv_heads,
                       chunk_heads=heads_per_chunk, qk_scale=scale * LOG2E, sm_scale=scale),
-        LAYOUTS=layouts(BLOCK_M, BLOCK_N, head_dim, num_warps, q.dtype, swap_ab),
+        LAYOUTS=layouts(BLOCK_M, BLOCK_N, head_dim, num_warps, q.dtype, swap_ab, head_dim_split),
         CFG=make_config(head_dim=head_dim, d_main=d_main, d_rest=d_rest, stages=num_stages, causal=causal,
                         window_left=window_left, window_right=window_right, softcap=softcap, masked=masked,
                         warp_specialize=warp_specialize, swap_ab=swap_ab, persistent=persistent,

@@ -129,11 +129,12 @@ def _dq_compute(smem, prog, dq_desc, tensors, scales, LAYOUTS: gl.constexpr, CFG
 
 
 @functools.cache  # host time of a launch: made once per tile config
-def dq_layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype) -> DqLayouts:
+def dq_layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype, split: bool = False) -> DqLayouts:
     """S / dP [BM, BN] and dQ [BM, D] (each head-dim chunk: head_dim_chunks) split by 16-row slices over the warps
-    (BM = 16 x num_warps x k); the shared layouts of the Q / dO and K / V tiles (tile_dim(D) columns)."""
+    (BM = 16 x num_warps x k); the shared layouts of the Q / dO and K / V tiles (tile_dim(D) columns). split:
+    head_dim_split's chunks."""
     from kernels.gluon.tiles import GL_DTYPES
-    d_main, d_rest = head_dim_chunks(head_dim)
+    d_main, d_rest = head_dim_chunks(head_dim, split)
     tile = tile_dim(head_dim)
 
     def by_rows(n_cols):
@@ -145,10 +146,10 @@ def dq_layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype)
 
 
 def ws_dq(q, k, v, do, lse, delta, dq, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int, num_warps: int,
-          num_stages: int, varlen=None) -> None:
+          num_stages: int, varlen=None, head_dim_split: bool = False) -> None:
     """dq [B, Nq, H, D] (dense, q's dtype) = the attention gradient of q; q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D]
     dense fp16 / bf16; lse (base 2), delta [B, H, Nq] fp32. varlen: a kernels.varlen.Packing (q ... [1, total, H, D],
-    lse / delta [1, H, total_q])."""
+    lse / delta [1, H, total_q]). head_dim_split: D96's products in 64 + 32 head-dim chunks (`head_dim_chunks`)."""
     batch, seq_q, heads, head_dim = q.shape
     seq_k, kv_heads = k.shape[1], k.shape[2]
     if seq_q == 0:
@@ -162,14 +163,14 @@ def ws_dq(q, k, v, do, lse, delta, dq, *, causal: bool, scale: float, BLOCK_M: i
         grid = (pairs.shape[0] * heads,)
         if grid[0] == 0:
             return
-    d_main, d_rest = head_dim_chunks(head_dim)
+    d_main, d_rest = head_dim_chunks(head_dim, head_dim_split)
     launch(_ws_dq_kernel, grid,
         q_desc=rows_descriptor(q, BLOCK_M), k_desc=rows_descriptor(k, BLOCK_N), v_desc=rows_descriptor(v, BLOCK_N),
         do_desc=rows_descriptor(do, BLOCK_M), dq_desc=rows_descriptor(dq, BLOCK_M),
         tensors=DqTensors(lse=lse, delta=delta, dq=dq), docs=WsDocs(cu_q=cu_q, cu_k=cu_k, pairs=pairs),
         sizes=DqSizes(seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads),
         scales=WsScales(qk_scale=scale * LOG2E, sm_scale=scale),
-        LAYOUTS=dq_layouts(BLOCK_M, BLOCK_N, head_dim, num_warps, q.dtype),
+        LAYOUTS=dq_layouts(BLOCK_M, BLOCK_N, head_dim, num_warps, q.dtype, head_dim_split),
         CFG=make_config(head_dim=head_dim, d_main=d_main, d_rest=d_rest, stages=num_stages, causal=causal,
                         masked=masked, swap_ab=False, varlen=varlen is not None),
         num_warps=num_warps)
@@ -178,8 +179,9 @@ def ws_dq(q, k, v, do, lse, delta, dq, *, causal: bool, scale: float, BLOCK_M: i
 def ws_two_pass_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, dkdv_blocks: dict,
                          dq_blocks: dict, varlen=None):
     """(dq, dk, dv) without atomics: ws's main kernel without dQ (`ws_dkdv`, dkdv_blocks: its tile fields), then
-    `ws_dq` (dq_blocks: BLOCK_M, BLOCK_N, num_warps, num_stages). q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D];
-    varlen: a kernels.varlen.Packing (B = 1, packed documents)."""
+    `ws_dq` (dq_blocks: BLOCK_M, BLOCK_N, num_warps, num_stages; dkdv_blocks' head_dim_split splits both
+    kernels' head dim). q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D]; varlen: a kernels.varlen.Packing (B = 1, packed
+    documents)."""
     import torch
 
     from kernels.gluon.tiles import dense_bnhd
@@ -187,5 +189,6 @@ def ws_two_pass_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float,
     q, k, v, do = (t if dense_bnhd(t) else t.contiguous() for t in (q, k, v, do))
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     ws_dkdv(q, k, v, do, lse, delta, dk, dv, None, causal=causal, scale=scale, varlen=varlen, **dkdv_blocks)
-    ws_dq(q, k, v, do, lse, delta, dq, causal=causal, scale=scale, varlen=varlen, **dq_blocks)
+    ws_dq(q, k, v, do, lse, delta, dq, causal=causal, scale=scale, varlen=varlen,
+          head_dim_split=dkdv_blocks.get("head_dim_split", False), **dq_blocks)
     return dq, dk, dv
