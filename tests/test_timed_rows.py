@@ -159,3 +159,14 @@ def test_chunked_and_sliced_forward_references_are_exact(monkeypatch):
     bad = whole_o.clone()
     bad[0, :, 1] += 1.0  # a query head of the checked group
     assert not timed.check_forward(bad, whole_lse, q, k, v, True, 0.3, torch.float32)["correct"]
+
+
+def test_cpu_budget_estimates_what_is_timed(tmp_path):
+    """The CPU interpreter's estimate (runners/point/cpu_cost.py) of a forward point is below its backward point's,
+    and a train point's above it (each timed call runs the forward, and the backward too)."""
+    from runners.point import cpu_cost
+    cfg = cfg_for(tmp_path, *TWO_PASS, "bench.cpu_rep=3", "seq=64")
+    seconds = {kind: cpu_cost.estimate_point(schema.check(cfg_for(tmp_path, *TWO_PASS, "bench.cpu_rep=3", "seq=64",
+                                                                  f"timed={kind}"), "cpu"), cfg.bench)
+               for kind in ("forward", "backward", "train")}
+    assert seconds["forward"] < seconds["backward"] < seconds["train"]
