@@ -170,3 +170,26 @@ def test_cpu_budget_estimates_what_is_timed(tmp_path):
                                                                   f"timed={kind}"), "cpu"), cfg.bench)
                for kind in ("forward", "backward", "train")}
     assert seconds["forward"] < seconds["backward"] < seconds["train"]
+
+
+def test_compare_draws_one_timed_kind(tmp_path, figures):
+    """plots.compare draws the backward rows unless timed= names another kind: a table of backward and forward rows
+    (the forward ones 3x faster) gives each its own line values and stem; a table with no row of the kind asked
+    for is a one-line error naming the kinds it has."""
+    from plots import _synthetic as S
+    from plots import compare
+    backward = S.table(seqs=(1024, 4096), variants=("two_pass", "sdpa_cudnn"), failures=False)
+    forward = backward.assign(timed="forward", tflops=backward["tflops"] * 3)
+    S.write(pd.concat([backward, forward]), tmp_path / "rows" / "fake-gpu" / "s")
+    ys = {}
+    for kind in ("backward", "forward"):
+        assert compare.main([f"results={tmp_path / 'rows'}", f"out={tmp_path}", f"timed={kind}"]) == 0
+        stem, fig = figures[-1]
+        assert stem.endswith("_forward") == (kind == "forward") and kind in fig._suptitle.get_text()
+        ax = next(a for a in fig.axes if a.get_title().split("\n")[0] == "head_dim=128, causal")
+        line = next(line for line in ax.get_lines() if line.get_label() == "two_pass")
+        ys[kind] = list(line.get_ydata())
+    assert ys["forward"] == pytest.approx([3 * y for y in ys["backward"]])
+    S.write(forward, tmp_path / "only" / "fake-gpu" / "s")
+    with pytest.raises(T.UsageError, match="no timed=backward rows .*: forward"):
+        compare.draw(T.load(tmp_path / "only"), tmp_path, dtype="bf16")
