@@ -162,7 +162,8 @@ def _figure(rows: pd.DataFrame, gpu: str, dtype: str | None, out, svg: bool, tim
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 3 if ncols < 3 else 5),
                fontsize=9, frameon=False)
     how = "fastest correct block config per point" if multi_configs else "median"
-    lines = [f"FlashAttention {KIND_TITLE[timed]} TFLOPS — {gpu}, {dtype or 'all dtypes'}{C.untimed_note(meaningful)}",
+    kind = KIND_TITLE[timed]
+    lines = [f"FlashAttention {kind} TFLOPS — {gpu}, {dtype or 'all dtypes'}{C.untimed_note(meaningful)}",
              C.gpu_title(rows, gpu), f"{T.FLOP_CONVENTION} · {how}, band = p20–p80", *notes]
     fig.suptitle("\n".join(lines), fontsize=10)
     stem = f"compare_{T.slug(gpu)}_{dtype or 'all'}" + ("" if timed == "backward" else f"_{timed}")

@@ -21,7 +21,8 @@ pytestmark = pytest.mark.skipif(not env.interpreting(), reason="runner tests are
 
 def cfg_for(tmp_path, *overrides):
     with initialize_config_dir(config_dir=str(env.CONF_DIR), version_base="1.3", job_name="test"):
-        return compose("config", [*TINY, f"results_dir={tmp_path / 'results'}", "sweep_id=test", "isolate=false", "resume=false",
+        return compose("config", [*TINY, f"results_dir={tmp_path / 'results'}", "sweep_id=test", "isolate=false",
+                                  "resume=false",
                                   *overrides])
 
 
@@ -125,7 +126,8 @@ def test_kinds_never_join_and_figures_take_the_backward():
                                    {**base, "timed": "train"}, {**base, "timed": None}]))
     assert list(df["timed"]) == ["backward", "forward", "train", "backward"]
     keys = list(df["join_key"])
-    assert keys[0] == keys[3] and keys[1] == keys[0] + "|timed=forward|fwd=gluon" and keys[2] == keys[0] + "|timed=train"
+    assert keys[0] == keys[3] and keys[2] == keys[0] + "|timed=train"
+    assert keys[1] == keys[0] + "|timed=forward|fwd=gluon"
     assert len(T.latest(df)) == 3
     assert list(T.kernel_rows(df).index) == [0, 3] and len(T.kernel_rows(df, None)) == 4
     assert list(T.kernel_rows(df, "train").index) == [2]

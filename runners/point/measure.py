@@ -468,14 +468,14 @@ def measure(point, bench, *, timer: str, gpu_index: int = 0, seed: int = 0, peak
         row.update(ms=ms, ms_p20=ms_p20, ms_p80=ms_p80)
         row.update(profile.explain(fn, on_gpu=on_gpu, device=device))  # after the timing; never raises
     except Exception as exc:  # noqa: BLE001 - every failure becomes a row; the sweep goes on
-        failed = classify(exc, from_variant=stage in ("prepare", "backward", "timing"))
+        failed = classify(exc, from_variant=stage in ("prepare", "backward", "forward", "train", "timing"))
         oom = failed == "oom"
         message = f"{stage}: {one_line(exc) if failed != 'crashed' else first_line(exc)}"
         if status == "wrong":
             reason = f"{reason}; then {failed} in {message}"
         else:
             status, reason = failed, message
-    q = k = v = do = g = sink = fn = grads = packing = None  # noqa: F841 - free the inputs before the next point
+    q = k = v = do = g = sink = fn = grads = packing = inputs = None  # noqa: F841 - free them before the next point
     if oom and on_gpu:
         gc.collect()
         torch.cuda.empty_cache()

@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from spec import DTYPE_NAMES, LAYOUTS, MAX_HEAD_DIM, TIMED  # noqa: F401 - re-exported (runners.point.schema.DTYPE_NAMES, ...)
+from spec import DTYPE_NAMES, LAYOUTS, MAX_HEAD_DIM, TIMED  # noqa: F401 - re-exported (schema.DTYPE_NAMES, ...)
 
 ISOLATE_CHOICES = ("auto", True, False)
 
@@ -78,7 +78,7 @@ class SweepConfig:
     softcap: float = 0.0  # logit softcapping (Gemma 2): 0 = off
     gate: bool = False  # FLA's log forget gate g [B, N, H] (causal, Nq == Nk)
     forward: Optional[str] = None  # the forward the backward reads: stock | gluon | auto; null = the design's default
-    timed: str = "backward"  # what a row times (runners/point/timed.py): backward | forward | train (forward + backward)
+    timed: str = "backward"  # what a row times (runners/point/timed.py): backward | forward | train (fwd + bwd)
     head_dim_v: Optional[int] = None  # issue 47: V's head dim (MLA: head_dim=192 head_dim_v=128); null = head_dim
     sink: bool = False  # issue 47: a learnable per-head sink (GPT-OSS), random fp32 logits [H], and its gradient
     results_dir: str = MISSING
