@@ -108,13 +108,21 @@ def print_paths(paths: list, empty: str) -> int:
     return 0
 
 
-def kernel_only(df: pd.DataFrame, prog: str) -> pd.DataFrame:
-    """The rows that time the backward alone: model-step rows (bench_kind=model_step, drawn by plots.step_time) are
-    never drawn as kernel points. Tables of model-step rows only are a one-line UsageError saying so."""
-    kernels = kernel_rows(df)
+def kernel_only(df: pd.DataFrame, prog: str, timed: str = "backward") -> pd.DataFrame:
+    """The kernel rows that time `timed` (the backward alone unless a figure asks for forward / train rows, issue
+    42): model-step rows (bench_kind=model_step, drawn by plots.step_time) are never drawn as kernel points.
+    Tables of model-step rows only, or without a row of that kind, are a one-line UsageError saying so."""
+    from spec import TIMED
+    if timed not in TIMED:
+        raise UsageError(f"{prog}: timed must be one of {', '.join(TIMED)}, got {timed!r}")
+    kernels = kernel_rows(df, timed)
     if kernels.empty and len(df):
-        raise UsageError(f"{prog}: only model-step rows ({len(df)}) in the tables: "
-                         "python -m plots.step_time draws them")
+        if kernel_rows(df, None).empty:
+            raise UsageError(f"{prog}: only model-step rows ({len(df)}) in the tables: "
+                             "python -m plots.step_time draws them")
+        kinds = ", ".join(sorted(set(kernel_rows(df, None)["timed"].astype(str))))
+        raise UsageError(f"{prog}: no timed={timed} rows in the tables (their rows time: {kinds}; pick one with "
+                         "timed=)")
     return kernels
 
 

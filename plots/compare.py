@@ -2,12 +2,14 @@
 
     python -m plots.compare results=<dir or file> [gpu=<substring>] [dtype=bf16] [out=plots/out] [svg=true]
                             [batch=<int>] [heads=<int>] [modifiers='window=1024,0 softcap=30']
+                            [timed=backward|forward|train]
 
 Each line is a variant's fastest correct block config at each point (median TFLOPS, band = p20–p80). Red X
 markers at the foot of a panel are points whose gradients were wrong; grey X markers are points that failed
 (oom, compile_error, resources, error). Neither is ever drawn as a result. The dashed black line is the GPU's
 dense peak for the dtype (``peak_tflops_<dtype>``, else ``peak_tflops`` for bf16/fp16) when the table
-knows it.
+knows it. ``timed=`` picks the rows of one timed kind (the sweep's `timed` key, issue 42): the backward alone (the
+default, and every row before issue 42), the forward alone, or the training pass (forward + backward in one call).
 """
 from __future__ import annotations
 
@@ -23,7 +25,9 @@ from runners import tables as T
 
 PROG = "plots.compare"
 DEFAULTS = {"results": None, "gpu": None, "dtype": "bf16", "out": "plots/out", "svg": False, "batch": None,
-            "heads": None, "modifiers": None}  # modifiers: the rows' `modifiers` text ('' = plain attention)
+            "heads": None, "modifiers": None,  # modifiers: the rows' `modifiers` text ('' = plain attention)
+            "timed": "backward"}  # backward | forward | train: which kind of row is drawn
+KIND_TITLE = {"backward": "backward", "forward": "forward", "train": "forward + backward"}
 # what else must match for one line to be one shape (a windowed row is never a point of the plain line); the batch,
 # or the tokens B·Nq, and Nk are held fixed too (shape_families)
 FAMILY = ("heads", "kv_heads", "layout", "modifiers")
@@ -34,17 +38,18 @@ def main(argv: list[str] | None = None) -> int:
     args = T.parse_args(argv, DEFAULTS, PROG, __doc__)
     df = T.load(T.require(args, "results", PROG))
     paths = draw(df, args["out"], gpu=args["gpu"], dtype=args["dtype"], svg=args["svg"], batch=args["batch"],
-                 heads=args["heads"], modifiers=args["modifiers"])
+                 heads=args["heads"], modifiers=args["modifiers"], timed=args["timed"])
     for p in paths:
         print(p)
     return 0
 
 
 def draw(df: pd.DataFrame, out: str | Path, *, gpu: str | None = None, dtype: str | None = "bf16",
-         svg: bool = False, batch=None, heads=None, modifiers: str | None = None) -> list[Path]:
+         svg: bool = False, batch=None, heads=None, modifiers: str | None = None,
+         timed: str = "backward") -> list[Path]:
     """One figure per selected GPU; returns the written paths. A GPU with nothing drawable (only skipped or
     unsupported rows, or correct rows without TFLOPS) gets no figure; none at all is a UsageError."""
-    df = C.kernel_only(df, PROG)
+    df = C.kernel_only(df, PROG, timed)
     everything = df
     df = T.select_shape(T.select_dtype(df, dtype, PROG), batch, heads)
     if modifiers is not None:
@@ -55,7 +60,7 @@ def draw(df: pd.DataFrame, out: str | Path, *, gpu: str | None = None, dtype: st
     for label in T.select_gpus(df, gpu, PROG):
         rows = T.latest(df[df[T.GPU] == label])
         seen.append(rows)
-        paths += _figure(rows, label, dtype, out, svg)
+        paths += _figure(rows, label, dtype, out, svg, timed)
     if not paths:
         raise C.nothing_to_draw(PROG, pd.concat(seen), dtype=dtype, everything=everything)
     return paths
@@ -120,7 +125,7 @@ def family_text(rows: pd.DataFrame) -> str:
     return ", ".join(parts)
 
 
-def _figure(rows: pd.DataFrame, gpu: str, dtype: str | None, out, svg: bool) -> list[Path]:
+def _figure(rows: pd.DataFrame, gpu: str, dtype: str | None, out, svg: bool, timed: str = "backward") -> list[Path]:
     rows, meaningful = T.timed(rows)
     rows, notes = pick_family(rows)
     results = T.best_config(rows[T.is_result(rows)])
@@ -146,7 +151,8 @@ def _figure(rows: pd.DataFrame, gpu: str, dtype: str | None, out, svg: bool) -> 
         draw_failures(ax, fails, variants)
         if pd.notna(peak):
             ax.axhline(peak, color="black", linestyle="--", linewidth=1.0)
-        C.finish_seq_panel(ax, C.in_panel(rows, hd, causal), hd, causal, is_bottom, is_left, "backward TFLOPS")
+        C.finish_seq_panel(ax, C.in_panel(rows, hd, causal), hd, causal, is_bottom, is_left,
+                           f"{timed} TFLOPS")
         ax.set_ylim(bottom=0)
     handles = [Line2D([], [], label=T.variant_label(v), **C.variant_style(v)) for v in variants
                if (results["variant"] == v).any()]
@@ -156,10 +162,11 @@ def _figure(rows: pd.DataFrame, gpu: str, dtype: str | None, out, svg: bool) -> 
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 3 if ncols < 3 else 5),
                fontsize=9, frameon=False)
     how = "fastest correct block config per point" if multi_configs else "median"
-    lines = [f"FlashAttention backward TFLOPS — {gpu}, {dtype or 'all dtypes'}{C.untimed_note(meaningful)}",
+    kind = KIND_TITLE[timed]
+    lines = [f"FlashAttention {kind} TFLOPS — {gpu}, {dtype or 'all dtypes'}{C.untimed_note(meaningful)}",
              C.gpu_title(rows, gpu), f"{T.FLOP_CONVENTION} · {how}, band = p20–p80", *notes]
     fig.suptitle("\n".join(lines), fontsize=10)
-    stem = f"compare_{T.slug(gpu)}_{dtype or 'all'}"
+    stem = f"compare_{T.slug(gpu)}_{dtype or 'all'}" + ("" if timed == "backward" else f"_{timed}")
     return C.save(fig, out, stem, svg)
 
 

@@ -104,6 +104,7 @@ def config_columns(point: schema.Point, cfg: DictConfig, timer: str) -> dict:
     cols.update(window_left=point.window_left, window_right=point.window_right, softcap=point.softcap,
                 gate=point.gate, modifiers=point.problem("cpu").modifier_text)  # issue 24; '' = plain attention
     cols["forward"] = point.forward  # the forward asked for (issue 42); measure's forward_ran: the one that ran
+    cols["timed"] = point.timed  # what the row times (issue 42): backward, forward or train (runners/point/timed.py)
     cols.update(head_dim_v=point.value_dim, sink=point.sink)  # issue 47 (in `modifiers` too: 'dv=128 sink')
     cols.update(point.blocks_dict)  # one column per block field, resolved
     cols["blocks_json"] = point.blocks_json

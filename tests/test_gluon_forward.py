@@ -204,11 +204,11 @@ def test_a_backward_reads_the_gluon_forward(variant):
     assert row["correct"], row["_wrong_reason"]
 
 
-@pytest.mark.parametrize("head_dim, name", [(32, "pp3"), (64, "pp3"), (96, "pp2"), (128, "pp2"), (192, "mono"),
-                                            (256, "mono")])
+@pytest.mark.parametrize("head_dim, name", [(32, "pp3"), (64, "pp3"), (96, "pp2_lazy"), (128, "pp2_lazy"),
+                                            (192, "mono"), (256, "mono")])
 def test_forward_gluon_runs_the_preferred_structure(head_dim, name):
-    """forward=gluon / auto runs pp3 at tile D <= 64, pp2 to D128 and mono past it (the measured winners), and those
-    tiles are the variants' own, not a copy that could drift."""
+    """forward=gluon / auto runs pp3 at tile D <= 64, pp2_lazy to D128 and mono past it (the measured winners), and
+    those tiles are the variants' own, not a copy that could drift."""
     from kernels.gluon.compat import GLUON_MISSING
     if GLUON_MISSING is not None:
         pytest.skip(GLUON_MISSING)

@@ -18,8 +18,10 @@ from kernels.gluon.tiles import tile_dim
 
 FORWARD_VARIANTS = ("mono", "ws2", "pp2", "pp2_serial", "pp3", "pp2_serial_n256", "pp2_lazy", "pp3_lazy")
 # what forward=gluon / auto runs, by tile D (mono past D128: pp2 there is GPU-tested but not yet timed). Measured on
-# an H100 at N4096 bf16 (results/h100/gpu_tests_2026-11-26): pp3 / pp2 beat mono by 21-37 %.
-PREFERRED = ((64, "pp3"), (128, "pp2"))
+# an H100 at N4096 bf16 (results/h100/gpu_tests_2026-11-26): pp3 / pp2 beat mono by 21-37 %; at D128 N4096 / N16384
+# bf16 (results/h100/gluon/forward_lazy_h100x4.txt) pp2_lazy beats pp2 (623.5 / 540.5 causal / 669.5 / 626.4 against
+# 620.4 / 530.7 / 628.4 / 625.3 TFLOPS), while at D64 pp3_lazy loses to pp3 (469.7 / 348.3 against 487.5 / 412.3)
+PREFERRED = ((64, "pp3"), (128, "pp2_lazy"))
 D64_ONLY = ("pp3", "pp2_serial_n256", "pp3_lazy")  # the variants with no tile past tile D 64
 
 

@@ -87,8 +87,10 @@ def sweep_seconds(problem, block_m: int, block_n: int) -> float:
 
 
 def estimate_seconds(problem, blocks: dict, *, triton_kernels: bool, backward_calls: int,
-                     reference_flops: float) -> float:
-    """Seconds the interpreter needs for one point: forward once, `backward_calls` backwards, the reference."""
+                     reference_flops: float, timed: str = "backward") -> float:
+    """Seconds the interpreter needs for one point: forward once, `backward_calls` backwards, the reference.
+    timed (runners/point/timed.py): forward, `backward_calls` forwards and no backward; train, `backward_calls`
+    forwards and backwards."""
     seconds = FIXED_S + TORCH_FLOP_S * reference_flops
     if not triton_kernels:  # a torch baseline on the CPU: its own FLOPs at torch speed, per call
         return seconds + TORCH_FLOP_S * reference_flops * (backward_calls + 1)
@@ -96,6 +98,10 @@ def estimate_seconds(problem, blocks: dict, *, triton_kernels: bool, backward_ca
     forward = sweep_seconds(problem, FORWARD_BLOCKS[0], fwd_n)
     delta = problem.heads * sum(cdiv(nq, DELTA_BLOCK_M) for nq, _ in documents(problem)) * STEP_S
     backward = delta + sum(sweep_seconds(problem, m, n) for m, n in passes(blocks, problem.head_dim))
+    if timed == "forward":
+        return seconds + forward * backward_calls
+    if timed == "train":
+        return seconds + (forward + backward) * backward_calls
     return seconds + forward + backward * backward_calls
 
 
@@ -146,7 +152,8 @@ def estimate_point(point, bench) -> float:
     problem = point.problem("cpu")
     return estimate_seconds(problem, point.blocks_dict,
                             triton_kernels=isinstance(variants.get(point.variant), TritonVariant),
-                            backward_calls=backward_calls(bench), reference_flops=reference_flops(problem))
+                            backward_calls=backward_calls(bench), reference_flops=reference_flops(problem),
+                            timed=getattr(point, "timed", "backward"))
 
 
 def start_cost() -> float:

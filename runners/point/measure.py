@@ -1,7 +1,8 @@
 """One point: inputs, the accuracy gate, memory, timing and FLOPs -> the measurement columns of a row.
 
-Order: build inputs; `variant.prepare` runs the forward once and returns the backward closure `fn`;
-one `fn()` call gives the peak memory and the gradients checked against variants.reference (accuracy
+Order: build inputs; `variant.prepare` runs the forward once and returns the backward closure `fn`
+(the point's `timed` = forward / train: runners/point/timed.py's closure of the forward, or of forward + backward);
+one `fn()` call gives the peak memory and the gradients (O, the LSE) checked against variants.reference (accuracy
 BEFORE timing); then `fn` alone is timed. Nothing is allocated inside the timed region but what the
 backward itself allocates. A failure at any stage becomes a status and a one-line reason, never an exception.
 """
@@ -22,7 +23,7 @@ from variants.accuracy import REL_TOL, error  # noqa: E402
 from variants.base import default_scale  # noqa: E402
 from variants.problem import DTYPES, NO_MODIFIERS  # noqa: E402
 from variants.reference import reference_grads  # noqa: E402
-from runners.point import varlen_inputs  # noqa: E402
+from runners.point import timed as timed_kinds, varlen_inputs  # noqa: E402
 
 QUANTILES = [0.5, 0.2, 0.8]  # -> ms, ms_p20, ms_p80
 REF_FULL_LIMIT_BYTES = 8 * 2**30  # fp32 B*H*Nq*Nk above this: check batch 0 and the first kv-head group only
@@ -148,6 +149,30 @@ def prepare_backward(variant, point, problem, inputs: tuple):
                            **({} if packing is None else {"varlen": packing}), **modifiers)
 
 
+def forward_choice(variant, point) -> str | None:
+    """The forward a Triton design's call names (the point's `forward`; None: the design's default_forward); None
+    for a baseline, which runs its own."""
+    from variants.base import TritonVariant
+    return point.forward if isinstance(variant, TritonVariant) else None
+
+
+def gate(outs, inputs: tuple, point, problem, scale: float) -> dict:
+    """The accuracy columns of one call's outputs: the backward's (dq, dk, dv[, dg][, dsink]); timed = forward:
+    (o, lse or None); train: (o, lse or None, *grads), both gates (runners/point/timed.py)."""
+    q, k, v, do, g, packing, sink = inputs
+    timed, dtype = getattr(point, "timed", "backward"), DTYPES[point.dtype]
+    if timed == "backward":
+        return check_accuracy(outs, q, k, v, do, point.causal, scale, dtype, varlen=packing, mods=problem.mods, g=g,
+                              sink=sink)
+    forward = timed_kinds.check_forward(outs[0], outs[1], q, k, v, point.causal, scale, dtype, varlen=packing,
+                                        mods=problem.mods, g=g, sink=sink)
+    if timed == "forward":
+        return forward
+    backward = check_accuracy(outs[2:], q, k, v, do, point.causal, scale, dtype, varlen=packing, mods=problem.mods,
+                              g=g, sink=sink)
+    return timed_kinds.merge_gates(forward, backward)
+
+
 def forward_columns(variant, point, problem, inputs: tuple) -> dict:
     """`forward_ran`: the forward whose O and LSE the backward read (stock, gluon; `own` for a baseline, which runs
     its own), `forward_reason`: why a point that asked for gluon / auto ran stock ('' otherwise)."""
@@ -245,8 +270,8 @@ def check_accuracy(grads, q, k, v, do, causal: bool, scale: float, dtype, varlen
     q_slice, k_slice = scope_slice(q, k, scope)
     ref = None
     try:
-        ref = reference(q_slice(q), k_slice(k), k_slice(v), q_slice(do), causal, scale, g=_sliced(q_slice, g),
-                        sink=_sliced_sink(q, q_slice, sink))
+        ref = reference(q_slice(q), k_slice(k), k_slice(v), q_slice(do), causal, scale, g=sliced_gate(q_slice, g),
+                        sink=sliced_sink(q, q_slice, sink))
     except torch.cuda.OutOfMemoryError:
         if scope != "full":
             raise
@@ -255,8 +280,8 @@ def check_accuracy(grads, q, k, v, do, causal: bool, scale: float, dtype, varlen
         torch.cuda.empty_cache()
         scope = "batch0-kvgroup0"
         q_slice, k_slice = scope_slice(q, k, scope)
-        ref = reference(q_slice(q), k_slice(k), k_slice(v), q_slice(do), causal, scale, g=_sliced(q_slice, g),
-                        sink=_sliced_sink(q, q_slice, sink))
+        ref = reference(q_slice(q), k_slice(k), k_slice(v), q_slice(do), causal, scale, g=sliced_gate(q_slice, g),
+                        sink=sliced_sink(q, q_slice, sink))
     names = ["dq", "dk", "dv"] + (["dg"] if g is not None else [])
     outs = (q_slice(grads[0]), k_slice(grads[1]), k_slice(grads[2])) + tuple(q_slice(dg) for dg in grads[3:len(names)])
     if sink is not None and scope == "full":  # dsink sums over every batch entry and row: not comparable on a slice
@@ -265,14 +290,14 @@ def check_accuracy(grads, q, k, v, do, causal: bool, scale: float, dtype, varlen
     return _error_columns(outs, ref, dtype, scope, names)
 
 
-def _sliced_sink(q, q_slice, sink):
+def sliced_sink(q, q_slice, sink):
     """The sink [H] cut like q's accuracy scope (its query heads)."""
     if sink is None:
         return None
     return q_slice(sink[None, None, :, None].expand(*q.shape[:3], 1))[0, 0, :, 0]
 
 
-def _sliced(q_slice, g):
+def sliced_gate(q_slice, g):
     """The gate g [B, Nq, H] cut like q's accuracy scope (q_slice cuts dims 0 and 2 of q [B, Nq, H, D])."""
     return None if g is None else q_slice(g[..., None])[..., 0]
 
@@ -368,13 +393,16 @@ EMPTY = {"ms": math.nan, "ms_p20": math.nan, "ms_p80": math.nan, "tflops": math.
          "rel_dq": math.nan, "rel_dk": math.nan, "rel_dv": math.nan,
          "max_abs_dg": math.nan, "rel_dg": math.nan,  # dg: the forget gate's gradient (gated points only)
          "max_abs_dsink": math.nan, "rel_dsink": math.nan,  # dsink: the sink's gradient (sink points only, issue 47)
+         "max_abs_o": math.nan, "rel_o": math.nan,  # timed = forward / train: O against the reference
+         "max_abs_lse": math.nan, "rel_lse": math.nan,  # ... and the base-2 LSE, where the design exposes it
          "forward_ran": None, "forward_reason": None}  # the forward the backward read (forward_columns)
 
 
 def not_measured(point, timer: str, status: str, reason: str) -> dict:
     """The measurement columns of a point decided without running it (runners/point/cpu_cost.py: skipped over the CPU
     budget, unsupported bf16 in the interpreter): no timing, no accuracy, the FLOP-convention FLOPs."""
-    return {**EMPTY, "flops": point.problem("cpu").backward_flops(), "timing_meaningful": False, "timer": timer,
+    flops = timed_kinds.flops(point.problem("cpu"), getattr(point, "timed", "backward"))
+    return {**EMPTY, "flops": flops, "timing_meaningful": False, "timer": timer,
             "status": status, "reason": reason, **ncu.EMPTY, "ncu_note": f"not profiled: point {status}"}
 
 
@@ -402,11 +430,12 @@ def measure(point, bench, *, timer: str, gpu_index: int = 0, seed: int = 0, peak
     row = {**EMPTY, **profile.EMPTY, **ncu.not_run(bench, on_gpu=on_gpu)}
     row["timing_meaningful"] = on_gpu
     row["timer"] = timer
+    timed = getattr(point, "timed", "backward")
     try:
-        row["flops"] = problem.backward_flops()
-        row["executed_flops"] = float(variant.executed_flops(problem, point.blocks))
-        row["workspace_bytes"] = int(variant.workspace_bytes(problem, point.blocks))
-        unsupported = variant.supports(problem)
+        row["flops"] = timed_kinds.flops(problem, timed)
+        row["executed_flops"] = timed_kinds.executed_flops(variant, problem, point.blocks, timed)
+        row["workspace_bytes"] = timed_kinds.workspace_bytes(variant, problem, point.blocks, timed)
+        unsupported = variant.supports(problem) or timed_kinds.unsupported(variant, timed)
     except Exception as exc:  # noqa: BLE001 - a variant's bookkeeping bug is this point's error, not the sweep's
         return {**row, "status": "error", "reason": f"variant: {one_line(exc)}"}
     if unsupported is not None:
@@ -422,13 +451,14 @@ def measure(point, bench, *, timer: str, gpu_index: int = 0, seed: int = 0, peak
         scale = default_scale(point.head_dim)
         stage = "prepare"
         row.update(forward_columns(variant, point, problem, (q, k, v, do, g, packing, sink)))
-        fn = prepare_backward(variant, point, problem, (q, k, v, do, g, packing, sink))
-        stage = "backward"
+        inputs = (q, k, v, do, g, packing, sink)
+        fn = (prepare_backward(variant, point, problem, inputs) if timed == "backward" else
+              timed_kinds.prepare(variant, point, problem, inputs, forward_choice(variant, point)))
+        stage = "backward" if timed == "backward" else timed
         grads, peak = run_once(fn, on_gpu, device)
         row["peak_mem_bytes"] = math.nan if peak is None else int(peak)
         stage = "accuracy"
-        row.update(check_accuracy(grads, q, k, v, do, point.causal, scale, DTYPES[point.dtype], varlen=packing,
-                                  mods=problem.mods, g=g, sink=sink))
+        row.update(gate(grads, inputs, point, problem, scale))
         wrong_reason = row.pop("_wrong_reason")
         grads = None
         if not row["correct"]:
@@ -438,18 +468,20 @@ def measure(point, bench, *, timer: str, gpu_index: int = 0, seed: int = 0, peak
         row.update(ms=ms, ms_p20=ms_p20, ms_p80=ms_p80)
         row.update(profile.explain(fn, on_gpu=on_gpu, device=device))  # after the timing; never raises
     except Exception as exc:  # noqa: BLE001 - every failure becomes a row; the sweep goes on
-        failed = classify(exc, from_variant=stage in ("prepare", "backward", "timing"))
+        failed = classify(exc, from_variant=stage in ("prepare", "backward", "forward", "train", "timing"))
         oom = failed == "oom"
         message = f"{stage}: {one_line(exc) if failed != 'crashed' else first_line(exc)}"
         if status == "wrong":
             reason = f"{reason}; then {failed} in {message}"
         else:
             status, reason = failed, message
-    q = k = v = do = g = sink = fn = grads = packing = None  # noqa: F841 - free the inputs before the next point
+    q = k = v = do = g = sink = fn = grads = packing = inputs = None  # noqa: F841 - free them before the next point
     if oom and on_gpu:
         gc.collect()
         torch.cuda.empty_cache()
-    if status == "ok" and on_gpu and ncu.enabled(bench):  # after timing and profile; its own process; never raises
+    if status == "ok" and on_gpu and ncu.enabled(bench) and timed != "backward":
+        row["ncu_note"] = f"not profiled: timed={timed} (ncu profiles the backward)"
+    elif status == "ok" and on_gpu and ncu.enabled(bench):  # after timing and profile; its own process; never raises
         row.update(nsight(point, bench, device=device, gpu_index=gpu_index, seed=seed, top_kernel=row["top_kernel"]))
 
     if status == "ok":  # a wrong point keeps its ms but is never reported as a throughput

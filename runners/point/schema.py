@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from spec import DTYPE_NAMES, LAYOUTS, MAX_HEAD_DIM  # noqa: F401 - re-exported (runners.point.schema.DTYPE_NAMES, ...)
+from spec import DTYPE_NAMES, LAYOUTS, MAX_HEAD_DIM, TIMED  # noqa: F401 - re-exported (schema.DTYPE_NAMES, ...)
 
 ISOLATE_CHOICES = ("auto", True, False)
 
@@ -78,6 +78,7 @@ class SweepConfig:
     softcap: float = 0.0  # logit softcapping (Gemma 2): 0 = off
     gate: bool = False  # FLA's log forget gate g [B, N, H] (causal, Nq == Nk)
     forward: Optional[str] = None  # the forward the backward reads: stock | gluon | auto; null = the design's default
+    timed: str = "backward"  # what a row times (runners/point/timed.py): backward | forward | train (fwd + bwd)
     head_dim_v: Optional[int] = None  # issue 47: V's head dim (MLA: head_dim=192 head_dim_v=128); null = head_dim
     sink: bool = False  # issue 47: a learnable per-head sink (GPT-OSS), random fp32 logits [H], and its gradient
     results_dir: str = MISSING
@@ -212,6 +213,7 @@ class Point:
     softcap: float = 0.0
     gate: bool = False
     forward: str = "stock"  # the forward asked for (kernels.forward_choice.FORWARDS); stock: the shared Triton one
+    timed: str = "backward"  # what is timed (runners.point.timed.TIMED): backward, forward, or train (both in one call)
     # issue 47: V's head dim when it differs from head_dim (None: the same), and a learnable per-head sink
     head_dim_v: int | None = None
     sink: bool = False
@@ -249,7 +251,8 @@ class Point:
                 f"|d={self.head_dim}|causal={int(self.causal)}|{self.dtype}|{self.layout}|blocks[{blocks}]|{timer}"
                 + (f"|varlen[{self.varlen_spec}]" if self.doc_lens is not None else "")
                 + (f"|mods[{self.problem('cpu').modifier_text}]" if self.modified else "")
-                + (f"|fwd={self.forward}" if self.forward != "stock" else ""))
+                + (f"|fwd={self.forward}" if self.forward != "stock" else "")
+                + (f"|timed={self.timed}" if self.timed != "backward" else ""))  # backward rows: keys as before
 
     @property
     def modified(self) -> bool:
@@ -271,6 +274,8 @@ class Point:
             text += f" {self.problem('cpu').modifier_text}"
         if self.forward != "stock":
             text += f" forward={self.forward}"
+        if self.timed != "backward":
+            text += f" timed={self.timed}"
         if self.block_overrides:
             text += " [" + " ".join(f"{k}={v}" for k, v in self.block_overrides.items()) + "]"
         return text
@@ -290,6 +295,14 @@ def _forward_arg(cfg: DictConfig, variant) -> str:
     choice = cfg.get("forward") or getattr(variant, "default_forward", "stock")
     if choice not in FORWARDS:
         raise ConfigError("forward", f"must be one of {', '.join(FORWARDS)}, got {choice!r}")
+    return choice
+
+
+def _timed_arg(cfg: DictConfig) -> str:
+    """The config's `timed` (runners/point/timed.py), checked; absent: backward."""
+    choice = cfg.get("timed") or "backward"
+    if choice not in TIMED:
+        raise ConfigError("timed", f"must be one of {', '.join(TIMED)}, got {choice!r}")
     return choice
 
 
@@ -351,7 +364,7 @@ def check(cfg: DictConfig, device: str) -> Point:
         batch, seq, seq_k = len(packed["doc_lens"]), max(packed["doc_lens"]), max(packed["doc_lens"])
     point_args = dict(variant=variant.name, batch=batch, seq=seq, seq_k=seq_k, heads=heads, kv_heads=kv_heads,
                       head_dim=head_dim, causal=bool(cfg.causal), dtype=cfg.dtype, layout=cfg.layout, **packed,
-                      **_modifier_args(cfg), forward=_forward_arg(cfg, variant),
+                      **_modifier_args(cfg), forward=_forward_arg(cfg, variant), timed=_timed_arg(cfg),
                       **_mla_args(cfg, head_dim))
     problem = Point(**point_args, blocks=None, block_overrides=overrides).problem(device)
     try:

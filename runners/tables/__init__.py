@@ -20,7 +20,8 @@ from runners.tables.columns import (BASELINE_VARIANTS, BLOCK_FIELDS, CALL_KINDS,
                                     EXPLAIN_TEXT_COLUMNS, FLOP_CONVENTION, GPU, HOST_KIND, MEASURE_COLUMNS, PEAK,
                                     REFERENCE,
                                     SHAPE_COLUMNS, STEP_KIND, STEP_KIND_COLUMN, STEP_MEASURE_COLUMNS,
-                                    STEP_TIMING_KEYS, SWITCH_FIELDS, TRITON_VARIANTS, VARIANT_LABELS, VARIANT_ORDER,
+                                    STEP_TIMING_KEYS, SWITCH_FIELDS, TIMED_COLUMN, TRITON_VARIANTS, VARIANT_LABELS,
+                                    VARIANT_ORDER,
                                     base_variant, baseline_variants, block_fields, is_triton, registered_variants,
                                     step_config_columns, switch_fields, triton_variants, variant_label,
                                     variant_order, variants_module)
@@ -30,7 +31,7 @@ from runners.tables.labels import blocks_text, shape_text, slug, step_text
 from runners.tables.markdown import geomean, markdown_table
 from runners.tables.reading import load, normalize
 from runners.tables.select import (best_config, is_call_row, is_failed, is_host_cost, is_model_step, is_result,
-                                   is_wrong, kernel_rows, latest,
+                                   is_timed, is_wrong, kernel_rows, latest,
                                    pct_peak, select_dtype, select_gpus, select_shape, step_rows, timed)
 
 __all__ = [
@@ -38,7 +39,7 @@ __all__ = [
     "BASELINE_VARIANTS", "BLOCK_FIELDS", "CALL_KINDS", "ENV_COLUMNS", "EXPLAIN_COLUMNS", "EXPLAIN_TEXT_COLUMNS",
     "FLOP_CONVENTION",
     "GPU", "HOST_KIND", "MEASURE_COLUMNS", "PEAK", "REFERENCE", "SHAPE_COLUMNS", "STEP_KIND", "STEP_KIND_COLUMN",
-    "STEP_MEASURE_COLUMNS", "STEP_TIMING_KEYS", "SWITCH_FIELDS", "TRITON_VARIANTS", "VARIANT_LABELS",
+    "STEP_MEASURE_COLUMNS", "STEP_TIMING_KEYS", "SWITCH_FIELDS", "TIMED_COLUMN", "TRITON_VARIANTS", "VARIANT_LABELS",
     "VARIANT_ORDER", "base_variant", "baseline_variants", "block_fields", "is_triton", "registered_variants",
     "step_config_columns", "switch_fields", "triton_variants", "variant_label", "variant_order", "variants_module",
     # args
@@ -52,7 +53,8 @@ __all__ = [
     # reading
     "load", "normalize",
     # select
-    "best_config", "is_call_row", "is_failed", "is_host_cost", "is_model_step", "is_result", "is_wrong", "kernel_rows",
+    "best_config", "is_call_row", "is_failed", "is_host_cost", "is_model_step", "is_result", "is_timed", "is_wrong",
+    "kernel_rows",
     "latest", "pct_peak",
     "select_dtype", "select_gpus", "select_shape", "step_rows", "timed",
 ]

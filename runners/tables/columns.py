@@ -131,7 +131,9 @@ ENV_COLUMNS = ("device", "gpu_name", "compute_capability", "sm_count", "driver",
                "python", "hostname", "commit", "dirty", "timestamp", "sweep_id", "peak_tflops")
 MEASURE_COLUMNS = ("ms", "ms_p20", "ms_p80", "tflops", "tflops_p20", "tflops_p80", "executed_tflops", "pct_peak",
                    "peak_mem_bytes", "workspace_bytes", "max_abs_dq", "max_abs_dk", "max_abs_dv", "rel_dq",
-                   "rel_dk", "rel_dv", "max_abs_dg", "rel_dg", "max_abs_dsink", "rel_dsink")
+                   "rel_dk", "rel_dv", "max_abs_dg", "rel_dg", "max_abs_dsink", "rel_dsink",
+                   "max_abs_o", "rel_o", "max_abs_lse", "rel_lse")  # O and LSE: rows timing the forward (issue 42)
+TIMED_COLUMN = "timed"  # what a kernel row times: backward (also rows before issue 42), forward, train
 EXPLAIN_COLUMNS = ("kernel_ms_sum", "kernel_launches", "top_kernel_share", "n_regs", "n_spills", "smem_bytes",
                    "compiled_num_warps", "compiled_num_stages", "programs_per_sm",  # numeric; runners/point/profile.py
                    "top_kernel_tensor_pct", "top_kernel_dram_pct")  # runners/point/ncu.py (bench.ncu=true)

@@ -10,7 +10,7 @@ import pandas as pd
 
 from runners.tables.cells import text_value
 from runners.tables.columns import (BLOCK_FIELDS, CALL_KINDS, SHAPE_COLUMNS, STEP_KIND, STEP_KIND_COLUMN,
-                                     STEP_TIMING_KEYS, base_variant, variants_module)
+                                     STEP_TIMING_KEYS, TIMED_COLUMN, base_variant, variants_module)
 from runners.tables.select import is_call_row
 
 
@@ -62,6 +62,16 @@ def join_key(variant: str, shape: dict, dtype: str, blocks: dict, timer: str) ->
             f"|{timer}" + (f"|mods[{s['modifiers']}]" if s.get("modifiers") else ""))  # plain rows: keys as before
 
 
+def timed_suffix(row) -> str:
+    """'' for a row timing the backward (keys as before issue 42), else '|timed=<kind>' and, where the forward
+    asked for is not stock, '|fwd=<forward>' (the forward is what such a row times), as the config_key has them."""
+    timed = text_value(row.get(TIMED_COLUMN, "")) or "backward"
+    if timed == "backward":
+        return ""
+    forward = text_value(row.get("forward", "")) or "stock"
+    return f"|timed={timed}" + (f"|fwd={forward}" if forward != "stock" else "")
+
+
 def _same(value, default) -> bool:
     if isinstance(default, bool) or isinstance(value, bool):  # True == 1 in Python: compare as booleans only
         return isinstance(value, (bool, np.bool_)) and bool(value) == default
@@ -87,7 +97,7 @@ def join_keys(df: pd.DataFrame) -> pd.Series:
     """``join_key`` of every row of a normalised table (``step_join_key`` for a model-step row)."""
     keys = [step_join_key(row["config_key"], row[STEP_KIND_COLUMN]) if row[STEP_KIND_COLUMN] in CALL_KINDS else
             join_key(base_variant(row["variant"]), {c: row[c] for c in SHAPE_COLUMNS}, row["dtype"],
-                     row_blocks(row), row["timer"])
+                     row_blocks(row), row["timer"]) + timed_suffix(row)
             for _, row in df.iterrows()]
     return pd.Series(keys, index=df.index, dtype=object)
 

@@ -12,7 +12,7 @@ from runners.tables.args import UsageError
 from runners.tables.cells import as_bool, row_keys, text
 from runners.tables.columns import (BLOCK_FIELDS, ENV_COLUMNS, EXPLAIN_COLUMNS, EXPLAIN_TEXT_COLUMNS, GPU,
                                      MEASURE_COLUMNS, PEAK, SHAPE_COLUMNS, STEP_KIND_COLUMN, STEP_MEASURE_COLUMNS,
-                                     step_config_columns)
+                                     TIMED_COLUMN, step_config_columns)
 from runners.tables.keys import fill_block_defaults, join_keys
 from runners.tables.results import TableError
 from runners.tables.results import load as load_rows
@@ -64,6 +64,7 @@ def normalize(df: pd.DataFrame) -> pd.DataFrame:
                 "bench_kind", "compile_mode", "call_path", "model", "modifiers", *EXPLAIN_TEXT_COLUMNS):
         df[col] = text(df[col])
     df["status"] = text(df["status"]).replace("", "error")
+    df[TIMED_COLUMN] = text(df.get(TIMED_COLUMN, pd.Series("", index=df.index))).replace("", "backward")
     df["correct"] = df["correct"].map(as_bool).fillna(False).astype(bool)
     df["causal"] = df["causal"].map(as_bool).fillna(False).astype(bool)
     # Absent flag: timings count on a GPU and never on the CPU interpreter.

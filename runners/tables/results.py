@@ -19,7 +19,8 @@ from runners.tables import claims
 # Statuses that a rerun would reproduce: resume skips them. oom, error, crashed and timeout may be transient: rerun.
 # skipped (over the CPU budget, runners/point/cpu_cost.py) is estimated again, so a larger cpu_budget_s runs the point.
 RESUME_STATUSES = ("ok", "wrong", "unsupported", "compile_error", "resources")
-CONFIG_COLUMNS = ("variant", "batch", "heads", "kv_heads", "seq", "seq_k", "head_dim", "causal", "dtype", "layout")
+CONFIG_COLUMNS = ("variant", "batch", "heads", "kv_heads", "seq", "seq_k", "head_dim", "causal", "dtype", "layout",
+                  "timed")  # timed: backward / forward / train (issue 42); a pivot's index only where it varies
 DEDUPE_KEY = ("config_key", "gpu_name", "commit")
 
 _session_paths: list[Path] = []  # rows written or found (resume) by this process, for the multirun summary
@@ -317,6 +318,8 @@ def summary_table(df: pd.DataFrame) -> str:
     if df.empty:
         return "(no rows)"
     df = dedupe(df)
+    if "timed" in df:  # rows before issue 42 time the backward
+        df = df.assign(timed=df["timed"].where(df["timed"].notna() & (df["timed"] != ""), "backward"))
     block_cols = []
     if df["variant"].nunique() == 1 and "blocks_json" in df:
         block_cols = [c for c in json.loads(df["blocks_json"].iloc[0]) if c in df and df[c].nunique(dropna=False) > 1]

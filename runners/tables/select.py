@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 
 from runners.tables.args import UsageError
-from runners.tables.columns import CALL_KINDS, GPU, HOST_KIND, PEAK, SHAPE_COLUMNS, STEP_KIND, STEP_KIND_COLUMN
+from runners.tables.columns import (CALL_KINDS, GPU, HOST_KIND, PEAK, SHAPE_COLUMNS, STEP_KIND, STEP_KIND_COLUMN,
+                                     TIMED_COLUMN)
 
 
 def is_model_step(df: pd.DataFrame) -> pd.Series:
@@ -31,9 +32,20 @@ def is_call_row(df: pd.DataFrame) -> pd.Series:
     return df[STEP_KIND_COLUMN].isin(CALL_KINDS).astype(bool)
 
 
-def kernel_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """The rows that time the backward alone (what every TFLOPS figure and table is about)."""
-    return df[~is_call_row(df)]
+def is_timed(df: pd.DataFrame, timed: str) -> pd.Series:
+    """Kernel rows that time `timed` (backward, forward, train); a row without the column (before issue 42) times
+    the backward."""
+    if TIMED_COLUMN not in df.columns:
+        return pd.Series(timed == "backward", index=df.index, dtype=bool)
+    kinds = df[TIMED_COLUMN].astype(object).where(df[TIMED_COLUMN].notna(), "").astype(str)
+    return kinds.replace("", "backward").eq(timed).astype(bool)
+
+
+def kernel_rows(df: pd.DataFrame, timed: str | None = "backward") -> pd.DataFrame:
+    """The kernel rows that time `timed` (default: the backward alone, what every TFLOPS figure and table is
+    about; None: every kind, forward and train rows included)."""
+    kernels = ~is_call_row(df)
+    return df[kernels if timed is None else kernels & is_timed(df, timed)]
 
 
 def step_rows(df: pd.DataFrame) -> pd.DataFrame:

@@ -1,0 +1,194 @@
+"""What a row times (issue 42, the `timed` key): the backward alone (every row before it), the forward alone, or a
+training pass (forward + backward in one call). This module builds the timed closure of the forward and train kinds,
+their FLOPs and their accuracy gate on O (and the LSE where the design exposes it); runners/point/measure.py runs
+them as it runs the backward.
+
+    backward  variant.prepare's closure: the backward after one untimed forward (rows as before; config_key as before)
+    forward   a Triton design: its chosen forward (the point's `forward`: stock / gluon / auto) -> O and the base-2
+              LSE, both gated; a baseline: its own forward (variant.apply) on inputs that require grad, as a training
+              step's forward runs (SDPA then keeps its logsumexp for the backward) -> O gated
+    train     the forward above and the backward from its O (and LSE) in one call -> O, the LSE and every gradient
+              gated
+
+FLOPs by the FlashAttention convention (variants.problem.Problem): forward 2 * B * H * pairs * (D + Dv), backward
+2 * B * H * pairs * (3 D + 2 Dv), train their sum.
+"""
+import math
+
+import torch
+
+from spec import TIMED  # noqa: F401 - re-exported: backward, forward, train
+from variants.accuracy import REL_TOL, error
+from variants.problem import NO_MODIFIERS
+from variants.reference import reference_forward, visible_pairs
+
+LSE_REL_TOL = 1e-3  # the base-2 LSE: fp32 row statistics of the same (fp16 / bf16 / fp32) inputs, any dtype
+REF_CHUNK_BYTES = 2**30  # fp32 scores per reference call (runners/point/measure.py's limit)
+
+
+def flops(problem, timed: str) -> float:
+    """The FLOP-convention FLOPs of what `timed` times."""
+    return {"backward": problem.backward_flops, "forward": problem.forward_flops,
+            "train": lambda: problem.forward_flops() + problem.backward_flops()}[timed]()
+
+
+def executed_flops(variant, problem, blocks, timed: str) -> float:
+    """The matmul FLOPs the design really runs: its backward's (Variant.executed_flops), the forward's two matmuls
+    over the counted pairs, or both."""
+    backward = float(variant.executed_flops(problem, blocks)) if timed != "forward" else 0.0
+    return backward + (problem.forward_flops() if timed != "backward" else 0.0)
+
+
+def workspace_bytes(variant, problem, blocks, timed: str) -> float:
+    """The backward's extra memory (Variant.workspace_bytes); NaN for the forward alone (none is declared)."""
+    return math.nan if timed == "forward" else int(variant.workspace_bytes(problem, blocks))
+
+
+def unsupported(variant, timed: str) -> str | None:
+    """Why this design cannot time `timed`, or None: the forward and train kinds need a forward to call, a Triton
+    design's (TritonVariant.forward) or a baseline's differentiable function (Baseline.apply)."""
+    from variants.base import Baseline, TritonVariant
+    if timed == "backward" or isinstance(variant, (TritonVariant, Baseline)):
+        return None
+    return (f"timed={timed}: {variant.name} is neither a Triton design nor a baseline (it has only prepare(), no "
+            "forward of its own to time)")
+
+
+def prepare(variant, point, problem, inputs: tuple, forward: str | None):
+    """The timed closure of a forward or train point -> (o, lse or None, *grads) (grads only for train).
+    inputs: runners.point.measure.point_inputs' (q, k, v, do, g, packing, sink); forward: the forward a Triton design
+    runs (None: its default; a baseline runs its own)."""
+    from variants.base import TritonVariant, default_scale
+    q, k, v, do, g, packing, sink = inputs
+    causal, scale = point.causal, default_scale(point.head_dim)
+    mods = problem.mods if problem.modifiers else NO_MODIFIERS
+    if isinstance(variant, TritonVariant):
+        def design_call():
+            with torch.no_grad():
+                o, lse = variant.forward(q, k, v, causal, scale, packing, mods, g, sink, forward)
+                if point.timed == "forward":
+                    return o, lse
+                return (o, lse, *variant.backward(q, k, v, o, lse, do, causal=causal, scale=scale,
+                                                  blocks=point.blocks, varlen=packing, mods=mods, g=g, sink=sink))
+        return design_call
+    extra = tuple(t for t in (g, sink) if t is not None)
+    leaves = [t.detach().requires_grad_(True) for t in (q, k, v) + extra]
+    named = dict(zip([name for name, t in (("g", g), ("sink", sink)) if t is not None], leaves[3:]))
+
+    def baseline_call():
+        with torch.enable_grad():
+            o = variant.apply(*leaves[:3], causal, scale, point.blocks, packing, mods, named.get("g"),
+                              named.get("sink"))
+            if point.timed == "forward":
+                return o.detach(), None
+            return (o.detach(), None, *torch.autograd.grad(o, leaves, do))
+    return baseline_call
+
+
+# ---- the accuracy gate on O and the LSE -------------------------------------------------------------------------
+
+def reference_lse(q, k, causal: bool, scale: float, mods=NO_MODIFIERS, g=None, sink=None) -> torch.Tensor:
+    """[B, H, Nq] fp32, the forward's convention: log2 of the sum of exp(score) over the visible keys (the scores of
+    variants.reference.reference_forward: softcap, the gate, the masks) plus exp(sink[h]) with a sink; +inf for a row
+    that sees no key (and has no sink)."""
+    heads, kv_heads = q.shape[2], k.shape[2]
+    q_ = q.float().transpose(1, 2)  # [B, H, Nq, D]
+    k_ = k.float().transpose(1, 2).repeat_interleave(heads // kv_heads, dim=1)  # [B, H, Nk, D]
+    scores = torch.matmul(q_, k_.transpose(-1, -2)) * scale  # [B, H, Nq, Nk]
+    if mods.softcap:
+        scores = mods.softcap * torch.tanh(scores / mods.softcap)
+    if g is not None:
+        gate = g.float().cumsum(dim=1).transpose(1, 2)  # [B, H, Nq]
+        scores = scores + gate[..., :, None] - gate[..., None, :]
+    visible = visible_pairs(q.shape[1], k.shape[1], causal, (mods.window_left, mods.window_right), q.device)
+    if visible is not None:
+        scores = scores.masked_fill(~visible, float("-inf"))
+    if sink is not None:
+        column = sink.float()[None, :, None, None].expand(*scores.shape[:-1], 1)  # [B, H, Nq, 1]
+        scores = torch.cat([scores, column], dim=-1)
+    lse = torch.logsumexp(scores, dim=-1) / math.log(2.0)
+    return torch.where(torch.isneginf(lse), torch.full_like(lse, float("inf")), lse)
+
+
+def reference_o_lse(q, k, v, causal: bool, scale: float, mods=NO_MODIFIERS, g=None, sink=None):
+    """(o [B, Nq, H, Dv], lse [B, H, Nq]) fp32 of a dense batch, over query chunks of REF_CHUNK_BYTES fp32 scores
+    (rows are independent; causal chunk [a, b) sees the keys [0, b + Nk - Nq), bottom-right kept). With a modifier,
+    the gate or a sink: one call (a chunk would move the window's diagonal and restart the gate's cumsum)."""
+    batch, seq_q, heads, _ = q.shape
+    seq_k = k.shape[1]
+    window = (mods.window_left, mods.window_right)
+    rows = max(1, REF_CHUNK_BYTES // (4 * batch * heads * seq_k))
+    if mods.active or g is not None or sink is not None or rows >= seq_q:
+        o = reference_forward(q, k, v, causal, scale, window_size=window, softcap=mods.softcap, g=g, sink=sink)
+        return o, reference_lse(q, k, causal, scale, mods, g, sink)
+    o = torch.zeros((*q.shape[:-1], v.shape[-1]), dtype=torch.float32, device=q.device)
+    lse = torch.full((batch, heads, seq_q), float("inf"), dtype=torch.float32, device=q.device)
+    for start in range(0, seq_q, rows):
+        stop = min(seq_q, start + rows)
+        keys = min(seq_k, stop + seq_k - seq_q) if causal else seq_k
+        if keys <= 0:
+            continue  # these queries see no key: O = 0, LSE = +inf
+        o[:, start:stop] = reference_forward(q[:, start:stop], k[:, :keys], v[:, :keys], causal, scale)
+        lse[:, :, start:stop] = reference_lse(q[:, start:stop], k[:, :keys], causal, scale)
+    return o, lse
+
+
+def packed_reference_o_lse(q, k, v, causal: bool, scale: float, packing, mods=NO_MODIFIERS, g=None, sink=None):
+    """(o [total_q, H, Dv], lse [1, H, total_q]) fp32 of a packed batch, document by document."""
+    cu_q = [int(x) for x in packing.cu_seqlens_q.tolist()]
+    cu_k = [int(x) for x in packing.cu_seqlens_k.tolist()]
+    o = torch.zeros((*q.shape[:-1], v.shape[-1]), dtype=torch.float32, device=q.device)
+    lse = torch.full((1, q.shape[1], q.shape[0]), float("inf"), dtype=torch.float32, device=q.device)
+    for (q0, q1), (k0, k1) in zip(zip(cu_q, cu_q[1:]), zip(cu_k, cu_k[1:])):
+        if q1 == q0 or k1 == k0:
+            continue
+        gate = None if g is None else g[None, q0:q1]
+        o_d, lse_d = reference_o_lse(q[None, q0:q1], k[None, k0:k1], v[None, k0:k1], causal, scale, mods, gate, sink)
+        o[q0:q1], lse[:, :, q0:q1] = o_d[0], lse_d
+    return o, lse
+
+
+def lse_error_columns(lse, ref) -> tuple[dict, str]:
+    """({max_abs_lse, rel_lse}, '' or the failure): the error over the rows that see a key; a row that sees none
+    must be +inf in both."""
+    seen = torch.isfinite(ref)
+    err = error(lse[seen], ref[seen])
+    cols = {"max_abs_lse": err.max_abs, "rel_lse": err.rel}
+    if not bool((lse[~seen] == ref[~seen]).all()):
+        return cols, "lse not +inf where a row sees no key"
+    return cols, "" if err.rel <= LSE_REL_TOL else f"rel_lse={err.rel:.3g} > tolerance {LSE_REL_TOL:g}"
+
+
+def check_forward(o, lse, q, k, v, causal: bool, scale: float, dtype, varlen=None, mods=NO_MODIFIERS, g=None,
+                  sink=None) -> dict:
+    """Error columns of a forward's O (and LSE; None: the design does not expose it) against the fp32 reference, on
+    the backward gate's scope (runners.point.measure.reference_scope), with `correct` and `_wrong_reason`."""
+    from runners.point import measure
+    if varlen is not None:
+        ref_o, ref_lse = packed_reference_o_lse(q, k, v, causal, scale, varlen, mods, g, sink)
+        scope, q_slice, lse_slice = "full-per-document", (lambda t: t), (lambda t: t)
+    else:
+        one_call = mods.active or g is not None or sink is not None  # no query chunks: the scope in one call
+        scope = measure.reference_scope(q, k, REF_CHUNK_BYTES if one_call else measure.REF_FULL_LIMIT_BYTES)
+        q_slice, k_slice = measure.scope_slice(q, k, scope)
+        group = q.shape[2] // k.shape[2]  # the scope's query heads (lse [B, H, Nq])
+        lse_slice = (lambda t: t) if scope == "full" else (lambda t: t[:1, :group])
+        ref_o, ref_lse = reference_o_lse(q_slice(q), k_slice(k), k_slice(v), causal, scale, mods,
+                                         measure.sliced_gate(q_slice, g), measure.sliced_sink(q, q_slice, sink))
+    err = error(q_slice(o), ref_o)
+    cols = {"accuracy_scope": scope, "max_abs_o": err.max_abs, "rel_o": err.rel}
+    bad = [] if err.ok(dtype) else [f"rel_o={err.rel:.3g} > tolerance {REL_TOL[dtype]:g} for {dtype}"]
+    if lse is not None:
+        lse_cols, lse_bad = lse_error_columns(lse_slice(lse).float(), ref_lse)
+        cols.update(lse_cols)
+        bad += [lse_bad] if lse_bad else []
+    cols["correct"] = not bad
+    cols["_wrong_reason"] = "; ".join(bad).replace("torch.", "")
+    return cols
+
+
+def merge_gates(forward_cols: dict, backward_cols: dict) -> dict:
+    """A train point's columns: the forward's and the backward's gates, correct only when both are."""
+    reasons = [r for r in (forward_cols["_wrong_reason"], backward_cols["_wrong_reason"]) if r]
+    return {**backward_cols, **{k: v for k, v in forward_cols.items() if k != "accuracy_scope"},
+            "correct": forward_cols["correct"] and backward_cols["correct"], "_wrong_reason": "; ".join(reasons)}
