@@ -41,12 +41,14 @@ def make_case(b, nq, nk, h, hkv, d, dv, dtype=DTYPE, seed=0, device=DEVICE):
     return (*(t.to(device, dtype) for t in (q, k, v, do)), sink.to(device))
 
 
-def check(variant, q, k, v, do, sink, causal, g=None, **options):
+def check(variant, q, k, v, do, sink, causal, g=None, blocks=None, **options):
     """attention() forward + backward vs reference_grads: o, dq, dk, dv, (with a gate g) dg and (with a sink) dsink.
-    options: attention()'s window_size / softcap / cu_seqlens_*, which reference_grads takes by the same names."""
+    blocks: the design's (default: its small test blocks, tests/test_variants.py). options: attention()'s
+    window_size / softcap / cu_seqlens_*, which reference_grads takes by the same names."""
     extra = [t for t in (g, sink) if t is not None]
     leaves = [t.detach().clone().requires_grad_(True) for t in (q, k, v, *extra)]
-    o = attention(*leaves[:3], causal=causal, variant=variant, blocks=small_blocks(variant),
+    blocks = small_blocks(variant) if blocks is None else blocks
+    o = attention(*leaves[:3], causal=causal, variant=variant, blocks=blocks,
                   g=leaves[3] if g is not None else None, sink=leaves[-1] if sink is not None else None, **options)
     o.backward(do)
     ref = reference_grads(q, k, v, do, causal, g=g, sink=sink, **options)
@@ -210,13 +212,14 @@ def test_bad_sinks_are_refused(sink, match):
         attention(q, k, v, variant="two_pass", sink=sink.to(DEVICE))
 
 
-OTHERS = [n for n in names() if n not in STOCK + ["reference", "fa4", "flex"]]  # flex: tests/test_flex_sink.py
+GLUON = ["ws", "ws_two_pass"]  # the Gluon designs: take the sink (their backward reads the LSE that carries it)
+OTHERS = [n for n in names() if n not in STOCK + GLUON + ["reference", "fa4", "flex"]]  # flex: tests/test_flex_sink.py
 
 
 @pytest.mark.parametrize("variant", OTHERS)
 def test_other_designs_refuse_with_the_reason(variant):
-    """Gluon designs and SDPA refuse the sink (flex takes it: tests/test_flex_sink.py), and those that do not take
-    Dv != D say so (one line)."""
+    """SDPA refuses the sink (flex takes it: tests/test_flex_sink.py), and those that do not take Dv != D say so
+    (one line)."""
     mla = Problem(1, 64, 64, 2, 2, 192, False, torch.bfloat16, "cuda", head_dim_v=128)
     sink = Problem(1, 64, 64, 2, 2, 128, False, torch.bfloat16, "cuda", sink=True)
     reason = get(variant).problem_reason(sink) or get(variant).supports(sink)
@@ -226,6 +229,17 @@ def test_other_designs_refuse_with_the_reason(variant):
     else:
         reason = get(variant).mla_reason(mla) if isinstance(get(variant), TritonVariant) else get(variant).supports(mla)
         assert reason and "value head dim" in reason, reason
+
+
+@pytest.mark.parametrize("variant", GLUON)
+def test_gluon_designs_take_the_sink(variant):
+    """ws and ws_two_pass take a sink on any device's rule (problem_reason: no GPU asked), also packed and (ws) with
+    a window; a dtype they do not run is still refused for the dtype, not the sink."""
+    for extra in (dict(), dict(lens_q=(64, 37), lens_k=(64, 50))):
+        problem = Problem(1, 64, 64, 2, 2, 128, True, torch.bfloat16, "cuda", sink=True, **extra)
+        assert get(variant).supports_sink and get(variant).problem_reason(problem) is None, extra
+    reason = get(variant).problem_reason(Problem(1, 64, 64, 2, 2, 128, True, torch.float32, "cuda", sink=True))
+    assert reason and "sink" not in reason and "fp16 and bf16" in reason, reason
 
 
 def test_stock_designs_declare_what_they_take():
@@ -259,3 +273,48 @@ def test_value_tiles_are_sized_by_dv_not_padded_to_d(monkeypatch, variant):
     q, k, v, do, sink = make_case(1, 21, 21, 2, 1, 48, 16)
     check(variant, q, k, v, do, sink, True)
     assert len(seen) >= 2 and set(seen) == {(48, 64, 16, 16)}, seen
+
+
+# The Gluon designs on an sm90 GPU (skipped elsewhere: Gluon does not run in the interpreter). (B, Nq, Nk, H, Hkv, D):
+# odd lengths that leave tails, GQA 2:1 and 4:1, Nq > Nk (causal: rows that see no key, whose LSE is the sink's),
+# head dims 64 and 128.
+ON_HOPPER = ON_GPU and torch.cuda.get_device_capability()[0] == 9
+GLUON_SINK_SHAPES = [(2, 200, 333, 4, 2, 64), (1, 333, 200, 4, 1, 128), (1, 77, 77, 2, 2, 64)]
+GLUON_DTYPES = [torch.float16, torch.bfloat16]
+needs_hopper = pytest.mark.skipif(not ON_HOPPER, reason="the Gluon designs need an sm90 GPU")
+
+
+@needs_hopper
+@pytest.mark.parametrize("dtype", GLUON_DTYPES, ids=["fp16", "bf16"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", GLUON_SINK_SHAPES, ids=lambda s: "B{}-Nq{}-Nk{}-H{}-HKV{}-D{}".format(*s))
+@pytest.mark.parametrize("variant", GLUON)
+def test_gluon_sink_matches_reference(variant, shape, causal, dtype):
+    """ws / ws_two_pass with a sink (the stock forward's LSE carries it), o, dq, dk, dv and dsink vs the reference."""
+    b, nq, nk, h, hkv, d = shape
+    q, k, v, do, sink = make_case(b, nq, nk, h, hkv, d, d, dtype=dtype, seed=zlib.crc32(f"{variant}{shape}".encode()))
+    check(variant, q, k, v, do, sink, causal)
+
+
+@needs_hopper
+@pytest.mark.parametrize("blocks, causal, options", [
+    (dict(deterministic=True), True, {}), (dict(deterministic=True), False, {}), (dict(persistent=True), True, {}),
+    ({}, False, dict(window_size=(37, 11))), ({}, True, dict(window_size=(50, 0)))],
+    ids=["deterministic-causal", "deterministic-full", "persistent-causal", "window", "causal-window"])
+def test_gluon_sink_with_ws_options(blocks, causal, options):
+    """ws's own modes with a sink: deterministic (ws_two_pass's dQ kernel), persistent tiles, a sliding window (rows
+    whose window holds no key: O = 0, all of the row on the sink). Nq > Nk: causal rows that see no key."""
+    q, k, v, do, sink = make_case(2, 230, 190, 4, 2, 64, 64, dtype=torch.bfloat16, seed=23)
+    check("ws", q, k, v, do, sink, causal, blocks={**small_blocks("ws"), **blocks}, **options)
+
+
+@needs_hopper
+@pytest.mark.parametrize("variant", GLUON)
+def test_gluon_sink_packed_documents(variant):
+    """A packed batch with a sink: one sink per head across the documents (an empty one included)."""
+    lens_q, lens_k = [113, 0, 229], [121, 70, 171]
+    cu_q = torch.tensor([0, *torch.tensor(lens_q).cumsum(0).tolist()], dtype=torch.int32, device=DEVICE)
+    cu_k = torch.tensor([0, *torch.tensor(lens_k).cumsum(0).tolist()], dtype=torch.int32, device=DEVICE)
+    q, k, v, do, sink = make_case(1, sum(lens_q), sum(lens_k), 4, 2, 128, 128, dtype=torch.bfloat16, seed=29)
+    q, k, v, do = (t[0] for t in (q, k, v, do))  # [total, H, D]
+    check(variant, q, k, v, do, sink, True, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)

@@ -42,13 +42,16 @@ class Ws(TritonVariant):
             return f"ws covers head dims {WS_HEAD_DIMS} so far, not {problem.head_dim}"
         return self.modifier_reason(problem) or self.varlen_reason(problem) or self.mla_reason(problem)
 
+    # issue 47: the backward reads the LSE, which carries the sink when the forward took it (the stock forward does;
+    # forward=gluon / auto run stock for a call with a sink, kernels.forward_choice), and masks P to 0 where a row
+    # sees no key (there LSE = the sink, not +inf); dsink is kernels.sink.sink_grad beside the delta, as for stock
+    supports_sink = True
+
     def mla_reason(self, problem):
-        """Issue 47: the Gluon kernels (kernels/gluon/, being restructured) size V, dO and dV by D and know no sink."""
+        """Issue 47: the Gluon kernels (kernels/gluon/) size V, dO and dV by D."""
         if problem.value_dim != problem.head_dim:
             return (f"{self.name} (Gluon) does not implement a value head dim of its own yet (head_dim "
                     f"{problem.head_dim}, head_dim_v {problem.value_dim}): its tiles size V, dO and dV by D")
-        if problem.sink:
-            return f"{self.name} (Gluon) does not implement a learnable attention sink yet"
         return None
 
     def executed_flops(self, problem, blocks):
