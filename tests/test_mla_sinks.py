@@ -212,7 +212,7 @@ def test_bad_sinks_are_refused(sink, match):
         attention(q, k, v, variant="two_pass", sink=sink.to(DEVICE))
 
 
-GLUON = ["ws", "ws_two_pass"]  # the Gluon designs: take the sink (their backward reads the LSE that carries it)
+GLUON = ["ws", "ws_two_pass"]  # the Gluon designs: take the sink (their backward reads the LSE that carries it) and Dv
 OTHERS = [n for n in names() if n not in STOCK + GLUON + ["reference", "fa4", "flex"]]  # flex: tests/test_flex_sink.py
 
 
@@ -229,6 +229,19 @@ def test_other_designs_refuse_with_the_reason(variant):
     else:
         reason = get(variant).mla_reason(mla) if isinstance(get(variant), TritonVariant) else get(variant).supports(mla)
         assert reason and "value head dim" in reason, reason
+
+
+@pytest.mark.parametrize("variant", GLUON)
+def test_gluon_designs_take_a_value_head_dim_of_their_own(variant):
+    """ws and ws_two_pass take Dv != D where both are head dims their tiles cover (MLA's 192 / 128, 128 / 64, 64 /
+    128), with a sink too; another Dv is refused in one line naming it."""
+    assert get(variant).supports_head_dim_v
+    for d, dv in ((192, 128), (128, 64), (64, 128), (256, 128)):
+        for sink in (False, True):
+            problem = Problem(1, 64, 64, 2, 2, d, True, torch.bfloat16, "cuda", head_dim_v=dv, sink=sink)
+            assert get(variant).problem_reason(problem) is None, (d, dv, sink)
+    reason = get(variant).problem_reason(Problem(1, 64, 64, 2, 2, 128, True, torch.bfloat16, "cuda", head_dim_v=80))
+    assert reason and "value head dims" in reason and "80" in reason and "\n" not in reason, reason
 
 
 @pytest.mark.parametrize("variant", GLUON)
@@ -318,3 +331,53 @@ def test_gluon_sink_packed_documents(variant):
     q, k, v, do, sink = make_case(1, sum(lens_q), sum(lens_k), 4, 2, 128, 128, dtype=torch.bfloat16, seed=29)
     q, k, v, do = (t[0] for t in (q, k, v, do))  # [total, H, D]
     check(variant, q, k, v, do, sink, True, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+
+
+# Dv != D on an sm90 GPU (issue 47): (B, Nq, Nk, H, Hkv, D, Dv): DeepSeek's 192 / 128 with tails both ways, GQA and
+# Nq != Nk (causal rows that see no key), 128 / 64 and 64 / 128 (V wider than Q); the designs' default blocks
+# (those runners.compile_check checks: D192's for 192 / 128)
+GLUON_DV_SHAPES = [(2, 200, 333, 4, 2, 192, 128), (1, 333, 200, 4, 1, 192, 128), (1, 130, 257, 2, 2, 128, 64),
+                   (2, 77, 91, 4, 2, 64, 128)]
+
+
+@needs_hopper
+@pytest.mark.parametrize("dtype", GLUON_DTYPES, ids=["fp16", "bf16"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", GLUON_DV_SHAPES, ids=lambda s: "B{}-Nq{}-Nk{}-H{}-HKV{}-D{}-Dv{}".format(*s))
+@pytest.mark.parametrize("variant", GLUON)
+def test_gluon_value_head_dim_matches_reference(variant, shape, causal, dtype):
+    """ws / ws_two_pass with V's own head dim: o, dq, dk, dv against the reference (dv [B, Nk, Hkv, Dv])."""
+    q, k, v, do, _ = make_case(*shape, dtype=dtype, seed=zlib.crc32(f"dv{variant}{shape}{causal}".encode()))
+    check(variant, q, k, v, do, None, causal, blocks={})
+
+
+# (design, (D, Dv), blocks over the defaults): ws's schedules with Dv != D, each compile-checked for sm90 (docs/ws.md):
+# P and dS through shared memory (swap_ab=false: 192 / 128's default), swap AB (128 / 64's and 64 / 128's), one
+# partition, the deterministic dQ pass, persistent tiles, prefetched scores, early dV
+GLUON_DV_SCHEDULES = [("ws", (192, 128), {}), ("ws", (192, 128), dict(deterministic=True)),
+                      ("ws", (192, 128), dict(warp_specialize=False)), ("ws_two_pass", (192, 128), {}),
+                      ("ws", (128, 64), dict(swap_ab=False)), ("ws", (128, 64), dict(persistent=True)),
+                      ("ws", (64, 128), dict(prefetch_scores=True)), ("ws", (64, 128), dict(early_dv=True,
+                                                                                           swap_ab=False))]
+
+
+@needs_hopper
+@pytest.mark.parametrize("variant, dims, blocks", GLUON_DV_SCHEDULES,
+                         ids=[f"{v}-D{d}-Dv{dv}-{'-'.join(f'{k}={x}' for k, x in b.items()) or 'default'}"
+                              for v, (d, dv), b in GLUON_DV_SCHEDULES])
+def test_gluon_value_head_dim_schedules_with_a_sink(variant, dims, blocks):
+    """Dv != D with a sink (dsink too), causal, tails, GQA, Nq > Nk (rows that see no key), in each schedule."""
+    q, k, v, do, sink = make_case(2, 211, 190, 4, 2, *dims, dtype=torch.bfloat16, seed=31)
+    check(variant, q, k, v, do, sink, True, blocks=blocks)
+
+
+@needs_hopper
+@pytest.mark.parametrize("variant", GLUON)
+def test_gluon_value_head_dim_packed_documents(variant):
+    """A packed batch (an empty document included) with Dv 128 beside D 192 and a sink."""
+    lens_q, lens_k = [113, 0, 229], [121, 70, 171]
+    cu_q = torch.tensor([0, *torch.tensor(lens_q).cumsum(0).tolist()], dtype=torch.int32, device=DEVICE)
+    cu_k = torch.tensor([0, *torch.tensor(lens_k).cumsum(0).tolist()], dtype=torch.int32, device=DEVICE)
+    q, k, v, do, sink = make_case(1, sum(lens_q), sum(lens_k), 4, 2, 192, 128, dtype=torch.bfloat16, seed=37)
+    q, k, v, do = (t[0] for t in (q, k, v, do))  # [total, H, D | Dv]
+    check(variant, q, k, v, do, sink, True, blocks={}, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
