@@ -179,8 +179,8 @@ def test_flops_generalise_and_equal_dims_give_todays_numbers():
 
 
 def test_executed_flops_count_each_matmul_by_its_head_dim():
-    """two_pass: S, dK, S, dQ (and S again when split) over D and dP, dV, dP over Dv; atomic: S, dK, dQ over D and
-    dP, dV over Dv."""
+    """two_pass: S, dK, S, dQ (and S again when split) over D and dP, dV, dP over Dv; atomic and ws: S, dK, dQ over D
+    and dP, dV over Dv; ws_two_pass (and ws deterministic): S, dK, S, dQ over D and dP, dV, dP over Dv."""
     for causal in (False, True):
         mla = Problem(1, 128, 128, 4, 4, 192, causal, torch.float16, "cuda", head_dim_v=128)
         same = Problem(1, 128, 128, 4, 4, 192, causal, torch.float16, "cuda")
@@ -192,6 +192,11 @@ def test_executed_flops_count_each_matmul_by_its_head_dim():
         same_blocks = two_pass.default_blocks(same)
         assert two_pass.executed_flops(same, same_blocks) == unit * (7 + same_blocks.split_dkdv) * 192  # as before
         assert atomic.executed_flops(mla, atomic.Blocks()) == unit * (3 * 192 + 2 * 128) == mla.backward_flops()
+        ws, ws_two_pass = get("ws"), get("ws_two_pass")  # ws: S, dK, dQ over D, dP, dV over Dv; deterministic and
+        assert ws.executed_flops(mla, ws.Blocks()) == mla.backward_flops()  # ws_two_pass: S, dP again in the dQ pass
+        assert ws.executed_flops(mla, ws.Blocks(deterministic=True)) == unit * (4 * 192 + 3 * 128)
+        assert ws_two_pass.executed_flops(mla, ws_two_pass.Blocks()) == unit * (4 * 192 + 3 * 128)
+        assert ws.executed_flops(same, ws.Blocks()) == unit * 5 * 192  # as before
 
 
 def test_problem_reads_the_value_head_dim():

@@ -59,8 +59,8 @@ class Ws(TritonVariant):
 
     def executed_flops(self, problem, blocks):
         if getattr(blocks, "deterministic", False):  # dK/dV kernel: S, dP, dV, dK; dQ pass: S, dP, dQ
-            return problem.matmul_flops(7)
-        return problem.matmul_flops(5)  # S, dP, dV, dK, dQ: 10 N^2 d
+            return problem.matmul_flops(7, 3)  # dP, dV; dP over Dv
+        return problem.matmul_flops(5, 2)  # S, dP, dV, dK, dQ: 10 N^2 d (dP, dV over Dv)
 
     def workspace_bytes(self, problem, blocks):
         if getattr(blocks, "deterministic", False):

@@ -61,8 +61,8 @@ def init_ring(r):
 @aggregate
 class WsSmem:
     """ws's shared tiles and barriers. k, v [BN, tile D | tile Dv] (a key block's, then its dK, dV on the way out);
-    q, do_ [STAGES, BM, tile D | tile Dv] (the Q / dO ring; Dv: V's head dim, issue 47); ds, p: dS^T [BN, BM] (swap AB: p is ds, P^T stays in registers), else dS
-    and P [BM, BN]; dq [BM, tile D] fp32 (a step's dQ for the reduce-add; [8, tile D] without dQ); lse, delta
+    q, do_ [STAGES, BM, tile D | tile Dv] (the Q / dO ring; Dv: V's head dim, issue 47); ds, p: dS^T [BN, BM]
+    (swap AB: p is ds, P^T stays in registers), else dS and P [BM, BN]; dq [BM, tile D] fp32 (a step's dQ for the reduce-add; [8, tile D] without dQ); lse, delta
     [STAGES, BM] (each stage's, staged by the load warp); kv_ready / kv_empty: a tile's K, V landed / its MMAs are
     done; ring: Q, dO stages; dq_full / dq_empty: a step's dQ to add / its reduce-add has read it."""
     k: Value

@@ -51,7 +51,8 @@ def main(argv=None) -> int:
                                     overrides, args.kernels, arch, modifiers)
                 if config_rows:
                     first = config_rows[0]
-                    print(f"{args.variant} D{args.head_dim}{f'/{args.head_dim_v}' if args.head_dim_v else ''} {args.dtype}{' causal' if args.causal else ''} "
+                    dims = f"D{args.head_dim}" + (f"/{args.head_dim_v}" if args.head_dim_v else "")
+                    print(f"{args.variant} {dims} {args.dtype}{' causal' if args.causal else ''} "
                           f"H{args.heads}/{kv_heads}{' ' + first['modifiers'] if first['modifiers'] else ''} "
                           f"{arch.name} ({first['blocks_source']})  {first['blocks']}", flush=True)
                 for row in config_rows:
