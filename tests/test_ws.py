@@ -43,17 +43,19 @@ def test_compiles_for_sm90_within_shared_memory(head_dim, causal):
         assert row["spill_store_bytes"] == 0, row
 
 
-@pytest.mark.parametrize("variant, kernels", [("ws", ("_ws_backward_kernel",)),
-                                              ("ws_two_pass", ("_ws_backward_kernel", "_ws_dq_kernel"))])
-def test_mla_head_dims_compile_for_sm90(variant, kernels):
-    """Issue 47: DeepSeek's D 192 / Dv 128 (V, dO, dV tiles of 128 columns) at the default tiles, causal: compiles
-    for sm90 within shared memory, no spills; the row names the value head dim."""
-    rows = compiled_rows(192, True, variant=variant, kernels=kernels, head_dim_v=128)
+@pytest.mark.parametrize("variant, kernels, head_dim, head_dim_v", [
+    ("ws", ("_ws_backward_kernel",), 192, 128), ("ws_two_pass", ("_ws_backward_kernel", "_ws_dq_kernel"), 192, 128),
+    ("ws", ("_ws_backward_kernel",), 64, 128)], ids=["ws-192-128", "ws_two_pass-192-128", "ws-64-128"])
+def test_mla_head_dims_compile_for_sm90(variant, kernels, head_dim, head_dim_v):
+    """Issue 47: DeepSeek's D 192 / Dv 128 (V, dO, dV tiles of 128 columns) and 64 / 128 (D128's tiles: the block
+    rules bound the wider head dim) at the default tiles, causal: compiles for sm90 within shared memory, no spills;
+    the row names the value head dim."""
+    rows = compiled_rows(head_dim, True, variant=variant, kernels=kernels, head_dim_v=head_dim_v)
     assert [row["kernel"] for row in rows] == list(kernels), rows
     for row in rows:
         assert row["status"] == "ok", row["status"]
         assert int(row["smem_bytes"]) <= MAX_SMEM and int(row["spill_store_bytes"]) == 0, row
-        assert "dv=128" in row["modifiers"], row["modifiers"]
+        assert f"dv={head_dim_v}" in row["modifiers"], row["modifiers"]
 
 
 def test_oversized_tiles_are_reported_not_crashed():
