@@ -149,3 +149,28 @@ def test_a_kernel_the_launcher_cannot_take_is_an_error_not_a_pass(monkeypatch):
                           signature={"descs": "(tensordesc<bf16[64, 64]>)"})
     with pytest.raises(RuntimeError, match="launcher cannot take this kernel's arguments"):
         check_launcher(src, SimpleNamespace(metadata=SimpleNamespace(tensordesc_meta=None)))
+
+
+def test_a_value_head_dim_of_its_own_is_named_and_refused_with_the_reason(tmp_path):
+    """--head-dim-v (issue 47) reaches the problem: atomic_tma, which sizes V by D, is `unsupported` with its reason
+    and nothing compiles; the rows name the value head dim."""
+    run, rows = cli("--variant", "atomic_tma", "--head-dim", "64", "--head-dim-v", "32", tmp_path=tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert rows and "D64/32" in run.stdout, run.stdout
+    for row in rows:
+        assert row["modifiers"] == "dv=32" and not row["n_regs"], row
+        assert row["status"] == ("unsupported: atomic_tma does not implement a value head dim of its own (head_dim 64, "
+                                 "head_dim_v 32)"), row
+
+
+def test_block_rules_bound_the_wider_head_dim():
+    """A rule's head_dim_max bounds max(D, Dv): ws at 64 / 128 takes D128's swap-AB tiles (D64's 128 x 128 tiles need
+    242 KB of shared memory with dO and V 128 wide), at 192 / 128 D192's, at 128 / 64 D128's."""
+    from runners.compile.resources import probe_problem
+    from variants.block_defaults import default_block_rule
+
+    def rule(d, dv):
+        return default_block_rule("ws", probe_problem(d, "bf16", True, 2, 2, {"head_dim_v": dv}), arch="sm90")["blocks"]
+    assert probe_problem(64, "bf16", True, 2, 2, {"head_dim_v": 128}).value_dim == 128
+    assert rule(64, 128) == rule(128, 128) == rule(128, 64) != rule(64, 64)
+    assert rule(192, 128) == rule(192, 192)

@@ -19,12 +19,12 @@ COMPILE_CASES = [(64, False), (128, True), (96, False), (256, True)]
 
 
 def compiled_rows(head_dim: int, causal: bool, blocks: str = "", variant: str = "ws",
-                  kernels: tuple = ("_ws_backward_kernel",)) -> list[dict]:
+                  kernels: tuple = ("_ws_backward_kernel",), head_dim_v: int | None = None) -> list[dict]:
     """runners.compile_check's rows for a Gluon design's kernels (ws's main kernel by default), in a fresh process
-    (the compiler, not the interpreter)."""
+    (the compiler, not the interpreter). head_dim_v: V's head dim (issue 47; None: head_dim)."""
     code = ("import json, sys; from runners.compile.resources import check; "
             f"print(json.dumps(check({variant!r}, {head_dim}, 'bf16', {causal}, 4, 2, {blocks or '{}'}, "
-            f"{list(kernels)})))")
+            f"{list(kernels)}, modifiers={{'head_dim_v': {head_dim_v}}})))")
     env = {k: v for k, v in __import__("os").environ.items() if k != "TRITON_INTERPRET"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -41,6 +41,21 @@ def test_compiles_for_sm90_within_shared_memory(head_dim, causal):
     assert row["smem_bytes"] <= MAX_SMEM and row["programs_per_sm"] >= 1
     if head_dim == 64:  # D=128 at 8 warps spills a little today (results/h100/NOTES.md, issue 28); D=64 must not
         assert row["spill_store_bytes"] == 0, row
+
+
+@pytest.mark.parametrize("variant, kernels, head_dim, head_dim_v", [
+    ("ws", ("_ws_backward_kernel",), 192, 128), ("ws_two_pass", ("_ws_backward_kernel", "_ws_dq_kernel"), 192, 128),
+    ("ws", ("_ws_backward_kernel",), 64, 128)], ids=["ws-192-128", "ws_two_pass-192-128", "ws-64-128"])
+def test_mla_head_dims_compile_for_sm90(variant, kernels, head_dim, head_dim_v):
+    """Issue 47: DeepSeek's D 192 / Dv 128 (V, dO, dV tiles of 128 columns) and 64 / 128 (D128's tiles: the block
+    rules bound the wider head dim) at the default tiles, causal: compiles for sm90 within shared memory, no spills;
+    the row names the value head dim."""
+    rows = compiled_rows(head_dim, True, variant=variant, kernels=kernels, head_dim_v=head_dim_v)
+    assert [row["kernel"] for row in rows] == list(kernels), rows
+    for row in rows:
+        assert row["status"] == "ok", row["status"]
+        assert int(row["smem_bytes"]) <= MAX_SMEM and int(row["spill_store_bytes"]) == 0, row
+        assert f"dv={head_dim_v}" in row["modifiers"], row["modifiers"]
 
 
 def test_oversized_tiles_are_reported_not_crashed():

@@ -53,19 +53,25 @@ class Ws(TritonVariant):
             return f"ws covers head dims {WS_HEAD_DIMS} so far, not {problem.head_dim}"
         return self.modifier_reason(problem) or self.varlen_reason(problem) or self.mla_reason(problem)
 
+    # issue 47: the backward reads the LSE, which carries the sink when the forward took it (the stock forward does;
+    # forward=gluon / auto run stock for a call with a sink, kernels.forward_choice), and masks P to 0 where a row
+    # sees no key (there LSE = the sink, not +inf); dsink is kernels.sink.sink_grad beside the delta, as for stock
+    supports_sink = True
+    # issue 47: V, dO and dV tiles of V's own head dim (WsConfig.DIM_V), dP = dO V^T reduced over it, from the same
+    # covered head dims as D (MLA's 192 / 128)
+    supports_head_dim_v = True
+
     def mla_reason(self, problem):
-        """Issue 47: the Gluon kernels (kernels/gluon/, being restructured) size V, dO and dV by D and know no sink."""
-        if problem.value_dim != problem.head_dim:
-            return (f"{self.name} (Gluon) does not implement a value head dim of its own yet (head_dim "
-                    f"{problem.head_dim}, head_dim_v {problem.value_dim}): its tiles size V, dO and dV by D")
-        if problem.sink:
-            return f"{self.name} (Gluon) does not implement a learnable attention sink yet"
+        """Issue 47: V's head dim must be one the tiles cover (WS_HEAD_DIMS), as D must."""
+        if problem.value_dim != problem.head_dim and problem.value_dim not in WS_HEAD_DIMS:
+            return (f"{self.name} covers value head dims {WS_HEAD_DIMS} so far, not {problem.value_dim} (head_dim "
+                    f"{problem.head_dim}, head_dim_v {problem.value_dim})")
         return None
 
     def executed_flops(self, problem, blocks):
         if getattr(blocks, "deterministic", False):  # dK/dV kernel: S, dP, dV, dK; dQ pass: S, dP, dQ
-            return problem.matmul_flops(7)
-        return problem.matmul_flops(5)  # S, dP, dV, dK, dQ: 10 N^2 d
+            return problem.matmul_flops(7, 3)  # dP, dV; dP over Dv
+        return problem.matmul_flops(5, 2)  # S, dP, dV, dK, dQ: 10 N^2 d (dP, dV over Dv)
 
     def workspace_bytes(self, problem, blocks):
         if getattr(blocks, "deterministic", False):

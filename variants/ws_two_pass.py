@@ -16,7 +16,7 @@ class WsTwoPass(Ws):
                        num_stages2=2)
 
     def executed_flops(self, problem, blocks):
-        return problem.matmul_flops(7)  # dK/dV kernel: S, dP, dV, dK; dQ kernel: S, dP, dQ (14 N^2 d)
+        return problem.matmul_flops(7, 3)  # dK/dV kernel: S, dP, dV, dK; dQ kernel: S, dP, dQ (dP, dV, dP over Dv)
 
     def workspace_bytes(self, problem, blocks):
         return 0  # dq written once in its own dtype

@@ -22,16 +22,25 @@ class WsConfig(NamedTuple):  # hashable: Triton specializes the kernel on it lik
     PREFETCH: bool = False  # the next step's S / dP wgmmas issued before this step's tail (dQ wait and hand-over)
     EARLY_DV: bool = False  # not SWAP_AB: dV += P^T dO issued once P is in shared memory, before dP is waited
     P_IN_DQ: bool = False  # not SWAP_AB: P's tile over the dQ tile's bytes (a stage's worth of shared memory freed)
+    # issue 47: V's head dim (V, dO, dV tiles: MLA's 128 beside D 192) and its chunks, as DIM / D_MAIN / D_REST
+    # (make_config: DIM's when V has the same)
+    DIM_V: int = 0
+    DV_MAIN: int = 0
+    DV_REST: int = 0
 
 
 def make_config(*, head_dim: int, d_main: int, d_rest: int, stages: int, causal: bool, window_left: int = -1,
                 window_right: int = -1, softcap: float = 0.0, masked: bool, warp_specialize: bool = True,
                 swap_ab: bool = True, persistent: bool = False, varlen: bool = False,
                 with_dq: bool = True, prefetch: bool = False, early_dv: bool = False,
-                p_in_dq: bool = False) -> WsConfig:
-    """The record from the launch's values (window_right is dropped under causal masking: the diagonal bounds it)."""
+                p_in_dq: bool = False, head_dim_v: int | None = None, dv_main: int = 0,
+                dv_rest: int = 0) -> WsConfig:
+    """The record from the launch's values (window_right is dropped under causal masking: the diagonal bounds it).
+    head_dim_v (with its chunks dv_main, dv_rest): V's head dim; None = head_dim's (its chunks too)."""
+    if head_dim_v is None:
+        head_dim_v, dv_main, dv_rest = head_dim, d_main, d_rest
     return WsConfig(DIM=head_dim, D_MAIN=d_main, D_REST=d_rest, STAGES=stages, CAUSAL=causal,
                     WINDOW_LEFT=window_left, WINDOW_RIGHT=-1 if causal else window_right, SOFTCAP=float(softcap),
                     MASKED=masked, WARP_SPECIALIZE=warp_specialize, SWAP_AB=swap_ab, PERSISTENT=persistent,
                     VARLEN=varlen, WITH_DQ=with_dq, PREFETCH=prefetch, EARLY_DV=early_dv and not swap_ab,
-                    P_IN_DQ=p_in_dq)
+                    P_IN_DQ=p_in_dq, DIM_V=head_dim_v, DV_MAIN=dv_main, DV_REST=dv_rest)

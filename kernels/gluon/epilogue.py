@@ -45,8 +45,9 @@ def store_chunk_rows(PTR, tile, scale, row0, row_end, heads, i_h, col0: gl.const
 
 @aggregate
 class DkDvOut:
-    """Where a ws tile's dK and dV go: the TMA views dk_desc, dv_desc [B * Nk, Hkv, D] (boxes [BN, 1, tile D]), the
-    dense tensors DK, DV [B, Nk, Hkv, DIM] (a tail's masked stores), and dK's factor sm_scale."""
+    """Where a ws tile's dK and dV go: the TMA views dk_desc, dv_desc [B * Nk, Hkv, D | Dv] (boxes [BN, 1, tile D |
+    tile Dv]), the dense tensors DK [B, Nk, Hkv, DIM], DV [B, Nk, Hkv, DIM_V] (a tail's masked stores), and dK's
+    factor sm_scale."""
     dk_desc: Value
     dv_desc: Value
     DK: Value
@@ -64,7 +65,7 @@ class DkDvOut:
 @gluon.jit
 def store_dk_dv(smem, out, tile, dk, dv, CFG: gl.constexpr):
     """A ws tile's dK (x sm_scale) and dV out, then `kv_empty` (K, V can take the next tile's). smem: WsSmem;
-    out: DkDvOut; tile: its Tile."""
+    out: DkDvOut; tile: its Tile. dv: in V's head-dim chunks (CFG.DV_MAIN, CFG.DV_REST)."""
     dk_desc = out.dk_desc
     dv_desc = out.dv_desc
     DK = out.DK
@@ -77,7 +78,7 @@ def store_dk_dv(smem, out, tile, dk, dv, CFG: gl.constexpr):
     if tile.start_n + BLOCK_N <= tile.seq_k:  # a whole key block: dK, dV through K's and V's shared tiles, by TMA
         cta_barrier()  # every warpgroup's last wgmmas (which read all of K) are done
         store_chunks(smem.k, dk, sm_scale, D_MAIN, D_REST)
-        store_chunks(smem.v, dv, 1.0, D_MAIN, D_REST)
+        store_chunks(smem.v, dv, 1.0, CFG.DV_MAIN, CFG.DV_REST)
         fence_async_shared()
         cta_barrier()
         # columns past DIM: outside the view, dropped
@@ -90,8 +91,8 @@ def store_dk_dv(smem, out, tile, dk, dv, CFG: gl.constexpr):
         mbarrier.arrive(smem.kv_empty, count=1)  # every wgmma of the tile is done: K, V can take the next tile's
         store_rows(DK, dk, sm_scale, tile.k_row0 + tile.start_n, tile.k_row0 + tile.seq_k, tile.kv_heads, tile.i_hk,
                    DIM, D_MAIN, D_REST)
-        store_rows(DV, dv, 1.0, tile.k_row0 + tile.start_n, tile.k_row0 + tile.seq_k, tile.kv_heads, tile.i_hk, DIM,
-                   D_MAIN, D_REST)
+        store_rows(DV, dv, 1.0, tile.k_row0 + tile.start_n, tile.k_row0 + tile.seq_k, tile.kv_heads, tile.i_hk,
+                   CFG.DIM_V, CFG.DV_MAIN, CFG.DV_REST)
 
 
 @gluon.jit

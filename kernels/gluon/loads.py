@@ -8,8 +8,8 @@ from kernels.gluon.tiles import as_box
 
 @aggregate
 class Loads:
-    """The TMA views the loads read: q, do_ [B * Nq, H, D] boxes [BM, 1, tile D]; k, v [B * Nk, Hkv, D] boxes [BN, 1,
-    tile D]."""
+    """The TMA views the loads read: q, do_ [B * Nq, H, D | Dv] boxes [BM, 1, tile D | tile Dv]; k, v [B * Nk, Hkv,
+    D | Dv] boxes [BN, 1, tile D | tile Dv] (Dv: V's head dim, issue 47)."""
     q: Value
     k: Value
     v: Value
@@ -25,7 +25,7 @@ class Loads:
 @gluon.jit
 def issue_kv(loads, smem, tile):
     """The tile's K and V into smem.k, smem.v, signalling `kv_ready`."""
-    mbarrier.expect(smem.kv_ready, 2 * loads.k.block_type.nbytes)
+    mbarrier.expect(smem.kv_ready, loads.k.block_type.nbytes + loads.v.block_type.nbytes)
     tma_load(loads.k, [tile.k_row0 + tile.start_n, tile.i_hk, 0], smem.kv_ready, as_box(smem.k))
     tma_load(loads.v, [tile.k_row0 + tile.start_n, tile.i_hk, 0], smem.kv_ready, as_box(smem.v))
 
@@ -36,7 +36,7 @@ def issue_qdo(loads, smem, tile, step, slot):
     signalling that stage's `ready`."""
     i_h, start_m = tile.query_block(step)
     stage = smem.ring.stage(slot)
-    mbarrier.expect(smem.ring.filled(slot), 2 * loads.q.block_type.nbytes)
+    mbarrier.expect(smem.ring.filled(slot), loads.q.block_type.nbytes + loads.do_.block_type.nbytes)
     tma_load(loads.q, [tile.q_row0 + start_m, i_h, 0], smem.ring.filled(slot), as_box(smem.q.index(stage)))
     tma_load(loads.do_, [tile.q_row0 + start_m, i_h, 0], smem.ring.filled(slot), as_box(smem.do_.index(stage)))
 

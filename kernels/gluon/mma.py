@@ -41,25 +41,35 @@ def _issue_s(smem, slot, LAYOUTS: gl.constexpr, CFG: gl.constexpr):
 
 @gluon.jit
 def _issue_dp(smem, slot, LAYOUTS: gl.constexpr, CFG: gl.constexpr):
-    """dP^T = V dO^T (swap AB), else dP = dO V^T, of ring position slot (its stage full): like `_issue_s`."""
+    """dP^T = V dO^T (swap AB), else dP = dO V^T, of ring position slot (its stage full): like `_issue_s`, over V's
+    head dim (its chunks CFG.DV_MAIN, CFG.DV_REST)."""
     S_LAYOUT: gl.constexpr = LAYOUTS.s
     do_tile = smem.do_.index(smem.ring.stage(slot))
     if CFG.SWAP_AB:
-        dp = issue_product(smem.v, do_tile, S_LAYOUT, CFG.D_MAIN, CFG.D_REST)
+        dp = issue_product(smem.v, do_tile, S_LAYOUT, CFG.DV_MAIN, CFG.DV_REST)
     else:
-        dp = issue_product(do_tile, smem.v, S_LAYOUT, CFG.D_MAIN, CFG.D_REST)
+        dp = issue_product(do_tile, smem.v, S_LAYOUT, CFG.DV_MAIN, CFG.DV_REST)
     return dp
 
 
 @gluon.jit
-def _wait_chunks3(n: gl.constexpr, x, y, z, D_REST: gl.constexpr):
-    """warpgroup_mma_wait(num_outstanding=n) on three chunk tuples -> (x, y, z)."""
+def _wait_chunks3(n: gl.constexpr, x, y, z, D_REST: gl.constexpr, DV_REST: gl.constexpr):
+    """warpgroup_mma_wait(num_outstanding=n) on three chunk tuples -> (x, y, z): x, y in D's chunks (dQ, dK), z in
+    V's (dV)."""
     if D_REST > 0:
-        x0, x1, y0, y1, z0, z1 = warpgroup_mma_wait(num_outstanding=n, deps=(x[0], x[1], y[0], y[1], z[0], z[1]))
-        return (x0, x1), (y0, y1), (z0, z1)
+        if DV_REST > 0:
+            x0, x1, y0, y1, z0, z1 = warpgroup_mma_wait(num_outstanding=n, deps=(x[0], x[1], y[0], y[1], z[0], z[1]))
+            return (x0, x1), (y0, y1), (z0, z1)
+        else:
+            x0, x1, y0, y1, z0 = warpgroup_mma_wait(num_outstanding=n, deps=(x[0], x[1], y[0], y[1], z[0]))
+            return (x0, x1), (y0, y1), (z0,)
     else:
-        x0, y0, z0 = warpgroup_mma_wait(num_outstanding=n, deps=(x[0], y[0], z[0]))
-        return (x0,), (y0,), (z0,)
+        if DV_REST > 0:
+            x0, y0, z0, z1 = warpgroup_mma_wait(num_outstanding=n, deps=(x[0], y[0], z[0], z[1]))
+            return (x0,), (y0,), (z0, z1)
+        else:
+            x0, y0, z0 = warpgroup_mma_wait(num_outstanding=n, deps=(x[0], y[0], z[0]))
+            return (x0,), (y0,), (z0,)
 
 
 @gluon.jit
@@ -80,24 +90,27 @@ def _probabilities(s, lse, o_m, start_n, start_m, tile, qk_scale, KEYS_ON_ROWS: 
 def gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, smem, o_m, start_m, tile, qk_scale,
               LAYOUTS: gl.constexpr, CFG: gl.constexpr):
     """One step from its S^T, dP^T in flight (the last wgmma groups): P^T and dS^T, then dV += P^T dO,
-    dK += dS^T Q and dQ = dS K issued -> (dq [BM, D], dk, dv [BN, D]) as head-dim chunk tuples, in flight."""
+    dK += dS^T Q and dQ = dS K issued -> (dq [BM, D], dk [BN, D], dv [BN, Dv]) as head-dim chunk tuples, in
+    flight (Dv: V's head dim, in its chunks CFG.DV_MAIN, CFG.DV_REST)."""
     BLOCK_M: gl.constexpr = q_tile.shape[0]
     k_smem = smem.k
     ds_smem = smem.ds
     dtype: gl.constexpr = k_smem.dtype
     D_MAIN: gl.constexpr = CFG.D_MAIN
     D_REST: gl.constexpr = CFG.D_REST
-    CHUNKS: gl.constexpr = 2 if D_REST > 0 else 1  # wgmma groups per product
+    CHUNKS_V: gl.constexpr = 2 if CFG.DV_REST > 0 else 1  # wgmma groups of a product over Dv (dP^T, dV)
     P_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=LAYOUTS.kv, k_width=2)
     P_OPERAND_R: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=LAYOUTS.kv_r, k_width=2)
+    PV_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=LAYOUTS.kv_v, k_width=2)
+    PV_OPERAND_R: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=LAYOUTS.kv_vr, k_width=2)
     DQ_LAYOUT: gl.constexpr = LAYOUTS.dq  # passed on to a jit function: bound as a constexpr (Triton 3.6)
     DQ_LAYOUT_R: gl.constexpr = LAYOUTS.dq_r
-    s_t = warpgroup_mma_wait(num_outstanding=CHUNKS, deps=(s_t,))
+    s_t = warpgroup_mma_wait(num_outstanding=CHUNKS_V, deps=(s_t,))  # dP^T's groups still in flight
     p_t, t_t = _probabilities(s_t, lse, o_m, tile.start_n, start_m, tile, qk_scale, True, CFG)  # [BN, BM]
     p_lo = p_t.to(dtype)
-    dv = mma_chunks(gl.convert_layout(p_lo, P_OPERAND), gl.convert_layout(p_lo, P_OPERAND_R), do_tile, dv, D_MAIN,
-                    D_REST)  # [BN, BM] @ [BM, D]
-    dp_t = warpgroup_mma_wait(num_outstanding=CHUNKS, deps=(dp_t,))
+    dv = mma_chunks(gl.convert_layout(p_lo, PV_OPERAND), gl.convert_layout(p_lo, PV_OPERAND_R), do_tile, dv,
+                    CFG.DV_MAIN, CFG.DV_REST)  # [BN, BM] @ [BM, Dv]
+    dp_t = warpgroup_mma_wait(num_outstanding=CHUNKS_V, deps=(dp_t,))  # dV's groups still in flight
     ds_t = _softcap_grad(p_t * (dp_t - gl.expand_dims(delta, 0)), t_t, CFG.SOFTCAP).to(dtype)  # [BN, BM]
     if CFG.WITH_DQ:
         ds_smem.store(ds_t)
@@ -119,7 +132,7 @@ def gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, smem, o_m, start_m,
                  LAYOUTS: gl.constexpr, CFG: gl.constexpr, pos=0):
     """Without swap AB (each warpgroup owns query rows of S, dP): P and dS go to shared memory, where dV += P^T dO
     and dK += dS^T Q read them transposed (each warpgroup its key rows) and dQ = dS K as they are
-    -> (dq [BM, D], dk, dv [BN, D]), their three wgmma groups in flight."""
+    -> (dq [BM, D], dk [BN, D], dv [BN, Dv]), their three wgmma groups in flight."""
     BLOCK_M: gl.constexpr = q_tile.shape[0]
     k_smem = smem.k
     p_smem = smem.p
@@ -127,10 +140,10 @@ def gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, smem, o_m, start_m,
     dtype: gl.constexpr = k_smem.dtype
     D_MAIN: gl.constexpr = CFG.D_MAIN
     D_REST: gl.constexpr = CFG.D_REST
-    CHUNKS: gl.constexpr = 2 if D_REST > 0 else 1  # wgmma groups per product
+    CHUNKS_V: gl.constexpr = 2 if CFG.DV_REST > 0 else 1  # wgmma groups of a product over Dv (dP, dV)
     DQ_LAYOUT: gl.constexpr = LAYOUTS.dq  # passed on to a jit function: bound as a constexpr (Triton 3.6)
     DQ_LAYOUT_R: gl.constexpr = LAYOUTS.dq_r
-    s = warpgroup_mma_wait(num_outstanding=CHUNKS, deps=(s,))
+    s = warpgroup_mma_wait(num_outstanding=CHUNKS_V, deps=(s,))  # dP's groups still in flight
     p, t = _probabilities(s, lse, o_m, tile.start_n, start_m, tile, qk_scale, False, CFG)  # [BM, BN]
     if CFG.P_IN_DQ:  # P's bytes are dQ's: the last step's reduce-add (ring position pos - 1) has read them
         if CFG.WARP_SPECIALIZE:
@@ -142,16 +155,16 @@ def gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, smem, o_m, start_m,
     if CFG.EARLY_DV:  # dV's wgmma in flight while dS is computed: P's rows from every warpgroup first
         fence_async_shared()
         cta_barrier()
-        dv = mma_chunks(p_smem.permute((1, 0)), p_smem.permute((1, 0)), do_tile, dv, D_MAIN, D_REST)
-        dp = warpgroup_mma_wait(num_outstanding=CHUNKS, deps=(dp,))  # dP's groups came before dV's
+        dv = mma_chunks(p_smem.permute((1, 0)), p_smem.permute((1, 0)), do_tile, dv, CFG.DV_MAIN, CFG.DV_REST)
+        dp = warpgroup_mma_wait(num_outstanding=CHUNKS_V, deps=(dp,))  # dP's groups came before dV's
     else:
         dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
     ds = _softcap_grad(p * (dp - gl.expand_dims(delta, 1)), t, CFG.SOFTCAP).to(dtype)  # [BM, BN]
     ds_smem.store(ds)
     fence_async_shared()
     cta_barrier()  # every warpgroup's rows of P and dS are in shared memory before the wgmmas read all of them
-    if not CFG.EARLY_DV:  # [BN, BM] @ [BM, D]
-        dv = mma_chunks(p_smem.permute((1, 0)), p_smem.permute((1, 0)), do_tile, dv, D_MAIN, D_REST)
+    if not CFG.EARLY_DV:  # [BN, BM] @ [BM, Dv]
+        dv = mma_chunks(p_smem.permute((1, 0)), p_smem.permute((1, 0)), do_tile, dv, CFG.DV_MAIN, CFG.DV_REST)
     dk = mma_chunks(ds_smem.permute((1, 0)), ds_smem.permute((1, 0)), q_tile, dk, D_MAIN, D_REST)
     if CFG.WITH_DQ:
         dq = mma_chunks(ds_smem, ds_smem, k_smem, chunk_zeros(BLOCK_M, DQ_LAYOUT, DQ_LAYOUT_R, D_MAIN, D_REST),
@@ -201,7 +214,7 @@ def _mma_step(step, slot, tile, s_t, dk, dv, smem, stats, qk_scale, LAYOUTS: gl.
     else:
         dq, dk, dv = gradients_mn(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, smem, o_m, start_m, tile,
                                   qk_scale, LAYOUTS, CFG, slot + step)
-    dq, dk, dv = _wait_chunks3(0, dq, dk, dv, D_REST)
+    dq, dk, dv = _wait_chunks3(0, dq, dk, dv, D_REST, CFG.DV_REST)
     if NEXT:  # the next step's S in flight through this step's tail (dQ to shared memory and handed over)
         s_next = _issue_s(smem, slot + step + 1, LAYOUTS, CFG)
     else:
@@ -238,6 +251,8 @@ def _mma_tile(k, slot, tile_count, smem, program, sizes, stores, stats, qk_scale
     BLOCK_M: gl.constexpr = smem.q.shape[1]
     KV_LAYOUT: gl.constexpr = LAYOUTS.kv
     KV_LAYOUT_R: gl.constexpr = LAYOUTS.kv_r
+    V_LAYOUT: gl.constexpr = LAYOUTS.kv_v
+    V_LAYOUT_R: gl.constexpr = LAYOUTS.kv_vr
     tile = tile_at(k, program, sizes, BLOCK_M, BLOCK_N, CFG)
     if not SPECIALIZED:  # K, V and the first STAGES - 1 steps' Q, dO (one tile per program: nothing to wait)
         issue_kv(loads, smem, tile)
@@ -245,7 +260,7 @@ def _mma_tile(k, slot, tile_count, smem, program, sizes, stores, stats, qk_scale
             if s < tile.steps:
                 issue_qdo(loads, smem, tile, s, slot + s)
     dk = chunk_zeros(BLOCK_N, KV_LAYOUT, KV_LAYOUT_R, D_MAIN, D_REST)  # [BN, D] as head-dim chunks
-    dv = chunk_zeros(BLOCK_N, KV_LAYOUT, KV_LAYOUT_R, D_MAIN, D_REST)
+    dv = chunk_zeros(BLOCK_N, V_LAYOUT, V_LAYOUT_R, CFG.DV_MAIN, CFG.DV_REST)  # [BN, Dv]
     mbarrier.wait(smem.kv_ready, tile_count & 1)
     if CFG.PREFETCH:  # step 0's S issued here, each later step's at the end of the step before (the last peeled)
         if tile.steps > 0:

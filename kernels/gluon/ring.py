@@ -60,9 +60,9 @@ def init_ring(r):
 
 @aggregate
 class WsSmem:
-    """ws's shared tiles and barriers. k, v [BN, tile D] (a key block's, then its dK, dV on the way out); q, do_
-    [STAGES, BM, tile D] (the Q / dO ring); ds, p: dS^T [BN, BM] (swap AB: p is ds, P^T stays in registers), else dS
-    and P [BM, BN]; dq [BM, tile D] fp32 (a step's dQ for the reduce-add; [8, tile D] without dQ); lse, delta
+    """ws's shared tiles and barriers. k, v [BN, tile D | tile Dv] (a key block's, then its dK, dV on the way out);
+    q, do_ [STAGES, BM, tile D | tile Dv] (the Q / dO ring; Dv: V's head dim, issue 47); ds, p: dS^T [BN, BM]
+    (swap AB: p is ds, P^T stays in registers), else dS and P [BM, BN]; dq [BM, tile D] fp32 (a step's dQ for the reduce-add; [8, tile D] without dQ); lse, delta
     [STAGES, BM] (each stage's, staged by the load warp); kv_ready / kv_empty: a tile's K, V landed / its MMAs are
     done; ring: Q, dO stages; dq_full / dq_empty: a step's dQ to add / its reduce-add has read it."""
     k: Value
@@ -98,17 +98,18 @@ class WsSmem:
 
 
 @gluon.jit
-def ws_smem(q_desc, k_desc, dq_desc, LAYOUTS: gl.constexpr, CFG: gl.constexpr):
+def ws_smem(q_desc, k_desc, v_desc, dq_desc, LAYOUTS: gl.constexpr, CFG: gl.constexpr):
     """ws's WsSmem, allocated (in this order) and its barriers initialized."""
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[2]  # the tiles' head dim: DIM rounded up to a power of two
+    HEAD_DIM_V: gl.constexpr = v_desc.block_type.shape[2]  # V's and dO's: DIM_V rounded up
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     STAGES: gl.constexpr = CFG.STAGES
     dtype: gl.constexpr = q_desc.dtype
     k_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD_DIM], LAYOUTS.kv_smem)
-    v_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD_DIM], LAYOUTS.kv_smem)
+    v_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD_DIM_V], LAYOUTS.v_smem)
     q_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], LAYOUTS.q_smem)
-    do_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], LAYOUTS.q_smem)
+    do_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM_V], LAYOUTS.do_smem)
     if CFG.SWAP_AB:  # dS^T [BN, BM] (P^T stays in registers)
         ds_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, BLOCK_M], LAYOUTS.ds_smem)
         p_smem = ds_smem
@@ -141,7 +142,8 @@ def ws_smem(q_desc, k_desc, dq_desc, LAYOUTS: gl.constexpr, CFG: gl.constexpr):
 
 @aggregate
 class DqSmem:
-    """ws_dq's shared tiles: q, do_ [BM, tile D] (resident; q carries dQ out), k, v [STAGES, BN, tile D] (the ring),
+    """ws_dq's shared tiles: q, do_ [BM, tile D | tile Dv] (resident; q carries dQ out), k, v [STAGES, BN, tile D |
+    tile Dv] (the ring),
     q_ready: Q and dO landed; ring: K, V stages."""
     q: Value
     do_: Value
@@ -160,16 +162,17 @@ class DqSmem:
 
 
 @gluon.jit
-def dq_smem(q_desc, k_desc, LAYOUTS: gl.constexpr, STAGES: gl.constexpr):
+def dq_smem(q_desc, k_desc, v_desc, LAYOUTS: gl.constexpr, STAGES: gl.constexpr):
     """ws_dq's DqSmem, allocated (in this order) and its barriers initialized."""
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[2]
+    HEAD_DIM_V: gl.constexpr = v_desc.block_type.shape[2]  # V's and dO's (issue 47)
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     dtype: gl.constexpr = q_desc.dtype
     q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], LAYOUTS.q_smem)
-    do_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], LAYOUTS.q_smem)
+    do_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM_V], LAYOUTS.do_smem)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], LAYOUTS.kv_smem)
-    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], LAYOUTS.kv_smem)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM_V], LAYOUTS.v_smem)
     q_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     kv = ring(STAGES)
     mbarrier.init(q_ready, count=1)

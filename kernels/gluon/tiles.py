@@ -68,14 +68,6 @@ def issue_product(a, b, LAYOUT: gl.constexpr, D_MAIN: gl.constexpr = 0, D_REST: 
 
 
 @gluon.jit
-def issue_products(a1, b1, a2, b2, LAYOUT: gl.constexpr, D_MAIN: gl.constexpr = 0, D_REST: gl.constexpr = 0):
-    """a1 b1^T and a2 b2^T (`issue_product`), in that order."""
-    p1 = issue_product(a1, b1, LAYOUT, D_MAIN, D_REST)
-    p2 = issue_product(a2, b2, LAYOUT, D_MAIN, D_REST)
-    return p1, p2
-
-
-@gluon.jit
 def chunk_zeros(rows: gl.constexpr, LAYOUT: gl.constexpr, LAYOUT_R: gl.constexpr, D_MAIN: gl.constexpr,
                  D_REST: gl.constexpr):
     """A [rows, D] fp32 accumulator as a tuple of head-dim chunks: ([rows, D_MAIN],) or, D_REST > 0,

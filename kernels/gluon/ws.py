@@ -27,6 +27,10 @@ tile_dim(D) columns: zeros past D on loads, dropped on stores; a D that is no po
 in `head_dim_chunks`. A block that runs past its sequence reads the next batch's (document's) first rows (or TMA
 zeros after the last): those rows are masked out of S^T, so they add exactly 0 to dK, dV and dQ (and dQ's
 reduce-add of those zero rows into the next head's accumulator rows changes nothing).
+
+V, dO and dV may have a head dim Dv of their own (issue 47, MLA's 128 beside D 192; `WsConfig.DIM_V` and its
+chunks): their views, shared tiles and dV's accumulator are Dv wide, dP^T = V dO^T reduces over Dv; S, dK and dQ
+keep D. With Dv = D the kernel is the one it was (the same PTX, scripts/ptx_fingerprint.py).
 """
 import functools
 from typing import NamedTuple
@@ -74,14 +78,20 @@ class WsSizes(NamedTuple):  # the problem's sizes (VARLEN: seq_q, seq_k the pack
 
 class WsLayouts(NamedTuple):  # the kernel's register and shared layouts (`layouts`)
     s: object  # S^T / dP^T [BN, BM] (swap AB), else S / dP [BM, BN]
-    kv: object  # dK / dV [BN, D_MAIN]
+    kv: object  # dK [BN, D_MAIN]
     dq: object  # dQ [BM, D_MAIN]
-    kv_r: object  # dK / dV [BN, D_REST] (the second head-dim chunk; kv with one chunk)
+    kv_r: object  # dK [BN, D_REST] (the second head-dim chunk; kv with one chunk)
     dq_r: object  # dQ [BM, D_REST] (dq with one chunk)
     ds_smem: object  # dS^T, P^T [BN, BM] (swap AB), else dS, P [BM, BN]
     stats_smem: object  # LSE, delta [BM] of a ring stage
-    q_smem: object  # Q, dO [BM, tile D]
-    kv_smem: object  # K, V (dK, dV) [BN, tile D]
+    q_smem: object  # Q [BM, tile D]
+    kv_smem: object  # K (dK) [BN, tile D]
+    # issue 47: V's head dim Dv (chunks DV_MAIN + DV_REST) sizes dV, dO and V; the same as kv, kv_r, q_smem, kv_smem
+    # when Dv = D
+    kv_v: object  # dV [BN, DV_MAIN]
+    kv_vr: object  # dV [BN, DV_REST] (kv_v with one chunk)
+    do_smem: object  # dO [BM, tile Dv]
+    v_smem: object  # V (dV) [BN, tile Dv]
 
 
 @gluon.jit
@@ -104,7 +114,7 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_de
     (ws_two_pass's dK/dV kernel): no dQ, no dQ warp, the compute warps hand each step's stage back themselves."""
     program = program_tiles(schedule, CFG.PERSISTENT)
     tile_sizes = TileSizes(sizes, docs)  # what the scheduler reads
-    smem = ws_smem(q_desc, k_desc, dq_desc, LAYOUTS, CFG)
+    smem = ws_smem(q_desc, k_desc, v_desc, dq_desc, LAYOUTS, CFG)
     stores = DkDvOut(dk_desc, dv_desc, tensors.dk, tensors.dv, sizes.sm_scale)
     loads = Loads(q_desc, k_desc, v_desc, do_desc)
     stats = (tensors.lse, tensors.delta)
@@ -126,14 +136,17 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_de
 
 @functools.cache  # host time of a launch: made once per tile config
 def layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype, swap_ab: bool = True,
-            split: bool = False) -> WsLayouts:
+            split: bool = False, head_dim_v: int | None = None) -> WsLayouts:
     """The kernel's register and shared layouts (its LAYOUTS constexpr) for num_warps compute warps and block_n
     keys: S^T / dP^T [BN, BM] (swap_ab) and dK / dV [BN, D] split by rows over all its warps; dQ [BM, D],
     and S / dP [BM, BN] without swap_ab, by rows over as many warps as BM has 16-row slices, the rest split the
     columns. head_dim: the data's (the tiles have tile_dim(head_dim) columns); *_r: the layouts of the second
-    head-dim chunk (`head_dim_chunks`, split: head_dim_split's; the first's when there is one chunk)."""
+    head-dim chunk (`head_dim_chunks`, split: head_dim_split's; the first's when there is one chunk). head_dim_v:
+    V's (dV, dO, V; None: head_dim's)."""
     d_main, d_rest = head_dim_chunks(head_dim, split)
+    dv_main, dv_rest = head_dim_chunks(head_dim_v or head_dim, split)
     tile = tile_dim(head_dim)
+    tile_v = tile_dim(head_dim_v or head_dim)
     warps_m = min(num_warps, block_m // 16)
     warps_kv = min(num_warps, block_n // 16)  # dK / dV rows; with fewer than 16 x num_warps keys the rest split D
 
@@ -153,8 +166,11 @@ def layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype, sw
         ds_smem=gl.NVMMASharedLayout.get_default_for([block_n, block_m] if swap_ab else [block_m, block_n],
                                                      GL_DTYPES[dtype]),
         stats_smem=gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[0]),
-        q_smem=gl.NVMMASharedLayout.get_default_for([block_m, tile], GL_DTYPES[dtype]),  # Q, dO tiles
-        kv_smem=gl.NVMMASharedLayout.get_default_for([block_n, tile], GL_DTYPES[dtype]))  # K, V (dK, dV) tiles
+        q_smem=gl.NVMMASharedLayout.get_default_for([block_m, tile], GL_DTYPES[dtype]),  # Q tiles
+        kv_smem=gl.NVMMASharedLayout.get_default_for([block_n, tile], GL_DTYPES[dtype]),  # K (dK) tiles
+        kv_v=kv_layout(dv_main), kv_vr=kv_layout(dv_rest or dv_main),
+        do_smem=gl.NVMMASharedLayout.get_default_for([block_m, tile_v], GL_DTYPES[dtype]),  # dO tiles
+        v_smem=gl.NVMMASharedLayout.get_default_for([block_n, tile_v], GL_DTYPES[dtype]))  # V (dV) tiles
 
 
 def dq_rows(seq_q: int) -> int:
@@ -234,7 +250,7 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
     over the dQ tile's bytes (kernels.gluon.config.WsConfig); head_dim_split: D96's products in 64 + 32 head-dim
     chunks instead of one 128-column chunk (`head_dim_chunks`; one-line error at a head dim it does not change)."""
     batch, seq_q, heads, head_dim = q.shape
-    seq_k, kv_heads = k.shape[1], k.shape[2]
+    seq_k, kv_heads, head_dim_v = k.shape[1], k.shape[2], v.shape[-1]
     with_dq = dq_acc is not None
     if not with_dq and not warp_specialize:
         raise ValueError("ws_dkdv without dQ: warp_specialize only")
@@ -276,6 +292,7 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
     if grid[0] == 0:
         return
     d_main, d_rest = head_dim_chunks(head_dim, head_dim_split)
+    dv_main, dv_rest = head_dim_chunks(head_dim_v, head_dim_split)
     launch(_ws_backward_kernel, grid,
         q_desc=rows_descriptor(q, BLOCK_M), k_desc=rows_descriptor(k, BLOCK_N), v_desc=rows_descriptor(v, BLOCK_N),
         do_desc=rows_descriptor(do, BLOCK_M), dq_desc=accumulator_descriptor(dq_acc, head_dim, BLOCK_M, head_dim_split),
@@ -284,10 +301,10 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
         schedule=WsSchedule(tiles=tiles, tile_starts=tile_starts), docs=WsDocs(cu_q=cu_q, cu_k=cu_k, pairs=pairs),
         sizes=WsSizes(seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads, batch_kv_heads=batch * kv_heads,
                       chunk_heads=heads_per_chunk, qk_scale=scale * LOG2E, sm_scale=scale),
-        LAYOUTS=layouts(BLOCK_M, BLOCK_N, head_dim, num_warps, q.dtype, swap_ab, head_dim_split),
+        LAYOUTS=layouts(BLOCK_M, BLOCK_N, head_dim, num_warps, q.dtype, swap_ab, head_dim_split, head_dim_v),
         CFG=make_config(head_dim=head_dim, d_main=d_main, d_rest=d_rest, stages=num_stages, causal=causal,
                         window_left=window_left, window_right=window_right, softcap=softcap, masked=masked,
                         warp_specialize=warp_specialize, swap_ab=swap_ab, persistent=persistent,
                         varlen=varlen is not None, with_dq=with_dq, prefetch=prefetch_scores, early_dv=early_dv,
-                        p_in_dq=p_in_dq),
+                        p_in_dq=p_in_dq, head_dim_v=head_dim_v, dv_main=dv_main, dv_rest=dv_rest),
         num_warps=num_warps)

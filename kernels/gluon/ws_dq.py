@@ -12,7 +12,8 @@ masked stores): no fp32 accumulator, no reduce-adds, no conversion pass, bitwise
 masking a program walks the key blocks up to its diagonal, and programs are numbered last query block first
 (the longest walks start first). Tensors are read as ws reads them: TMA views [B * N, H, D] of dense [B, N, H, D]
 with tiles of tile_dim(D) columns (zeros past D). Packed documents (VARLEN): one program per (document, query block)
-pair and head, heaviest first.
+pair and head, heaviest first. V and dO may have a head dim Dv of their own (issue 47): dP = dO V^T reduces over
+Dv's chunks (`WsConfig.DV_MAIN`, `DV_REST`), their tiles are tile_dim(Dv) wide.
 """
 import functools
 from typing import NamedTuple
@@ -24,7 +25,7 @@ from kernels.gluon.config import make_config
 from kernels.gluon.epilogue import store_dq_out
 from kernels.gluon.ring import dq_smem
 from kernels.gluon.scheduler import dq_program
-from kernels.gluon.tiles import (WsDocs, WsScales, as_box, chunk_zeros, head_dim_chunks, issue_products, mma_chunks,
+from kernels.gluon.tiles import (WsDocs, WsScales, as_box, chunk_zeros, head_dim_chunks, issue_product, mma_chunks,
                                  probabilities, rows_descriptor, tile_dim, wait_chunks)
 from kernels.launch import launch
 
@@ -46,8 +47,10 @@ class DqLayouts(NamedTuple):  # the kernel's register and shared layouts (`dq_la
     s: object  # S / dP [BM, BN]
     dq: object  # dQ [BM, D_MAIN]
     dq_r: object  # dQ [BM, D_REST] (the second head-dim chunk; dq with one chunk)
-    q_smem: object  # Q, dO [BM, tile D]
-    kv_smem: object  # K, V [BN, tile D]
+    q_smem: object  # Q [BM, tile D]
+    kv_smem: object  # K [BN, tile D]
+    do_smem: object  # dO [BM, tile Dv] (Dv: V's head dim, issue 47; q_smem's when Dv = D)
+    v_smem: object  # V [BN, tile Dv]
 
 
 @gluon.jit
@@ -64,7 +67,7 @@ def _ws_dq_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, tensors, docs, sizes
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     prog = dq_program(sizes, docs, BLOCK_M, BLOCK_N, CFG.CAUSAL, CFG.VARLEN)
-    smem = dq_smem(q_desc, k_desc, LAYOUTS, CFG.STAGES)
+    smem = dq_smem(q_desc, k_desc, v_desc, LAYOUTS, CFG.STAGES)
     gl.warp_specialize([
         (_dq_compute, (smem, prog, dq_desc, tensors, scales, LAYOUTS, CFG)),
         (_dq_loads, (q_desc, k_desc, v_desc, do_desc, smem, prog)),
@@ -75,13 +78,13 @@ def _ws_dq_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, tensors, docs, sizes
 def _dq_loads(q_desc, k_desc, v_desc, do_desc, smem, prog):
     """One warp: Q and dO once, then each key block's K and V as soon as the compute warps freed its stage."""
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
-    mbarrier.expect(smem.q_ready, 2 * q_desc.block_type.nbytes)
+    mbarrier.expect(smem.q_ready, q_desc.block_type.nbytes + do_desc.block_type.nbytes)
     tma_load(q_desc, [prog.q_row0 + prog.start_m, prog.i_h, 0], smem.q_ready, as_box(smem.q))
     tma_load(do_desc, [prog.q_row0 + prog.start_m, prog.i_h, 0], smem.q_ready, as_box(smem.do_))
     for j in range(prog.key_blocks):
         stage = smem.ring.stage(j)
         smem.ring.wait_free(j)  # passes at once on the first lap
-        mbarrier.expect(smem.ring.filled(j), 2 * k_desc.block_type.nbytes)
+        mbarrier.expect(smem.ring.filled(j), k_desc.block_type.nbytes + v_desc.block_type.nbytes)
         tma_load(k_desc, [prog.k_row0 + j * BLOCK_N, prog.i_hk, 0], smem.ring.filled(j), as_box(smem.k.index(stage)))
         tma_load(v_desc, [prog.k_row0 + j * BLOCK_N, prog.i_hk, 0], smem.ring.filled(j), as_box(smem.v.index(stage)))
 
@@ -101,7 +104,7 @@ def _dq_compute(smem, prog, dq_desc, tensors, scales, LAYOUTS: gl.constexpr, CFG
     BLOCK_M: gl.constexpr = smem.q.shape[0]
     BLOCK_N: gl.constexpr = smem.k.shape[1]
     dtype: gl.constexpr = smem.q.dtype
-    CHUNKS: gl.constexpr = 2 if D_REST > 0 else 1  # wgmma groups per product
+    CHUNKS_V: gl.constexpr = 2 if CFG.DV_REST > 0 else 1  # wgmma groups of dP = dO V^T (chunks of Dv)
     DS_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=DQ_LAYOUT, k_width=2)
     DS_OPERAND_R: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=DQ_LAYOUT_R, k_width=2)
     o_m = prog.start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, S_LAYOUT))  # query of each S row
@@ -114,9 +117,10 @@ def _dq_compute(smem, prog, dq_desc, tensors, scales, LAYOUTS: gl.constexpr, CFG
         stage = smem.ring.stage(j)
         smem.ring.wait_full(j)
         k_tile = smem.k.index(stage)
-        s, dp = issue_products(smem.q, k_tile, smem.do_, smem.v.index(stage), S_LAYOUT, D_MAIN,
-                               D_REST)  # [BM, BN] each
-        s = warpgroup_mma_wait(num_outstanding=CHUNKS, deps=(s,))
+        v_tile = smem.v.index(stage)  # before S is issued, as the code it replaced did (the same PTX at Dv = D)
+        s = issue_product(smem.q, k_tile, S_LAYOUT, D_MAIN, D_REST)  # [BM, D] @ [D, BN]
+        dp = issue_product(smem.do_, v_tile, S_LAYOUT, CFG.DV_MAIN, CFG.DV_REST)  # [BM, Dv] @ [Dv, BN]
+        s = warpgroup_mma_wait(num_outstanding=CHUNKS_V, deps=(s,))  # dP's groups still in flight
         p, _ = probabilities(s, lse, o_m, j * BLOCK_N, prog.start_m, prog.seq_q, prog.seq_k, qk_scale, False,
                              CFG.CAUSAL, -1, -1, 0.0, CFG.MASKED)  # no window, no softcap (ws_two_pass: none)
         dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
@@ -129,20 +133,24 @@ def _dq_compute(smem, prog, dq_desc, tensors, scales, LAYOUTS: gl.constexpr, CFG
 
 
 @functools.cache  # host time of a launch: made once per tile config
-def dq_layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype, split: bool = False) -> DqLayouts:
+def dq_layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype, split: bool = False,
+               head_dim_v: int | None = None) -> DqLayouts:
     """S / dP [BM, BN] and dQ [BM, D] (each head-dim chunk: head_dim_chunks) split by 16-row slices over the warps
-    (BM = 16 x num_warps x k); the shared layouts of the Q / dO and K / V tiles (tile_dim(D) columns). split:
-    head_dim_split's chunks."""
+    (BM = 16 x num_warps x k); the shared layouts of the Q / dO and K / V tiles (tile_dim(D) columns; dO, V:
+    tile_dim(head_dim_v), None = head_dim). split: head_dim_split's chunks."""
     from kernels.gluon.tiles import GL_DTYPES
     d_main, d_rest = head_dim_chunks(head_dim, split)
     tile = tile_dim(head_dim)
+    tile_v = tile_dim(head_dim_v or head_dim)
 
     def by_rows(n_cols):
         return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, n_cols, 16])
 
     return DqLayouts(s=by_rows(block_n), dq=by_rows(d_main), dq_r=by_rows(d_rest or d_main),
                      q_smem=gl.NVMMASharedLayout.get_default_for([block_m, tile], GL_DTYPES[dtype]),
-                     kv_smem=gl.NVMMASharedLayout.get_default_for([block_n, tile], GL_DTYPES[dtype]))
+                     kv_smem=gl.NVMMASharedLayout.get_default_for([block_n, tile], GL_DTYPES[dtype]),
+                     do_smem=gl.NVMMASharedLayout.get_default_for([block_m, tile_v], GL_DTYPES[dtype]),
+                     v_smem=gl.NVMMASharedLayout.get_default_for([block_n, tile_v], GL_DTYPES[dtype]))
 
 
 def ws_dq(q, k, v, do, lse, delta, dq, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int, num_warps: int,
@@ -151,7 +159,7 @@ def ws_dq(q, k, v, do, lse, delta, dq, *, causal: bool, scale: float, BLOCK_M: i
     dense fp16 / bf16; lse (base 2), delta [B, H, Nq] fp32. varlen: a kernels.varlen.Packing (q ... [1, total, H, D],
     lse / delta [1, H, total_q]). head_dim_split: D96's products in 64 + 32 head-dim chunks (`head_dim_chunks`)."""
     batch, seq_q, heads, head_dim = q.shape
-    seq_k, kv_heads = k.shape[1], k.shape[2]
+    seq_k, kv_heads, head_dim_v = k.shape[1], k.shape[2], v.shape[-1]
     if seq_q == 0:
         return
     masked = causal or varlen is not None or seq_q % BLOCK_M != 0 or seq_k % BLOCK_N != 0
@@ -164,15 +172,17 @@ def ws_dq(q, k, v, do, lse, delta, dq, *, causal: bool, scale: float, BLOCK_M: i
         if grid[0] == 0:
             return
     d_main, d_rest = head_dim_chunks(head_dim, head_dim_split)
+    dv_main, dv_rest = head_dim_chunks(head_dim_v, head_dim_split)
     launch(_ws_dq_kernel, grid,
         q_desc=rows_descriptor(q, BLOCK_M), k_desc=rows_descriptor(k, BLOCK_N), v_desc=rows_descriptor(v, BLOCK_N),
         do_desc=rows_descriptor(do, BLOCK_M), dq_desc=rows_descriptor(dq, BLOCK_M),
         tensors=DqTensors(lse=lse, delta=delta, dq=dq), docs=WsDocs(cu_q=cu_q, cu_k=cu_k, pairs=pairs),
         sizes=DqSizes(seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads),
         scales=WsScales(qk_scale=scale * LOG2E, sm_scale=scale),
-        LAYOUTS=dq_layouts(BLOCK_M, BLOCK_N, head_dim, num_warps, q.dtype, head_dim_split),
+        LAYOUTS=dq_layouts(BLOCK_M, BLOCK_N, head_dim, num_warps, q.dtype, head_dim_split, head_dim_v),
         CFG=make_config(head_dim=head_dim, d_main=d_main, d_rest=d_rest, stages=num_stages, causal=causal,
-                        masked=masked, swap_ab=False, varlen=varlen is not None),
+                        masked=masked, swap_ab=False, varlen=varlen is not None, head_dim_v=head_dim_v,
+                        dv_main=dv_main, dv_rest=dv_rest),
         num_warps=num_warps)
 
 

@@ -16,6 +16,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=resources.__doc__.splitlines()[0])
     parser.add_argument("--variant", default="two_pass")
     parser.add_argument("--head-dim", type=int, default=128)
+    parser.add_argument("--head-dim-v", type=int, help="V's head dim (issue 47, MLA: 128 beside --head-dim 192); "
+                                                       "default: --head-dim")
     parser.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"])
     parser.add_argument("--causal", action="store_true")
     parser.add_argument("--heads", type=int, default=16)
@@ -42,14 +44,15 @@ def main(argv=None) -> int:
     try:
         archs = parse_archs(args.arch)
         configs = [parse_blocks(text) for text in args.blocks] or [{}]
-        modifiers = dict(window=args.window, softcap=args.softcap, gate=args.gate)
+        modifiers = dict(window=args.window, softcap=args.softcap, gate=args.gate, head_dim_v=args.head_dim_v)
         for overrides in configs:
             for arch in archs:
                 config_rows = check(args.variant, args.head_dim, args.dtype, args.causal, args.heads, kv_heads,
                                     overrides, args.kernels, arch, modifiers)
                 if config_rows:
                     first = config_rows[0]
-                    print(f"{args.variant} D{args.head_dim} {args.dtype}{' causal' if args.causal else ''} "
+                    dims = f"D{args.head_dim}" + (f"/{args.head_dim_v}" if args.head_dim_v else "")
+                    print(f"{args.variant} {dims} {args.dtype}{' causal' if args.causal else ''} "
                           f"H{args.heads}/{kv_heads}{' ' + first['modifiers'] if first['modifiers'] else ''} "
                           f"{arch.name} ({first['blocks_source']})  {first['blocks']}", flush=True)
                 for row in config_rows:

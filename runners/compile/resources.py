@@ -68,9 +68,12 @@ def use_compiler_not_interpreter() -> None:
 def probe_problem(head_dim, dtype_name, causal, heads, kv_heads, modifiers: dict | None = None):
     """The Problem the default blocks and the design's own problem rule are asked about (a CPU one: no GPU here).
     modifiers: score modifiers as the sweep names them, {window: left keys, softcap, gate} (issue 24); a window is
-    (left, 0) when causal, (left, left) when not, as the sweep makes it."""
+    (left, 0) when causal, (left, left) when not, as the sweep makes it; head_dim_v: V's head dim (issue 47; None or
+    absent: head_dim)."""
     from variants.problem import DTYPES, Problem
-    problem = Problem(1, 256, 256, heads, kv_heads, head_dim, causal, DTYPES[dtype_name], "cpu")
+    head_dim_v = (modifiers or {}).get("head_dim_v")
+    problem = Problem(1, 256, 256, heads, kv_heads, head_dim, causal, DTYPES[dtype_name], "cpu",
+                      head_dim_v=None if head_dim_v in (None, head_dim) else head_dim_v)
     window = (modifiers or {}).get("window")
     return problem.with_modifiers(None if window is None else (window, window), (modifiers or {}).get("softcap", 0.0),
                                   (modifiers or {}).get("gate", False))
@@ -119,8 +122,11 @@ def capture_launches(variant_name, head_dim, dtype_name, causal, heads, kv_heads
         source += " (any)"
     sizes += [v for k, v in blocks.as_dict().items() if k.startswith("BLOCK_") and isinstance(v, int)]
     seq = 4 * max(sizes + [64])
-    q, do, o = (torch.randn(1, seq, heads, head_dim, dtype=dtype) for _ in range(3))
-    k, v = (torch.randn(1, seq, kv_heads, head_dim, dtype=dtype) for _ in range(2))
+    head_dim_v = probe.value_dim  # V's, O's and dO's (issue 47)
+    q = torch.randn(1, seq, heads, head_dim, dtype=dtype)
+    do, o = (torch.randn(1, seq, heads, head_dim_v, dtype=dtype) for _ in range(2))
+    k = torch.randn(1, seq, kv_heads, head_dim, dtype=dtype)
+    v = torch.randn(1, seq, kv_heads, head_dim_v, dtype=dtype)
     lse = torch.zeros(1, heads, seq, dtype=torch.float32)
 
     launches, original = [], JITFunction.run
