@@ -152,9 +152,9 @@ def head_dim_chunks(head_dim: int, split: bool = False) -> tuple[int, int]:
     Else the largest power of two below D and the rest when that is a power of two of at least MIN_CHUNK
     (192 = 128 + 64), or with split (the block field head_dim_split) of at least NARROW_CHUNK (96 = 64 + 32): two
     chunks, so no MMA reads the tiles' zero columns past D; else (tile_dim(D), 0), one chunk, zero columns and all
-    (96 by default: a run with 64 + 32 chunks was 6-14 % slower than 128 with zeros on an H100, B2 H16 N4096 bf16,
-    but it also carried a codegen change reverted since, so the split alone is unmeasured: head_dim_split is the
-    A/B; 192 in chunks: 1.06-1.07x ws_two_pass's 256-column tiles; results/h100/gluon/h100_gluon_large_d_bf16*)."""
+    (96 without split; the block defaults set head_dim_split at D96: 1.02-1.06x ws, 1.10-1.13x ws_two_pass on an
+    H100, B2 H16 N4096 bf16, results/h100/gluon/ab_issue43/split96; 192 in chunks: 1.06-1.07x ws_two_pass's
+    256-column tiles; results/h100/gluon/h100_gluon_large_d_bf16*)."""
     main = tile_dim(head_dim)
     if main == head_dim:
         return head_dim, 0
