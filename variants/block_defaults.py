@@ -33,13 +33,16 @@ def rule_holds(when: dict, problem: Problem) -> bool:
     """Whether a rule's `when` (head_dim, head_dim_max, seq_min, causal, dtype, varlen (a packed batch), and the score
     modifiers windowed / softcap as booleans; a missing key matches) covers the problem. head_dim_max bounds the larger
     of the query / key head dim and V's (issue 47: 64 / 128 takes D128's tiles, whose V, dO and dV tiles it has);
-    head_dim is the query / key head dim exactly (a rule for one head dim, e.g. D96's head_dim_split)."""
+    head_dim is the query / key head dim exactly (a rule for one head dim, e.g. D96's head_dim_split), head_dim_v
+    V's exactly (e.g. MLA's 192 / 128, where a second Q / dO stage fits)."""
     softcapped = getattr(problem, "softcap", 0.0) > 0
     windowed = getattr(problem, "windowed", False)
     varlen = getattr(problem, "is_varlen", False)
-    widest = max(problem.head_dim, getattr(problem, "value_dim", problem.head_dim))
+    value_dim = getattr(problem, "value_dim", problem.head_dim)
+    widest = max(problem.head_dim, value_dim)
     return (widest <= when.get("head_dim_max", widest)
             and when.get("head_dim", problem.head_dim) == problem.head_dim
+            and when.get("head_dim_v", value_dim) == value_dim
             and rule_seq(problem) >= when.get("seq_min", 0)
             and when.get("causal", problem.causal) == problem.causal
             and when.get("dtype", DTYPE_NAMES.get(problem.dtype)) == DTYPE_NAMES.get(problem.dtype)
