@@ -326,18 +326,6 @@ def test_gluon_sink_with_ws_options(blocks, causal, options):
     check("ws", q, k, v, do, sink, causal, blocks={**small_blocks("ws"), **blocks}, **options)
 
 
-@needs_hopper
-@pytest.mark.parametrize("variant", GLUON)
-def test_gluon_sink_packed_documents(variant):
-    """A packed batch with a sink: one sink per head across the documents (an empty one included)."""
-    lens_q, lens_k = [113, 0, 229], [121, 70, 171]
-    cu_q = torch.tensor([0, *torch.tensor(lens_q).cumsum(0).tolist()], dtype=torch.int32, device=DEVICE)
-    cu_k = torch.tensor([0, *torch.tensor(lens_k).cumsum(0).tolist()], dtype=torch.int32, device=DEVICE)
-    q, k, v, do, sink = make_case(1, sum(lens_q), sum(lens_k), 4, 2, 128, 128, dtype=torch.bfloat16, seed=29)
-    q, k, v, do = (t[0] for t in (q, k, v, do))  # [total, H, D]
-    check(variant, q, k, v, do, sink, True, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
-
-
 # Dv != D on an sm90 GPU (issue 47): (B, Nq, Nk, H, Hkv, D, Dv): DeepSeek's 192 / 128 with tails both ways, GQA and
 # Nq != Nk (causal rows that see no key), 128 / 64 and 64 / 128 (V wider than Q); the designs' default blocks
 # (those runners.compile_check checks: D192's for 192 / 128)
@@ -376,13 +364,20 @@ def test_gluon_value_head_dim_schedules_with_a_sink(variant, dims, blocks):
     check(variant, q, k, v, do, sink, True, blocks=blocks)
 
 
+# (D, Dv, blocks): a packed batch at D128 on the small test blocks, and at DeepSeek's 192 / 128 on the defaults
+GLUON_PACKED = [pytest.param(128, 128, None, id="D128"), pytest.param(192, 128, {}, id="D192-Dv128")]
+
+
 @needs_hopper
+@pytest.mark.parametrize("head_dim, head_dim_v, blocks", GLUON_PACKED)
 @pytest.mark.parametrize("variant", GLUON)
-def test_gluon_value_head_dim_packed_documents(variant):
-    """A packed batch (an empty document included) with Dv 128 beside D 192 and a sink."""
+def test_gluon_sink_packed_documents(variant, head_dim, head_dim_v, blocks):
+    """A packed batch with a sink (one per head across the documents, an empty one included), with V's own head dim
+    at 192 / 128."""
     lens_q, lens_k = [113, 0, 229], [121, 70, 171]
     cu_q = torch.tensor([0, *torch.tensor(lens_q).cumsum(0).tolist()], dtype=torch.int32, device=DEVICE)
     cu_k = torch.tensor([0, *torch.tensor(lens_k).cumsum(0).tolist()], dtype=torch.int32, device=DEVICE)
-    q, k, v, do, sink = make_case(1, sum(lens_q), sum(lens_k), 4, 2, 192, 128, dtype=torch.bfloat16, seed=37)
+    q, k, v, do, sink = make_case(1, sum(lens_q), sum(lens_k), 4, 2, head_dim, head_dim_v, dtype=torch.bfloat16,
+                                  seed=29 if head_dim == head_dim_v else 37)
     q, k, v, do = (t[0] for t in (q, k, v, do))  # [total, H, D | Dv]
-    check(variant, q, k, v, do, sink, True, blocks={}, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+    check(variant, q, k, v, do, sink, True, blocks=blocks, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
