@@ -154,8 +154,8 @@ def test_chunked_and_sliced_forward_references_are_exact(monkeypatch):
     o, lse = timed.reference_o_lse(q, k, v, True, 0.3)
     assert torch.allclose(o, whole_o, atol=1e-6) and torch.equal(torch.isinf(lse), torch.isinf(whole_lse))
     assert torch.isinf(lse[:, :, :10]).all() and torch.allclose(lse[:, :, 10:], whole_lse[:, :, 10:], atol=1e-5)
-    from runners.point import measure
-    monkeypatch.setattr(measure, "REF_FULL_LIMIT_BYTES", 16)
+    from runners.point import accuracy_scope
+    monkeypatch.setattr(accuracy_scope, "REF_FULL_LIMIT_BYTES", 16)
     cols = timed.check_forward(whole_o, whole_lse, q, k, v, True, 0.3, torch.float32)
     assert cols["accuracy_scope"] == "batch0-kvgroup0" and cols["correct"], cols["_wrong_reason"]
     bad = whole_o.clone()

@@ -24,9 +24,9 @@ from variants.base import default_scale  # noqa: E402
 from variants.problem import DTYPES, NO_MODIFIERS  # noqa: E402
 from variants.reference import reference_grads  # noqa: E402
 from runners.point import timed as timed_kinds, varlen_inputs  # noqa: E402
+from runners.point.accuracy_scope import reference_scope, scope_slice, sliced_gate, sliced_sink  # noqa: E402
 
 QUANTILES = [0.5, 0.2, 0.8]  # -> ms, ms_p20, ms_p80
-REF_FULL_LIMIT_BYTES = 8 * 2**30  # fp32 B*H*Nq*Nk above this: check batch 0 and the first kv-head group only
 REF_CHUNK_BYTES = 2**30  # fp32 scores per reference call; longer problems are checked in query chunks
 
 STATUSES = ("ok", "wrong", "oom", "compile_error", "resources", "unsupported", "error", "crashed", "timeout",
@@ -208,20 +208,6 @@ def make_gate(point, q, device: str, seed: int):
     return torch.nn.functional.logsigmoid(noise + 2.0)
 
 
-def reference_scope(q, k, limit_bytes: int = REF_FULL_LIMIT_BYTES) -> str:
-    """"full", or "batch0-kvgroup0" when fp32 scores of the whole problem exceed limit_bytes."""
-    batch, seq_q, heads, _ = q.shape
-    return "full" if 4 * batch * heads * seq_q * k.shape[1] <= limit_bytes else "batch0-kvgroup0"
-
-
-def scope_slice(q, k, scope: str):
-    """(slice of q-shaped tensors, slice of k-shaped tensors) for an accuracy scope."""
-    if scope == "full":
-        return (lambda t: t), (lambda t: t)
-    group = q.shape[2] // k.shape[2]  # query heads 0..group-1 share kv-head 0
-    return (lambda t: t[:1, :, :group]), (lambda t: t[:1, :, :1])
-
-
 def chunked_reference_grads(q, k, v, do, causal: bool, scale: float, mods=NO_MODIFIERS, g=None, sink=None):
     """variants.reference.reference_grads (fp32), over query chunks so each call's fp32 scores stay under
     REF_CHUNK_BYTES. Exact: softmax rows are independent, so dq is per chunk and dk/dv sum over chunks;
@@ -266,7 +252,7 @@ def check_accuracy(grads, q, k, v, do, causal: bool, scale: float, dtype, varlen
         names = ["dq", "dk", "dv"] + (["dg"] if g is not None else []) + (["dsink"] if sink is not None else [])
         return _error_columns(grads, ref, dtype, "full-per-document", names)
     one_call = g is not None or mods.active or sink is not None  # no query chunks: the whole scope in one call
-    scope = reference_scope(q, k, REF_CHUNK_BYTES if one_call else REF_FULL_LIMIT_BYTES)
+    scope = reference_scope(q, k, REF_CHUNK_BYTES if one_call else None)
     q_slice, k_slice = scope_slice(q, k, scope)
     ref = None
     try:
@@ -288,18 +274,6 @@ def check_accuracy(grads, q, k, v, do, causal: bool, scale: float, dtype, varlen
         outs, names = outs + (grads[-1],), names + ["dsink"]
     ref = tuple(ref) if "dsink" in names else tuple(ref[:len(names)])  # a sliced scope drops the reference's dsink
     return _error_columns(outs, ref, dtype, scope, names)
-
-
-def sliced_sink(q, q_slice, sink):
-    """The sink [H] cut like q's accuracy scope (its query heads)."""
-    if sink is None:
-        return None
-    return q_slice(sink[None, None, :, None].expand(*q.shape[:3], 1))[0, 0, :, 0]
-
-
-def sliced_gate(q_slice, g):
-    """The gate g [B, Nq, H] cut like q's accuracy scope (q_slice cuts dims 0 and 2 of q [B, Nq, H, D])."""
-    return None if g is None else q_slice(g[..., None])[..., 0]
 
 
 def _error_columns(outs, ref, dtype, scope: str, names=("dq", "dk", "dv", "dg")) -> dict:

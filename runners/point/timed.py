@@ -18,6 +18,7 @@ import math
 import torch
 
 from spec import TIMED  # noqa: F401 - re-exported: backward, forward, train
+from runners.point import accuracy_scope
 from variants.accuracy import REL_TOL, error
 from variants.problem import NO_MODIFIERS
 from variants.reference import reference_forward, visible_pairs
@@ -162,19 +163,19 @@ def lse_error_columns(lse, ref) -> tuple[dict, str]:
 def check_forward(o, lse, q, k, v, causal: bool, scale: float, dtype, varlen=None, mods=NO_MODIFIERS, g=None,
                   sink=None) -> dict:
     """Error columns of a forward's O (and LSE; None: the design does not expose it) against the fp32 reference, on
-    the backward gate's scope (runners.point.measure.reference_scope), with `correct` and `_wrong_reason`."""
-    from runners.point import measure
+    the backward gate's scope (runners.point.accuracy_scope), with `correct` and `_wrong_reason`."""
     if varlen is not None:
         ref_o, ref_lse = packed_reference_o_lse(q, k, v, causal, scale, varlen, mods, g, sink)
         scope, q_slice, lse_slice = "full-per-document", (lambda t: t), (lambda t: t)
     else:
         one_call = mods.active or g is not None or sink is not None  # no query chunks: the scope in one call
-        scope = measure.reference_scope(q, k, REF_CHUNK_BYTES if one_call else measure.REF_FULL_LIMIT_BYTES)
-        q_slice, k_slice = measure.scope_slice(q, k, scope)
+        scope = accuracy_scope.reference_scope(q, k, REF_CHUNK_BYTES if one_call else None)
+        q_slice, k_slice = accuracy_scope.scope_slice(q, k, scope)
         group = q.shape[2] // k.shape[2]  # the scope's query heads (lse [B, H, Nq])
         lse_slice = (lambda t: t) if scope == "full" else (lambda t: t[:1, :group])
         ref_o, ref_lse = reference_o_lse(q_slice(q), k_slice(k), k_slice(v), causal, scale, mods,
-                                         measure.sliced_gate(q_slice, g), measure.sliced_sink(q, q_slice, sink))
+                                         accuracy_scope.sliced_gate(q_slice, g),
+                                         accuracy_scope.sliced_sink(q, q_slice, sink))
     err = error(q_slice(o), ref_o)
     cols = {"accuracy_scope": scope, "max_abs_o": err.max_abs, "rel_o": err.rel}
     bad = [] if err.ok(dtype) else [f"rel_o={err.rel:.3g} > tolerance {REL_TOL[dtype]:g} for {dtype}"]
