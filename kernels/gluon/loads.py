@@ -33,20 +33,13 @@ class Loads:
 
 
 @gluon.jit
-def box_bytes(desc, rest, CHUNKED: gl.constexpr):
-    """The bytes one tile's TMA boxes bring: desc's, and (CHUNKED: chunk tiles) the second chunk's box rest's."""
-    if CHUNKED:
-        return desc.block_type.nbytes + rest.block_type.nbytes
-    else:
-        return desc.block_type.nbytes
-
-
-@gluon.jit
 def issue_kv(loads, smem, tile, CFG: gl.constexpr):
     """The tile's K and V into smem.k, smem.v (chunk tiles: and smem.rest's), signalling `kv_ready`."""
+    # the bytes the boxes bring, as a constexpr (Triton 3.6's expect takes no tensor)
+    K_BYTES: gl.constexpr = loads.k.block_type.nbytes + (loads.k_r.block_type.nbytes if CFG.CHUNK_TILES else 0)
+    V_BYTES: gl.constexpr = loads.v.block_type.nbytes + (loads.v_r.block_type.nbytes if CFG.CHUNK_TILES_V else 0)
     row = tile.k_row0 + tile.start_n
-    mbarrier.expect(smem.kv_ready, box_bytes(loads.k, loads.k_r, CFG.CHUNK_TILES)
-                    + box_bytes(loads.v, loads.v_r, CFG.CHUNK_TILES_V))
+    mbarrier.expect(smem.kv_ready, K_BYTES + V_BYTES)
     tma_load(loads.k, [row, tile.i_hk, 0], smem.kv_ready, as_box(smem.k))
     tma_load(loads.v, [row, tile.i_hk, 0], smem.kv_ready, as_box(smem.v))
     if CFG.CHUNK_TILES:
@@ -63,8 +56,9 @@ def issue_qdo(loads, smem, tile, step, slot, CFG: gl.constexpr):
     stage = smem.ring.stage(slot)
     row = tile.q_row0 + start_m
     ready = smem.ring.filled(slot)
-    mbarrier.expect(ready, box_bytes(loads.q, loads.q_r, CFG.CHUNK_TILES)
-                    + box_bytes(loads.do_, loads.do_r, CFG.CHUNK_TILES_V))
+    Q_BYTES: gl.constexpr = loads.q.block_type.nbytes + (loads.q_r.block_type.nbytes if CFG.CHUNK_TILES else 0)
+    DO_BYTES: gl.constexpr = loads.do_.block_type.nbytes + (loads.do_r.block_type.nbytes if CFG.CHUNK_TILES_V else 0)
+    mbarrier.expect(ready, Q_BYTES + DO_BYTES)
     tma_load(loads.q, [row, i_h, 0], ready, as_box(smem.q.index(stage)))
     tma_load(loads.do_, [row, i_h, 0], ready, as_box(smem.do_.index(stage)))
     if CFG.CHUNK_TILES:
