@@ -38,14 +38,13 @@ def issue_kv(loads, smem, tile, CFG: gl.constexpr):
     # the bytes the boxes bring, as a constexpr (Triton 3.6's expect takes no tensor)
     K_BYTES: gl.constexpr = loads.k.block_type.nbytes + (loads.k_r.block_type.nbytes if CFG.CHUNK_TILES else 0)
     V_BYTES: gl.constexpr = loads.v.block_type.nbytes + (loads.v_r.block_type.nbytes if CFG.CHUNK_TILES_V else 0)
-    row = tile.k_row0 + tile.start_n
     mbarrier.expect(smem.kv_ready, K_BYTES + V_BYTES)
-    tma_load(loads.k, [row, tile.i_hk, 0], smem.kv_ready, as_box(smem.k))
-    tma_load(loads.v, [row, tile.i_hk, 0], smem.kv_ready, as_box(smem.v))
+    tma_load(loads.k, [tile.k_row0 + tile.start_n, tile.i_hk, 0], smem.kv_ready, as_box(smem.k))
+    tma_load(loads.v, [tile.k_row0 + tile.start_n, tile.i_hk, 0], smem.kv_ready, as_box(smem.v))
     if CFG.CHUNK_TILES:
-        tma_load(loads.k_r, [row, tile.i_hk, CFG.D_MAIN], smem.kv_ready, as_box(smem.rest.k))
+        tma_load(loads.k_r, [tile.k_row0 + tile.start_n, tile.i_hk, CFG.D_MAIN], smem.kv_ready, as_box(smem.rest.k))
     if CFG.CHUNK_TILES_V:
-        tma_load(loads.v_r, [row, tile.i_hk, CFG.DV_MAIN], smem.kv_ready, as_box(smem.rest.v))
+        tma_load(loads.v_r, [tile.k_row0 + tile.start_n, tile.i_hk, CFG.DV_MAIN], smem.kv_ready, as_box(smem.rest.v))
 
 
 @gluon.jit
@@ -54,17 +53,17 @@ def issue_qdo(loads, smem, tile, step, slot, CFG: gl.constexpr):
     across the program's tiles), signalling that stage's `ready`."""
     i_h, start_m = tile.query_block(step)
     stage = smem.ring.stage(slot)
-    row = tile.q_row0 + start_m
-    ready = smem.ring.filled(slot)
     Q_BYTES: gl.constexpr = loads.q.block_type.nbytes + (loads.q_r.block_type.nbytes if CFG.CHUNK_TILES else 0)
     DO_BYTES: gl.constexpr = loads.do_.block_type.nbytes + (loads.do_r.block_type.nbytes if CFG.CHUNK_TILES_V else 0)
-    mbarrier.expect(ready, Q_BYTES + DO_BYTES)
-    tma_load(loads.q, [row, i_h, 0], ready, as_box(smem.q.index(stage)))
-    tma_load(loads.do_, [row, i_h, 0], ready, as_box(smem.do_.index(stage)))
+    mbarrier.expect(smem.ring.filled(slot), Q_BYTES + DO_BYTES)
+    tma_load(loads.q, [tile.q_row0 + start_m, i_h, 0], smem.ring.filled(slot), as_box(smem.q.index(stage)))
+    tma_load(loads.do_, [tile.q_row0 + start_m, i_h, 0], smem.ring.filled(slot), as_box(smem.do_.index(stage)))
     if CFG.CHUNK_TILES:
-        tma_load(loads.q_r, [row, i_h, CFG.D_MAIN], ready, as_box(smem.rest.q.index(stage)))
+        tma_load(loads.q_r, [tile.q_row0 + start_m, i_h, CFG.D_MAIN], smem.ring.filled(slot),
+                 as_box(smem.rest.q.index(stage)))
     if CFG.CHUNK_TILES_V:
-        tma_load(loads.do_r, [row, i_h, CFG.DV_MAIN], ready, as_box(smem.rest.do_.index(stage)))
+        tma_load(loads.do_r, [tile.q_row0 + start_m, i_h, CFG.DV_MAIN], smem.ring.filled(slot),
+                 as_box(smem.rest.do_.index(stage)))
 
 
 @gluon.jit
