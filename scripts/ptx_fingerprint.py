@@ -108,7 +108,8 @@ def _launches(variant_name, case, overrides):
 
 GLUON_FORWARD = "gluon_forward"  # --variants: the Gluon forward's kernel, not a design's
 # (case, block field): a boolean field flipped in one more case than d64_causal, where it changes the kernels
-FLIPPED_ELSEWHERE = {("d96", "head_dim_split")}  # issue 43: D96's 64 + 32 head-dim chunks (refused at D64)
+FLIPPED_ELSEWHERE = {("d96", "head_dim_split"),  # issue 43: D96's 64 + 32 head-dim chunks (refused at D64)
+                     ("d192_causal", "chunk_tiles")}  # issue 43: D192's 128 + 64 chunk tiles (refused at D64)
 
 
 def _case_blocks(variant_name, case_name) -> list[tuple[str, dict]]:

@@ -217,6 +217,11 @@ class WsBlocks(Blocks):
     # one 128-column chunk whose last 32 columns are zeros (kernels.gluon.tiles.head_dim_chunks); the shared tiles
     # stay 128 wide. A block rule refuses it at head dims it does not change (variants.ws: 64, 128, 192, 256)
     head_dim_split: bool = tunable(False, BOOLS)
+    # issue 43, D192: each D-wide shared tile (and TMA box) as two, [rows, 128] + [rows, 64], instead of one 256
+    # columns wide with 64 zero columns: 214 KB instead of 273 KB at two Q / dO stages (64 x 64, swap_ab=false;
+    # results/h100/gluon/frontier_probe.md "D192 chunk tiles"). Not measured yet; refused at head dims without two
+    # chunks of >= 64 columns (variants.ws)
+    chunk_tiles: bool = False
 
     def check_rules(self) -> None:
         if self.num_warps not in WARPS:
@@ -255,6 +260,8 @@ class WsTwoPassBlocks(Blocks):
     # whose last 32 columns are zeros (kernels.gluon.tiles.head_dim_chunks); the shared tiles stay 128 wide. A block
     # rule refuses it at head dims it does not change (variants.ws: 64, 128, 192, 256)
     head_dim_split: bool = tunable(False, BOOLS)
+    # issue 43, D192: the dK/dV kernel's D-wide shared tiles as two per tensor, 128 + 64 columns (WsBlocks.chunk_tiles)
+    chunk_tiles: bool = False
 
     def check_rules(self) -> None:
         for warps, name in ((self.num_warps, "num_warps"), (self.num_warps2, "num_warps2")):

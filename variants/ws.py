@@ -36,12 +36,18 @@ class Ws(TritonVariant):
         return self.problem_reason(problem)
 
     def make_blocks(self, problem, blocks=None):
-        """The base's blocks, then the rule that needs the problem: head_dim_split only at a head dim whose chunks it
+        """The base's blocks, then the rules that need the problem: chunk_tiles only where a head dim has two chunks
+        of >= 64 columns (192); head_dim_split only at a head dim whose chunks it
         changes (D96), a one-line ValueError elsewhere (a sweep's `unsupported` row, a config the tuner filters)."""
         blocks = super().make_blocks(problem, blocks)
         if blocks.head_dim_split and GLUON_MISSING is None:  # without Gluon, supports() refuses every problem
             from kernels.gluon.tiles import head_dim_split_reason
             reason = head_dim_split_reason(problem.head_dim)
+            if reason:
+                raise ValueError(reason)
+        if blocks.chunk_tiles and GLUON_MISSING is None:
+            from kernels.gluon.tiles import chunk_tiles_reason
+            reason = chunk_tiles_reason(problem.head_dim, problem.value_dim)
             if reason:
                 raise ValueError(reason)
         return blocks

@@ -27,6 +27,10 @@ class WsConfig(NamedTuple):  # hashable: Triton specializes the kernel on it lik
     DIM_V: int = 0
     DV_MAIN: int = 0
     DV_REST: int = 0
+    # D192 chunk tiles: each D-wide (Dv-wide) shared tile and TMA box is two, [rows, D_MAIN] + [rows, D_REST], so no
+    # zero columns sit in shared memory (a second Q / dO stage fits at 192 / 192); CHUNK_TILES_V: V's, dO's, dV's
+    CHUNK_TILES: bool = False
+    CHUNK_TILES_V: bool = False
 
 
 def make_config(*, head_dim: int, d_main: int, d_rest: int, stages: int, causal: bool, window_left: int = -1,
@@ -34,13 +38,15 @@ def make_config(*, head_dim: int, d_main: int, d_rest: int, stages: int, causal:
                 swap_ab: bool = True, persistent: bool = False, varlen: bool = False,
                 with_dq: bool = True, prefetch: bool = False, early_dv: bool = False,
                 p_in_dq: bool = False, head_dim_v: int | None = None, dv_main: int = 0,
-                dv_rest: int = 0) -> WsConfig:
+                dv_rest: int = 0, chunk_tiles: bool = False) -> WsConfig:
     """The record from the launch's values (window_right is dropped under causal masking: the diagonal bounds it).
-    head_dim_v (with its chunks dv_main, dv_rest): V's head dim; None = head_dim's (its chunks too)."""
+    head_dim_v (with its chunks dv_main, dv_rest): V's head dim; None = head_dim's (its chunks too). chunk_tiles: the
+    tiles of a head dim with two chunks as two tiles each (one chunk: nothing to split)."""
     if head_dim_v is None:
         head_dim_v, dv_main, dv_rest = head_dim, d_main, d_rest
     return WsConfig(DIM=head_dim, D_MAIN=d_main, D_REST=d_rest, STAGES=stages, CAUSAL=causal,
                     WINDOW_LEFT=window_left, WINDOW_RIGHT=-1 if causal else window_right, SOFTCAP=float(softcap),
                     MASKED=masked, WARP_SPECIALIZE=warp_specialize, SWAP_AB=swap_ab, PERSISTENT=persistent,
                     VARLEN=varlen, WITH_DQ=with_dq, PREFETCH=prefetch, EARLY_DV=early_dv and not swap_ab,
-                    P_IN_DQ=p_in_dq, DIM_V=head_dim_v, DV_MAIN=dv_main, DV_REST=dv_rest)
+                    P_IN_DQ=p_in_dq, DIM_V=head_dim_v, DV_MAIN=dv_main, DV_REST=dv_rest,
+                    CHUNK_TILES=chunk_tiles and d_rest > 0, CHUNK_TILES_V=chunk_tiles and dv_rest > 0)

@@ -10,15 +10,18 @@ Accumulators are tuples of head-dim chunks (kernels.gluon.tiles.head_dim_chunks)
 from kernels.gluon.compat import (Value, aggregate, cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma,
                                   tma_reduce_add, tma_store)
 from kernels.gluon.scheduler import tile_at
-from kernels.gluon.tiles import as_box
+from kernels.gluon.tiles import as_box, head_chunks
 
 
 @gluon.jit
-def store_chunks(smem, acc, scale, D_MAIN: gl.constexpr, D_REST: gl.constexpr):
-    """scale * acc (a chunk tuple) into the shared tile's first D_MAIN + D_REST columns, in the tile's dtype."""
+def store_chunks(smem, acc, scale, D_MAIN: gl.constexpr, D_REST: gl.constexpr, rest=0,
+                 CHUNKED: gl.constexpr = False):
+    """scale * acc (a chunk tuple) into the shared tile's first D_MAIN + D_REST columns (CHUNKED: chunk 1 into the
+    tile rest), in the tile's dtype."""
     if D_REST > 0:
-        smem.slice(0, D_MAIN, 1).store((acc[0] * scale).to(smem.dtype))
-        smem.slice(D_MAIN, D_REST, 1).store((acc[1] * scale).to(smem.dtype))
+        main_cols, rest_cols = head_chunks(smem, rest, D_MAIN, D_REST, CHUNKED)
+        main_cols.store((acc[0] * scale).to(smem.dtype))
+        rest_cols.store((acc[1] * scale).to(smem.dtype))
     else:
         smem.store((acc[0] * scale).to(smem.dtype))
 
@@ -46,17 +49,22 @@ def store_chunk_rows(PTR, tile, scale, row0, row_end, heads, i_h, col0: gl.const
 @aggregate
 class DkDvOut:
     """Where a ws tile's dK and dV go: the TMA views dk_desc, dv_desc [B * Nk, Hkv, D | Dv] (boxes [BN, 1, tile D |
-    tile Dv]), the dense tensors DK [B, Nk, Hkv, DIM], DV [B, Nk, Hkv, DIM_V] (a tail's masked stores), and dK's
+    tile Dv]; chunk tiles: D_MAIN | DV_MAIN wide, and dk_r, dv_r the second chunk's boxes, else the same views
+    again), the dense tensors DK [B, Nk, Hkv, DIM], DV [B, Nk, Hkv, DIM_V] (a tail's masked stores), and dK's
     factor sm_scale."""
     dk_desc: Value
     dv_desc: Value
+    dk_r: Value
+    dv_r: Value
     DK: Value
     DV: Value
     sm_scale: Value
 
-    def __init__(self, dk_desc, dv_desc, DK, DV, sm_scale):
+    def __init__(self, dk_desc, dv_desc, dk_r, dv_r, DK, DV, sm_scale):
         self.dk_desc = dk_desc
         self.dv_desc = dv_desc
+        self.dk_r = dk_r
+        self.dv_r = dv_r
         self.DK = DK
         self.DV = DV
         self.sm_scale = sm_scale if isinstance(sm_scale, Value) else gl.constexpr(sm_scale)
@@ -77,13 +85,17 @@ def store_dk_dv(smem, out, tile, dk, dv, CFG: gl.constexpr):
     DIM: gl.constexpr = CFG.DIM
     if tile.start_n + BLOCK_N <= tile.seq_k:  # a whole key block: dK, dV through K's and V's shared tiles, by TMA
         cta_barrier()  # every warpgroup's last wgmmas (which read all of K) are done
-        store_chunks(smem.k, dk, sm_scale, D_MAIN, D_REST)
-        store_chunks(smem.v, dv, 1.0, CFG.DV_MAIN, CFG.DV_REST)
+        store_chunks(smem.k, dk, sm_scale, D_MAIN, D_REST, smem.rest.k, CFG.CHUNK_TILES)
+        store_chunks(smem.v, dv, 1.0, CFG.DV_MAIN, CFG.DV_REST, smem.rest.v, CFG.CHUNK_TILES_V)
         fence_async_shared()
         cta_barrier()
         # columns past DIM: outside the view, dropped
         tma_store(dk_desc, [tile.k_row0 + tile.start_n, tile.i_hk, 0], as_box(smem.k))
         tma_store(dv_desc, [tile.k_row0 + tile.start_n, tile.i_hk, 0], as_box(smem.v))
+        if CFG.CHUNK_TILES:  # the second chunks' columns
+            tma_store(out.dk_r, [tile.k_row0 + tile.start_n, tile.i_hk, D_MAIN], as_box(smem.rest.k))
+        if CFG.CHUNK_TILES_V:
+            tma_store(out.dv_r, [tile.k_row0 + tile.start_n, tile.i_hk, CFG.DV_MAIN], as_box(smem.rest.v))
         tma.store_wait(pendings=0)
         # K, V can take the next tile's (the arrive's barrier: in every warp, after the stores have read them)
         mbarrier.arrive(smem.kv_empty, count=1)
@@ -108,16 +120,19 @@ def bank_spread_rows(tile):
 
 
 @gluon.jit
-def stage_dq(dq_smem, dq, D_MAIN: gl.constexpr, D_REST: gl.constexpr, VARLEN: gl.constexpr):
-    """A step's dQ (a chunk tuple) into its fp32 shared tile, rows reordered for the reduce-add (`bank_spread_rows`)
-    unless VARLEN (a document's rows start anywhere: dq_finish reads them in order)."""
+def stage_dq(dq_smem, dq_r, dq, D_MAIN: gl.constexpr, D_REST: gl.constexpr, VARLEN: gl.constexpr,
+             CHUNKED: gl.constexpr = False):
+    """A step's dQ (a chunk tuple) into its fp32 shared tile (CHUNKED: chunk 1 into the tile dq_r), rows reordered
+    for the reduce-add (`bank_spread_rows`) unless VARLEN (a document's rows start anywhere: dq_finish reads them
+    in order)."""
     if D_REST > 0:
+        main_cols, rest_cols = head_chunks(dq_smem, dq_r, D_MAIN, D_REST, CHUNKED)
         if VARLEN:
-            dq_smem.slice(0, D_MAIN, 1).store(dq[0])
-            dq_smem.slice(D_MAIN, D_REST, 1).store(dq[1])
+            main_cols.store(dq[0])
+            rest_cols.store(dq[1])
         else:
-            dq_smem.slice(0, D_MAIN, 1).store(bank_spread_rows(dq[0]))
-            dq_smem.slice(D_MAIN, D_REST, 1).store(bank_spread_rows(dq[1]))
+            main_cols.store(bank_spread_rows(dq[0]))
+            rest_cols.store(bank_spread_rows(dq[1]))
     else:
         if VARLEN:
             dq_smem.store(dq[0])
@@ -126,20 +141,20 @@ def stage_dq(dq_smem, dq, D_MAIN: gl.constexpr, D_REST: gl.constexpr, VARLEN: gl
 
 
 @gluon.jit
-def dq_partition(dq_desc, smem, program, sizes, CFG: gl.constexpr):
-    """The reduce-add role (one warp): adds each step's dQ tile from smem.dq into the fp32 accumulator ([B * H * Nq,
-    D]) by TMA, and hands the step's Q / dO stage back to the load warp (dq_full means all of the step's MMAs are
+def dq_partition(dq_desc, dq_r_desc, smem, program, sizes, CFG: gl.constexpr):
+    """The reduce-add role (one warp): adds each step's dQ tile from smem.dq (chunk tiles: and smem.rest.dq, by
+    dq_r_desc's boxes at column D_MAIN) into the fp32 accumulator ([B * H * Nq, D]) by TMA, and hands the step's Q / dO stage back to the load warp (dq_full means all of the step's MMAs are
     done). program: ProgramTiles; sizes: TileSizes."""
     if CFG.PERSISTENT:
         slot = 0
         for k in range(program.first, program.end):
-            slot = _dq_tile(k, slot, dq_desc, smem, program, sizes, CFG)
+            slot = _dq_tile(k, slot, dq_desc, dq_r_desc, smem, program, sizes, CFG)
     else:
-        _dq_tile(program.first, 0, dq_desc, smem, program, sizes, CFG)
+        _dq_tile(program.first, 0, dq_desc, dq_r_desc, smem, program, sizes, CFG)
 
 
 @gluon.jit
-def _dq_tile(k, slot, dq_desc, smem, program, sizes, CFG: gl.constexpr):
+def _dq_tile(k, slot, dq_desc, dq_r_desc, smem, program, sizes, CFG: gl.constexpr):
     BLOCK_M: gl.constexpr = dq_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = smem.k.shape[0]
     tile = tile_at(k, program, sizes, BLOCK_M, BLOCK_N, CFG)
@@ -147,6 +162,8 @@ def _dq_tile(k, slot, dq_desc, smem, program, sizes, CFG: gl.constexpr):
         i_h, start_m = tile.query_block(step)
         mbarrier.wait(smem.dq_full, (slot + step) & 1)
         tma_reduce_add(dq_desc, [tile.dq_row(i_h, start_m), 0], smem.dq)
+        if CFG.CHUNK_TILES:  # the second chunk's columns
+            tma_reduce_add(dq_r_desc, [tile.dq_row(i_h, start_m), CFG.D_MAIN], smem.rest.dq)
         smem.ring.release(slot + step)  # the step's MMAs are done: stage free
         tma.store_wait(pendings=0)
         mbarrier.arrive(smem.dq_empty, count=1)

@@ -11,18 +11,19 @@ from kernels.gluon.tiles import chunk_zeros, issue_product, mma_chunks, probabil
 
 @gluon.jit
 def mma_partition(smem, program, sizes, stores, stats, qk_scale, LAYOUTS: gl.constexpr, CFG: gl.constexpr,
-                  loads=None, dq_desc=None):
+                  loads=None, dq_desc=None, dq_r_desc=None):
     """The compute warps: per tile, per step, the five matmuls and the softmax gradient; at the end of a tile they
     store its dK (scaled) and dV (stores: a kernels.gluon.epilogue.DkDvOut). stats: (LSE, DELTA). With
     CFG.WARP_SPECIALIZE the loads and reduce-adds are other warps' (signalled through mbarriers); else issued here
-    (loads: Loads, dq_desc: given). CFG.WITH_DQ=False: dK and dV only, each step's stage handed back here."""
+    (loads: Loads, dq_desc (chunk tiles: and dq_r_desc, the second chunk's boxes): given). CFG.WITH_DQ=False: dK and dV only, each step's stage handed back here."""
     if CFG.PERSISTENT:
         slot = 0  # steps before this tile's, over the program's tiles: the ring's and the dQ hand-over's position
         for k in range(program.first, program.end):
             slot = _mma_tile(k, slot, k - program.first, smem, program, sizes, stores, stats, qk_scale, LAYOUTS, CFG,
-                             loads, dq_desc)
+                             loads, dq_desc, dq_r_desc)
     else:
-        _mma_tile(program.first, 0, 0, smem, program, sizes, stores, stats, qk_scale, LAYOUTS, CFG, loads, dq_desc)
+        _mma_tile(program.first, 0, 0, smem, program, sizes, stores, stats, qk_scale, LAYOUTS, CFG, loads, dq_desc,
+                  dq_r_desc)
 
 
 @gluon.jit
@@ -32,10 +33,11 @@ def _issue_s(smem, slot, LAYOUTS: gl.constexpr, CFG: gl.constexpr):
     S_LAYOUT: gl.constexpr = LAYOUTS.s
     smem.ring.wait_full(slot)
     q_tile = smem.q.index(smem.ring.stage(slot))
+    q_r = smem.rest.q.index(smem.ring.stage(slot))  # chunk tiles: Q's second chunk (else q_tile, unread)
     if CFG.SWAP_AB:
-        s = issue_product(smem.k, q_tile, S_LAYOUT, CFG.D_MAIN, CFG.D_REST)
+        s = issue_product(smem.k, q_tile, S_LAYOUT, CFG.D_MAIN, CFG.D_REST, smem.rest.k, q_r, CFG.CHUNK_TILES)
     else:
-        s = issue_product(q_tile, smem.k, S_LAYOUT, CFG.D_MAIN, CFG.D_REST)
+        s = issue_product(q_tile, smem.k, S_LAYOUT, CFG.D_MAIN, CFG.D_REST, q_r, smem.rest.k, CFG.CHUNK_TILES)
     return s
 
 
@@ -45,10 +47,11 @@ def _issue_dp(smem, slot, LAYOUTS: gl.constexpr, CFG: gl.constexpr):
     head dim (its chunks CFG.DV_MAIN, CFG.DV_REST)."""
     S_LAYOUT: gl.constexpr = LAYOUTS.s
     do_tile = smem.do_.index(smem.ring.stage(slot))
+    do_r = smem.rest.do_.index(smem.ring.stage(slot))
     if CFG.SWAP_AB:
-        dp = issue_product(smem.v, do_tile, S_LAYOUT, CFG.DV_MAIN, CFG.DV_REST)
+        dp = issue_product(smem.v, do_tile, S_LAYOUT, CFG.DV_MAIN, CFG.DV_REST, smem.rest.v, do_r, CFG.CHUNK_TILES_V)
     else:
-        dp = issue_product(do_tile, smem.v, S_LAYOUT, CFG.DV_MAIN, CFG.DV_REST)
+        dp = issue_product(do_tile, smem.v, S_LAYOUT, CFG.DV_MAIN, CFG.DV_REST, do_r, smem.rest.v, CFG.CHUNK_TILES_V)
     return dp
 
 
@@ -87,11 +90,12 @@ def _probabilities(s, lse, o_m, start_n, start_m, tile, qk_scale, KEYS_ON_ROWS: 
 
 
 @gluon.jit
-def gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, smem, o_m, start_m, tile, qk_scale,
+def gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, q_r, do_r, smem, o_m, start_m, tile, qk_scale,
               LAYOUTS: gl.constexpr, CFG: gl.constexpr):
     """One step from its S^T, dP^T in flight (the last wgmma groups): P^T and dS^T, then dV += P^T dO,
     dK += dS^T Q and dQ = dS K issued -> (dq [BM, D], dk [BN, D], dv [BN, Dv]) as head-dim chunk tuples, in
-    flight (Dv: V's head dim, in its chunks CFG.DV_MAIN, CFG.DV_REST)."""
+    flight (Dv: V's head dim, in its chunks CFG.DV_MAIN, CFG.DV_REST). q_r, do_r: the stage's second-chunk tiles
+    (chunk tiles; else q_tile, do_tile again, unread)."""
     BLOCK_M: gl.constexpr = q_tile.shape[0]
     k_smem = smem.k
     ds_smem = smem.ds
@@ -109,26 +113,26 @@ def gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, smem, o_m, start_m
     p_t, t_t = _probabilities(s_t, lse, o_m, tile.start_n, start_m, tile, qk_scale, True, CFG)  # [BN, BM]
     p_lo = p_t.to(dtype)
     dv = mma_chunks(gl.convert_layout(p_lo, PV_OPERAND), gl.convert_layout(p_lo, PV_OPERAND_R), do_tile, dv,
-                    CFG.DV_MAIN, CFG.DV_REST)  # [BN, BM] @ [BM, Dv]
+                    CFG.DV_MAIN, CFG.DV_REST, b_r=do_r, CHUNKED=CFG.CHUNK_TILES_V)  # [BN, BM] @ [BM, Dv]
     dp_t = warpgroup_mma_wait(num_outstanding=CHUNKS_V, deps=(dp_t,))  # dV's groups still in flight
     ds_t = _softcap_grad(p_t * (dp_t - gl.expand_dims(delta, 0)), t_t, CFG.SOFTCAP).to(dtype)  # [BN, BM]
     if CFG.WITH_DQ:
         ds_smem.store(ds_t)
     dk = mma_chunks(gl.convert_layout(ds_t, P_OPERAND), gl.convert_layout(ds_t, P_OPERAND_R), q_tile, dk, D_MAIN,
-                    D_REST)  # [BN, BM] @ [BM, D]
+                    D_REST, b_r=q_r, CHUNKED=CFG.CHUNK_TILES)  # [BN, BM] @ [BM, D]
     if CFG.WITH_DQ:
         fence_async_shared()
         cta_barrier()  # every warpgroup's rows of dS^T are in shared memory before dQ reads all of them
         dq = mma_chunks(ds_smem.permute((1, 0)), ds_smem.permute((1, 0)), k_smem,
                         chunk_zeros(BLOCK_M, DQ_LAYOUT, DQ_LAYOUT_R, D_MAIN, D_REST), D_MAIN, D_REST,
-                        use_acc=False)  # [BM, BN] @ [BN, D] -> [BM, D]
+                        use_acc=False, b_r=smem.rest.k, CHUNKED=CFG.CHUNK_TILES)  # [BM, BN] @ [BN, D] -> [BM, D]
     else:
         dq = dk  # no dQ (ws_two_pass): a placeholder
     return dq, dk, dv
 
 
 @gluon.jit
-def gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, smem, o_m, start_m, tile, qk_scale,
+def gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, q_r, do_r, smem, o_m, start_m, tile, qk_scale,
                  LAYOUTS: gl.constexpr, CFG: gl.constexpr, pos=0):
     """Without swap AB (each warpgroup owns query rows of S, dP): P and dS go to shared memory, where dV += P^T dO
     and dK += dS^T Q read them transposed (each warpgroup its key rows) and dQ = dS K as they are
@@ -155,7 +159,8 @@ def gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, smem, o_m, start_m,
     if CFG.EARLY_DV:  # dV's wgmma in flight while dS is computed: P's rows from every warpgroup first
         fence_async_shared()
         cta_barrier()
-        dv = mma_chunks(p_smem.permute((1, 0)), p_smem.permute((1, 0)), do_tile, dv, CFG.DV_MAIN, CFG.DV_REST)
+        dv = mma_chunks(p_smem.permute((1, 0)), p_smem.permute((1, 0)), do_tile, dv, CFG.DV_MAIN, CFG.DV_REST,
+                        b_r=do_r, CHUNKED=CFG.CHUNK_TILES_V)
         dp = warpgroup_mma_wait(num_outstanding=CHUNKS_V, deps=(dp,))  # dP's groups came before dV's
     else:
         dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
@@ -164,11 +169,14 @@ def gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, smem, o_m, start_m,
     fence_async_shared()
     cta_barrier()  # every warpgroup's rows of P and dS are in shared memory before the wgmmas read all of them
     if not CFG.EARLY_DV:  # [BN, BM] @ [BM, Dv]
-        dv = mma_chunks(p_smem.permute((1, 0)), p_smem.permute((1, 0)), do_tile, dv, CFG.DV_MAIN, CFG.DV_REST)
-    dk = mma_chunks(ds_smem.permute((1, 0)), ds_smem.permute((1, 0)), q_tile, dk, D_MAIN, D_REST)
+        dv = mma_chunks(p_smem.permute((1, 0)), p_smem.permute((1, 0)), do_tile, dv, CFG.DV_MAIN, CFG.DV_REST,
+                        b_r=do_r, CHUNKED=CFG.CHUNK_TILES_V)
+    dk = mma_chunks(ds_smem.permute((1, 0)), ds_smem.permute((1, 0)), q_tile, dk, D_MAIN, D_REST, b_r=q_r,
+                    CHUNKED=CFG.CHUNK_TILES)
     if CFG.WITH_DQ:
         dq = mma_chunks(ds_smem, ds_smem, k_smem, chunk_zeros(BLOCK_M, DQ_LAYOUT, DQ_LAYOUT_R, D_MAIN, D_REST),
-                        D_MAIN, D_REST, use_acc=False)  # [BM, BN] @ [BN, D] -> [BM, D]
+                        D_MAIN, D_REST, use_acc=False, b_r=smem.rest.k,
+                        CHUNKED=CFG.CHUNK_TILES)  # [BM, BN] @ [BN, D] -> [BM, D]
     else:
         dq = dk  # no dQ (ws_two_pass): a placeholder
     return dq, dk, dv
@@ -176,7 +184,7 @@ def gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, smem, o_m, start_m,
 
 @gluon.jit
 def _mma_step(step, slot, tile, s_t, dk, dv, smem, stats, qk_scale, LAYOUTS: gl.constexpr, CFG: gl.constexpr, loads,
-              dq_desc, NEXT: gl.constexpr):
+              dq_desc, dq_r_desc, NEXT: gl.constexpr):
     """The tile's step at ring position slot + step -> (the next step's S in flight (NEXT) or a placeholder, dk, dv).
     s_t: this step's S, done (CFG.PREFETCH), else None: issued here. NEXT: the next step's S issued before this
     step's tail (the dQ wait and hand-over), so the tensor pipe has work through it, and waited at its end."""
@@ -192,12 +200,14 @@ def _mma_step(step, slot, tile, s_t, dk, dv, smem, stats, qk_scale, LAYOUTS: gl.
     S_LAYOUT: gl.constexpr = LAYOUTS.s  # layouts passed on to jit functions: bound as constexprs (Triton 3.6)
     if not SPECIALIZED:  # refill the stage that the previous step finished with
         if step + STAGES - 1 < tile.steps:
-            issue_qdo(loads, smem, tile, step + STAGES - 1, slot + step + STAGES - 1)
+            issue_qdo(loads, smem, tile, step + STAGES - 1, slot + step + STAGES - 1, CFG)
     stage = smem.ring.stage(slot + step)
     i_h, start_m = tile.query_block(step)
     o_m = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(KEY_DIM, S_LAYOUT))  # query of each S column
     q_tile = smem.q.index(stage)
     do_tile = smem.do_.index(stage)
+    q_r = smem.rest.q.index(stage)  # chunk tiles: the second chunks' (else q_tile, do_tile again, unread)
+    do_r = smem.rest.do_.index(stage)
     if not CFG.PREFETCH:
         s_t = _issue_s(smem, slot + step, LAYOUTS, CFG)
     dp_t = _issue_dp(smem, slot + step, LAYOUTS, CFG)
@@ -209,11 +219,11 @@ def _mma_step(step, slot, tile, s_t, dk, dv, smem, stats, qk_scale, LAYOUTS: gl.
         lse = gl.load(LSE + row_stats, mask=o_m < tile.seq_q, other=float("inf"))  # [BM]; rows past Nq: P = 0
         delta = gl.load(DELTA + row_stats, mask=o_m < tile.seq_q, other=0.)  # [BM]
     if CFG.SWAP_AB:
-        dq, dk, dv = gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, smem, o_m, start_m, tile, qk_scale,
-                               LAYOUTS, CFG)
+        dq, dk, dv = gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, q_r, do_r, smem, o_m, start_m, tile,
+                               qk_scale, LAYOUTS, CFG)
     else:
-        dq, dk, dv = gradients_mn(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, smem, o_m, start_m, tile,
-                                  qk_scale, LAYOUTS, CFG, slot + step)
+        dq, dk, dv = gradients_mn(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, q_r, do_r, smem, o_m, start_m,
+                                  tile, qk_scale, LAYOUTS, CFG, slot + step)
     dq, dk, dv = _wait_chunks3(0, dq, dk, dv, D_REST, CFG.DV_REST)
     if NEXT:  # the next step's S in flight through this step's tail (dQ to shared memory and handed over)
         s_next = _issue_s(smem, slot + step + 1, LAYOUTS, CFG)
@@ -226,13 +236,15 @@ def _mma_step(step, slot, tile, s_t, dk, dv, smem, stats, qk_scale, LAYOUTS: gl.
             mbarrier.wait(smem.dq_empty, ((slot + step) & 1) ^ 1)  # the last reduce-add has read smem.dq
         else:
             tma.store_wait(pendings=0)
-        stage_dq(smem.dq, dq, D_MAIN, D_REST, CFG.VARLEN)
+        stage_dq(smem.dq, smem.rest.dq, dq, D_MAIN, D_REST, CFG.VARLEN, CFG.CHUNK_TILES)
         fence_async_shared()
         if SPECIALIZED:  # the arrive waits for every compute warp (a barrier), then one thread signals
             mbarrier.arrive(smem.dq_full, count=1)  # also frees the stage (the dQ warp passes it on)
         else:
             cta_barrier()
             tma_reduce_add(dq_desc, [tile.dq_row(i_h, start_m), 0], smem.dq)
+            if CFG.CHUNK_TILES:  # the second chunk's columns
+                tma_reduce_add(dq_r_desc, [tile.dq_row(i_h, start_m), D_MAIN], smem.rest.dq)
     if NEXT:  # waited here: an accumulator in flight across the loop's back edge makes ptxas serialize (C7514)
         s_next = warpgroup_mma_wait(num_outstanding=0, deps=(s_next,))
     return s_next, dk, dv
@@ -240,7 +252,7 @@ def _mma_step(step, slot, tile, s_t, dk, dv, smem, stats, qk_scale, LAYOUTS: gl.
 
 @gluon.jit
 def _mma_tile(k, slot, tile_count, smem, program, sizes, stores, stats, qk_scale, LAYOUTS: gl.constexpr,
-              CFG: gl.constexpr, loads, dq_desc):
+              CFG: gl.constexpr, loads, dq_desc, dq_r_desc):
     """The k-th tile, its steps at ring positions slot, slot + 1, ... (tile_count: the program's tiles before it)
     -> the ring position after it."""
     SPECIALIZED: gl.constexpr = CFG.WARP_SPECIALIZE
@@ -255,10 +267,10 @@ def _mma_tile(k, slot, tile_count, smem, program, sizes, stores, stats, qk_scale
     V_LAYOUT_R: gl.constexpr = LAYOUTS.kv_vr
     tile = tile_at(k, program, sizes, BLOCK_M, BLOCK_N, CFG)
     if not SPECIALIZED:  # K, V and the first STAGES - 1 steps' Q, dO (one tile per program: nothing to wait)
-        issue_kv(loads, smem, tile)
+        issue_kv(loads, smem, tile, CFG)
         for s in gl.static_range(STAGES - 1):
             if s < tile.steps:
-                issue_qdo(loads, smem, tile, s, slot + s)
+                issue_qdo(loads, smem, tile, s, slot + s, CFG)
     dk = chunk_zeros(BLOCK_N, KV_LAYOUT, KV_LAYOUT_R, D_MAIN, D_REST)  # [BN, D] as head-dim chunks
     dv = chunk_zeros(BLOCK_N, V_LAYOUT, V_LAYOUT_R, CFG.DV_MAIN, CFG.DV_REST)  # [BN, Dv]
     mbarrier.wait(smem.kv_ready, tile_count & 1)
@@ -267,13 +279,13 @@ def _mma_tile(k, slot, tile_count, smem, program, sizes, stores, stats, qk_scale
             s_t = warpgroup_mma_wait(num_outstanding=0, deps=(_issue_s(smem, slot, LAYOUTS, CFG),))
             for step in range(tile.steps - 1):
                 s_t, dk, dv = _mma_step(step, slot, tile, s_t, dk, dv, smem, stats, qk_scale, LAYOUTS, CFG, loads,
-                                        dq_desc, True)
+                                        dq_desc, dq_r_desc, True)
             _, dk, dv = _mma_step(tile.steps - 1, slot, tile, s_t, dk, dv, smem, stats, qk_scale, LAYOUTS, CFG,
-                                    loads, dq_desc, False)
+                                    loads, dq_desc, dq_r_desc, False)
     else:
         for step in range(tile.steps):
             _, dk, dv = _mma_step(step, slot, tile, None, dk, dv, smem, stats, qk_scale, LAYOUTS, CFG, loads,
-                                    dq_desc, False)
+                                    dq_desc, dq_r_desc, False)
     if not SPECIALIZED:
         tma.store_wait(pendings=0)
     store_dk_dv(smem, stores, tile, dk, dv, CFG)

@@ -59,12 +59,32 @@ def init_ring(r):
 
 
 @aggregate
+class WsRest:
+    """Chunk tiles (WsConfig.CHUNK_TILES, CHUNK_TILES_V): the second head-dim chunk of each D-wide (Dv-wide) tile,
+    k, v [BN, D_REST | DV_REST], q, do_ [STAGES, BM, D_REST | DV_REST], dq [BM, D_REST] fp32, beside WsSmem's
+    [., D_MAIN] tiles; without them, WsSmem's own tiles again (nothing allocated, never read)."""
+    k: Value
+    v: Value
+    q: Value
+    do_: Value
+    dq: Value
+
+    def __init__(self, k, v, q, do_, dq):
+        self.k = k
+        self.v = v
+        self.q = q
+        self.do_ = do_
+        self.dq = dq
+
+
+@aggregate
 class WsSmem:
     """ws's shared tiles and barriers. k, v [BN, tile D | tile Dv] (a key block's, then its dK, dV on the way out);
     q, do_ [STAGES, BM, tile D | tile Dv] (the Q / dO ring; Dv: V's head dim, issue 47); ds, p: dS^T [BN, BM]
     (swap AB: p is ds, P^T stays in registers), else dS and P [BM, BN]; dq [BM, tile D] fp32 (a step's dQ for the reduce-add; [8, tile D] without dQ); lse, delta
     [STAGES, BM] (each stage's, staged by the load warp); kv_ready / kv_empty: a tile's K, V landed / its MMAs are
-    done; ring: Q, dO stages; dq_full / dq_empty: a step's dQ to add / its reduce-add has read it."""
+    done; ring: Q, dO stages; dq_full / dq_empty: a step's dQ to add / its reduce-add has read it. Chunk tiles: k, v,
+    q, do_, dq are the first head-dim chunk's ([., D_MAIN]), rest (a WsRest) the second's."""
     k: Value
     v: Value
     q: Value
@@ -79,8 +99,9 @@ class WsSmem:
     ring: Ring
     dq_full: Value
     dq_empty: Value
+    rest: WsRest
 
-    def __init__(self, k, v, q, do_, ds, p, dq, lse, delta, kv_ready, kv_empty, ring, dq_full, dq_empty):
+    def __init__(self, k, v, q, do_, ds, p, dq, lse, delta, kv_ready, kv_empty, ring, dq_full, dq_empty, rest):
         self.k = k
         self.v = v
         self.q = q
@@ -95,14 +116,15 @@ class WsSmem:
         self.ring = ring
         self.dq_full = dq_full
         self.dq_empty = dq_empty
+        self.rest = rest
 
 
 @gluon.jit
 def ws_smem(q_desc, k_desc, v_desc, dq_desc, LAYOUTS: gl.constexpr, CFG: gl.constexpr):
     """ws's WsSmem, allocated (in this order) and its barriers initialized."""
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
-    HEAD_DIM: gl.constexpr = q_desc.block_type.shape[2]  # the tiles' head dim: DIM rounded up to a power of two
-    HEAD_DIM_V: gl.constexpr = v_desc.block_type.shape[2]  # V's and dO's: DIM_V rounded up
+    HEAD_DIM: gl.constexpr = q_desc.block_type.shape[2]  # the tiles' head dim: DIM rounded up (chunk tiles: D_MAIN)
+    HEAD_DIM_V: gl.constexpr = v_desc.block_type.shape[2]  # V's and dO's: DIM_V rounded up (chunk tiles: DV_MAIN)
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     STAGES: gl.constexpr = CFG.STAGES
     dtype: gl.constexpr = q_desc.dtype
@@ -124,6 +146,7 @@ def ws_smem(q_desc, k_desc, v_desc, dq_desc, LAYOUTS: gl.constexpr, CFG: gl.cons
             p_smem = smem_reinterpret(dq_smem, dtype, [BLOCK_M, BLOCK_N], LAYOUTS.ds_smem)
         else:
             p_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, BLOCK_N], LAYOUTS.ds_smem)
+    rest = _rest_tiles(k_smem, v_smem, q_smem, do_smem, dq_smem, dq_desc, LAYOUTS, CFG)
     lse_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], LAYOUTS.stats_smem)
     delta_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], LAYOUTS.stats_smem)
     kv_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
@@ -137,7 +160,31 @@ def ws_smem(q_desc, k_desc, v_desc, dq_desc, LAYOUTS: gl.constexpr, CFG: gl.cons
     mbarrier.init(dq_empty, count=1)
     init_ring(qdo)
     return WsSmem(k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, kv_empty,
-                  qdo, dq_full, dq_empty)
+                  qdo, dq_full, dq_empty, rest)
+
+
+@gluon.jit
+def _rest_tiles(k_smem, v_smem, q_smem, do_smem, dq_smem, dq_desc, LAYOUTS: gl.constexpr, CFG: gl.constexpr):
+    """ws's WsRest: the second head-dim chunk's tiles (chunk tiles: their own allocations, in the main tiles'
+    layouts: a chunk of >= 64 16-bit or 32-bit columns has the same 128-byte swizzle), else the main tiles."""
+    BLOCK_M: gl.constexpr = q_smem.shape[1]
+    BLOCK_N: gl.constexpr = k_smem.shape[0]
+    STAGES: gl.constexpr = CFG.STAGES
+    dtype: gl.constexpr = k_smem.dtype
+    k_r = k_smem
+    q_r = q_smem
+    dq_r = dq_smem
+    if CFG.CHUNK_TILES:
+        k_r = gl.allocate_shared_memory(dtype, [BLOCK_N, CFG.D_REST], LAYOUTS.kv_smem)
+        q_r = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, CFG.D_REST], LAYOUTS.q_smem)
+        if CFG.WITH_DQ:
+            dq_r = gl.allocate_shared_memory(gl.float32, [BLOCK_M, CFG.D_REST], dq_desc.layout)
+    v_r = v_smem
+    do_r = do_smem
+    if CFG.CHUNK_TILES_V:
+        v_r = gl.allocate_shared_memory(dtype, [BLOCK_N, CFG.DV_REST], LAYOUTS.v_smem)
+        do_r = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, CFG.DV_REST], LAYOUTS.do_smem)
+    return WsRest(k_r, v_r, q_r, do_r, dq_r)
 
 
 @aggregate

@@ -51,16 +51,29 @@ def as_box(tile):
 
 
 @gluon.jit
-def issue_product(a, b, LAYOUT: gl.constexpr, D_MAIN: gl.constexpr = 0, D_REST: gl.constexpr = 0):
+def head_chunks(tile, rest, D_MAIN: gl.constexpr, D_REST: gl.constexpr, CHUNKED: gl.constexpr):
+    """A D-wide shared tile's two head-dim chunks: (tile, rest) as they are (CHUNKED: chunk tiles, each its own
+    tile), else tile's column slices [:, :D_MAIN] and [:, D_MAIN:D_MAIN + D_REST] (rest unused)."""
+    if CHUNKED:
+        return tile, rest
+    else:
+        return tile.slice(0, D_MAIN, 1), tile.slice(D_MAIN, D_REST, 1)
+
+
+@gluon.jit
+def issue_product(a, b, LAYOUT: gl.constexpr, D_MAIN: gl.constexpr = 0, D_REST: gl.constexpr = 0, a_r=0, b_r=0,
+                  CHUNKED: gl.constexpr = False):
     """a b^T ([R, D] @ [D, C] -> [R, C]) as one async wgmma group, or (D_REST > 0: a head dim D_MAIN + D_REST that
-    is no power of two) one per chunk of the reduction, so no MMA reads the tiles' zero columns past D."""
+    is no power of two) one per chunk of the reduction, so no MMA reads the tiles' zero columns past D. CHUNKED: the
+    second chunks are the tiles a_r, b_r (chunk tiles), else column slices of a, b."""
     # the accumulator made here (use_acc=False ignores it), so no zero tile stays live across steps
     acc_shape: gl.constexpr = [a.shape[0], b.shape[0]]
     if D_REST > 0:
-        acc = warpgroup_mma(a.slice(0, D_MAIN, 1), b.slice(0, D_MAIN, 1).permute((1, 0)),
-                            gl.zeros(acc_shape, gl.float32, LAYOUT), use_acc=False, is_async=True)
-        acc = warpgroup_mma(a.slice(D_MAIN, D_REST, 1), b.slice(D_MAIN, D_REST, 1).permute((1, 0)), acc,
+        a0, a1 = head_chunks(a, a_r, D_MAIN, D_REST, CHUNKED)
+        b0, b1 = head_chunks(b, b_r, D_MAIN, D_REST, CHUNKED)
+        acc = warpgroup_mma(a0, b0.permute((1, 0)), gl.zeros(acc_shape, gl.float32, LAYOUT), use_acc=False,
                             is_async=True)
+        acc = warpgroup_mma(a1, b1.permute((1, 0)), acc, is_async=True)
     else:
         acc = warpgroup_mma(a, b.permute((1, 0)), gl.zeros(acc_shape, gl.float32, LAYOUT), use_acc=False,
                             is_async=True)
@@ -79,13 +92,15 @@ def chunk_zeros(rows: gl.constexpr, LAYOUT: gl.constexpr, LAYOUT_R: gl.constexpr
 
 
 @gluon.jit
-def mma_chunks(a, a_r, b, acc, D_MAIN: gl.constexpr, D_REST: gl.constexpr, use_acc: gl.constexpr = True):
+def mma_chunks(a, a_r, b, acc, D_MAIN: gl.constexpr, D_REST: gl.constexpr, use_acc: gl.constexpr = True, b_r=0,
+               CHUNKED: gl.constexpr = False):
     """acc[c] += a @ b[:, chunk c] for each head-dim chunk of the accumulator tuple (`chunk_zeros`); b [K, D] in
-    shared memory; a (chunk 0) and a_r (chunk 1): the same A operand, in registers laid out for each chunk's
-    accumulator, or one shared tile. One async wgmma group per chunk."""
+    shared memory (CHUNKED: its second chunk is the tile b_r); a (chunk 0) and a_r (chunk 1): the same A operand, in
+    registers laid out for each chunk's accumulator, or one shared tile. One async wgmma group per chunk."""
     if D_REST > 0:
-        return (warpgroup_mma(a, b.slice(0, D_MAIN, 1), acc[0], use_acc=use_acc, is_async=True),
-                warpgroup_mma(a_r, b.slice(D_MAIN, D_REST, 1), acc[1], use_acc=use_acc, is_async=True))
+        b0, b1 = head_chunks(b, b_r, D_MAIN, D_REST, CHUNKED)
+        return (warpgroup_mma(a, b0, acc[0], use_acc=use_acc, is_async=True),
+                warpgroup_mma(a_r, b1, acc[1], use_acc=use_acc, is_async=True))
     else:
         return (warpgroup_mma(a, b, acc[0], use_acc=use_acc, is_async=True),)
 
@@ -173,6 +188,15 @@ def head_dim_split_reason(head_dim: int) -> str | None:
             f"either way); it splits a head dim whose rest is {NARROW_CHUNK} columns (96 = 64 + 32)")
 
 
+def chunk_tiles_reason(head_dim: int, head_dim_v: int | None = None) -> str | None:
+    """Why chunk_tiles=true cannot apply (one line), or None where a head dim (D or Dv) has two chunks of at least
+    MIN_CHUNK columns (192 = 128 + 64), whose tiles then share the main tile's 128-byte swizzle."""
+    if any(head_dim_chunks(d)[1] for d in (head_dim, head_dim_v or head_dim)):
+        return None
+    return (f"chunk_tiles=true: changes nothing at head dim {head_dim} / {head_dim_v or head_dim} (no head dim "
+            f"with two chunks of >= {MIN_CHUNK} columns, as 192 = 128 + 64)")
+
+
 def dense_bnhd(t: torch.Tensor) -> bool:
     """Whether t [B, N, H, D] is dense in that order (what the TMA views need)."""
     return t.is_contiguous()
@@ -219,11 +243,13 @@ def tma_descriptor(t2d: torch.Tensor, block: list[int]):
         t2d, list(t2d.shape), list(t2d.stride()), block, shared_layout(tuple(block), t2d.dtype)))
 
 
-def rows_descriptor(t: torch.Tensor, block_rows: int):
-    """The TMA view [B * N, H, D] of t [B, N, H, D] (dense) with boxes [block_rows, 1, tile_dim(D)]: one head's
-    rows, zeros past D."""
+def rows_descriptor(t: torch.Tensor, block_rows: int, cols: int = 0):
+    """The TMA view [B * N, H, D] of t [B, N, H, D] (dense) with boxes [block_rows, 1, cols] (0: tile_dim(D)): one
+    head's rows, zeros past D (chunk tiles: a box per head-dim chunk, cols D_MAIN or D_REST)."""
+    box_cols = cols or tile_dim(t.shape[-1])
+
     def make():
         batch, seq, heads, head_dim = t.shape
-        return tma_descriptor(t.view(batch * seq, heads, head_dim), [block_rows, 1, tile_dim(head_dim)])
+        return tma_descriptor(t.view(batch * seq, heads, head_dim), [block_rows, 1, box_cols])
     # the base is t itself: the view has its data pointer, and the launcher reads nothing else of the base
-    return cached_descriptor(("rows", t.shape, t.stride(), t.dtype, block_rows), t, make)
+    return cached_descriptor(("rows", t.shape, t.stride(), t.dtype, block_rows, box_cols), t, make)

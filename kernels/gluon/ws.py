@@ -46,8 +46,8 @@ from kernels.gluon.mma import mma_partition
 from kernels.gluon.ring import ws_smem
 from kernels.gluon.scheduler import (TILE_SETUP_STEPS, TileSizes, chunk_heads, program_tiles, query_steps,  # noqa: F401
                                      sm_count, tile_key_block, tile_schedule)
-from kernels.gluon.tiles import (GL_DTYPES, WsDocs, cached_descriptor, dense_bnhd, head_dim_chunks,
-                                  head_dim_split_reason, rows_descriptor, shared_layout, tile_dim)
+from kernels.gluon.tiles import (GL_DTYPES, WsDocs, cached_descriptor, chunk_tiles_reason, dense_bnhd,
+                                  head_dim_chunks, head_dim_split_reason, rows_descriptor, shared_layout, tile_dim)
 from kernels.launch import launch
 
 HEAD_DIMS = (64, 96, 128, 192, 256)  # with measured or compile-checked tiles (variants.ws)
@@ -95,8 +95,8 @@ class WsLayouts(NamedTuple):  # the kernel's register and shared layouts (`layou
 
 
 @gluon.jit
-def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_desc, tensors, schedule, docs, sizes,
-                        LAYOUTS: gl.constexpr, CFG: gl.constexpr):
+def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_desc, q_r, k_r, v_r, do_r, dq_r, dk_r,
+                        dv_r, tensors, schedule, docs, sizes, LAYOUTS: gl.constexpr, CFG: gl.constexpr):
     """Grid (cdiv(Nk, BLOCK_N) * B * Hkv,), one tile (key block of a (batch, kv head)) per program; PERSISTENT: grid
     (programs,), program p walks tiles TILES[TILE_STARTS[p]:TILE_STARTS[p + 1]] (schedule, a WsSchedule: int32, made
     on the host by kernels.gluon.scheduler.tile_schedule); VARLEN: grid (pairs * Hkv,), PAIRS [pairs, 2] = (document,
@@ -106,7 +106,8 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_de
     (packed: [H * total_q, tile D]) boxes [BM, tile D], rows reordered within groups of 8 (`bank_spread_rows`, not
     VARLEN). tensors (WsTensors): LSE (base 2), DELTA [B, H, Nq] fp32; DK, DV dense [B, Nk, Hkv, DIM]. sizes
     (WsSizes). LAYOUTS: a WsLayouts (`layouts`), *_r the second head-dim chunk's. CFG: the compile-time switches
-    (kernels.gluon.config.WsConfig).
+    (kernels.gluon.config.WsConfig). q_r ... dv_r: chunk tiles' (CFG.CHUNK_TILES, CHUNK_TILES_V) second-chunk boxes
+    [., 1, D_REST | DV_REST] of the same views (the first descriptors' boxes then D_MAIN | DV_MAIN wide), else None.
     The parts: the scheduler (kernels.gluon.scheduler) gives each role the same tiles and steps; the shared tiles and
     barriers are one WsSmem (kernels.gluon.ring); the roles are the load warp (kernels.gluon.loads), the compute
     warps (kernels.gluon.mma) and the reduce-add warp (kernels.gluon.epilogue.dq_partition). Without
@@ -115,23 +116,34 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_de
     program = program_tiles(schedule, CFG.PERSISTENT)
     tile_sizes = TileSizes(sizes, docs)  # what the scheduler reads
     smem = ws_smem(q_desc, k_desc, v_desc, dq_desc, LAYOUTS, CFG)
-    stores = DkDvOut(dk_desc, dv_desc, tensors.dk, tensors.dv, sizes.sm_scale)
-    loads = Loads(q_desc, k_desc, v_desc, do_desc)
+    stores = DkDvOut(dk_desc, dv_desc, _or(dk_r, dk_desc), _or(dv_r, dv_desc), tensors.dk, tensors.dv, sizes.sm_scale)
+    loads = Loads(q_desc, k_desc, v_desc, do_desc, _or(q_r, q_desc), _or(k_r, k_desc), _or(v_r, v_desc),
+                  _or(do_r, do_desc))
+    dq_r = _or(dq_r, dq_desc)
     stats = (tensors.lse, tensors.delta)
     # the partitions' arguments as tuple literals (a tuple assigned to a name would turn LAYOUTS into a tensor)
     if not CFG.WARP_SPECIALIZE:  # one partition issues everything
-        mma_partition(smem, program, tile_sizes, stores, stats, sizes.qk_scale, LAYOUTS, CFG, loads, dq_desc)
+        mma_partition(smem, program, tile_sizes, stores, stats, sizes.qk_scale, LAYOUTS, CFG, loads, dq_desc, dq_r)
     elif CFG.WITH_DQ:
         gl.warp_specialize([
             (mma_partition, (smem, program, tile_sizes, stores, stats, sizes.qk_scale, LAYOUTS, CFG)),
             (load_partition, (loads, smem, program, tile_sizes, stats, CFG)),
-            (dq_partition, (dq_desc, smem, program, tile_sizes, CFG)),
+            (dq_partition, (dq_desc, dq_r, smem, program, tile_sizes, CFG)),
         ], [1, 1], [24, 24])
     else:  # the compute warps and the load warp only
         gl.warp_specialize([
             (mma_partition, (smem, program, tile_sizes, stores, stats, sizes.qk_scale, LAYOUTS, CFG)),
             (load_partition, (loads, smem, program, tile_sizes, stats, CFG)),
         ], [1], [24])
+
+
+@gluon.jit
+def _or(desc, other):
+    """desc, or other where desc is None (a chunk tile's descriptor without chunk tiles)."""
+    if desc is None:
+        return other
+    else:
+        return desc
 
 
 @functools.cache  # host time of a launch: made once per tile config
@@ -199,23 +211,45 @@ def placeholder_accumulator(device, rows: int, cols: int) -> torch.Tensor:
     return torch.empty(rows, cols, device=device, dtype=torch.float32)
 
 
-def accumulator_descriptor(dq_acc: torch.Tensor, head_dim: int, block_m: int, split: bool = False):
-    """The TMA view of the fp32 dQ accumulator [rows, tile_dim(D)] (boxes [block_m, tile_dim(D)]). With two head-dim
-    chunks the dQ tile's columns past D are never written, so the view is [rows, D] and the reduce-adds drop them;
-    with one chunk they hold dS K's zeros and the whole width is added (whole boxes, as before head-dim chunks).
-    split: head_dim_split's chunks (`head_dim_chunks`)."""
+def accumulator_descriptor(dq_acc: torch.Tensor, head_dim: int, block_m: int, split: bool = False, cols: int = 0):
+    """The TMA view of the fp32 dQ accumulator [rows, tile_dim(D)] (boxes [block_m, cols], 0: tile_dim(D); chunk
+    tiles: a head-dim chunk's width). With two head-dim chunks the dQ tile's columns past D are never written, so
+    the view is [rows, D] and the reduce-adds drop them; with one chunk they hold dS K's zeros and the whole width is
+    added (whole boxes, as before head-dim chunks). split: head_dim_split's chunks (`head_dim_chunks`)."""
+    box_cols = cols or dq_acc.shape[1]
+
     def make():
         width = head_dim if head_dim_chunks(head_dim, split)[1] else dq_acc.shape[1]
-        return TensorDescriptor(dq_acc, [dq_acc.shape[0], width], list(dq_acc.stride()), [block_m, dq_acc.shape[1]],
-                                shared_layout((block_m, dq_acc.shape[1]), torch.float32))
-    return cached_descriptor(("dq_acc", dq_acc.shape, dq_acc.stride(), head_dim, block_m, split), dq_acc, make)
+        return TensorDescriptor(dq_acc, [dq_acc.shape[0], width], list(dq_acc.stride()), [block_m, box_cols],
+                                shared_layout((block_m, box_cols), torch.float32))
+    return cached_descriptor(("dq_acc", dq_acc.shape, dq_acc.stride(), head_dim, block_m, split, box_cols), dq_acc,
+                             make)
+
+
+def tma_views(q, k, v, do, dq_acc, dk, dv, block_m: int, block_n: int, cfg, split: bool) -> dict:
+    """The kernel's TMA descriptors by argument name: boxes tile_dim(D) (tile_dim(Dv)) wide and q_r ... dv_r None;
+    chunk tiles (cfg.CHUNK_TILES for Q, K, dQ, dK; cfg.CHUNK_TILES_V for V, dO, dV): boxes of the first head-dim
+    chunk, and *_r the same views' boxes of the second."""
+    cols, cols_v = (cfg.D_MAIN if cfg.CHUNK_TILES else 0), (cfg.DV_MAIN if cfg.CHUNK_TILES_V else 0)
+    rest, rest_v = (cfg.D_REST if cfg.CHUNK_TILES else 0), (cfg.DV_REST if cfg.CHUNK_TILES_V else 0)
+
+    def views(cols, cols_v, dq_cols):
+        return dict(q=rows_descriptor(q, block_m, cols), k=rows_descriptor(k, block_n, cols),
+                    v=rows_descriptor(v, block_n, cols_v), do=rows_descriptor(do, block_m, cols_v),
+                    dq=accumulator_descriptor(dq_acc, cfg.DIM, block_m, split, dq_cols),
+                    dk=rows_descriptor(dk, block_n, cols), dv=rows_descriptor(dv, block_n, cols_v))
+    out = {f"{name}_desc": desc for name, desc in views(cols, cols_v, cols).items()}
+    second = views(rest or cols, rest_v or cols_v, rest or cols) if rest or rest_v else {}
+    for name in ("q", "k", "v", "do", "dq", "dk", "dv"):
+        out[f"{name}_r"] = second[name] if (rest if name in ("q", "k", "dq", "dk") else rest_v) else None
+    return out
 
 
 def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
                 num_warps: int, num_stages: int, warp_specialize: bool = True, swap_ab: bool = True,
                 longest_first: bool = True, persistent: bool = False, window_left: int = -1, window_right: int = -1,
                 softcap: float = 0.0, varlen=None, dq_acc=None, prefetch_scores: bool = False,
-                early_dv: bool = False, p_in_dq: bool = False, head_dim_split: bool = False):
+                early_dv: bool = False, p_in_dq: bool = False, head_dim_split: bool = False, chunk_tiles: bool = False):
     """q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D] dense, fp16 / bf16, D <= 256; lse (base 2), delta [B, H, Nq] fp32
     -> dq like q, dk / dv like k / v. window_left / window_right, softcap: score modifiers (ws_dkdv). varlen: a
     kernels.varlen.Packing, q / k ... [1, total, H, D], lse / delta [1, H, total_q]. dq_acc: the zeroed fp32
@@ -229,7 +263,8 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
             num_warps=num_warps, num_stages=num_stages, warp_specialize=warp_specialize, swap_ab=swap_ab,
             longest_first=longest_first, persistent=persistent,
             window_left=window_left, window_right=window_right, softcap=softcap, varlen=varlen,
-            prefetch_scores=prefetch_scores, early_dv=early_dv, p_in_dq=p_in_dq, head_dim_split=head_dim_split)
+            prefetch_scores=prefetch_scores, early_dv=early_dv, p_in_dq=p_in_dq, head_dim_split=head_dim_split,
+            chunk_tiles=chunk_tiles)
     dq = torch.empty(q.shape, device=q.device, dtype=q.dtype)
     dq_finish(dq_acc, dq, scale, spread_rows=varlen is None)  # [B * H * rows, tile_dim(D)]: B * H blocks of rows
     return dq, dk, dv
@@ -239,7 +274,7 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
             num_warps: int, num_stages: int, warp_specialize: bool = True, swap_ab: bool = True,
             longest_first: bool = True, persistent: bool = False, window_left: int = -1, window_right: int = -1,
             softcap: float = 0.0, varlen=None, prefetch_scores: bool = False, early_dv: bool = False,
-            p_in_dq: bool = False, head_dim_split: bool = False) -> None:
+            p_in_dq: bool = False, head_dim_split: bool = False, chunk_tiles: bool = False) -> None:
     """The main kernel's launch: dk, dv (like k, v, dense) and, given dq_acc ([B * H * dq_rows(Nq), tile_dim(D)]
     fp32, zeroed; packed: [H * total_q, tile_dim(D)]), dQ reduce-added into it; dq_acc=None (ws_two_pass,
     warp_specialize only): dk and dv alone. window_left / window_right: a sliding window as
@@ -248,7 +283,9 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
     step's S / dP wgmmas issued at the end of the step before (num_stages >= 2); early_dv (swap_ab=false): dV's
     wgmma issued before dP is waited; p_in_dq (swap_ab=false, with dQ, BLOCK_N <= 2 tile_dim(D)): P's shared tile
     over the dQ tile's bytes (kernels.gluon.config.WsConfig); head_dim_split: D96's products in 64 + 32 head-dim
-    chunks instead of one 128-column chunk (`head_dim_chunks`; one-line error at a head dim it does not change)."""
+    chunks instead of one 128-column chunk (`head_dim_chunks`; one-line error at a head dim it does not change);
+    chunk_tiles: each D-wide shared tile and TMA box as two, one per head-dim chunk (192 = 128 + 64: no zero
+    columns in shared memory, so a second Q / dO stage fits; one-line error at a head dim without two chunks)."""
     batch, seq_q, heads, head_dim = q.shape
     seq_k, kv_heads, head_dim_v = k.shape[1], k.shape[2], v.shape[-1]
     with_dq = dq_acc is not None
@@ -257,7 +294,10 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
     if prefetch_scores and num_stages < 2:
         raise ValueError(f"ws: prefetch_scores=true needs num_stages >= 2 (the next step's Q / dO is waited for "
                          f"before this step's stage goes back), got {num_stages}")
-    if p_in_dq and (swap_ab or not with_dq or BLOCK_N > 2 * tile_dim(head_dim)):
+    if chunk_tiles and chunk_tiles_reason(head_dim, head_dim_v):
+        raise ValueError(f"ws: {chunk_tiles_reason(head_dim, head_dim_v)}")
+    dq_cols = head_dim_chunks(head_dim)[0] if chunk_tiles and head_dim_chunks(head_dim)[1] else tile_dim(head_dim)
+    if p_in_dq and (swap_ab or not with_dq or BLOCK_N > 2 * dq_cols):
         raise ValueError(f"ws: p_in_dq=true needs swap_ab=false, dQ and BLOCK_N <= 2 x the tiles' head dim (P's "
                          f"[BLOCK_M, BLOCK_N] 16-bit tile inside dQ's fp32 one), got swap_ab={swap_ab}, "
                          f"BLOCK_N={BLOCK_N}, D={head_dim}")
@@ -293,18 +333,16 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
         return
     d_main, d_rest = head_dim_chunks(head_dim, head_dim_split)
     dv_main, dv_rest = head_dim_chunks(head_dim_v, head_dim_split)
-    launch(_ws_backward_kernel, grid,
-        q_desc=rows_descriptor(q, BLOCK_M), k_desc=rows_descriptor(k, BLOCK_N), v_desc=rows_descriptor(v, BLOCK_N),
-        do_desc=rows_descriptor(do, BLOCK_M), dq_desc=accumulator_descriptor(dq_acc, head_dim, BLOCK_M, head_dim_split),
-        dk_desc=rows_descriptor(dk, BLOCK_N), dv_desc=rows_descriptor(dv, BLOCK_N),
+    cfg = make_config(head_dim=head_dim, d_main=d_main, d_rest=d_rest, stages=num_stages, causal=causal,
+                      window_left=window_left, window_right=window_right, softcap=softcap, masked=masked,
+                      warp_specialize=warp_specialize, swap_ab=swap_ab, persistent=persistent,
+                      varlen=varlen is not None, with_dq=with_dq, prefetch=prefetch_scores, early_dv=early_dv,
+                      p_in_dq=p_in_dq, head_dim_v=head_dim_v, dv_main=dv_main, dv_rest=dv_rest,
+                      chunk_tiles=chunk_tiles)
+    launch(_ws_backward_kernel, grid, **tma_views(q, k, v, do, dq_acc, dk, dv, BLOCK_M, BLOCK_N, cfg, head_dim_split),
         tensors=WsTensors(lse=lse, delta=delta, dk=dk, dv=dv),
         schedule=WsSchedule(tiles=tiles, tile_starts=tile_starts), docs=WsDocs(cu_q=cu_q, cu_k=cu_k, pairs=pairs),
         sizes=WsSizes(seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads, batch_kv_heads=batch * kv_heads,
                       chunk_heads=heads_per_chunk, qk_scale=scale * LOG2E, sm_scale=scale),
         LAYOUTS=layouts(BLOCK_M, BLOCK_N, head_dim, num_warps, q.dtype, swap_ab, head_dim_split, head_dim_v),
-        CFG=make_config(head_dim=head_dim, d_main=d_main, d_rest=d_rest, stages=num_stages, causal=causal,
-                        window_left=window_left, window_right=window_right, softcap=softcap, masked=masked,
-                        warp_specialize=warp_specialize, swap_ab=swap_ab, persistent=persistent,
-                        varlen=varlen is not None, with_dq=with_dq, prefetch=prefetch_scores, early_dv=early_dv,
-                        p_in_dq=p_in_dq, head_dim_v=head_dim_v, dv_main=dv_main, dv_rest=dv_rest),
-        num_warps=num_warps)
+        CFG=cfg, num_warps=num_warps)
