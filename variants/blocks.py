@@ -219,9 +219,10 @@ class WsBlocks(Blocks):
     head_dim_split: bool = tunable(False, BOOLS)
     # issue 43, D192: each D-wide shared tile (and TMA box) as two, [rows, 128] + [rows, 64], instead of one 256
     # columns wide with 64 zero columns: 214 KB instead of 273 KB at two Q / dO stages (64 x 64, swap_ab=false;
-    # results/h100/gluon/frontier_probe.md "D192 chunk tiles"). Not measured yet; refused at head dims without two
-    # chunks of >= 64 columns (variants.ws)
-    chunk_tiles: bool = False
+    # results/h100/gluon/frontier_probe.md "D192 chunk tiles"). H100: 1.42-1.57x the one-stage default at 192 / 192
+    # with two stages (now the default there), 0.94-0.96x at 192 / 128 (results/h100/gluon/ab_issue43/chunk_tiles192);
+    # refused at head dims without two chunks of >= 64 columns (variants.ws)
+    chunk_tiles: bool = tunable(False, BOOLS)
 
     def check_rules(self) -> None:
         if self.num_warps not in WARPS:
