@@ -14,7 +14,6 @@ tiles, both reduce-added, dK / dV stores out of K's and V's tiles. The compiler'
 """
 import os
 import re
-import subprocess
 import sys
 
 os.environ["TRITON_INTERPRET"] = "0"  # Gluon compiles, never interprets
@@ -29,7 +28,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: E402
 
 sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
-from gluon_tile_probe import VENV36, answer, ask  # noqa: E402
+from gluon_tile_probe import also_under_36, answer, ask  # noqa: E402
 from kernels.gluon.compat import tma_load, tma_reduce_add, tma_store  # noqa: E402  (3.9 / 3.6 names, as ws)
 SMEM_LIMIT = 232_448  # bytes of shared memory a block may take on sm90
 ROWS = 64  # BM = BN
@@ -178,9 +177,7 @@ def main(argv=None) -> int:
         for stages in (1, 2, 3):
             what = f"D192 ws set, {'chunk tiles 128 + 64' if chunked else 'tiles 256 wide'}, {stages} stage(s)"
             ask(what, lambda: ("text", fit_answer(stages, chunked), {}))
-    if "--both" in argv and os.path.exists(VENV36) and triton.__version__ != "3.6.0":
-        sys.stdout.flush()
-        subprocess.run([VENV36, os.path.abspath(__file__)], check=False)
+    also_under_36(argv, __file__)
     return 0
 
 

@@ -21,13 +21,12 @@ chunk 1's dQ^T (attribution only: dQ is then wrong for those rows).
 Results: results/h100/gluon/frontier_probe.md section 4.
 """
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from gluon_tile_probe import VENV36, ask, compile_sm90, desc, one_line, triton, wgmma_shapes  # noqa: E402
+from gluon_tile_probe import also_under_36, ask, compile_sm90, desc, one_line, triton, wgmma_shapes  # noqa: E402
 from gluon_tile_probe import TensorDescriptor, fence_async_shared, gl, gluon, mbarrier, tma  # noqa: E402
 from gluon_tile_probe import tma_load, tma_store, warpgroup_mma, warpgroup_mma_wait  # noqa: E402
 import torch  # noqa: E402
@@ -295,9 +294,7 @@ def main(argv=None) -> int:
     for question, *case in CASES:
         if not only or only[0][7:] in question:
             ask(question, lambda: ("text", loop_answer(*case), {}))
-    if "--both" in argv and os.path.exists(VENV36) and triton.__version__ != "3.6.0":
-        sys.stdout.flush()
-        subprocess.run([VENV36, os.path.abspath(__file__)] + only, check=False)
+    also_under_36(argv, __file__, tuple(only))
     return 0
 
 

@@ -15,13 +15,12 @@ dQ^T goes to shared memory (the reduce-add's tile); dK, dV are stored at the end
 (with dQ swapped too, so the two differ only by the chunk). Results: results/h100/gluon/frontier_probe.md section 3.
 """
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from gluon_tile_probe import VENV36, ask, compile_sm90, desc, one_line, triton, wgmma_shapes  # noqa: E402
+from gluon_tile_probe import also_under_36, ask, compile_sm90, desc, one_line, triton, wgmma_shapes  # noqa: E402
 from gluon_tile_probe import gl, gluon, mbarrier, tma_load, warpgroup_mma, warpgroup_mma_wait  # noqa: E402
 from gluon_tile_probe import fence_async_shared, tma, tma_store  # noqa: E402
 import torch  # noqa: E402
@@ -168,9 +167,7 @@ def main(argv=None) -> int:
     print(f"triton {triton.__version__}: one D128 swap-AB step, BN=128, 8 warps (sm90, not launched)", flush=True)
     for question, n0, n1, box, exact in CASES:
         ask(question, lambda: ("text", step_answer(n0, n1, box, exact), {}))
-    if "--both" in argv and os.path.exists(VENV36) and triton.__version__ != "3.6.0":
-        sys.stdout.flush()
-        subprocess.run([VENV36, os.path.abspath(__file__)], check=False)
+    also_under_36(argv, __file__)
     return 0
 
 

@@ -370,6 +370,14 @@ def bank_answer(reg, shared, rows, cols, fp32) -> str:
         return one_line(exc)
 
 
+def also_under_36(argv, script: str, extra: tuple = ()) -> None:
+    """With --both, under any other Triton: the same probe `script` (with `extra` arguments) again under the GPU
+    machines' Triton 3.6."""
+    if "--both" in argv and os.path.exists(VENV36) and triton.__version__ != "3.6.0":
+        sys.stdout.flush()
+        subprocess.run([VENV36, os.path.abspath(script), *extra], check=False)
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     print(f"triton {triton.__version__} (compiled for sm90, not launched)", flush=True)
@@ -381,9 +389,7 @@ def main(argv=None) -> int:
             ask(what, lambda: ("text", bank_answer(reg, shared, rows, cols, fp32), {}))
     else:
         print("(no gl.bank_conflicts in this Triton: the ws store table needs 3.9)")
-    if "--both" in argv and os.path.exists(VENV36) and triton.__version__ != "3.6.0":
-        sys.stdout.flush()
-        subprocess.run([VENV36, os.path.abspath(__file__)], check=False)
+    also_under_36(argv, __file__)
     return 0
 
 
