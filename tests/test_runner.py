@@ -11,7 +11,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
 from runners import sweep  # runners.* set TRITON_INTERPRET before `import variants`
-from runners.point import env, measure, schema
+from runners.point import accuracy_scope, env, measure, schema
 from runners.tables import results
 import variants
 
@@ -123,7 +123,7 @@ def test_chunked_reference_is_exact(monkeypatch):
     k, v = (torch.randn(1, 31, 2, 16, generator=gen) for _ in range(2))
     for causal in (False, True):
         full = variants.reference.reference_grads(q, k, v, do, causal, 0.25)[1:]
-        monkeypatch.setattr(measure, "REF_CHUNK_BYTES", 4 * 4 * 31 * 5)  # 5 query rows per chunk
+        monkeypatch.setattr(accuracy_scope, "REF_CHUNK_BYTES", 4 * 4 * 31 * 5)  # 5 query rows per chunk
         chunked = measure.chunked_reference_grads(q, k, v, do, causal, 0.25)
         monkeypatch.undo()
         for a, b in zip(full, chunked):

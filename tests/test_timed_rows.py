@@ -10,7 +10,7 @@ from hydra import compose, initialize_config_dir
 
 from runners import sweep  # runners.* set TRITON_INTERPRET before `import variants`
 from runners import tables as T
-from runners.point import env, schema, timed
+from runners.point import accuracy_scope, env, schema, timed
 from runners.tables import results
 import variants
 
@@ -150,11 +150,10 @@ def test_chunked_and_sliced_forward_references_are_exact(monkeypatch):
     q = torch.randn(2, 40, 4, 8, generator=gen)
     k, v = (torch.randn(2, 30, 2, 8, generator=gen) for _ in range(2))
     whole_o, whole_lse = timed.reference_o_lse(q, k, v, True, 0.3)
-    monkeypatch.setattr(timed, "REF_CHUNK_BYTES", 4 * 2 * 4 * 30 * 7)  # 7 query rows per chunk
+    monkeypatch.setattr(accuracy_scope, "REF_CHUNK_BYTES", 4 * 2 * 4 * 30 * 7)  # 7 query rows per chunk
     o, lse = timed.reference_o_lse(q, k, v, True, 0.3)
     assert torch.allclose(o, whole_o, atol=1e-6) and torch.equal(torch.isinf(lse), torch.isinf(whole_lse))
     assert torch.isinf(lse[:, :, :10]).all() and torch.allclose(lse[:, :, 10:], whole_lse[:, :, 10:], atol=1e-5)
-    from runners.point import accuracy_scope
     monkeypatch.setattr(accuracy_scope, "REF_FULL_LIMIT_BYTES", 16)
     cols = timed.check_forward(whole_o, whole_lse, q, k, v, True, 0.3, torch.float32)
     assert cols["accuracy_scope"] == "batch0-kvgroup0" and cols["correct"], cols["_wrong_reason"]

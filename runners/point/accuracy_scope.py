@@ -3,6 +3,12 @@ large for the reference; and the slices of q-, k-, gate- and sink-shaped tensors
 by the backward gate (runners/point/measure.py) and the forward / train gates (runners/point/timed.py)."""
 
 REF_FULL_LIMIT_BYTES = 8 * 2**30  # fp32 B*H*Nq*Nk above this: check batch 0 and the first kv-head group only
+REF_CHUNK_BYTES = 2**30  # fp32 scores per reference call; longer problems are checked in query chunks
+
+
+def chunk_rows(batch: int, heads: int, seq_k: int) -> int:
+    """Query rows per reference call so that its fp32 scores [B, H, rows, Nk] stay under REF_CHUNK_BYTES."""
+    return max(1, REF_CHUNK_BYTES // (4 * batch * heads * seq_k))
 
 
 def reference_scope(q, k, limit_bytes: int | None = None) -> str:

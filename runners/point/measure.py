@@ -24,10 +24,11 @@ from variants.base import default_scale  # noqa: E402
 from variants.problem import DTYPES, NO_MODIFIERS  # noqa: E402
 from variants.reference import reference_grads  # noqa: E402
 from runners.point import timed as timed_kinds, varlen_inputs  # noqa: E402
-from runners.point.accuracy_scope import reference_scope, scope_slice, sliced_gate, sliced_sink  # noqa: E402
+from runners.point import accuracy_scope  # noqa: E402
+from runners.point.accuracy_scope import (chunk_rows, reference_scope, scope_slice, sliced_gate,  # noqa: E402
+                                          sliced_sink)
 
 QUANTILES = [0.5, 0.2, 0.8]  # -> ms, ms_p20, ms_p80
-REF_CHUNK_BYTES = 2**30  # fp32 scores per reference call; longer problems are checked in query chunks
 
 STATUSES = ("ok", "wrong", "oom", "compile_error", "resources", "unsupported", "error", "crashed", "timeout",
             "skipped")  # skipped: not run, e.g. over cpu_budget_s in the CPU interpreter (runners/point/cpu_cost.py)
@@ -210,7 +211,7 @@ def make_gate(point, q, device: str, seed: int):
 
 def chunked_reference_grads(q, k, v, do, causal: bool, scale: float, mods=NO_MODIFIERS, g=None, sink=None):
     """variants.reference.reference_grads (fp32), over query chunks so each call's fp32 scores stay under
-    REF_CHUNK_BYTES. Exact: softmax rows are independent, so dq is per chunk and dk/dv sum over chunks;
+    REF_CHUNK_BYTES (accuracy_scope). Exact: softmax rows are independent, so dq is per chunk and dk/dv sum over chunks;
     causal chunks [a, b) get the keys [0, b + Nk - Nq), which keeps the bottom-right alignment.
     With score modifiers (mods: window / softcap; g: the forget gate) the reference runs in one call, on the
     accuracy scope: a chunk would move the window's diagonal and restart the gate's cumsum; a sink (fp32 [H]) too,
@@ -221,7 +222,7 @@ def chunked_reference_grads(q, k, v, do, causal: bool, scale: float, mods=NO_MOD
         _, *grads = reference_grads(q, k, v, do, causal, scale, window_size=(mods.window_left, mods.window_right),
                                     softcap=mods.softcap, g=g, sink=sink)
         return tuple(grads)
-    rows = max(1, REF_CHUNK_BYTES // (4 * batch * heads * seq_k))
+    rows = chunk_rows(batch, heads, seq_k)
     if rows >= seq_q:
         _, dq, dk, dv = reference_grads(q, k, v, do, causal, scale)
         return dq, dk, dv
@@ -252,7 +253,7 @@ def check_accuracy(grads, q, k, v, do, causal: bool, scale: float, dtype, varlen
         names = ["dq", "dk", "dv"] + (["dg"] if g is not None else []) + (["dsink"] if sink is not None else [])
         return _error_columns(grads, ref, dtype, "full-per-document", names)
     one_call = g is not None or mods.active or sink is not None  # no query chunks: the whole scope in one call
-    scope = reference_scope(q, k, REF_CHUNK_BYTES if one_call else None)
+    scope = reference_scope(q, k, accuracy_scope.REF_CHUNK_BYTES if one_call else None)
     q_slice, k_slice = scope_slice(q, k, scope)
     ref = None
     try:

@@ -24,7 +24,6 @@ from variants.problem import NO_MODIFIERS
 from variants.reference import reference_forward, visible_pairs
 
 LSE_REL_TOL = 1e-3  # the base-2 LSE: fp32 row statistics of the same (fp16 / bf16 / fp32) inputs, any dtype
-REF_CHUNK_BYTES = 2**30  # fp32 scores per reference call (runners/point/measure.py's limit)
 
 
 def flops(problem, timed: str) -> float:
@@ -118,7 +117,7 @@ def reference_o_lse(q, k, v, causal: bool, scale: float, mods=NO_MODIFIERS, g=No
     batch, seq_q, heads, _ = q.shape
     seq_k = k.shape[1]
     window = (mods.window_left, mods.window_right)
-    rows = max(1, REF_CHUNK_BYTES // (4 * batch * heads * seq_k))
+    rows = accuracy_scope.chunk_rows(batch, heads, seq_k)
     if mods.active or g is not None or sink is not None or rows >= seq_q:
         o = reference_forward(q, k, v, causal, scale, window_size=window, softcap=mods.softcap, g=g, sink=sink)
         return o, reference_lse(q, k, causal, scale, mods, g, sink)
@@ -169,7 +168,7 @@ def check_forward(o, lse, q, k, v, causal: bool, scale: float, dtype, varlen=Non
         scope, q_slice, lse_slice = "full-per-document", (lambda t: t), (lambda t: t)
     else:
         one_call = mods.active or g is not None or sink is not None  # no query chunks: the scope in one call
-        scope = accuracy_scope.reference_scope(q, k, REF_CHUNK_BYTES if one_call else None)
+        scope = accuracy_scope.reference_scope(q, k, accuracy_scope.REF_CHUNK_BYTES if one_call else None)
         q_slice, k_slice = accuracy_scope.scope_slice(q, k, scope)
         group = q.shape[2] // k.shape[2]  # the scope's query heads (lse [B, H, Nq])
         lse_slice = (lambda t: t) if scope == "full" else (lambda t: t[:1, :group])
