@@ -138,18 +138,10 @@ SCHEDULE_OPTIONS = [dict(prefetch_scores=True), dict(prefetch_scores=True, persi
                     dict(early_dv=True, swap_ab=False), dict(early_dv=True, swap_ab=False, persistent=True),
                     dict(early_dv=True, prefetch_scores=True, swap_ab=False), dict(p_in_dq=True, swap_ab=False),
                     dict(p_in_dq=True, swap_ab=False, num_stages=3, early_dv=True),
-                    dict(p_in_dq=True, swap_ab=False, warp_specialize=False),
-                    # frontier_probe.md proposals 2, 3: P / dS's shared layout, LSE / delta as one tile of pairs
-                    dict(ds_layout="swz64", swap_ab=False), dict(ds_layout="transposed", swap_ab=False),
-                    dict(ds_layout="transposed", **SWAP_AB), dict(ds_layout="swz64", **SWAP_AB),
-                    dict(ds_layout="transposed", p_in_dq=True, swap_ab=False, warp_specialize=False),
-                    dict(stats_pairs=True), dict(stats_pairs=True, swap_ab=False), dict(stats_pairs=True, **SWAP_AB),
-                    dict(stats_pairs=True, persistent=True)]
+                    dict(p_in_dq=True, swap_ab=False, warp_specialize=False)]
 SCHEDULE_IDS = ["prefetch", "prefetch-persistent", "prefetch-one-partition", "prefetch-swap", "early-dv-mn",
                 "early-dv-mn-persistent", "early-dv-prefetch-mn", "p-in-dq-mn", "p-in-dq-mn-s3-early-dv",
-                "p-in-dq-mn-one-partition", "ds-swz64-mn", "ds-transposed-mn", "ds-transposed-swap", "ds-swz64-swap",
-                "ds-transposed-p-in-dq-mn-one-partition", "stats-pairs", "stats-pairs-mn", "stats-pairs-swap",
-                "stats-pairs-persistent"]
+                "p-in-dq-mn-one-partition"]
 
 
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
