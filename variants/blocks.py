@@ -22,8 +22,6 @@ file gets every combination of its declared candidates as that grid (runners/sch
 import ast
 from dataclasses import asdict, dataclass, field, fields
 
-from kernels.gluon.config import DS_LAYOUTS  # plain Python (no Triton import)
-
 NUM_WARPS = (1, 2, 4, 8, 16)
 SEARCH = "search"  # dataclass field metadata key: the candidate values of a tunable field
 KERNEL = "kernel"  # dataclass field metadata key: the kernel (a kernel_ms key) whose time the field determines
@@ -184,14 +182,6 @@ def check_key_block(block_n: int, num_warps: int, swap_ab: bool) -> None:
                          f"warp of a warpgroup)")
 
 
-def check_smem_levers(ds_layout: str, stats_pairs: bool, warp_specialize: bool) -> None:
-    """The rules of the Gluon dK/dV kernel's shared-layout fields (ws, ws_two_pass): one-line ValueError."""
-    if ds_layout not in DS_LAYOUTS:
-        raise ValueError(f"ds_layout={ds_layout!r}: must be one of {', '.join(DS_LAYOUTS)}")
-    if stats_pairs and not warp_specialize:
-        raise ValueError("stats_pairs=true: needs warp_specialize=true (the load warp stages the pairs)")
-
-
 @dataclass(frozen=True)
 class WsBlocks(Blocks):
     """ws (Gluon, sm90): S^T / dP^T [BLOCK_N, BLOCK_M] and dK / dV [BLOCK_N, D] are split by rows over the
@@ -233,17 +223,8 @@ class WsBlocks(Blocks):
     # with two stages (now the default there), 0.94-0.96x at 192 / 128 (results/h100/gluon/ab_issue43/chunk_tiles192);
     # refused at head dims without two chunks of >= 64 columns (variants.ws)
     chunk_tiles: bool = tunable(False, BOOLS)
-    # results/h100/gluon/frontier_probe.md proposal 2 (not yet measured): P's and dS's shared layout (swap_ab=true: dS^T's),
-    # swz128 (NVMMA's default, 128-byte swizzle), swz64 (64-byte swizzle) or transposed (128-byte swizzle, dim 0
-    # contiguous: the stores lower to stmatrix.trans, the wgmmas read the other orientation)
-    ds_layout: str = tunable("swz128", DS_LAYOUTS)
-    # proposal 3 (not yet measured): each ring stage's LSE and delta as one tile of interleaved (lse, delta) fp32 pairs
-    # staged by the load warp, so the compute warps read a query's two with one 64-bit load (two queries: 128 bits)
-    # instead of two loads; needs warp_specialize
-    stats_pairs: bool = tunable(False, BOOLS)
 
     def check_rules(self) -> None:
-        check_smem_levers(self.ds_layout, self.stats_pairs, self.warp_specialize)
         if self.num_warps not in WARPS:
             raise ValueError(f"num_warps={self.num_warps}: must be 4 or 8 (whole warpgroups)")
         if self.p_in_dq and (self.swap_ab or self.deterministic):
@@ -282,12 +263,8 @@ class WsTwoPassBlocks(Blocks):
     head_dim_split: bool = tunable(False, BOOLS)
     # issue 43, D192: the dK/dV kernel's D-wide shared tiles as two per tensor, 128 + 64 columns (WsBlocks.chunk_tiles)
     chunk_tiles: bool = False
-    # the dK/dV kernel's P / dS shared layout and LSE / delta pairs (WsBlocks.ds_layout, stats_pairs; not yet measured)
-    ds_layout: str = tunable("swz128", DS_LAYOUTS, WS_DKDV_KERNEL)
-    stats_pairs: bool = tunable(False, BOOLS, WS_DKDV_KERNEL)
 
     def check_rules(self) -> None:
-        check_smem_levers(self.ds_layout, self.stats_pairs, True)
         for warps, name in ((self.num_warps, "num_warps"), (self.num_warps2, "num_warps2")):
             if warps not in WARPS:
                 raise ValueError(f"{name}={warps}: must be 4 or 8 (whole warpgroups)")

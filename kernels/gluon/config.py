@@ -3,8 +3,6 @@ kernel's CFG constexpr: each role reads the switches it needs by name (`CFG.CAUS
 switch is one field here and one `make_config` argument, not an edit of every signature."""
 from typing import NamedTuple
 
-DS_LAYOUTS = ("swz128", "swz64", "transposed")  # WsBlocks.ds_layout: P's and dS's shared layout (ws.ds_shared_layout)
-
 
 class WsConfig(NamedTuple):  # hashable: Triton specializes the kernel on it like on any constexpr
     DIM: int  # the data's head dim (the tiles have tile_dim(DIM) columns)
@@ -33,10 +31,6 @@ class WsConfig(NamedTuple):  # hashable: Triton specializes the kernel on it lik
     # zero columns sit in shared memory (a second Q / dO stage fits at 192 / 192); CHUNK_TILES_V: V's, dO's, dV's
     CHUNK_TILES: bool = False
     CHUNK_TILES_V: bool = False
-    # WARP_SPECIALIZE: a stage's LSE and delta as one [STAGES, BM] 64-bit tile of interleaved (lse, delta) fp32 pairs
-    # (the [BM, 2] fp32 tile's bytes), so the compute warps read both of a query with one load (two adjacent queries:
-    # one 128-bit load) instead of one each
-    STATS_PAIRS: bool = False
 
 
 def make_config(*, head_dim: int, d_main: int, d_rest: int, stages: int, causal: bool, window_left: int = -1,
@@ -44,7 +38,7 @@ def make_config(*, head_dim: int, d_main: int, d_rest: int, stages: int, causal:
                 swap_ab: bool = True, persistent: bool = False, varlen: bool = False,
                 with_dq: bool = True, prefetch: bool = False, early_dv: bool = False,
                 p_in_dq: bool = False, head_dim_v: int | None = None, dv_main: int = 0,
-                dv_rest: int = 0, chunk_tiles: bool = False, stats_pairs: bool = False) -> WsConfig:
+                dv_rest: int = 0, chunk_tiles: bool = False) -> WsConfig:
     """The record from the launch's values (window_right is dropped under causal masking: the diagonal bounds it).
     head_dim_v (with its chunks dv_main, dv_rest): V's head dim; None = head_dim's (its chunks too). chunk_tiles: the
     tiles of a head dim with two chunks as two tiles each (one chunk: nothing to split)."""
@@ -55,5 +49,4 @@ def make_config(*, head_dim: int, d_main: int, d_rest: int, stages: int, causal:
                     MASKED=masked, WARP_SPECIALIZE=warp_specialize, SWAP_AB=swap_ab, PERSISTENT=persistent,
                     VARLEN=varlen, WITH_DQ=with_dq, PREFETCH=prefetch, EARLY_DV=early_dv and not swap_ab,
                     P_IN_DQ=p_in_dq, DIM_V=head_dim_v, DV_MAIN=dv_main, DV_REST=dv_rest,
-                    CHUNK_TILES=chunk_tiles and d_rest > 0, CHUNK_TILES_V=chunk_tiles and dv_rest > 0,
-                    STATS_PAIRS=stats_pairs and warp_specialize)
+                    CHUNK_TILES=chunk_tiles and d_rest > 0, CHUNK_TILES_V=chunk_tiles and dv_rest > 0)

@@ -100,23 +100,7 @@ def _load_tile(k, slot, tile_count, loads, smem, program, sizes, stats, CFG: gl.
         delta = gl.load(DELTA + row_stats, mask=o_m < tile.seq_q, other=0.)  # [BM]
         stage = smem.ring.stage(slot + step)
         smem.ring.wait_free(slot + step)  # passes at once on the first lap
-        if CFG.STATS_PAIRS:  # both in one 64-bit word per query
-            smem.lse.index(stage).store(stats_pair(lse, delta))
-        else:
-            smem.lse.index(stage).store(lse)
-            smem.delta.index(stage).store(delta)
+        smem.lse.index(stage).store(lse)
+        smem.delta.index(stage).store(delta)
         issue_qdo(loads, smem, tile, step, slot + step, CFG)  # its `ready` releases the stores
     return slot + tile.steps
-
-
-@gluon.jit
-def stats_pair(lse, delta):
-    """fp32 lse, delta -> one uint64 per query, lse's bits low, delta's high (in memory: the pair, interleaved)."""
-    low = lse.to(gl.uint32, bitcast=True).to(gl.uint64)
-    return low | (delta.to(gl.uint32, bitcast=True).to(gl.uint64) << 32)
-
-
-@gluon.jit
-def stats_unpair(pair):
-    """`stats_pair`'s inverse: (lse, delta) fp32."""
-    return pair.to(gl.uint32).to(gl.float32, bitcast=True), (pair >> 32).to(gl.uint32).to(gl.float32, bitcast=True)

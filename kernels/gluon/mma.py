@@ -4,7 +4,7 @@ specialization, added here), and at the end of a tile its dK and dV out (kernels
 from kernels.gluon.compat import cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma, tma_reduce_add, \
     warpgroup_mma_init, warpgroup_mma_wait
 from kernels.gluon.epilogue import stage_dq, store_dk_dv
-from kernels.gluon.loads import issue_kv, issue_qdo, stats_unpair
+from kernels.gluon.loads import issue_kv, issue_qdo
 from kernels.gluon.scheduler import tile_at
 from kernels.gluon.tiles import chunk_zeros, issue_product, mma_chunks, probabilities
 
@@ -211,9 +211,7 @@ def _mma_step(step, slot, tile, s_t, dk, dv, smem, stats, qk_scale, LAYOUTS: gl.
     if not CFG.PREFETCH:
         s_t = _issue_s(smem, slot + step, LAYOUTS, CFG)
     dp_t = _issue_dp(smem, slot + step, LAYOUTS, CFG)
-    if SPECIALIZED and CFG.STATS_PAIRS:  # both in one 64-bit word per query: one load each (two queries: 128 bits)
-        lse, delta = stats_unpair(smem.lse.index(stage).load(gl.SliceLayout(KEY_DIM, S_LAYOUT)))  # [BM] each
-    elif SPECIALIZED:  # staged by the load warp with this stage's Q, dO
+    if SPECIALIZED:  # staged by the load warp with this stage's Q, dO
         lse = smem.lse.index(stage).load(gl.SliceLayout(KEY_DIM, S_LAYOUT))  # [BM]
         delta = smem.delta.index(stage).load(gl.SliceLayout(KEY_DIM, S_LAYOUT))  # [BM]
     else:

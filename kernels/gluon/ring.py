@@ -82,7 +82,7 @@ class WsSmem:
     """ws's shared tiles and barriers. k, v [BN, tile D | tile Dv] (a key block's, then its dK, dV on the way out);
     q, do_ [STAGES, BM, tile D | tile Dv] (the Q / dO ring; Dv: V's head dim, issue 47); ds, p: dS^T [BN, BM]
     (swap AB: p is ds, P^T stays in registers), else dS and P [BM, BN]; dq [BM, tile D] fp32 (a step's dQ for the reduce-add; [8, tile D] without dQ); lse, delta
-    [STAGES, BM] (each stage's, staged by the load warp; CFG.STATS_PAIRS: both the one uint64 tile of pairs); kv_ready / kv_empty: a tile's K, V landed / its MMAs are
+    [STAGES, BM] (each stage's, staged by the load warp); kv_ready / kv_empty: a tile's K, V landed / its MMAs are
     done; ring: Q, dO stages; dq_full / dq_empty: a step's dQ to add / its reduce-add has read it. Chunk tiles: k, v,
     q, do_, dq are the first head-dim chunk's ([., D_MAIN]), rest (a WsRest) the second's."""
     k: Value
@@ -147,12 +147,8 @@ def ws_smem(q_desc, k_desc, v_desc, dq_desc, LAYOUTS: gl.constexpr, CFG: gl.cons
         else:
             p_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, BLOCK_N], LAYOUTS.ds_smem)
     rest = _rest_tiles(k_smem, v_smem, q_smem, do_smem, dq_smem, dq_desc, LAYOUTS, CFG)
-    if CFG.STATS_PAIRS:  # one 64-bit word per query: its (lse, delta) fp32 pair (kernels.gluon.loads.stats_pair)
-        lse_smem = gl.allocate_shared_memory(gl.uint64, [STAGES, BLOCK_M], LAYOUTS.stats_smem)
-        delta_smem = lse_smem
-    else:
-        lse_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], LAYOUTS.stats_smem)
-        delta_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], LAYOUTS.stats_smem)
+    lse_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], LAYOUTS.stats_smem)
+    delta_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], LAYOUTS.stats_smem)
     kv_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     kv_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     qdo = ring(STAGES)

@@ -39,7 +39,7 @@ import torch
 
 from kernels.common import LOG2E, cdiv
 from kernels.gluon.compat import TensorDescriptor, gl, gluon
-from kernels.gluon.config import DS_LAYOUTS, make_config
+from kernels.gluon.config import make_config
 from kernels.gluon.epilogue import DkDvOut, dq_partition
 from kernels.gluon.loads import Loads, load_partition
 from kernels.gluon.mma import mma_partition
@@ -148,13 +148,13 @@ def _or(desc, other):
 
 @functools.cache  # host time of a launch: made once per tile config
 def layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype, swap_ab: bool = True,
-            split: bool = False, head_dim_v: int | None = None, ds_layout: str = "swz128") -> WsLayouts:
+            split: bool = False, head_dim_v: int | None = None) -> WsLayouts:
     """The kernel's register and shared layouts (its LAYOUTS constexpr) for num_warps compute warps and block_n
     keys: S^T / dP^T [BN, BM] (swap_ab) and dK / dV [BN, D] split by rows over all its warps; dQ [BM, D],
     and S / dP [BM, BN] without swap_ab, by rows over as many warps as BM has 16-row slices, the rest split the
     columns. head_dim: the data's (the tiles have tile_dim(head_dim) columns); *_r: the layouts of the second
     head-dim chunk (`head_dim_chunks`, split: head_dim_split's; the first's when there is one chunk). head_dim_v:
-    V's (dV, dO, V; None: head_dim's). ds_layout: P's and dS's shared layout (`DS_LAYOUTS`)."""
+    V's (dV, dO, V; None: head_dim's)."""
     d_main, d_rest = head_dim_chunks(head_dim, split)
     dv_main, dv_rest = head_dim_chunks(head_dim_v or head_dim, split)
     tile = tile_dim(head_dim)
@@ -175,26 +175,14 @@ def layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype, sw
            if swap_ab else split_by_rows(block_n)),
         kv=kv_layout(d_main), dq=split_by_rows(d_main), kv_r=kv_layout(d_rest or d_main),
         dq_r=split_by_rows(d_rest or d_main),
-        ds_smem=ds_shared_layout([block_n, block_m] if swap_ab else [block_m, block_n], dtype, ds_layout),
+        ds_smem=gl.NVMMASharedLayout.get_default_for([block_n, block_m] if swap_ab else [block_m, block_n],
+                                                     GL_DTYPES[dtype]),
         stats_smem=gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[0]),
         q_smem=gl.NVMMASharedLayout.get_default_for([block_m, tile], GL_DTYPES[dtype]),  # Q tiles
         kv_smem=gl.NVMMASharedLayout.get_default_for([block_n, tile], GL_DTYPES[dtype]),  # K (dK) tiles
         kv_v=kv_layout(dv_main), kv_vr=kv_layout(dv_rest or dv_main),
         do_smem=gl.NVMMASharedLayout.get_default_for([block_m, tile_v], GL_DTYPES[dtype]),  # dO tiles
         v_smem=gl.NVMMASharedLayout.get_default_for([block_n, tile_v], GL_DTYPES[dtype]))  # V (dV) tiles
-
-
-def ds_shared_layout(shape, dtype, ds_layout: str = "swz128"):
-    """P's and dS's (swap AB: dS^T's) shared layout: swz128 NVMMA's default for the tile (128-byte swizzle), swz64 a
-    64-byte swizzle, transposed the 128-byte swizzle with dim 0 contiguous (stores lower to stmatrix.trans; the
-    wgmmas read the other orientation; bf16 / fp16 A operands take either)."""
-    if ds_layout == "swz128":
-        return gl.NVMMASharedLayout.get_default_for(shape, GL_DTYPES[dtype])
-    if ds_layout not in DS_LAYOUTS:
-        raise ValueError(f"ws: ds_layout={ds_layout!r}: must be one of {DS_LAYOUTS}")
-    bits = GL_DTYPES[dtype].primitive_bitwidth
-    return gl.NVMMASharedLayout(swizzle_byte_width=64 if ds_layout == "swz64" else 128, element_bitwidth=bits,
-                                rank=2, transposed=ds_layout == "transposed")
 
 
 def dq_rows(seq_q: int) -> int:
@@ -261,8 +249,7 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
                 num_warps: int, num_stages: int, warp_specialize: bool = True, swap_ab: bool = True,
                 longest_first: bool = True, persistent: bool = False, window_left: int = -1, window_right: int = -1,
                 softcap: float = 0.0, varlen=None, dq_acc=None, prefetch_scores: bool = False,
-                early_dv: bool = False, p_in_dq: bool = False, head_dim_split: bool = False, chunk_tiles: bool = False,
-                ds_layout: str = "swz128", stats_pairs: bool = False):
+                early_dv: bool = False, p_in_dq: bool = False, head_dim_split: bool = False, chunk_tiles: bool = False):
     """q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D] dense, fp16 / bf16, D <= 256; lse (base 2), delta [B, H, Nq] fp32
     -> dq like q, dk / dv like k / v. window_left / window_right, softcap: score modifiers (ws_dkdv). varlen: a
     kernels.varlen.Packing, q / k ... [1, total, H, D], lse / delta [1, H, total_q]. dq_acc: the zeroed fp32
@@ -277,7 +264,7 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
             longest_first=longest_first, persistent=persistent,
             window_left=window_left, window_right=window_right, softcap=softcap, varlen=varlen,
             prefetch_scores=prefetch_scores, early_dv=early_dv, p_in_dq=p_in_dq, head_dim_split=head_dim_split,
-            chunk_tiles=chunk_tiles, ds_layout=ds_layout, stats_pairs=stats_pairs)
+            chunk_tiles=chunk_tiles)
     dq = torch.empty(q.shape, device=q.device, dtype=q.dtype)
     dq_finish(dq_acc, dq, scale, spread_rows=varlen is None)  # [B * H * rows, tile_dim(D)]: B * H blocks of rows
     return dq, dk, dv
@@ -287,8 +274,7 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
             num_warps: int, num_stages: int, warp_specialize: bool = True, swap_ab: bool = True,
             longest_first: bool = True, persistent: bool = False, window_left: int = -1, window_right: int = -1,
             softcap: float = 0.0, varlen=None, prefetch_scores: bool = False, early_dv: bool = False,
-            p_in_dq: bool = False, head_dim_split: bool = False, chunk_tiles: bool = False, ds_layout: str = "swz128",
-            stats_pairs: bool = False) -> None:
+            p_in_dq: bool = False, head_dim_split: bool = False, chunk_tiles: bool = False) -> None:
     """The main kernel's launch: dk, dv (like k, v, dense) and, given dq_acc ([B * H * dq_rows(Nq), tile_dim(D)]
     fp32, zeroed; packed: [H * total_q, tile_dim(D)]), dQ reduce-added into it; dq_acc=None (ws_two_pass,
     warp_specialize only): dk and dv alone. window_left / window_right: a sliding window as
@@ -299,16 +285,12 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
     over the dQ tile's bytes (kernels.gluon.config.WsConfig); head_dim_split: D96's products in 64 + 32 head-dim
     chunks instead of one 128-column chunk (`head_dim_chunks`; one-line error at a head dim it does not change);
     chunk_tiles: each D-wide shared tile and TMA box as two, one per head-dim chunk (192 = 128 + 64: no zero
-    columns in shared memory, so a second Q / dO stage fits; one-line error at a head dim without two chunks);
-    ds_layout: P's and dS's shared layout (`ds_shared_layout`); stats_pairs (warp_specialize only): each stage's LSE
-    and delta as one interleaved tile of (lse, delta) pairs, one 64-bit word per query (WsConfig.STATS_PAIRS)."""
+    columns in shared memory, so a second Q / dO stage fits; one-line error at a head dim without two chunks)."""
     batch, seq_q, heads, head_dim = q.shape
     seq_k, kv_heads, head_dim_v = k.shape[1], k.shape[2], v.shape[-1]
     with_dq = dq_acc is not None
     if not with_dq and not warp_specialize:
         raise ValueError("ws_dkdv without dQ: warp_specialize only")
-    if stats_pairs and not warp_specialize:
-        raise ValueError("ws: stats_pairs=true needs warp_specialize=true (the load warp stages the pairs)")
     if prefetch_scores and num_stages < 2:
         raise ValueError(f"ws: prefetch_scores=true needs num_stages >= 2 (the next step's Q / dO is waited for "
                          f"before this step's stage goes back), got {num_stages}")
@@ -356,12 +338,11 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
                       warp_specialize=warp_specialize, swap_ab=swap_ab, persistent=persistent,
                       varlen=varlen is not None, with_dq=with_dq, prefetch=prefetch_scores, early_dv=early_dv,
                       p_in_dq=p_in_dq, head_dim_v=head_dim_v, dv_main=dv_main, dv_rest=dv_rest,
-                      chunk_tiles=chunk_tiles, stats_pairs=stats_pairs)
+                      chunk_tiles=chunk_tiles)
     launch(_ws_backward_kernel, grid, **tma_views(q, k, v, do, dq_acc, dk, dv, BLOCK_M, BLOCK_N, cfg, head_dim_split),
         tensors=WsTensors(lse=lse, delta=delta, dk=dk, dv=dv),
         schedule=WsSchedule(tiles=tiles, tile_starts=tile_starts), docs=WsDocs(cu_q=cu_q, cu_k=cu_k, pairs=pairs),
         sizes=WsSizes(seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads, batch_kv_heads=batch * kv_heads,
                       chunk_heads=heads_per_chunk, qk_scale=scale * LOG2E, sm_scale=scale),
-        LAYOUTS=layouts(BLOCK_M, BLOCK_N, head_dim, num_warps, q.dtype, swap_ab, head_dim_split, head_dim_v,
-                        ds_layout),
+        LAYOUTS=layouts(BLOCK_M, BLOCK_N, head_dim, num_warps, q.dtype, swap_ab, head_dim_split, head_dim_v),
         CFG=cfg, num_warps=num_warps)

@@ -41,8 +41,7 @@ class CompileCheckError(ValueError):
 
 
 def parse_blocks(text: str) -> dict:
-    """'BLOCK_M1=64,num_warps1=8,prescale=true,ds_layout=swz64' or a JSON object -> {field: value} (a value that is
-    neither true, false nor digits stays a string)."""
+    """'BLOCK_M1=64,num_warps1=8,prescale=true' or a JSON object -> {field: value}."""
     text = text.strip()
     if text.startswith("{"):
         return json.loads(text)
@@ -52,7 +51,7 @@ def parse_blocks(text: str) -> dict:
             raise CompileCheckError(f"--blocks: {item!r} is not FIELD=VALUE")
         key, value = (s.strip() for s in item.split("=", 1))
         low = value.lower()
-        out[key] = True if low == "true" else False if low == "false" else int(value) if value.isdigit() else value
+        out[key] = True if low == "true" else False if low == "false" else int(value)
     return out
 
 
