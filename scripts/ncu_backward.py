@@ -25,8 +25,10 @@ def main() -> None:
     parser.add_argument("--variant", default="ws")
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--heads", type=int, default=16)
+    parser.add_argument("--kv-heads", type=int, default=None, help="K / V heads (GQA: fewer; default --heads)")
     parser.add_argument("--seq", type=int, default=4096)
     parser.add_argument("--head-dim", type=int, default=128)
+    parser.add_argument("--head-dim-v", type=int, default=None, help="V's head dim (MLA: 128 beside 192; default --head-dim)")
     parser.add_argument("--causal", action="store_true")
     parser.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
     parser.add_argument("--blocks", default="{}", help="block overrides, a JSON object")
@@ -34,8 +36,13 @@ def main() -> None:
     args = parser.parse_args()
     dtype = DTYPES[args.dtype]
     variant = get(args.variant)
-    q, do = (torch.randn(args.batch, args.seq, args.heads, args.head_dim, device="cuda", dtype=dtype) for _ in range(2))
-    k, v = (torch.randn(args.batch, args.seq, args.heads, args.head_dim, device="cuda", dtype=dtype) for _ in range(2))
+    kv_heads, head_dim_v = args.kv_heads or args.heads, args.head_dim_v or args.head_dim
+
+    def randn(heads: int, dim: int):  # [B, N, heads, dim]
+        return torch.randn(args.batch, args.seq, heads, dim, device="cuda", dtype=dtype)
+
+    q, k, v, do = randn(args.heads, args.head_dim), randn(kv_heads, args.head_dim), randn(kv_heads, head_dim_v), \
+        randn(args.heads, head_dim_v)
     problem = Problem.from_tensors(q, k, v, args.causal)
     variant.check(problem)
     blocks = variant.make_blocks(problem, json.loads(args.blocks))
