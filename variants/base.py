@@ -15,6 +15,7 @@ from typing import Callable, ClassVar
 
 import torch
 
+from kernels.forward_choice import DEFAULT_FORWARD
 from variants.blocks import Blocks
 from variants.problem import NO_MODIFIERS, Modifiers, Problem
 
@@ -134,9 +135,10 @@ class TritonVariant(Variant):
     # traces it whole). False: a backward that itself uses torch.autograd, which cannot run inside an operator
     # (attention() then calls the design directly and torch.compile breaks the graph around it)
     as_operator = True
-    # the forward whose O and LSE the design's backward reads when a call names none (kernels.forward_choice:
-    # stock | gluon | auto); attention() and the operator always run this one, the sweep's `forward` key overrides it
-    default_forward: ClassVar[str] = "stock"
+    # the forward whose O and LSE the design's backward reads when a call names none (kernels.forward_choice.FORWARDS;
+    # auto: Gluon on sm90 where it covers the problem, else stock); attention() and the operator run this one, the
+    # sweep's `forward` key overrides it
+    default_forward: ClassVar[str] = DEFAULT_FORWARD
 
     def supports(self, problem: Problem) -> str | None:
         if problem.device == "cpu" and not interpreter_on():
@@ -205,8 +207,9 @@ class TritonVariant(Variant):
         """The forward the backward reads -> (o [B, Nq, H, Dv], lse [B, H, Nq] fp32 base 2);
         varlen: o [total_q, H, Dv], lse [1, H, total_q]. mods, g: the score modifiers (Variant.apply); sink fp32 [H]
         or None: it enters each row's maximum and denominator, so the LSE carries it. forward: which forward
-        (kernels.forward_choice: stock, the shared Triton one; gluon / auto, kernels/gluon/forward.py where it covers
-        the problem on sm90, else stock); None: the design's `default_forward`."""
+        (kernels.forward_choice.FORWARDS: stock, the shared Triton one; gluon / auto, kernels/gluon/forward.py where
+        it covers the problem on sm90, else stock; sdpa_flash / sdpa_cudnn / fa4, a baseline's forward where it can
+        run the call, else stock); None: the design's `default_forward`."""
         forward = forward or self.default_forward
         from kernels.forward_choice import run_forward
         from kernels.gate import gate_cumsum
