@@ -221,8 +221,11 @@ class TritonVariant(Variant):
                              BLOCK_N=block_n, varlen=varlen, mods=mods, gate=gate, sink=sink)
         return o.squeeze(0), lse
 
-    def apply(self, q, k, v, causal, scale, blocks, varlen=None, mods=NO_MODIFIERS, g=None, sink=None):
-        return _TritonAttention.apply(q, k, v, causal, scale, self, blocks, varlen, mods, g, sink)
+    def apply(self, q, k, v, causal, scale, blocks, varlen=None, mods=NO_MODIFIERS, g=None, sink=None,
+              forward: str | None = None):
+        """forward: the forward whose O and LSE the backward reads (kernels.forward_choice); None: the design's
+        `default_forward`."""
+        return _TritonAttention.apply(q, k, v, causal, scale, self, blocks, varlen, mods, g, sink, forward)
 
     def prepare(self, q, k, v, do, causal, scale, blocks, varlen=None, mods=NO_MODIFIERS, g=None, sink=None,
                 forward: str | None = None):
@@ -244,8 +247,9 @@ def split_extra_grads(grads, g, sink):
 
 class _TritonAttention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, causal, scale, variant, blocks, varlen=None, mods=NO_MODIFIERS, g=None, sink=None):
-        o, lse = variant.forward(q, k, v, causal, scale, varlen, mods, g, sink)
+    def forward(ctx, q, k, v, causal, scale, variant, blocks, varlen=None, mods=NO_MODIFIERS, g=None, sink=None,
+                forward=None):
+        o, lse = variant.forward(q, k, v, causal, scale, varlen, mods, g, sink, forward)
         ctx.save_for_backward(q, k, v, o, lse, g, sink)
         ctx.causal, ctx.scale, ctx.variant, ctx.blocks, ctx.varlen, ctx.mods = causal, scale, variant, blocks, varlen, mods
         return o
@@ -256,7 +260,7 @@ class _TritonAttention(torch.autograd.Function):
         grads = ctx.variant.backward(q, k, v, o, lse, do, causal=ctx.causal, scale=ctx.scale, blocks=ctx.blocks,
                                      varlen=ctx.varlen, mods=ctx.mods, g=g, sink=sink)
         dg, dsink = split_extra_grads(grads, g, sink)
-        return *grads[:3], None, None, None, None, None, None, dg, dsink
+        return *grads[:3], None, None, None, None, None, None, dg, dsink, None
 
 
 class Baseline(Variant):
