@@ -76,7 +76,7 @@ def test_a_gluon_forward_request_runs_stock_with_the_reason(tmp_path):
     (r,) = rows(tmp_path).itertuples()
     assert (r.status, bool(r.correct), r.forward, r.forward_ran) == ("ok", True, "auto", "stock"), r.reason
     assert "V's head dim" in r.forward_reason and r.rel_dsink < 1e-4
-    assert "|fwd=auto" in r.config_key and r.modifiers == "dv=16 sink"
+    assert "fwd=" not in r.config_key and r.modifiers == "dv=16 sink"  # a backward row: its key names no forward
 
 
 @pytest.mark.parametrize("packed", [False, True])

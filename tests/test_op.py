@@ -163,3 +163,34 @@ def test_scale_as_a_graph_input(monkeypatch):
     for scale in (0.1, 0.2):
         torch.testing.assert_close(run(q, k, v, scale), attention(q, k, v, causal=True, scale=scale,
                                                                   variant="two_pass", blocks=blocks))
+
+
+@pytest.mark.parametrize("path", ["plan", "operator"])
+def test_attention_takes_the_forward_choice(path, monkeypatch):
+    """attention(..., forward=) reaches the design's forward on both paths (issue 42); on the CPU every choice runs the
+    stock forward, so the results are the default's bit for bit. A bad name, or a forward for a baseline, is a one-line
+    ValueError."""
+    impl, blocks = get("two_pass"), small_blocks("two_pass")
+    q, k, v = qkv(torch.float32)
+    do = torch.randn_like(q)
+    seen = []
+    real = type(impl).forward
+
+    def spy(self, *args, **kwargs):
+        seen.append(args[9] if len(args) > 9 else kwargs.get("forward"))
+        return real(self, *args, **kwargs)
+    monkeypatch.setattr(type(impl), "forward", spy)
+
+    def call(forward):
+        return lambda q, k, v: attention(q, k, v, causal=True, variant="two_pass", blocks=blocks, forward=forward)
+    with through_operator() if path == "operator" else contextlib.nullcontext():
+        default = grads_of(call(None), q, k, v, do)
+        for forward in ("stock", "sdpa_cudnn"):
+            for got, want in zip(grads_of(call(forward), q, k, v, do), default):
+                torch.testing.assert_close(got, want, rtol=0, atol=0)
+    # the plan path resolves the default itself (its launches are keyed by the forward); the operator passes None
+    assert seen == [impl.default_forward if path == "plan" else None, "stock", "sdpa_cudnn"], seen
+    with pytest.raises(ValueError, match="forward='fast': one of stock, gluon, auto"):
+        attention(q, k, v, variant="two_pass", forward="fast")
+    with pytest.raises(ValueError, match="reference is a baseline and runs its own forward"):
+        attention(q, k, v, variant="reference", forward="stock")

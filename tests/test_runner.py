@@ -210,13 +210,16 @@ def test_cli_subprocess_single_run_and_typo(tmp_path):
 
 
 def test_forward_choice_is_recorded_and_keyed(tmp_path):
-    """forward=gluon on the CPU: the stock forward runs, and the row says which ran and why (issue 42); a point with
-    the default forward keeps its old key."""
+    """forward=gluon on the CPU: the stock forward runs, and the row says which ran and why (issue 42); a backward
+    row's key does not name the forward (its timing does not include it), so it is the default forward's (auto)."""
     sweep.run_point(cfg_for(tmp_path, "variant=two_pass", "forward=gluon", *BLOCKS["two_pass"]), out=lambda _: None)
     r = rows(tmp_path).iloc[0]
     assert (r.status, bool(r.correct), r.forward, r.forward_ran) == ("ok", True, "gluon", "stock")
-    assert r.forward_reason and "|fwd=gluon" in r.config_key
+    assert r.forward_reason and "fwd=" not in r.config_key
     point = schema.check(cfg_for(tmp_path, "variant=two_pass", *BLOCKS["two_pass"]), "cpu")
-    assert point.forward == "stock" and "fwd=" not in point.config_key("wall_clock")
+    assert point.forward == "auto" and point.config_key("wall_clock") == r.config_key
+    forward = schema.check(cfg_for(tmp_path, "variant=two_pass", "forward=gluon", "timed=forward",
+                                   *BLOCKS["two_pass"]), "cpu")
+    assert forward.config_key("wall_clock") == r.config_key + "|fwd=gluon|timed=forward"
     with pytest.raises(schema.ConfigError, match="forward"):
         schema.check(cfg_for(tmp_path, "variant=two_pass", "forward=fast"), "cpu")

@@ -111,7 +111,7 @@ def test_backward_rows_keep_their_key_and_a_bad_kind_is_a_config_error(tmp_path)
     forward = schema.check(cfg_for(tmp_path, *TWO_PASS, "timed=forward"), "cpu")
     assert backward.timed == "backward" and "timed" not in backward.config_key("wall_clock")
     assert named.config_key("wall_clock") == backward.config_key("wall_clock")
-    assert forward.config_key("wall_clock") == backward.config_key("wall_clock") + "|timed=forward"
+    assert forward.config_key("wall_clock") == backward.config_key("wall_clock") + "|fwd=auto|timed=forward"
     with pytest.raises(schema.ConfigError, match="timed: must be one of backward, forward, train"):
         schema.check(cfg_for(tmp_path, *TWO_PASS, "timed=pass"), "cpu")
 

@@ -41,7 +41,7 @@ for _module in pkgutil.iter_modules(__path__):
 def attention(q, k, v, causal: bool = False, scale: float | None = None, variant: str = "two_pass",
               blocks=None, layout: str = "bnhd", cu_seqlens_q=None, cu_seqlens_k=None,
               max_seqlen_q: int | None = None, max_seqlen_k: int | None = None, window_size=None,
-              softcap: float = 0.0, g=None, sink=None):
+              softcap: float = 0.0, g=None, sink=None, forward: str | None = None):
     """Differentiable attention whose backward is `variant`'s.
 
     layout "bnhd": q [B, Nq, H, D], k/v [B, Nk, Hkv, D] (FlashAttention's order, the default);
@@ -64,6 +64,11 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, variant
     (v [B, Nk, Hkv, Dv], o [B, Nq, H, Dv]; DeepSeek MLA's D = 192, Dv = 128); sink: a learnable per-head logit,
     fp32 [H] (GPT-OSS), that joins every row's softmax denominator with no value, and gets its gradient.
 
+    forward (a Triton design; issue 42): the forward whose O and LSE the backward reads, one of
+    kernels.forward_choice.FORWARDS (stock, gluon, auto, sdpa_flash, sdpa_cudnn, fa4); None: the design's
+    `default_forward` (auto). A forward that cannot run the call runs the stock one (docs/forward.md). A baseline
+    runs its own forward and takes none.
+
     A Triton design (stock Triton or Gluon) runs as the operator torch.ops.flash_bwd.attention (variants/op.py):
     torch.compile(fullgraph=True) traces through it and CUDA graphs replay it (dense calls). A dense eager call that
     nothing traces skips the operator's dispatch and runs the same implementation over its signature's launch plan
@@ -85,12 +90,14 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, variant
         if g is not None and isinstance(g, torch.Tensor) and g.dim() == 3:
             g = g.transpose(1, 2)  # [B, Nq, H] view
     impl = get(variant)
+    forward = _forward_arg(impl, forward)
     window_left, window_right = window_pair(window_size, bool(causal))
     operator = isinstance(impl, TritonVariant) and impl.as_operator
     if operator and not packed and op.eager_direct(q, k, v, g, sink):  # eager: the signature's plan, no op dispatch
         plan = plans.dense(impl, q, k, v, causal, blocks_text(blocks), window_left, window_right, softcap, g,
                            sink)
-        o = op.eager_attention(plan, q, k, v, plan.default_scale if scale is None else float(scale), g, sink)
+        o = op.eager_attention(plan, q, k, v, plan.default_scale if scale is None else float(scale), g, sink,
+                               forward)
         return o.transpose(1, 2) if layout == "bhnd" else o
     if g is not None:
         check_gate(g, q)
@@ -104,24 +111,38 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, variant
     if operator:
         o, _ = op.attention_op(q, k, v, bool(causal), scale, variant, blocks_text(blocks), cu_seqlens_q,
                                cu_seqlens_k, max_seqlen_q, max_seqlen_k, window_left, window_right, float(softcap), g,
-                               sink)
+                               sink, forward or "")
     elif packed:
         o = _packed_direct(impl, q, k, v, causal, scale, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                           max_seqlen_k, modifiers, g, sink)
+                           max_seqlen_k, modifiers, g, sink, forward)
     else:
         impl.check(problem)
         config = impl.make_blocks(problem, blocks) if blocks is not None or isinstance(impl, TritonVariant) else None
-        o = impl.apply(q, k, v, bool(causal), float(scale), config, mods=problem.mods, g=g, sink=sink)
+        o = impl.apply(q, k, v, bool(causal), float(scale), config, mods=problem.mods, g=g, sink=sink,
+                       **({} if forward is None else {"forward": forward}))
     return o.transpose(1, 2) if layout == "bhnd" else o
 
 
+def _forward_arg(impl, forward: str | None) -> str | None:
+    """attention()'s `forward`, checked (kernels.forward_choice.check_forward: one-line ValueError); a baseline takes
+    none (it runs its own forward)."""
+    if forward is None:
+        return None
+    from kernels.forward_choice import check_forward
+    check_forward(forward)
+    if not isinstance(impl, TritonVariant):
+        raise ValueError(f"forward={forward!r}: {impl.name} is a baseline and runs its own forward")
+    return forward
+
+
 def _packed_direct(impl, q, k, v, causal, scale, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                   modifiers, g, sink=None):
+                   modifiers, g, sink=None, forward=None):
     packing = op.make_packing(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     problem = Problem.from_packed(q, k, v, causal, packing).with_modifiers(**modifiers).with_sink(sink is not None)
     impl.check(problem)
     config = impl.make_blocks(problem, blocks)
-    return impl.apply(q, k, v, bool(causal), float(scale), config, varlen=packing, mods=problem.mods, g=g, sink=sink)
+    return impl.apply(q, k, v, bool(causal), float(scale), config, varlen=packing, mods=problem.mods, g=g, sink=sink,
+                      **({} if forward is None else {"forward": forward}))
 
 
 __all__ = ["attention", "names", "get", "register_variant", "Variant", "TritonVariant", "Baseline", "Problem"]

@@ -15,6 +15,7 @@ from typing import Callable, ClassVar
 
 import torch
 
+from kernels.forward_choice import DEFAULT_FORWARD
 from variants.blocks import Blocks
 from variants.problem import NO_MODIFIERS, Modifiers, Problem
 
@@ -134,9 +135,10 @@ class TritonVariant(Variant):
     # traces it whole). False: a backward that itself uses torch.autograd, which cannot run inside an operator
     # (attention() then calls the design directly and torch.compile breaks the graph around it)
     as_operator = True
-    # the forward whose O and LSE the design's backward reads when a call names none (kernels.forward_choice:
-    # stock | gluon | auto); attention() and the operator always run this one, the sweep's `forward` key overrides it
-    default_forward: ClassVar[str] = "stock"
+    # the forward whose O and LSE the design's backward reads when a call names none (kernels.forward_choice.FORWARDS;
+    # auto: Gluon on sm90 where it covers the problem, else stock); attention() and the operator run this one, the
+    # sweep's `forward` key overrides it
+    default_forward: ClassVar[str] = DEFAULT_FORWARD
 
     def supports(self, problem: Problem) -> str | None:
         if problem.device == "cpu" and not interpreter_on():
@@ -205,8 +207,9 @@ class TritonVariant(Variant):
         """The forward the backward reads -> (o [B, Nq, H, Dv], lse [B, H, Nq] fp32 base 2);
         varlen: o [total_q, H, Dv], lse [1, H, total_q]. mods, g: the score modifiers (Variant.apply); sink fp32 [H]
         or None: it enters each row's maximum and denominator, so the LSE carries it. forward: which forward
-        (kernels.forward_choice: stock, the shared Triton one; gluon / auto, kernels/gluon/forward.py where it covers
-        the problem on sm90, else stock); None: the design's `default_forward`."""
+        (kernels.forward_choice.FORWARDS: stock, the shared Triton one; gluon / auto, kernels/gluon/forward.py where
+        it covers the problem on sm90, else stock; sdpa_flash / sdpa_cudnn / fa4, a baseline's forward where it can
+        run the call, else stock); None: the design's `default_forward`."""
         forward = forward or self.default_forward
         from kernels.forward_choice import run_forward
         from kernels.gate import gate_cumsum
@@ -218,8 +221,11 @@ class TritonVariant(Variant):
                              BLOCK_N=block_n, varlen=varlen, mods=mods, gate=gate, sink=sink)
         return o.squeeze(0), lse
 
-    def apply(self, q, k, v, causal, scale, blocks, varlen=None, mods=NO_MODIFIERS, g=None, sink=None):
-        return _TritonAttention.apply(q, k, v, causal, scale, self, blocks, varlen, mods, g, sink)
+    def apply(self, q, k, v, causal, scale, blocks, varlen=None, mods=NO_MODIFIERS, g=None, sink=None,
+              forward: str | None = None):
+        """forward: the forward whose O and LSE the backward reads (kernels.forward_choice); None: the design's
+        `default_forward`."""
+        return _TritonAttention.apply(q, k, v, causal, scale, self, blocks, varlen, mods, g, sink, forward)
 
     def prepare(self, q, k, v, do, causal, scale, blocks, varlen=None, mods=NO_MODIFIERS, g=None, sink=None,
                 forward: str | None = None):
@@ -241,8 +247,9 @@ def split_extra_grads(grads, g, sink):
 
 class _TritonAttention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, causal, scale, variant, blocks, varlen=None, mods=NO_MODIFIERS, g=None, sink=None):
-        o, lse = variant.forward(q, k, v, causal, scale, varlen, mods, g, sink)
+    def forward(ctx, q, k, v, causal, scale, variant, blocks, varlen=None, mods=NO_MODIFIERS, g=None, sink=None,
+                forward=None):
+        o, lse = variant.forward(q, k, v, causal, scale, varlen, mods, g, sink, forward)
         ctx.save_for_backward(q, k, v, o, lse, g, sink)
         ctx.causal, ctx.scale, ctx.variant, ctx.blocks, ctx.varlen, ctx.mods = causal, scale, variant, blocks, varlen, mods
         return o
@@ -253,7 +260,7 @@ class _TritonAttention(torch.autograd.Function):
         grads = ctx.variant.backward(q, k, v, o, lse, do, causal=ctx.causal, scale=ctx.scale, blocks=ctx.blocks,
                                      varlen=ctx.varlen, mods=ctx.mods, g=g, sink=sink)
         dg, dsink = split_extra_grads(grads, g, sink)
-        return *grads[:3], None, None, None, None, None, None, dg, dsink
+        return *grads[:3], None, None, None, None, None, None, dg, dsink, None
 
 
 class Baseline(Variant):

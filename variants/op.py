@@ -1,13 +1,15 @@
 """The Triton designs as PyTorch operators, so that torch.compile and CUDA graphs see one opaque op per call.
 
     torch.ops.flash_bwd.attention(q, k, v, causal, scale, variant, blocks, cu_seqlens_q, cu_seqlens_k,
-                                  max_seqlen_q, max_seqlen_k, window_left, window_right, softcap, g, sink) -> (o, lse)
+                                  max_seqlen_q, max_seqlen_k, window_left, window_right, softcap, g, sink,
+                                  forward) -> (o, lse)
     torch.ops.flash_bwd.attention_backward(do, q, k, v, o, lse, <the same arguments>) -> (dq, dk, dv, dg, dsink)
 
 The score modifiers (issue 24): window_left / window_right as normalized by variants.problem.window_pair (-1 =
 unbounded), softcap (0 = off) and the forget gate g (None = off); dg is an empty tensor when g is None. Issue 47:
 the learnable sink (fp32 [H], None = off); dsink is an empty tensor when sink is None. v (and so o, do, dv) may
-have a head dim of its own.
+have a head dim of its own. forward: the forward whose O and LSE the backward reads (kernels.forward_choice.FORWARDS;
+'' = the design's `default_forward`).
 
 `attention()` (variants/__init__.py) calls the first for every TritonVariant (stock Triton and Gluon, dense and
 packed); autograd runs the second. Each is a `torch.library.custom_op` with a fake implementation (shapes and
@@ -85,12 +87,13 @@ def _like(grad: Tensor, of: Tensor) -> Tensor:
 def attention_op(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float, variant: str, blocks: str,
                  cu_seqlens_q: Tensor | None, cu_seqlens_k: Tensor | None, max_seqlen_q: int | None,
                  max_seqlen_k: int | None, window_left: int = -1, window_right: int = -1, softcap: float = 0.0,
-                 g: Tensor | None = None, sink: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """(o [.., H, Dv] in q's strides when Dv = D, lse fp32 base 2): the shared Triton forward, after the design's
-    checks."""
+                 g: Tensor | None = None, sink: Tensor | None = None,
+                 forward: str = "") -> tuple[Tensor, Tensor]:
+    """(o [.., H, Dv] in q's strides when Dv = D, lse fp32 base 2): the forward `forward` names ('' = the design's
+    `default_forward`; kernels.forward_choice), after the design's checks."""
     impl, _, packing, problem = _resolve(q, k, v, causal, variant, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                          max_seqlen_k, window_left, window_right, softcap, g, sink)
-    o, lse = impl.forward(q, k, v, causal, float(scale), packing, problem.mods, g, sink)
+    o, lse = impl.forward(q, k, v, causal, float(scale), packing, problem.mods, g, sink, forward or None)
     return _like(o, _out_like(q, v)), lse
 
 
@@ -104,7 +107,7 @@ def _out_like(q: Tensor, v: Tensor) -> Tensor:
 
 @attention_op.register_fake
 def _attention_fake(q, k, v, causal, scale, variant, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                    window_left=-1, window_right=-1, softcap=0.0, g=None, sink=None):
+                    window_left=-1, window_right=-1, softcap=0.0, g=None, sink=None, forward=""):
     lse = q.new_empty(_lse_shape(q, cu_seqlens_q is not None), dtype=torch.float32)
     if v.shape[-1] != q.shape[-1]:
         return q.new_empty((*q.shape[:-1], v.shape[-1])), lse
@@ -141,7 +144,7 @@ def _attention_backward_fake(do, q, k, v, o, lse, causal, scale, variant, blocks
 
 def _setup_context(ctx, inputs, output):
     (q, k, v, causal, scale, variant, blocks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-     window_left, window_right, softcap, g, sink) = inputs
+     window_left, window_right, softcap, g, sink, _forward) = inputs
     o, lse = output
     ctx.save_for_backward(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, g, sink)
     ctx.arguments = (causal, scale, variant, blocks)
@@ -155,7 +158,7 @@ def _backward(ctx, do, dlse):
     dq, dk, dv, dg, dsink = attention_backward_op(do, q, k, v, o, lse, *ctx.arguments, cu_seqlens_q, cu_seqlens_k,
                                                   *ctx.max_seqlens, *ctx.modifiers, g, sink)
     return (dq, dk, dv, None, None, None, None, None, None, None, None, None, None, None,
-            dg if g is not None else None, dsink if sink is not None else None)
+            dg if g is not None else None, dsink if sink is not None else None, None)
 
 
 attention_op.register_autograd(_backward, setup_context=_setup_context)
@@ -199,14 +202,15 @@ class _EagerAttention(torch.autograd.Function):
     same forward, the same backward, results in the same strides."""
 
     @staticmethod
-    def forward(ctx, q, k, v, g, sink, plan: Plan, scale: float):
+    def forward(ctx, q, k, v, g, sink, plan: Plan, scale: float, forward: str | None = None):
+        forward = forward or plan.impl.default_forward  # part of both phases' keys: it decides the launches and o
         if plan.unbound_reason is None:  # the forward's launches bound after its first call (kernels/launch.py)
-            with plan.sites(("forward", current_device())).phase():
-                o, lse = plan.impl.forward(q, k, v, plan.causal, scale, None, plan.mods, g, sink)
+            with plan.sites(("forward", current_device(), forward)).phase():
+                o, lse = plan.impl.forward(q, k, v, plan.causal, scale, None, plan.mods, g, sink, forward)
         else:
-            o, lse = plan.impl.forward(q, k, v, plan.causal, scale, None, plan.mods, g, sink)
+            o, lse = plan.impl.forward(q, k, v, plan.causal, scale, None, plan.mods, g, sink, forward)
         ctx.save_for_backward(q, k, v, o, lse, g, sink)
-        ctx.plan, ctx.scale = plan, scale
+        ctx.plan, ctx.scale, ctx.forward = plan, scale, forward
         return plan.like(o, 0, q) if o.shape == q.shape else o  # Dv != D: o as the forward made it (contiguous)
 
     @staticmethod
@@ -215,7 +219,7 @@ class _EagerAttention(torch.autograd.Function):
         q, k, v, o, lse, g, sink = ctx.saved_tensors
         plan = ctx.plan
         if plan.unbound_reason is None:  # keyed by dO's layout: the kernels take its strides and its pointer
-            key = ("backward", current_device(), do.stride(), do.dtype, do.data_ptr() % 16 == 0)
+            key = ("backward", current_device(), do.stride(), do.dtype, do.data_ptr() % 16 == 0, ctx.forward)
             with plan.sites(key).phase():
                 grads = plan.impl.backward(q, k, v, o, lse, do, causal=plan.causal, scale=ctx.scale,
                                            blocks=plan.blocks, mods=plan.mods, g=g, sink=sink)
@@ -224,9 +228,9 @@ class _EagerAttention(torch.autograd.Function):
                                        mods=plan.mods, g=g, sink=sink)
         dq, dk, dv = (plan.like(grad, which, of) for which, (grad, of) in enumerate(zip(grads, (q, k, v))))
         dg, dsink = split_extra_grads(grads, g, sink)
-        return dq, dk, dv, dg, dsink, None, None
+        return dq, dk, dv, dg, dsink, None, None, None
 
 
-def eager_attention(plan: Plan, q, k, v, scale: float, g=None, sink=None) -> Tensor:
+def eager_attention(plan: Plan, q, k, v, scale: float, g=None, sink=None, forward: str | None = None) -> Tensor:
     """o like attention_op's first result, by _EagerAttention (the caller checked `eager_direct`)."""
-    return _EagerAttention.apply(q, k, v, g, sink, plan, scale)
+    return _EagerAttention.apply(q, k, v, g, sink, plan, scale, forward)

@@ -77,7 +77,7 @@ class SweepConfig:
     window_right: Optional[int] = None  # non-causal windows: keys to the right; null = window (symmetric)
     softcap: float = 0.0  # logit softcapping (Gemma 2): 0 = off
     gate: bool = False  # FLA's log forget gate g [B, N, H] (causal, Nq == Nk)
-    forward: Optional[str] = None  # the forward the backward reads: stock | gluon | auto; null = the design's default
+    forward: Optional[str] = None  # the forward the backward reads (kernels.forward_choice.FORWARDS); null = the design's default (auto)
     timed: str = "backward"  # what a row times (runners/point/timed.py): backward | forward | train (fwd + bwd)
     head_dim_v: Optional[int] = None  # issue 47: V's head dim (MLA: head_dim=192 head_dim_v=128); null = head_dim
     sink: bool = False  # issue 47: a learnable per-head sink (GPT-OSS), random fp32 logits [H], and its gradient
@@ -251,8 +251,16 @@ class Point:
                 f"|d={self.head_dim}|causal={int(self.causal)}|{self.dtype}|{self.layout}|blocks[{blocks}]|{timer}"
                 + (f"|varlen[{self.varlen_spec}]" if self.doc_lens is not None else "")
                 + (f"|mods[{self.problem('cpu').modifier_text}]" if self.modified else "")
-                + (f"|fwd={self.forward}" if self.forward != "stock" else "")
-                + (f"|timed={self.timed}" if self.timed != "backward" else ""))  # backward rows: keys as before
+                + self.timed_key())
+
+    def timed_key(self) -> str:
+        """'' for a backward row (its key as before issue 42, whichever forward it read: the backward's timing does
+        not include the forward; the row records `forward` / `forward_ran`), else '|fwd=<forward>' where the forward
+        is not stock (the forward is what such a row times), then '|timed=<kind>' (the order of the rows measured
+        since issue 42; runners.tables.keys.timed_suffix: the same rule, in its own order)."""
+        if self.timed == "backward":
+            return ""
+        return (f"|fwd={self.forward}" if self.forward != "stock" else "") + f"|timed={self.timed}"
 
     @property
     def modified(self) -> bool:
@@ -272,7 +280,8 @@ class Point:
             text += f" {self.layout}"
         if self.modified:
             text += f" {self.problem('cpu').modifier_text}"
-        if self.forward != "stock":
+        from kernels.forward_choice import DEFAULT_FORWARD
+        if self.forward not in ("stock", DEFAULT_FORWARD):  # the default (and a baseline's own) goes unsaid
             text += f" forward={self.forward}"
         if self.timed != "backward":
             text += f" timed={self.timed}"
