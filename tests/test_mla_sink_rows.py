@@ -105,3 +105,122 @@ def test_accuracy_gate_can_fail_on_the_sink(packed):
     assert not measure.check_accuracy(plain, q, k, v, do, **gate)["correct"]
     off = measure.check_accuracy(right[:3] + (right[3] * 1.1,), q, k, v, do, **gate)
     assert not off["correct"] and 0.05 < off["rel_dsink"] and "rel_dsink" in off["_wrong_reason"]
+
+
+# ---- dsink on a sliced accuracy scope: checked over every batch entry and row (reference_rows.reference_dsink) ----
+
+SLICED = ["batch=2", "heads=4", "kv_heads=2"]  # B 2, GQA 2:1: batch0-kvgroup0 keeps a quarter of the rows
+TWO_PASS_SINK = ["variant=two_pass", *MLA, "sink=true", *SLICED, "blocks.BLOCK_M1=16", "blocks.BLOCK_N1=16"]
+
+
+def slice_the_scope(monkeypatch, batch=2, heads=4, seq_k=17, rows=5):
+    """REF_CHUNK_BYTES cut so that a sink point (its backward reference runs in one call up to REF_CHUNK_BYTES) is
+    checked on batch0-kvgroup0 and the forward reference over every row takes `rows` query rows per chunk."""
+    from runners.point import accuracy_scope
+    monkeypatch.setattr(accuracy_scope, "REF_CHUNK_BYTES", 4 * batch * heads * seq_k * rows)
+    assert accuracy_scope.chunk_rows(batch, heads, seq_k) == rows
+
+
+@pytest.mark.parametrize("causal", ["false", "true"])
+def test_a_sliced_row_gates_dsink_as_the_full_one(tmp_path, monkeypatch, causal):
+    """The same sink point on the full scope and on batch0-kvgroup0: both rows carry a finite rel_dsink (before,
+    NaN on the slice) and the two agree, the sliced one from the forward over every row in query chunks."""
+    point = [*TWO_PASS_SINK, f"causal={causal}"]
+    sweep.run_point(cfg_for(tmp_path / "full", *point), out=lambda _: None)
+    slice_the_scope(monkeypatch)
+    sweep.run_point(cfg_for(tmp_path / "sliced", *point), out=lambda _: None)
+    (full,) = rows(tmp_path / "full").itertuples()
+    (cut,) = rows(tmp_path / "sliced").itertuples()
+    assert (full.accuracy_scope, cut.accuracy_scope) == ("full", "batch0-kvgroup0")
+    assert (cut.status, bool(cut.correct)) == ("ok", True), cut.reason
+    assert 0 < cut.rel_dsink < 1e-4 and 0 < full.rel_dsink < 1e-4  # 0 would be a self-comparison
+    assert abs(cut.rel_dsink - full.rel_dsink) < 1e-6 and abs(cut.max_abs_dsink - full.max_abs_dsink) < 1e-5
+    assert cut.config_key == full.config_key
+
+
+def test_a_sliced_row_without_a_sink_is_unchanged(tmp_path, monkeypatch):
+    """sink=false on a sliced scope: no dsink columns filled, the key of the plain point."""
+    import math
+    slice_the_scope(monkeypatch, rows=1)  # one_call is off without a sink: the 8 GiB limit decides the scope
+    from runners.point import accuracy_scope
+    monkeypatch.setattr(accuracy_scope, "REF_FULL_LIMIT_BYTES", 16)
+    sweep.run_point(cfg_for(tmp_path, "variant=two_pass", "head_dim=24", *SLICED, "blocks.BLOCK_M1=16",
+                            "blocks.BLOCK_N1=16"), out=lambda _: None)
+    (r,) = rows(tmp_path).itertuples()
+    assert (r.status, r.accuracy_scope, bool(r.sink)) == ("ok", "batch0-kvgroup0", False), r.reason
+    assert math.isnan(r.rel_dsink) and math.isnan(r.max_abs_dsink) and "|mods[" not in r.config_key
+
+
+def test_a_wrong_dsink_makes_a_sliced_row_wrong(tmp_path, monkeypatch):
+    """A design whose dsink is 0.1 off on every head (dq, dk, dv right): its row on batch0-kvgroup0 is `wrong`,
+    rel_dsink named (before, the slice never looked at dsink and the row was ok)."""
+    import variants
+    impl = variants.get("two_pass")
+    prepare = impl.prepare
+
+    def poisoned(*args, **kwargs):
+        fn = prepare(*args, **kwargs)
+        return lambda: (lambda grads: (*grads[:-1], grads[-1] + 0.1))(fn())
+    monkeypatch.setattr(impl, "prepare", poisoned)
+    slice_the_scope(monkeypatch)
+    sweep.run_point(cfg_for(tmp_path, *TWO_PASS_SINK, "causal=true"), out=lambda _: None)
+    (r,) = rows(tmp_path).itertuples()
+    assert (r.status, bool(r.correct), r.accuracy_scope) == ("wrong", False, "batch0-kvgroup0")
+    assert "rel_dsink" in r.reason and "rel_dq" not in r.reason and r.rel_dsink > 1e-2
+    assert max(r.rel_dq, r.rel_dk, r.rel_dv) < 1e-4
+
+
+@pytest.mark.parametrize("modifier", ["none", "gate", "window", "softcap"])
+def test_a_sliced_gate_checks_the_whole_dsink(monkeypatch, modifier):
+    """check_accuracy on batch0-kvgroup0 (B 2, GQA): the reference's gradients pass with rel_dsink about 1e-7, a
+    dsink 1 % off fails, and so does the slice's own dsink (batch 0, the first kv-head group: the scope's
+    reference before) in place of the whole one. A modifier or the gate: the forward per (batch entry, kv-head)."""
+    import torch
+    from runners.point import measure
+    from variants.problem import Modifiers
+    from variants.reference import reference_grads
+    from tests.test_mla_sinks import make_case
+    q, k, v, do, sink = make_case(2, 30, 30, 4, 2, 24, 16, dtype=torch.float32, device="cpu")
+    mods = {"window": Modifiers(window_left=7, window_right=0), "softcap": Modifiers(softcap=5.0)}.get(
+        modifier, Modifiers())
+    g = None
+    if modifier == "gate":
+        g = torch.nn.functional.logsigmoid(torch.randn(2, 30, 4, generator=torch.Generator().manual_seed(1)) + 2.0)
+    options = dict(window_size=(mods.window_left, mods.window_right), softcap=mods.softcap, g=g, sink=sink)
+    right = reference_grads(q, k, v, do, True, 0.2, **options)[1:]
+    sliced_options = dict(options, g=None if g is None else g[:1, :, :2], sink=sink[:2])
+    own = reference_grads(q[:1, :, :2], k[:1, :, :1], v[:1, :, :1], do[:1, :, :2], True, 0.2, **sliced_options)[-1]
+    slice_the_scope(monkeypatch, batch=2, heads=4, seq_k=30, rows=7)
+    gate = dict(causal=True, scale=0.2, dtype=torch.float32, mods=mods, g=g, sink=sink)
+    ok = measure.check_accuracy(right, q, k, v, do, **gate)
+    assert ok["accuracy_scope"] == "batch0-kvgroup0" and ok["correct"], ok["_wrong_reason"]
+    assert 0 < ok["rel_dsink"] < 1e-5
+    off = measure.check_accuracy((*right[:-1], right[-1] * 1.01), q, k, v, do, **gate)
+    assert not off["correct"] and "rel_dsink" in off["_wrong_reason"] and off["rel_dq"] < 1e-5
+    slice_only = right[-1].clone()
+    slice_only[:2], slice_only[2:] = own, 0.0
+    assert not measure.check_accuracy((*right[:-1], slice_only), q, k, v, do, **gate)["correct"]
+
+
+@pytest.mark.parametrize("shape", [(2, 40, 30, 4, 2), (1, 23, 31, 2, 1), (2, 17, 17, 2, 2)])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("chunked", [False, True])
+def test_reference_dsink_is_autograd_of_the_reference(monkeypatch, shape, causal, chunked):
+    """reference_rows.reference_dsink (the fp32 forward's O and LSE, in query chunks or not; causal Nq > Nk: rows
+    that see no key, whole chunks of them) equals autograd of variants/reference.py's dsink."""
+    import torch
+    from runners.point import reference_rows
+    from variants.reference import reference_grads
+    from tests.test_mla_sinks import make_case
+    b, nq, nk, h, hkv = shape
+    q, k, v, do, sink = make_case(b, nq, nk, h, hkv, 24, 16, dtype=torch.float32, device="cpu")
+    expected = reference_grads(q, k, v, do, causal, 0.2, sink=sink)[-1]
+    if chunked:
+        slice_the_scope(monkeypatch, batch=b, heads=h, seq_k=nk, rows=3)
+    got = reference_rows.reference_dsink(q, k, v, do, causal, 0.2, sink)
+    assert got.dtype == torch.float32 and got.shape == (h,)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    # fp64 both ways: the same to rounding
+    q64, k64, v64, do64 = (t.double() for t in (q, k, v, do))
+    expected64 = reference_grads(q64, k64, v64, do64, causal, 0.2, torch.float64, sink=sink.double())[-1]
+    assert (got.double() - expected64).abs().max() < 1e-5

@@ -25,6 +25,7 @@ from variants.problem import DTYPES, NO_MODIFIERS  # noqa: E402
 from variants.reference import reference_grads  # noqa: E402
 from runners.point import timed as timed_kinds, varlen_inputs  # noqa: E402
 from runners.point import accuracy_scope  # noqa: E402
+from runners.point.reference_rows import reference_dsink  # noqa: E402
 from runners.point.accuracy_scope import (chunk_rows, reference_scope, scope_slice, sliced_gate,  # noqa: E402
                                           sliced_sink)
 
@@ -246,7 +247,8 @@ def check_accuracy(grads, q, k, v, do, causal: bool, scale: float, dtype, varlen
                    g=None, sink=None) -> dict:
     """Error columns of one backward's (dq, dk, dv[, dg][, dsink]) against the fp32 reference (a packed batch: per
     document); mods / g: the point's score modifiers (window, softcap; the forget gate); sink: fp32 [H] or None
-    (dsink is checked on the full scope only: it sums over the batch and every head's rows)."""
+    (dsink sums over the batch and every head's rows, so it is checked over the whole problem on every scope: on a
+    sliced one against reference_rows.reference_dsink, from the fp32 forward's O and LSE in query chunks)."""
     reference = functools.partial(chunked_reference_grads, mods=mods)
     if varlen is not None:
         ref = varlen_inputs.packed_reference_grads(q, k, v, do, causal, scale, varlen, reference, g=g, sink=sink)
@@ -271,9 +273,11 @@ def check_accuracy(grads, q, k, v, do, causal: bool, scale: float, dtype, varlen
                         sink=sliced_sink(q, q_slice, sink))
     names = ["dq", "dk", "dv"] + (["dg"] if g is not None else [])
     outs = (q_slice(grads[0]), k_slice(grads[1]), k_slice(grads[2])) + tuple(q_slice(dg) for dg in grads[3:len(names)])
-    if sink is not None and scope == "full":  # dsink sums over every batch entry and row: not comparable on a slice
-        outs, names = outs + (grads[-1],), names + ["dsink"]
-    ref = tuple(ref) if "dsink" in names else tuple(ref[:len(names)])  # a sliced scope drops the reference's dsink
+    ref = tuple(ref)  # (dq, dk, dv[, dg][, dsink]) of the scope
+    if sink is not None:  # the whole dsink on every scope: it sums over every batch entry and row, so a sliced
+        outs, names = outs + (grads[-1],), names + ["dsink"]  # scope's own is not comparable; there the reference
+        if scope != "full":  # is the fp32 forward's over every row, in query chunks (issue 47)
+            ref = ref[:-1] + (reference_dsink(q, k, v, do, causal, scale, sink, mods, g),)
     return _error_columns(outs, ref, dtype, scope, names)
 
 

@@ -19,9 +19,9 @@ import torch
 
 from spec import TIMED  # noqa: F401 - re-exported: backward, forward, train
 from runners.point import accuracy_scope
+from runners.point.reference_rows import packed_reference_o_lse, reference_o_lse
 from variants.accuracy import REL_TOL, error
 from variants.problem import NO_MODIFIERS
-from variants.reference import reference_forward, visible_pairs
 
 LSE_REL_TOL = 1e-3  # the base-2 LSE: fp32 row statistics of the same (fp16 / bf16 / fp32) inputs, any dtype
 
@@ -86,67 +86,6 @@ def prepare(variant, point, problem, inputs: tuple, forward: str | None):
 
 
 # ---- the accuracy gate on O and the LSE -------------------------------------------------------------------------
-
-def reference_lse(q, k, causal: bool, scale: float, mods=NO_MODIFIERS, g=None, sink=None) -> torch.Tensor:
-    """[B, H, Nq] fp32, the forward's convention: log2 of the sum of exp(score) over the visible keys (the scores of
-    variants.reference.reference_forward: softcap, the gate, the masks) plus exp(sink[h]) with a sink; +inf for a row
-    that sees no key (and has no sink)."""
-    heads, kv_heads = q.shape[2], k.shape[2]
-    q_ = q.float().transpose(1, 2)  # [B, H, Nq, D]
-    k_ = k.float().transpose(1, 2).repeat_interleave(heads // kv_heads, dim=1)  # [B, H, Nk, D]
-    scores = torch.matmul(q_, k_.transpose(-1, -2)) * scale  # [B, H, Nq, Nk]
-    if mods.softcap:
-        scores = mods.softcap * torch.tanh(scores / mods.softcap)
-    if g is not None:
-        gate = g.float().cumsum(dim=1).transpose(1, 2)  # [B, H, Nq]
-        scores = scores + gate[..., :, None] - gate[..., None, :]
-    visible = visible_pairs(q.shape[1], k.shape[1], causal, (mods.window_left, mods.window_right), q.device)
-    if visible is not None:
-        scores = scores.masked_fill(~visible, float("-inf"))
-    if sink is not None:
-        column = sink.float()[None, :, None, None].expand(*scores.shape[:-1], 1)  # [B, H, Nq, 1]
-        scores = torch.cat([scores, column], dim=-1)
-    lse = torch.logsumexp(scores, dim=-1) / math.log(2.0)
-    return torch.where(torch.isneginf(lse), torch.full_like(lse, float("inf")), lse)
-
-
-def reference_o_lse(q, k, v, causal: bool, scale: float, mods=NO_MODIFIERS, g=None, sink=None):
-    """(o [B, Nq, H, Dv], lse [B, H, Nq]) fp32 of a dense batch, over query chunks of REF_CHUNK_BYTES fp32 scores
-    (rows are independent; causal chunk [a, b) sees the keys [0, b + Nk - Nq), bottom-right kept). With a modifier,
-    the gate or a sink: one call (a chunk would move the window's diagonal and restart the gate's cumsum)."""
-    batch, seq_q, heads, _ = q.shape
-    seq_k = k.shape[1]
-    window = (mods.window_left, mods.window_right)
-    rows = accuracy_scope.chunk_rows(batch, heads, seq_k)
-    if mods.active or g is not None or sink is not None or rows >= seq_q:
-        o = reference_forward(q, k, v, causal, scale, window_size=window, softcap=mods.softcap, g=g, sink=sink)
-        return o, reference_lse(q, k, causal, scale, mods, g, sink)
-    o = torch.zeros((*q.shape[:-1], v.shape[-1]), dtype=torch.float32, device=q.device)
-    lse = torch.full((batch, heads, seq_q), float("inf"), dtype=torch.float32, device=q.device)
-    for start in range(0, seq_q, rows):
-        stop = min(seq_q, start + rows)
-        keys = min(seq_k, stop + seq_k - seq_q) if causal else seq_k
-        if keys <= 0:
-            continue  # these queries see no key: O = 0, LSE = +inf
-        o[:, start:stop] = reference_forward(q[:, start:stop], k[:, :keys], v[:, :keys], causal, scale)
-        lse[:, :, start:stop] = reference_lse(q[:, start:stop], k[:, :keys], causal, scale)
-    return o, lse
-
-
-def packed_reference_o_lse(q, k, v, causal: bool, scale: float, packing, mods=NO_MODIFIERS, g=None, sink=None):
-    """(o [total_q, H, Dv], lse [1, H, total_q]) fp32 of a packed batch, document by document."""
-    cu_q = [int(x) for x in packing.cu_seqlens_q.tolist()]
-    cu_k = [int(x) for x in packing.cu_seqlens_k.tolist()]
-    o = torch.zeros((*q.shape[:-1], v.shape[-1]), dtype=torch.float32, device=q.device)
-    lse = torch.full((1, q.shape[1], q.shape[0]), float("inf"), dtype=torch.float32, device=q.device)
-    for (q0, q1), (k0, k1) in zip(zip(cu_q, cu_q[1:]), zip(cu_k, cu_k[1:])):
-        if q1 == q0 or k1 == k0:
-            continue
-        gate = None if g is None else g[None, q0:q1]
-        o_d, lse_d = reference_o_lse(q[None, q0:q1], k[None, k0:k1], v[None, k0:k1], causal, scale, mods, gate, sink)
-        o[q0:q1], lse[:, :, q0:q1] = o_d[0], lse_d
-    return o, lse
-
 
 def lse_error_columns(lse, ref) -> tuple[dict, str]:
     """({max_abs_lse, rel_lse}, '' or the failure): the error over the rows that see a key; a row that sees none
