@@ -119,11 +119,13 @@ def wait_chunks(n: gl.constexpr, x, y, D_REST: gl.constexpr):
 @gluon.jit
 def probabilities(s, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, KEYS_ON_ROWS: gl.constexpr,
                   CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr,
-                  MASKED: gl.constexpr):
+                  MASKED: gl.constexpr, KEY_BLOCK_FIXED: gl.constexpr = False):
     """P = exp2(S * scale * log2 e - LSE) of S^T [BN, BM] (KEYS_ON_ROWS, swap AB) or S [BM, BN]; o_m: the query
     index of each query row / column. Only blocks that cross the causal diagonal, a window edge or a sequence end
     pay for the mask (keys past Nk, queries past Nq, keys right of the bottom-right diagonal under causal masking,
-    and outside the window (WINDOW_LEFT / WINDOW_RIGHT >= 0, FlashAttention's window_size) -> 0)."""
+    and outside the window (WINDOW_LEFT / WINDOW_RIGHT >= 0, FlashAttention's window_size) -> 0).
+    KEY_BLOCK_FIXED: the caller walks query blocks against one key block (ws's compute warps), so the mask's key
+    indices are built per step (issue 43: not hoisted out of the loop and held in registers, spilled, across it)."""
     KEY_DIM: gl.constexpr = 0 if KEYS_ON_ROWS else 1
     QUERY_DIM: gl.constexpr = 1 - KEY_DIM
     BLOCK_N: gl.constexpr = s.shape[KEY_DIM]
@@ -140,13 +142,19 @@ def probabilities(s, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, KEYS_ON
         crosses_right = right >= 0 and start_m + shift + right < start_n + BLOCK_N - 1
         crosses_left = WINDOW_LEFT >= 0 and start_m + BLOCK_M - 1 + shift - WINDOW_LEFT > start_n
         if crosses_right or crosses_left or start_m + BLOCK_M > seq_q or start_n + BLOCK_N > seq_k:
-            # key indices built here, not held across the loop
-            keys = gl.expand_dims(start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(QUERY_DIM, s.type.layout)),
+            # key indices built here, not held across the loop; KEY_BLOCK_FIXED without swap AB (each thread holds
+            # many keys, start_n the same every step): indices from the step's first query, so none is loop-invariant
+            base = start_m if KEY_BLOCK_FIXED and not KEYS_ON_ROWS else 0
+            keys = gl.expand_dims((start_n - base) + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(QUERY_DIM,
+                                                                                                  s.type.layout)),
                                   QUERY_DIM)
-            queries = gl.expand_dims(o_m, KEY_DIM)
-            visible = (keys < seq_k) & (queries < seq_q)
-            if right >= 0:
-                visible = visible & (keys <= queries + shift + right)
+            queries = gl.expand_dims(o_m - base, KEY_DIM)
+            if KEY_BLOCK_FIXED and CAUSAL:  # keys <= queries + shift < seq_q + shift = seq_k: no key past Nk is left
+                visible = (queries < seq_q - base) & (keys <= queries + shift)
+            else:
+                visible = (keys < seq_k - base) & (queries < seq_q - base)
+                if right >= 0:
+                    visible = visible & (keys <= queries + shift + right)
             if WINDOW_LEFT >= 0:
                 visible = visible & (keys >= queries + shift - WINDOW_LEFT)
             p = gl.where(visible, p, 0.)
