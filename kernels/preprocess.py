@@ -60,7 +60,8 @@ def attention_delta(o, do, BLOCK_M: int = 64, zero: torch.Tensor | None = None) 
         numel = 0
     chunk = cdiv(cdiv(numel, max(grid[0] * grid[1], 1)), ZERO_BLOCK) * ZERO_BLOCK
     args = (*strides(o), *strides(do), seq_q, heads, numel, chunk)
-    fixed = dict(HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_D=head_block(head_dim), ZERO_BLOCK=ZERO_BLOCK if numel else 0)
+    fixed = dict(HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_D=head_block(head_dim),
+                 ZERO_BLOCK=ZERO_BLOCK if numel else 0)
     if slot is not None:  # zero_: the buffer goes through ATen's fill (slot["numel"] None: no buffer)
         slot.update(delta_shape=(batch, heads, seq_q), grid=grid, args=args, fixed=fixed,
                     numel=None if zero is None else numel, zero_=filled)
