@@ -50,6 +50,8 @@ def load(root: str) -> dict:
 def main(before_root: str, calls: int, rounds: int, designs: list, shape: tuple) -> None:
     import torch
     sides = {"before": load(before_root), "after": load(HERE)}
+    files = {side: modules["kernels.launch"].__file__ for side, modules in sides.items()}
+    assert files["before"] != files["after"] and files["after"].startswith(HERE), files  # two checkouts, really
     gen = torch.Generator().manual_seed(0)
     batch, seq, heads, head_dim = shape
     q, k, v, do = (torch.randn(batch, seq, heads, head_dim, generator=gen).bfloat16() for _ in range(4))
