@@ -7,7 +7,7 @@ import triton
 import triton.language as tl
 
 from kernels.common import cdiv, flat, strides
-from kernels.launch import launch
+from kernels.launch import launch, memo
 
 
 @triton.jit
@@ -38,12 +38,22 @@ def dq_finish(dq_acc: torch.Tensor, dq: torch.Tensor, scale: float, BLOCK_M: int
     """dq_acc [B, H, rows >= Nq, BLOCK_D] fp32, contiguous (BLOCK_D >= D, a power of two), or the same memory as
     [B * H * rows, BLOCK_D] (ws's, no view per call) -> dq [B, Nq, H, D] = scale * dq_acc[..., :D]; spread_rows: the
     accumulator's rows reordered within groups of 8 (ws)."""
+    slot = memo("dq_finish")  # a plan's phase: its key fixes the shapes and strides
+    if slot:
+        if slot["grid"] is not None:
+            launch(_dq_finish_kernel, slot["grid"], dq_acc, dq, *slot["args"], scale, **slot["fixed"])
+        return
     batch, seq_q, heads, head_dim = dq.shape
-    if seq_q > 0 and batch * heads > 0:
+    grid = (cdiv(seq_q, BLOCK_M), batch * heads) if seq_q > 0 and batch * heads > 0 else None
+    if grid is not None:
         block_d = dq_acc.shape[-1]
-        launch(_dq_finish_kernel, (cdiv(seq_q, BLOCK_M), batch * heads),
-            dq_acc, dq, *strides(dq), seq_q, dq_acc.numel() // (batch * heads * block_d), heads, scale,
-            HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_D=block_d, SPREAD_ROWS=spread_rows, num_warps=4)
+        args = (*strides(dq), seq_q, dq_acc.numel() // (batch * heads * block_d), heads)
+        fixed = dict(HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_D=block_d, SPREAD_ROWS=spread_rows, num_warps=4)
+        if slot is not None:
+            slot.update(grid=grid, args=args, fixed=fixed)
+        launch(_dq_finish_kernel, grid, dq_acc, dq, *args, scale, **fixed)
+    elif slot is not None:
+        slot["grid"] = None
 
 
 @triton.jit

@@ -17,7 +17,7 @@ from kernels.common import (LOG2E, Strides, band_blocks, cdiv, document_block, g
                             modify_scores, score_mask, strides)
 from kernels.sink import sink_logits2
 from kernels.varlen import UNIFORM_ARGS
-from kernels.launch import launch
+from kernels.launch import launch, memo
 
 
 class ForwardTensors(NamedTuple):
@@ -190,6 +190,16 @@ def attention_forward(q, k, v, causal: bool, scale: float, *, BLOCK_M: int = 64,
     lse [B, H, Nq] fp32 (base 2). sink: fp32 [H] logits or None (module doc).
     varlen: a kernels.varlen.Packing; then B = 1 and N is the packed length (causal per document).
     mods: the window / softcap (variants.problem.Modifiers) or None; gate: G = cumsum(g) [B, H, Nq] fp32 or None."""
+    slot = memo("attention_forward") if varlen is None else None  # a plan's phase: its key fixes all but the data
+    if slot:
+        o = torch.empty(slot["o_shape"], device=q.device, dtype=q.dtype) if slot["o_shape"] is not None \
+            else torch.empty_like(q)
+        lse = torch.empty(slot["lse_shape"], device=q.device, dtype=torch.float32)
+        if slot["grid"] is not None:
+            launch(_fwd_kernel, slot["grid"], tensors=ForwardTensors(q, k, v, o, lse),
+                   sizes=ForwardSizes(*slot["sizes"], scale * LOG2E), G=gate, SINK2=sink_logits2(sink),
+                   **slot["fixed"])
+        return o, lse
     batch, seq_q, heads, head_dim = q.shape
     seq_k, kv_heads = k.shape[1], k.shape[2]
     head_dim_v = v.shape[-1]
@@ -197,16 +207,19 @@ def attention_forward(q, k, v, causal: bool, scale: float, *, BLOCK_M: int = 64,
         else torch.empty_like(q)
     lse = torch.empty((batch, heads, seq_q), device=q.device, dtype=torch.float32)
     doc_args, blocks = (UNIFORM_ARGS, cdiv(seq_q, BLOCK_M)) if varlen is None else varlen.kernel_args(block_q=BLOCK_M)
-    if blocks == 0:
+    grid = (blocks, batch * heads) if blocks else None
+    fixed = dict(strides=ForwardStrides(strides(q), strides(k), strides(v), strides(o)), **doc_args,
+                 HAS_SINK=sink is not None, HEAD_DIM_V=head_dim_v, BLOCK_DV=head_block(head_dim_v),
+                 HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=head_block(head_dim),
+                 CAUSAL=causal, DOT_PRECISION=dot_precision(q.dtype), **modifier_args(mods, gate is not None, causal),
+                 num_warps=num_warps, num_stages=num_stages)
+    if slot is not None:
+        slot.update(o_shape=(batch, seq_q, heads, head_dim_v) if head_dim_v != head_dim else None,
+                    lse_shape=(batch, heads, seq_q), grid=grid, fixed=fixed, sizes=(seq_q, seq_k, heads,
+                                                                                  heads // kv_heads))
+    if grid is None:
         return o, lse
-    grid = (blocks, batch * heads)
     launch(_fwd_kernel, grid, tensors=ForwardTensors(q, k, v, o, lse),
-                      strides=ForwardStrides(strides(q), strides(k), strides(v), strides(o)),
-                      sizes=ForwardSizes(seq_q, seq_k, heads, heads // kv_heads, scale * LOG2E), **doc_args, G=gate,
-                      SINK2=sink_logits2(sink), HAS_SINK=sink is not None,
-                      HEAD_DIM_V=head_dim_v, BLOCK_DV=head_block(head_dim_v),
-                      HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=head_block(head_dim),
-                      CAUSAL=causal, DOT_PRECISION=dot_precision(q.dtype),
-                      **modifier_args(mods, gate is not None, causal),
-                      num_warps=num_warps, num_stages=num_stages)
+           sizes=ForwardSizes(seq_q, seq_k, heads, heads // kv_heads, scale * LOG2E), G=gate, SINK2=sink_logits2(sink),
+           **fixed)
     return o, lse

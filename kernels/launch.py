@@ -67,21 +67,29 @@ class BoundLaunch:
         self.fn, self.kernel, self.params, self.constexprs = fn, kernel, params, constexprs
         self.device, self.get_stream, self.knobs = device, get_stream, knobs
         self.run, self.function, self.metadata = kernel.run, kernel.function, kernel.packed_metadata
+        # bound_arguments' lookups, per number of positional arguments: (names, defaults) of the rest
+        self.tails = {n: (tuple(name for name, _ in params[n:]), tuple(default for _, default in params[n:]))
+                      for n in range(len(params) + 1)}
 
     def __call__(self, fn, grid, args: tuple, kwargs: dict):
-        values = bound_arguments(self.params, args, kwargs)
+        names, defaults = self.tails[len(args)]  # bound_arguments, in C: kwargs.get(name, default) per parameter
+        values = [*args, *map(kwargs.get, names, defaults)] if args else list(map(kwargs.get, names, defaults))
         if VERIFY:
             self.verify(fn, values)
         stream = self.get_stream(self.device)
-        grid_y = grid[1] if len(grid) > 1 else 1
-        grid_z = grid[2] if len(grid) > 2 else 1
         runtime = self.knobs.runtime
         enter, leave = runtime.launch_enter_hook, runtime.launch_exit_hook
-        if _hooks_on(enter) or _hooks_on(leave):  # a profiler listens: what Triton's path would give it
+        # _hooks_on, inline: a profiler listens (what Triton's path would give it)
+        if (enter is not None and getattr(enter, "calls", True)) or \
+                (leave is not None and getattr(leave, "calls", True)):
             metadata = self.kernel.launch_metadata(grid, stream, *values)
         else:
             metadata = enter = leave = None
-        self.run(grid[0], grid_y, grid_z, stream, self.function, self.metadata, metadata, enter, leave, *values)
+        if len(grid) == 2:
+            self.run(grid[0], grid[1], 1, stream, self.function, self.metadata, metadata, enter, leave, *values)
+        else:
+            self.run(grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1, stream, self.function,
+                     self.metadata, metadata, enter, leave, *values)
         stats.bound += 1
         return self.kernel
 
@@ -156,12 +164,14 @@ def bind(fn, kernel, args: tuple, kwargs: dict):
 
 class LaunchSites:
     """The launches of one phase (a plan's forward, or its backward for one dO layout), in call order.
-    mode: None before the first run, then "bound" or "jit" for good (reason: why jit)."""
+    mode: None before the first run, then "bound" or "jit" for good (reason: why jit). memos: what the phase's
+    launchers worked out from the phase's key alone (`memo`), by (request number, owner)."""
 
     def __init__(self, bindable: bool = True, reason: str | None = None):
         self.mode = None if bindable else "jit"
         self.reason = reason
         self.launches: list[BoundLaunch] = []
+        self.memos: dict = {}
 
     def phase(self):
         """A context manager that runs the phase's launches through this object (see the module's doc); a plain
@@ -183,6 +193,7 @@ _NO_PHASE = _NoPhase()
 class _PhaseRun:
     def __init__(self, sites: LaunchSites):
         self.sites, self.index, self.recorded, self.reasons, self.previous = sites, 0, [], [], None
+        self.requests = 0  # memo() requests so far in this run
 
     def __enter__(self):
         self.previous, _active.run = _active.run, self
@@ -236,3 +247,24 @@ def launch(fn, grid, *args, **kwargs):
     if run is None:
         return fn[grid](*args, **kwargs)
     return run.launch(fn, grid, args, kwargs)
+
+
+def memo(owner: str) -> dict | None:
+    """A launcher's memo inside a plan's phase, else None (issue 44: host time per call). Inside a phase everything
+    but the data (pointers, TMA descriptors' bases, the scale) is fixed by the phase's key (the module's doc: shapes,
+    strides, dtypes, flags, blocks, device), and a phase's launchers run in the same order every time, so the n-th
+    request of a phase's run names the same launcher call on every run: its memo (a dict, empty on the phase's first
+    run) may keep what the launcher derives from the key alone (grids, constexpr records, strides, descriptor
+    templates, argument dicts) and never the call's tensors or the scale. owner: the launcher's name (a launcher that
+    returned early without a request cannot hand its memo to another). Outside a phase (the operator's path,
+    binding off, the interpreter, CPU tensors) it is None and launchers work everything out per call."""
+    run = _active.run
+    if run is None:
+        return None
+    key = (run.requests, owner)
+    run.requests += 1
+    memos = run.sites.memos
+    slot = memos.get(key)
+    if slot is None:
+        slot = memos[key] = {}
+    return slot

@@ -4,7 +4,7 @@ import triton
 import triton.language as tl
 
 from kernels.common import cdiv, flat, head_block, strides
-from kernels.launch import launch
+from kernels.launch import launch, memo
 
 
 @triton.jit
@@ -41,17 +41,30 @@ def attention_delta(o, do, BLOCK_M: int = 64, zero: torch.Tensor | None = None) 
     """o, do [B, Nq, H, D] -> delta [B, H, Nq] fp32. zero: an fp32 buffer the same launch fills with zeros (a design's
     dQ accumulator: one launch fewer than torch.zeros; issue 44), whose elements fill its storage from its start (a
     fresh contiguous tensor, or a fresh empty_like of a dense one)."""
+    slot = memo("attention_delta")  # a plan's phase: its key fixes the shapes, strides and the buffer's layout
+    if slot and (zero is None) == (slot["numel"] is None):
+        delta = torch.empty(slot["delta_shape"], device=o.device, dtype=torch.float32)
+        if slot["zero_"]:
+            zero.zero_()
+        numel = slot["numel"]
+        launch(_delta_kernel, slot["grid"], o, do, delta, delta if not numel else zero, *slot["args"], **slot["fixed"])
+        return delta
     batch, seq_q, heads, head_dim = o.shape
     delta = torch.empty((batch, heads, seq_q), device=o.device, dtype=torch.float32)
     grid = (cdiv(seq_q, BLOCK_M), batch * heads)
     numel = 0 if zero is None else zero.numel()
     # ATen's fill where nothing launches or the buffer is not one fp32 block from its pointer
-    if numel and (grid[0] * grid[1] == 0 or zero.dtype != torch.float32 or not flat(zero)):
+    filled = bool(numel) and (grid[0] * grid[1] == 0 or zero.dtype != torch.float32 or not flat(zero))
+    if filled:
         zero.zero_()
         numel = 0
     chunk = cdiv(cdiv(numel, max(grid[0] * grid[1], 1)), ZERO_BLOCK) * ZERO_BLOCK
-    launch(_delta_kernel, grid, o, do, delta, delta if numel == 0 else zero, *strides(o), *strides(do), seq_q, heads,
-           numel, chunk, HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_D=head_block(head_dim),
-           ZERO_BLOCK=ZERO_BLOCK if numel else 0)
+    args = (*strides(o), *strides(do), seq_q, heads, numel, chunk)
+    fixed = dict(HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_D=head_block(head_dim),
+                 ZERO_BLOCK=ZERO_BLOCK if numel else 0)
+    if slot is not None:  # zero_: the buffer goes through ATen's fill (slot["numel"] None: no buffer)
+        slot.update(delta_shape=(batch, heads, seq_q), grid=grid, args=args, fixed=fixed,
+                    numel=None if zero is None else numel, zero_=filled)
+    launch(_delta_kernel, grid, o, do, delta, delta if numel == 0 else zero, *args, **fixed)
     return delta
 

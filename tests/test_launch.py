@@ -296,3 +296,52 @@ def test_bound_launches_are_on_by_default(value, enabled):
                          capture_output=True, text=True, check=True, cwd=os.path.dirname(os.path.dirname(
                              os.path.abspath(__file__))))
     assert out.stdout.strip() == str(enabled)
+
+
+def test_a_launchers_memo_is_per_phase_and_request(fake_driver):
+    """kernels.launch.memo: None outside a phase; inside one, the n-th request of each run gets the same dict, and
+    another phase's sites (another plan or dO layout) get their own."""
+    from kernels.launch import memo
+    assert memo("f") is None
+    fake = JitLike(None, _unit_kernel)
+    sites, other = LaunchSites(), LaunchSites()
+    with sites.phase():
+        first = memo("f")
+        first["grid"] = (1,)
+        assert memo("f") is not first  # the second request: its own memo
+        launch(fake, (1,), 1, B=2)
+    with sites.phase():
+        assert memo("f") is first and memo("f") == {}
+        launch(fake, (1,), 1, B=2)
+    with other.phase():
+        assert memo("f") == {} and memo("f") is not first
+        launch(fake, (1,), 1, B=2)
+    assert memo("f") is None
+
+
+def test_a_new_signature_builds_new_memos_and_a_warm_call_adds_none(fake_driver, bindable_plans, jit_like):
+    q, k, v, do = _inputs(seed=6)
+    _call(q, k, v, do)
+    plan = next(iter(plans._plans.values()))
+    owners = sorted(owner for sites in plan.launches.values() for _, owner in sites.memos)
+    assert owners == ["attention_delta", "attention_forward"]  # two_pass's own launchers take no memo
+    ids = {key: {slot: id(memo) for slot, memo in sites.memos.items()} for key, sites in plan.launches.items()}
+    _call(q, k, v, do)
+    assert {key: {slot: id(memo) for slot, memo in sites.memos.items()} for key, sites in plan.launches.items()} == ids
+    q2, k2, v2, do2 = _inputs(seed=6, n=24)
+    _call(q2, k2, v2, do2)
+    plan2 = next(reversed(plans._plans.values()))
+    assert plan2 is not plan and plans.builds == 2
+    forward = [sites for key, sites in plan.launches.items() if key[0] == "forward"][0]
+    forward2 = [sites for key, sites in plan2.launches.items() if key[0] == "forward"][0]
+    (slot,), (slot2,) = forward.memos.values(), forward2.memos.values()
+    assert slot is not slot2 and slot["lse_shape"] == (1, 2, 40) and slot2["lse_shape"] == (1, 2, 24)
+
+
+def test_warm_launches_from_the_memos_hand_each_kernel_what_the_full_path_does():
+    """scripts/memo_check_cpu.py: every design's warm launches (ws and ws_two_pass included, stand-in kernels) against
+    its first call's, over four signatures and two scales; a fresh process (@triton.jit without the interpreter)."""
+    run = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "memo_check_cpu.py")], capture_output=True,
+                         text=True, cwd=ROOT, env={**os.environ, "TRITON_INTERPRET": "0"}, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    assert '"failures": []' in run.stdout and '"checked": 0' not in run.stdout

@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 
 from kernels.launch import current_device
+from variants.base import split_extra_grads  # imported before this module (variants/__init__.py): no cycle
 from variants.blocks import blocks_from_text
 from variants.plan import Plan, plans
 from variants.problem import Problem, check_gate, check_sink
@@ -215,7 +216,6 @@ class _EagerAttention(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, do):
-        from variants.base import split_extra_grads
         q, k, v, o, lse, g, sink = ctx.saved_tensors
         plan = ctx.plan
         if plan.unbound_reason is None:  # keyed by dO's layout: the kernels take its strides and its pointer

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import torch
 
 from kernels.launch import LaunchSites
+from variants.base import interpreter_on  # imported before this module (variants/__init__.py): no cycle
 from variants.blocks import Blocks, blocks_from_text
 from variants.problem import Modifiers, Problem, check_gate, check_sink
 
@@ -71,7 +72,6 @@ def _tensor_key(t: torch.Tensor) -> tuple:
 def signature(impl, q, k, v, causal, blocks: str, window_left: int, window_right: int, softcap: float, g,
               sink=None) -> tuple:
     """The plan cache's key of a dense call (hashable; tensors by shape, strides, dtype and device)."""
-    from variants.base import interpreter_on
     return (impl, blocks, bool(causal), _tensor_key(q), _tensor_key(k), _tensor_key(v),
             None if g is None else _tensor_key(g), window_left, window_right, float(softcap), interpreter_on(),
             None if sink is None else _tensor_key(sink))

@@ -94,10 +94,11 @@ class Ws(TritonVariant):
 
     def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks, mods=None, varlen=None,
                      dq_acc=None):
-        fields = blocks.as_dict()
         window = {} if mods is None else dict(window_left=mods.window_left, window_right=mods.window_right,
                                               softcap=mods.softcap)
-        if fields.pop("deterministic"):  # dQ by ws_two_pass's dQ kernel at its default tile: no atomics
+        if blocks.deterministic:  # dQ by ws_two_pass's dQ kernel at its default tile: no atomics
+            fields = blocks.as_dict()
+            fields.pop("deterministic")
             if window:
                 raise ValueError("ws: deterministic=true has no window or softcap yet (ws_two_pass's dQ kernel does "
                                  "not implement them); use deterministic=false")
@@ -106,5 +107,10 @@ class Ws(TritonVariant):
             return ws_two_pass_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, dkdv_blocks=fields,
                                         dq_blocks=WsTwoPassBlocks.dq_tile_for(q.shape[-1]), varlen=varlen)
         from kernels.gluon.ws import ws_backward
+        fields = blocks.__dict__.get("_kernel_fields")  # read once per (frozen) instance: a plan's serve every call
+        if fields is None:
+            fields = blocks.as_dict()
+            fields.pop("deterministic")
+            object.__setattr__(blocks, "_kernel_fields", fields)
         return ws_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, varlen=varlen, dq_acc=dq_acc,
                            **fields, **window)

@@ -29,7 +29,11 @@ class WsTwoPass(Ws):
 
     def run_backward(self, q, k, v, o, lse, do, delta, *, causal, scale, blocks, varlen=None):
         from kernels.gluon.ws_dq import ws_two_pass_backward
-        dq_fields = {f"{name}2" for name in ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages")}
-        dkdv = {name: value for name, value in blocks.as_dict().items() if name not in dq_fields}
-        return ws_two_pass_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, dkdv_blocks=dkdv,
-                                    dq_blocks=blocks.dq_tile(), varlen=varlen)
+        split = blocks.__dict__.get("_kernel_fields")  # read once per (frozen) instance: a plan's serve every call
+        if split is None:
+            dq_fields = {f"{name}2" for name in ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages")}
+            split = ({name: value for name, value in blocks.as_dict().items() if name not in dq_fields},
+                     blocks.dq_tile())
+            object.__setattr__(blocks, "_kernel_fields", split)
+        return ws_two_pass_backward(q, k, v, do, lse, delta, causal=causal, scale=scale, dkdv_blocks=split[0],
+                                    dq_blocks=split[1], varlen=varlen)

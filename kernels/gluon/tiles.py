@@ -246,6 +246,24 @@ def cached_descriptor(key: tuple, base: torch.Tensor, make):
     return desc
 
 
+def template(desc):
+    """A descriptor's fields without its base (what `rebase` copies): kept by a launcher's phase memo
+    (kernels.launch.memo), never a reference to the call's tensor. None stays None (an absent chunk tile)."""
+    if desc is None:
+        return None
+    fields = dict(desc.__dict__)
+    fields["base"] = None
+    return fields
+
+
+def rebase(fields: dict, base: torch.Tensor):
+    """The descriptor of `template`'s fields over base: what cached_descriptor gives for a key it has seen, without
+    the key (a phase memo's descriptors: the phase's key fixes shape, strides, dtype, box and alignment)."""
+    desc = object.__new__(TensorDescriptor)
+    desc.__dict__.update(fields, base=base)
+    return desc
+
+
 def tma_descriptor(t2d: torch.Tensor, block: list[int]):
     return cached_descriptor((t2d.shape, t2d.stride(), t2d.dtype, tuple(block)), t2d, lambda: TensorDescriptor(
         t2d, list(t2d.shape), list(t2d.stride()), block, shared_layout(tuple(block), t2d.dtype)))

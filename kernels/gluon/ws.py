@@ -47,8 +47,9 @@ from kernels.gluon.ring import ws_smem
 from kernels.gluon.scheduler import (TILE_SETUP_STEPS, TileSizes, chunk_heads, program_tiles, query_steps,  # noqa: F401
                                      sm_count, tile_key_block, tile_schedule)
 from kernels.gluon.tiles import (GL_DTYPES, WsDocs, cached_descriptor, chunk_tiles_reason, dense_bnhd,
-                                  head_dim_chunks, head_dim_split_reason, rows_descriptor, shared_layout, tile_dim)
-from kernels.launch import launch
+                                  head_dim_chunks, head_dim_split_reason, rebase, rows_descriptor, shared_layout,
+                                  template, tile_dim)
+from kernels.launch import launch, memo
 
 HEAD_DIMS = (64, 96, 128, 192, 256)  # with measured or compile-checked tiles (variants.ws)
 
@@ -286,6 +287,10 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
     chunks instead of one 128-column chunk (`head_dim_chunks`; one-line error at a head dim it does not change);
     chunk_tiles: each D-wide shared tile and TMA box as two, one per head-dim chunk (192 = 128 + 64: no zero
     columns in shared memory, so a second Q / dO stage fits; one-line error at a head dim without two chunks)."""
+    slot = memo("ws_dkdv") if varlen is None else None  # a plan's phase: what its key fixes, worked out once
+    if slot:
+        _warm_dkdv(slot, q, k, v, do, lse, delta, dk, dv, dq_acc, scale)
+        return
     batch, seq_q, heads, head_dim = q.shape
     seq_k, kv_heads, head_dim_v = k.shape[1], k.shape[2], v.shape[-1]
     with_dq = dq_acc is not None
@@ -308,6 +313,8 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
     windowed = window_left >= 0 or window_right >= 0
     masked = causal or windowed or varlen is not None or seq_q % BLOCK_M != 0 or seq_k % BLOCK_N != 0
     if seq_k == 0:
+        if slot is not None:
+            slot["kind"] = "zero"
         dk.zero_()
         dv.zero_()
         return
@@ -330,6 +337,8 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
         tiles = tile_starts = dq_acc  # unused
         grid = (key_blocks * batch * kv_heads,)
     if grid[0] == 0:
+        if slot is not None:
+            slot["kind"] = "none"
         return
     d_main, d_rest = head_dim_chunks(head_dim, head_dim_split)
     dv_main, dv_rest = head_dim_chunks(head_dim_v, head_dim_split)
@@ -339,10 +348,38 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
                       varlen=varlen is not None, with_dq=with_dq, prefetch=prefetch_scores, early_dv=early_dv,
                       p_in_dq=p_in_dq, head_dim_v=head_dim_v, dv_main=dv_main, dv_rest=dv_rest,
                       chunk_tiles=chunk_tiles)
-    launch(_ws_backward_kernel, grid, **tma_views(q, k, v, do, dq_acc, dk, dv, BLOCK_M, BLOCK_N, cfg, head_dim_split),
-        tensors=WsTensors(lse=lse, delta=delta, dk=dk, dv=dv),
-        schedule=WsSchedule(tiles=tiles, tile_starts=tile_starts), docs=WsDocs(cu_q=cu_q, cu_k=cu_k, pairs=pairs),
-        sizes=WsSizes(seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads, batch_kv_heads=batch * kv_heads,
-                      chunk_heads=heads_per_chunk, qk_scale=scale * LOG2E, sm_scale=scale),
-        LAYOUTS=layouts(BLOCK_M, BLOCK_N, head_dim, num_warps, q.dtype, swap_ab, head_dim_split, head_dim_v),
-        CFG=cfg, num_warps=num_warps)
+    views = tma_views(q, k, v, do, dq_acc, dk, dv, BLOCK_M, BLOCK_N, cfg, head_dim_split)
+    fixed = dict(LAYOUTS=layouts(BLOCK_M, BLOCK_N, head_dim, num_warps, q.dtype, swap_ab, head_dim_split, head_dim_v),
+                 CFG=cfg, num_warps=num_warps)
+    sizes = WsSizes(seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads, batch_kv_heads=batch * kv_heads,
+                    chunk_heads=heads_per_chunk, qk_scale=scale * LOG2E, sm_scale=scale)
+    if slot is not None:  # dense (varlen has no memo): the docs are the accumulator, the schedule too unless persistent
+        slot.update(kind="launch", grid=grid, fixed=fixed, sizes=tuple(sizes[:-2]),
+                    placeholder=None if with_dq else dq_acc, schedule=(tiles, tile_starts) if persistent else None,
+                    views=tuple((name, _VIEW_SOURCES.index(name.rsplit("_", 1)[0]), template(desc))
+                                for name, desc in views.items()))
+    launch(_ws_backward_kernel, grid, **views, tensors=WsTensors(lse=lse, delta=delta, dk=dk, dv=dv),
+           schedule=WsSchedule(tiles=tiles, tile_starts=tile_starts), docs=WsDocs(cu_q=cu_q, cu_k=cu_k, pairs=pairs),
+           sizes=sizes, **fixed)
+
+
+_VIEW_SOURCES = ("q", "k", "v", "do", "dq", "dk", "dv")  # tma_views' argument names, *_desc / *_r, by tensor
+
+
+def _warm_dkdv(slot: dict, q, k, v, do, lse, delta, dk, dv, dq_acc, scale: float) -> None:
+    """ws_dkdv's launch from its phase memo (kernels.launch.memo): the arguments the first run of the phase made,
+    with this call's tensors (descriptors rebased on them) and scale. The same objects and values as the full path."""
+    kind = slot["kind"]
+    if kind != "launch":
+        if kind == "zero":
+            dk.zero_()
+            dv.zero_()
+        return
+    if dq_acc is None:
+        dq_acc = slot["placeholder"]
+    sources = (q, k, v, do, dq_acc, dk, dv)
+    views = {name: None if fields is None else rebase(fields, sources[index]) for name, index, fields in slot["views"]}
+    schedule = slot["schedule"]
+    launch(_ws_backward_kernel, slot["grid"], **views, tensors=WsTensors(lse, delta, dk, dv),
+           schedule=WsSchedule(dq_acc, dq_acc) if schedule is None else WsSchedule(*schedule),
+           docs=WsDocs(dq_acc, dq_acc, dq_acc), sizes=WsSizes(*slot["sizes"], scale * LOG2E, scale), **slot["fixed"])

@@ -26,8 +26,8 @@ from kernels.gluon.epilogue import store_dq_out
 from kernels.gluon.ring import dq_smem
 from kernels.gluon.scheduler import dq_program
 from kernels.gluon.tiles import (WsDocs, WsScales, as_box, chunk_zeros, head_dim_chunks, issue_product, mma_chunks,
-                                 probabilities, rows_descriptor, tile_dim, wait_chunks)
-from kernels.launch import launch
+                                 probabilities, rebase, rows_descriptor, template, tile_dim, wait_chunks)
+from kernels.launch import launch, memo
 
 
 class DqTensors(NamedTuple):  # what the kernel reads and writes by pointer
@@ -158,9 +158,20 @@ def ws_dq(q, k, v, do, lse, delta, dq, *, causal: bool, scale: float, BLOCK_M: i
     """dq [B, Nq, H, D] (dense, q's dtype) = the attention gradient of q; q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D]
     dense fp16 / bf16; lse (base 2), delta [B, H, Nq] fp32. varlen: a kernels.varlen.Packing (q ... [1, total, H, D],
     lse / delta [1, H, total_q]). head_dim_split: D96's products in 64 + 32 head-dim chunks (`head_dim_chunks`)."""
+    slot = memo("ws_dq") if varlen is None else None  # a plan's phase: what its key fixes, worked out once
+    if slot:
+        if slot["grid"] is not None:
+            views = slot["views"]
+            launch(_ws_dq_kernel, slot["grid"], q_desc=rebase(views[0], q), k_desc=rebase(views[1], k),
+                   v_desc=rebase(views[2], v), do_desc=rebase(views[3], do), dq_desc=rebase(views[4], dq),
+                   tensors=DqTensors(lse, delta, dq), docs=WsDocs(lse, lse, lse),
+                   scales=WsScales(scale * LOG2E, scale), **slot["fixed"])
+        return
     batch, seq_q, heads, head_dim = q.shape
     seq_k, kv_heads, head_dim_v = k.shape[1], k.shape[2], v.shape[-1]
     if seq_q == 0:
+        if slot is not None:
+            slot["grid"] = None
         return
     masked = causal or varlen is not None or seq_q % BLOCK_M != 0 or seq_k % BLOCK_N != 0
     cu_q = cu_k = pairs = lse  # unused unless varlen
@@ -173,17 +184,19 @@ def ws_dq(q, k, v, do, lse, delta, dq, *, causal: bool, scale: float, BLOCK_M: i
             return
     d_main, d_rest = head_dim_chunks(head_dim, head_dim_split)
     dv_main, dv_rest = head_dim_chunks(head_dim_v, head_dim_split)
-    launch(_ws_dq_kernel, grid,
-        q_desc=rows_descriptor(q, BLOCK_M), k_desc=rows_descriptor(k, BLOCK_N), v_desc=rows_descriptor(v, BLOCK_N),
-        do_desc=rows_descriptor(do, BLOCK_M), dq_desc=rows_descriptor(dq, BLOCK_M),
-        tensors=DqTensors(lse=lse, delta=delta, dq=dq), docs=WsDocs(cu_q=cu_q, cu_k=cu_k, pairs=pairs),
-        sizes=DqSizes(seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads),
-        scales=WsScales(qk_scale=scale * LOG2E, sm_scale=scale),
-        LAYOUTS=dq_layouts(BLOCK_M, BLOCK_N, head_dim, num_warps, q.dtype, head_dim_split, head_dim_v),
-        CFG=make_config(head_dim=head_dim, d_main=d_main, d_rest=d_rest, stages=num_stages, causal=causal,
-                        masked=masked, swap_ab=False, varlen=varlen is not None, head_dim_v=head_dim_v,
-                        dv_main=dv_main, dv_rest=dv_rest),
-        num_warps=num_warps)
+    views = (rows_descriptor(q, BLOCK_M), rows_descriptor(k, BLOCK_N), rows_descriptor(v, BLOCK_N),
+             rows_descriptor(do, BLOCK_M), rows_descriptor(dq, BLOCK_M))
+    fixed = dict(sizes=DqSizes(seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads),
+                 LAYOUTS=dq_layouts(BLOCK_M, BLOCK_N, head_dim, num_warps, q.dtype, head_dim_split, head_dim_v),
+                 CFG=make_config(head_dim=head_dim, d_main=d_main, d_rest=d_rest, stages=num_stages, causal=causal,
+                                 masked=masked, swap_ab=False, varlen=varlen is not None, head_dim_v=head_dim_v,
+                                 dv_main=dv_main, dv_rest=dv_rest),
+                 num_warps=num_warps)
+    if slot is not None:  # dense: the docs are lse (unused)
+        slot.update(grid=grid, views=tuple(template(desc) for desc in views), fixed=fixed)
+    launch(_ws_dq_kernel, grid, q_desc=views[0], k_desc=views[1], v_desc=views[2], do_desc=views[3], dq_desc=views[4],
+           tensors=DqTensors(lse=lse, delta=delta, dq=dq), docs=WsDocs(cu_q=cu_q, cu_k=cu_k, pairs=pairs),
+           scales=WsScales(qk_scale=scale * LOG2E, sm_scale=scale), **fixed)
 
 
 def ws_two_pass_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, dkdv_blocks: dict,
