@@ -39,28 +39,35 @@ def test_compiles_for_sm90_within_shared_memory(head_dim, causal):
     row = rows[0]
     assert row["status"] == "ok", row["status"]
     assert row["smem_bytes"] <= MAX_SMEM and row["programs_per_sm"] >= 1
-    if head_dim in (64, 128):  # spills: test_default_blocks_compile_without_spills (both designs, causal and not)
-        assert row["spill_store_bytes"] == 0, row
+    # spills: test_default_blocks_spill_at_most_what_was_measured (both designs, causal and not)
 
 
-# issue 43: ws's and ws_two_pass's kernels at their sm90 default blocks, D64 and D128, causal and not
+# issue 43: ws's and ws_two_pass's kernels at their sm90 default blocks, D64 and D128, causal and not. Spill bytes
+# (stored and loaded) allowed: 0, except ws's compute warps where the spill-free variant measured slower on an H100
+# (results/h100/gluon/ab_issue43/ws_stats/README.md: LSE / delta loaded at use, 0 B spilled, lost 2-3 % at D128
+# causal and ~2 % at D64 full). Triton 3.9 here: D64 causal 8 / 32 B (3.6: 4 / 4), D128 28 / 56 and 40 / 68 B
+# (3.6: 44 / 52 and 16 / 16), ws_two_pass's dK/dV kernel at D128 causal 4 / 20 B (3.6: 0);
+# scripts/ws_spill_probe.py says where (the compute warps).
+SPILL_BOUND = {("ws", 64, True): 64, ("ws", 128, False): 96, ("ws", 128, True): 96, ("ws_two_pass", 128, True): 32}
 NO_SPILL_CASES = [(variant, head_dim, causal) for variant in ("ws", "ws_two_pass") for head_dim in (64, 128)
                   for causal in (False, True)]
 
 
 @pytest.mark.parametrize("variant, head_dim, causal", NO_SPILL_CASES,
                          ids=[f"{v}-D{d}-{'causal' if c else 'full'}" for v, d, c in NO_SPILL_CASES])
-def test_default_blocks_compile_without_spills(variant, head_dim, causal):
-    """Issue 43: every kernel compiles for sm90 without spills at the default blocks (Triton 3.9 here; 3.6 by
-    scripts/ws_spill_probe.py, results/compiled_sm90/ws_spills.md). The compute warps (240 registers) spilled: key
-    indices of the causal mask hoisted out of the step loop (D64), LSE and delta held through the step's matmuls
-    (D128)."""
+def test_default_blocks_spill_at_most_what_was_measured(variant, head_dim, causal):
+    """Issue 43: the kernels compile for sm90 at the default blocks with no more spilled bytes than SPILL_BOUND
+    allows (0 but for ws's compute warps; Triton 3.9 here; 3.6 by scripts/ws_spill_probe.py,
+    results/compiled_sm90/ws_spills.md). D64 causal's 224 B (the causal mask's key indices hoisted out of the step
+    loop) are gone; a bound that grows needs a new measurement."""
     kernels = ("_ws_backward_kernel",) + (("_ws_dq_kernel",) if variant == "ws_two_pass" else ())
     rows = compiled_rows(head_dim, causal, variant=variant, kernels=kernels)
     assert [row["kernel"] for row in rows] == list(kernels), rows
+    bound = SPILL_BOUND.get((variant, head_dim, causal), 0)
     for row in rows:
         assert row["status"] == "ok", row["status"]
-        assert (int(row["spill_store_bytes"]), int(row["spill_load_bytes"])) == (0, 0), row
+        limit = bound if row["kernel"] == "_ws_backward_kernel" else 0
+        assert max(int(row["spill_store_bytes"]), int(row["spill_load_bytes"])) <= limit, row
 
 
 @pytest.mark.parametrize("variant, kernels, head_dim, head_dim_v", [

@@ -84,20 +84,9 @@ def _softcap_grad(ds, t, SOFTCAP: gl.constexpr):
 
 
 @gluon.jit
-def _query_stats(x, S_LAYOUT: gl.constexpr, KEY_DIM: gl.constexpr, SHARED: gl.constexpr):
-    """LSE or delta of a step's queries [BM]: SHARED (warp specialization), x is the stage's shared tile (the load
-    warp's), loaded here, at its use, so its registers are not held through the matmuls before (issue 43: the
-    compute warps spilled at 240 registers); else x itself (loaded by the compute warps)."""
-    if SHARED:
-        return x.load(gl.SliceLayout(KEY_DIM, S_LAYOUT))
-    else:
-        return x
-
-
-@gluon.jit
 def _probabilities(s, lse, o_m, start_n, start_m, tile, qk_scale, KEYS_ON_ROWS: gl.constexpr, CFG: gl.constexpr):
     return probabilities(s, lse, o_m, start_n, start_m, tile.seq_q, tile.seq_k, qk_scale, KEYS_ON_ROWS, CFG.CAUSAL,
-                         CFG.WINDOW_LEFT, CFG.WINDOW_RIGHT, CFG.SOFTCAP, CFG.MASKED, True)
+                         CFG.WINDOW_LEFT, CFG.WINDOW_RIGHT, CFG.SOFTCAP, CFG.MASKED, True)  # KEY_BLOCK_FIXED
 
 
 @gluon.jit
@@ -106,8 +95,7 @@ def gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, q_r, do_r, smem, o
     """One step from its S^T, dP^T in flight (the last wgmma groups): P^T and dS^T, then dV += P^T dO,
     dK += dS^T Q and dQ = dS K issued -> (dq [BM, D], dk [BN, D], dv [BN, Dv]) as head-dim chunk tuples, in
     flight (Dv: V's head dim, in its chunks CFG.DV_MAIN, CFG.DV_REST). q_r, do_r: the stage's second-chunk tiles
-    (chunk tiles; else q_tile, do_tile again, unread). lse, delta: [BM], or the stage's shared tiles (`_query_stats`:
-    LSE loaded once S^T is done, delta once dP^T is)."""
+    (chunk tiles; else q_tile, do_tile again, unread)."""
     BLOCK_M: gl.constexpr = q_tile.shape[0]
     k_smem = smem.k
     ds_smem = smem.ds
@@ -121,15 +109,12 @@ def gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, q_r, do_r, smem, o
     PV_OPERAND_R: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=LAYOUTS.kv_vr, k_width=2)
     DQ_LAYOUT: gl.constexpr = LAYOUTS.dq  # passed on to a jit function: bound as a constexpr (Triton 3.6)
     DQ_LAYOUT_R: gl.constexpr = LAYOUTS.dq_r
-    S_LAYOUT: gl.constexpr = LAYOUTS.s
     s_t = warpgroup_mma_wait(num_outstanding=CHUNKS_V, deps=(s_t,))  # dP^T's groups still in flight
-    lse = _query_stats(lse, S_LAYOUT, 0, CFG.WARP_SPECIALIZE)
     p_t, t_t = _probabilities(s_t, lse, o_m, tile.start_n, start_m, tile, qk_scale, True, CFG)  # [BN, BM]
     p_lo = p_t.to(dtype)
     dv = mma_chunks(gl.convert_layout(p_lo, PV_OPERAND), gl.convert_layout(p_lo, PV_OPERAND_R), do_tile, dv,
                     CFG.DV_MAIN, CFG.DV_REST, b_r=do_r, CHUNKED=CFG.CHUNK_TILES_V)  # [BN, BM] @ [BM, Dv]
     dp_t = warpgroup_mma_wait(num_outstanding=CHUNKS_V, deps=(dp_t,))  # dV's groups still in flight
-    delta = _query_stats(delta, S_LAYOUT, 0, CFG.WARP_SPECIALIZE)
     ds_t = _softcap_grad(p_t * (dp_t - gl.expand_dims(delta, 0)), t_t, CFG.SOFTCAP).to(dtype)  # [BN, BM]
     if CFG.WITH_DQ:
         ds_smem.store(ds_t)
@@ -151,7 +136,7 @@ def gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, q_r, do_r, smem, o_
                  LAYOUTS: gl.constexpr, CFG: gl.constexpr, pos=0):
     """Without swap AB (each warpgroup owns query rows of S, dP): P and dS go to shared memory, where dV += P^T dO
     and dK += dS^T Q read them transposed (each warpgroup its key rows) and dQ = dS K as they are
-    -> (dq [BM, D], dk [BN, D], dv [BN, Dv]), their three wgmma groups in flight. lse, delta: as `gradients`."""
+    -> (dq [BM, D], dk [BN, D], dv [BN, Dv]), their three wgmma groups in flight."""
     BLOCK_M: gl.constexpr = q_tile.shape[0]
     k_smem = smem.k
     p_smem = smem.p
@@ -162,9 +147,7 @@ def gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, q_r, do_r, smem, o_
     CHUNKS_V: gl.constexpr = 2 if CFG.DV_REST > 0 else 1  # wgmma groups of a product over Dv (dP, dV)
     DQ_LAYOUT: gl.constexpr = LAYOUTS.dq  # passed on to a jit function: bound as a constexpr (Triton 3.6)
     DQ_LAYOUT_R: gl.constexpr = LAYOUTS.dq_r
-    S_LAYOUT: gl.constexpr = LAYOUTS.s
     s = warpgroup_mma_wait(num_outstanding=CHUNKS_V, deps=(s,))  # dP's groups still in flight
-    lse = _query_stats(lse, S_LAYOUT, 1, CFG.WARP_SPECIALIZE)
     p, t = _probabilities(s, lse, o_m, tile.start_n, start_m, tile, qk_scale, False, CFG)  # [BM, BN]
     if CFG.P_IN_DQ:  # P's bytes are dQ's: the last step's reduce-add (ring position pos - 1) has read them
         if CFG.WARP_SPECIALIZE:
@@ -181,7 +164,6 @@ def gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, q_r, do_r, smem, o_
         dp = warpgroup_mma_wait(num_outstanding=CHUNKS_V, deps=(dp,))  # dP's groups came before dV's
     else:
         dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
-    delta = _query_stats(delta, S_LAYOUT, 1, CFG.WARP_SPECIALIZE)
     ds = _softcap_grad(p * (dp - gl.expand_dims(delta, 1)), t, CFG.SOFTCAP).to(dtype)  # [BM, BN]
     ds_smem.store(ds)
     fence_async_shared()
@@ -229,9 +211,9 @@ def _mma_step(step, slot, tile, s_t, dk, dv, smem, stats, qk_scale, LAYOUTS: gl.
     if not CFG.PREFETCH:
         s_t = _issue_s(smem, slot + step, LAYOUTS, CFG)
     dp_t = _issue_dp(smem, slot + step, LAYOUTS, CFG)
-    if SPECIALIZED:  # staged by the load warp with this stage's Q, dO: their shared tiles, loaded at use
-        lse = smem.lse.index(stage)  # [BM]
-        delta = smem.delta.index(stage)
+    if SPECIALIZED:  # staged by the load warp with this stage's Q, dO
+        lse = smem.lse.index(stage).load(gl.SliceLayout(KEY_DIM, S_LAYOUT))  # [BM]
+        delta = smem.delta.index(stage).load(gl.SliceLayout(KEY_DIM, S_LAYOUT))  # [BM]
     else:
         row_stats = tile.stats_rows(i_h, o_m)
         lse = gl.load(LSE + row_stats, mask=o_m < tile.seq_q, other=float("inf"))  # [BM]; rows past Nq: P = 0
