@@ -60,7 +60,10 @@ def test_a_packed_point_writes_a_correct_row(tmp_path, variant, blocks):
     (r,) = rows(tmp_path).itertuples()
     assert (r.status, bool(r.correct), r.head_dim_v, bool(r.sink), r.accuracy_scope) == (
         "ok", True, 16, True, "full-per-document"), r.reason
-    assert r.num_docs > 1 and 0 < r.rel_dsink < 1e-4 and 0 < r.rel_dv < 1e-4
+    # dsink may equal the reference to the bit here (fp32 on an H100: two sums of 53 rows each, within half an ulp);
+    # the reference is autograd of the fp32 reference per document (varlen_inputs.packed_reference_grads), and a
+    # wrong dsink is caught (test_a_wrong_dsink_makes_a_sliced_row_wrong)
+    assert r.num_docs > 1 and 0 <= r.rel_dsink < 1e-4 and 0 < r.rel_dv < 1e-4
 
 
 def test_a_design_without_it_writes_an_unsupported_row(tmp_path):
