@@ -4,7 +4,7 @@ backward after the fastest forward there is.
 
     sdpa_flash  torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, is_causal, False, scale=)
     sdpa_cudnn  torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, is_causal, False, scale=)
-    fa4         flash_attn.cute.flash_attn_func(q, k, v, ..., return_lse=True) (variants/fa4.py's import and keywords)
+    fa4         flash_attn.cute.flash_attn_func(q, k, v, ..., return_lse=True) (kernels/fa4_lib.py's import and keywords)
 
 Both aten schemas are the same in torch 2.10, 2.11 and 2.13 (q, k, v [B, H, N, D]; the flash op returns
 (output, logsumexp [B, H, Nq], ...), the cuDNN op (output, logsumexp [B, H, Nq, 1], ...)). All three write the
@@ -110,10 +110,10 @@ def sdpa_cudnn_reason(q, k, v, causal: bool, *, varlen=None, mods=None, gate=Non
 
 
 def fa4_reason(q, k, v, causal: bool, *, varlen=None, mods=None, gate=None, sink=None) -> str | None:
-    """variants/fa4.py's rules (installed, sm90 / sm100, its head dims, fp16 / bf16) and a flash_attn_func that
+    """kernels/fa4_lib.py's rules (installed, sm90 / sm100, its head dims, fp16 / bf16) and a flash_attn_func that
     returns the LSE (`return_lse`). Causal Nq != Nk, GQA, window and softcap: FA4 takes them as the backward means
     them."""
-    from variants import fa4
+    from kernels import fa4_lib as fa4
     reason = common_reason("fa4", q, k, v, varlen=varlen, gate=gate, sink=sink)
     if reason is not None:
         return reason
@@ -150,7 +150,7 @@ def run_sdpa_cudnn(q, k, v, causal: bool, scale: float, mods=None):
 
 def run_fa4(q, k, v, causal: bool, scale: float, mods=None):
     """q [B, Nq, H, D], k/v [B, Nk, Hkv, D / Dv] -> (o [B, Nq, H, Dv], lse [B, H, Nq] fp32 base 2)."""
-    from variants import fa4
+    from kernels import fa4_lib as fa4
     from variants.problem import NO_MODIFIERS
     q, k, v = (fa4.layout(t) for t in (q, k, v))
     o, lse = fa4.cute().flash_attn_func(q, k, v, return_lse=True,
