@@ -67,10 +67,11 @@ def layout(t: torch.Tensor) -> torch.Tensor:
     return t if t.stride(-1) == 1 else t.contiguous()
 
 
-def call_kwargs(causal: bool, scale: float, mods, sink=None) -> dict:
-    """The keywords both FA4 entry points take (by name: their positional order changed across versions); the sink
-    (fp32 [H]) as `learnable_sink`, only when given."""
-    kwargs = dict(softmax_scale=scale, causal=bool(causal), window_size=window_arg(mods), softcap=float(mods.softcap))
+def call_kwargs(causal: bool, scale: float, mods=None, sink=None) -> dict:
+    """The keywords both FA4 entry points take (by name: their positional order changed across versions); mods: the
+    score modifiers (window, softcap; None: neither); the sink (fp32 [H]) as `learnable_sink`, only when given."""
+    window, softcap = ((None, None), 0.0) if mods is None else (window_arg(mods), float(mods.softcap))
+    kwargs = dict(softmax_scale=scale, causal=bool(causal), window_size=window, softcap=softcap)
     if sink is not None:
         kwargs["learnable_sink"] = sink
     return kwargs

@@ -151,10 +151,8 @@ def run_sdpa_cudnn(q, k, v, causal: bool, scale: float, mods=None):
 def run_fa4(q, k, v, causal: bool, scale: float, mods=None):
     """q [B, Nq, H, D], k/v [B, Nk, Hkv, D / Dv] -> (o [B, Nq, H, Dv], lse [B, H, Nq] fp32 base 2)."""
     from kernels import fa4_lib as fa4
-    from variants.problem import NO_MODIFIERS
     q, k, v = (fa4.layout(t) for t in (q, k, v))
-    o, lse = fa4.cute().flash_attn_func(q, k, v, return_lse=True,
-                                        **fa4.call_kwargs(causal, scale, mods or NO_MODIFIERS))
+    o, lse = fa4.cute().flash_attn_func(q, k, v, return_lse=True, **fa4.call_kwargs(causal, scale, mods))
     # o [B, Nq, H, Dv], lse [B, H, Nq] (-inf where a row sees no key)
     return to_backward_lse(o, lse, heads_first=False, zero_empty=rows_may_be_empty(q, k, causal, mods))
 
