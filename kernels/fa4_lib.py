@@ -50,6 +50,13 @@ def head_dim_reason(head_dim: int, major: int, head_dim_v: int | None = None) ->
     return f"FlashAttention-4 on {ARCHS[major]} takes head dims {rule} in multiples of 8, not {shown}"
 
 
+def arch_reason(major: int, head_dim: int, head_dim_v: int | None = None) -> str | None:
+    """Why FA4 cannot run on a GPU of compute capability major.x with these head dims (None: it can)."""
+    if major not in ARCHS:
+        return f"FlashAttention-4 runs on sm90 and sm100 here, not on compute capability {major}.x"
+    return head_dim_reason(head_dim, major, head_dim_v)
+
+
 def window_arg(mods) -> tuple:
     """FA4's window_size of the harness's (left, right): None where the harness writes -1 (unbounded). FA4 drops a
     pair whose sum is negative, so (-1, 0) passed as it is would be no window at all rather than causal."""

@@ -15,12 +15,12 @@ Each has a `reason` (why it cannot run this call, or None): `kernels.forward_cho
 stock forward and records the reason, as it does for the Gluon forward.
 """
 import inspect
-import math
 from typing import Callable, NamedTuple
 
 import torch
 
-LOG2_E = 1.0 / math.log(2.0)
+from kernels.common import LOG2E
+
 SDPA_DTYPES = (torch.float16, torch.bfloat16)
 SDPA_MAX_HEAD_DIM = 256
 
@@ -39,7 +39,7 @@ def to_backward_lse(o, lse_ln, heads_first: bool, zero_empty: bool = True):
     (a caller whose every row sees a key skips that pass over O)."""
     o = o.transpose(1, 2) if heads_first else o  # [B, Nq, H, Dv]
     batch, seq_q, heads = o.shape[:3]
-    lse = lse_ln.float().reshape(batch, heads, seq_q) * LOG2_E  # [B, H, Nq]
+    lse = lse_ln.float().reshape(batch, heads, seq_q) * LOG2E  # [B, H, Nq]
     empty = torch.isinf(lse)  # [B, H, Nq]
     lse = lse.masked_fill(empty, float("inf"))
     if zero_empty:
@@ -121,10 +121,7 @@ def fa4_reason(q, k, v, causal: bool, *, varlen=None, mods=None, gate=None, sink
         return f"the fa4 forward runs fp16 and bf16, not {q.dtype}"
     if not fa4.installed():
         return fa4.NOT_INSTALLED
-    major = torch.cuda.get_device_capability(q.device)[0]
-    if major not in fa4.ARCHS:
-        return f"FlashAttention-4 runs on sm90 and sm100 here, not on compute capability {major}.x"
-    reason = fa4.head_dim_reason(q.shape[-1], major, v.shape[-1])
+    reason = fa4.arch_reason(torch.cuda.get_device_capability(q.device)[0], q.shape[-1], v.shape[-1])
     if reason is None and "return_lse" not in inspect.signature(fa4.cute().flash_attn_func).parameters:
         return "this flash_attn.cute's flash_attn_func has no return_lse (an older FlashAttention-4)"
     return reason

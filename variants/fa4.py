@@ -14,8 +14,8 @@ among them (sm90: both 8-256; sm100: both 8-128, or DeepSeek's 192 / 128), and t
 """
 import torch
 
-from kernels.fa4_lib import (ARCHS, DTYPES, MODULE, NOT_INSTALLED, call_kwargs, cute, head_dim_reason,  # noqa: F401
-                             installed, layout, output, window_arg)
+from kernels.fa4_lib import (ARCHS, DTYPES, MODULE, NOT_INSTALLED, arch_reason, call_kwargs, cute,  # noqa: F401
+                             head_dim_reason, installed, layout, output, window_arg)
 from variants.base import Baseline
 from variants.problem import NO_MODIFIERS
 from variants.registry import register_variant
@@ -49,9 +49,7 @@ class FlashAttention4(Baseline):
         major = gpu_major(problem)
         if major is None:
             return "FlashAttention-4 needs a CUDA GPU (sm90 or sm100)"
-        if major not in ARCHS:
-            return f"FlashAttention-4 runs on sm90 and sm100 here, not on compute capability {major}.x"
-        return head_dim_reason(problem.head_dim, major, problem.value_dim)
+        return arch_reason(major, problem.head_dim, problem.value_dim)
 
     def function(self, q, k, v, causal, scale, mods=NO_MODIFIERS, g=None, sink=None):
         q, k, v = (layout(t) for t in (q, k, v))
