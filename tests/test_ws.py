@@ -188,8 +188,8 @@ def test_schedule_options_match_reference_on_hopper(blocks, head_dim, causal, sh
 
 @pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("blocks", ["{'prefetch_scores': True}", "{'early_dv': True, 'swap_ab': False}",
-                                    "{'p_in_dq': True, 'swap_ab': False, 'num_stages': 3}"],
-                         ids=["prefetch", "early-dv-mn", "p-in-dq-mn-s3"])
+                                    "{'p_in_dq': True, 'swap_ab': False, 'num_stages': 3}", "{'group_split': 2}"],
+                         ids=["prefetch", "early-dv-mn", "p-in-dq-mn-s3", "group-split"])
 def test_schedule_options_compile_for_sm90(blocks, head_dim):
     """Both options compile for sm90 within shared memory at both head dims (spills: see the compile table in
     results/h100/gluon/README.md; the GPU A/B decides)."""
@@ -572,3 +572,77 @@ def test_head_dim_split_at_d128_is_one_clear_line_on_hopper():
     with pytest.raises(ValueError, match="head_dim_split=true: changes nothing at head dim 128"):
         run_and_check("ws", *make_inputs((1, 128, 128, 2, 2, 128), torch.bfloat16, "cuda"), False,
                       blocks=dict(head_dim_split=True))
+
+
+# Issue 43, group_split: a GQA group's query heads over group_split programs per key block, dK / dV as fp32
+# partials the host adds. The index algebra on the CPU (the kernel's walk: query head i_hk * group + j of its kv
+# head i_hk), the kernel against the reference on the GPU: GQA 4:1 and 8:1, MQA, tails, Nq != Nk, causal, packed,
+# persistent, swap AB, a window, MLA's head dims.
+def test_group_split_slices_add_up_to_each_kv_heads_gradient():
+    """Per query head gradient contributions g [B, N, H, D]: summed by the split's kv heads (query head h goes to
+    virtual kv head h // (H / (Hkv * s)), as the kernel walks them) then add_partials, they equal the sums by the
+    real kv head h // (H / Hkv); split_group repeats each kv head's K, V for each of its slices."""
+    from kernels.gluon.ws import add_partials, split_group
+    batch, seq, heads, kv_heads, dim = 2, 5, 8, 2, 3
+    per_query_head = torch.randn(batch, seq, heads, dim, dtype=torch.float64)
+    for split in (2, 4):
+        virtual = per_query_head.unflatten(2, (kv_heads * split, -1)).sum(3).float()  # what the kernel writes
+        expected = per_query_head.unflatten(2, (kv_heads, -1)).sum(3)
+        torch.testing.assert_close(add_partials(virtual, split, torch.float64), expected, rtol=1e-6, atol=1e-6)
+        k = torch.randn(batch, seq, kv_heads, dim)
+        k_split, _ = split_group(k, k, split)
+        for head in range(kv_heads * split):
+            assert torch.equal(k_split[:, :, head], k[:, :, head // split])
+    assert split_group(k, k, 1) is None
+
+
+@pytest.mark.parametrize("heads, kv_heads, split", [(8, 2, 3), (8, 8, 2), (4, 2, 8)])
+def test_group_split_that_does_not_divide_the_group_is_one_line(heads, kv_heads, split):
+    problem = Problem(1, 128, 128, heads, kv_heads, 64, True, torch.bfloat16, "cuda")
+    from kernels.gluon.compat import GLUON_MISSING
+    if GLUON_MISSING is not None:
+        pytest.skip(GLUON_MISSING)
+    with pytest.raises(ValueError, match="must divide the GQA group") as err:
+        get("ws").make_blocks(problem, dict(group_split=split))
+    assert "\n" not in str(err.value)
+    with pytest.raises(ValueError, match="needs deterministic=false"):
+        WsBlocks.from_dict(dict(group_split=2, deterministic=True))
+
+
+def test_group_split_workspace_counts_the_partials():
+    problem = Problem(2, 256, 256, 8, 2, 64, True, torch.bfloat16, "cuda")
+    ws = get("ws")
+    one, two = (ws.workspace_bytes(problem, WsBlocks.from_dict(dict(group_split=s))) for s in (1, 2))
+    assert two - one == 6 * 2 * 256 * 2 * 2 * 128  # K, V repeated (2 B) + dK, dV partials (4 B): B Nk Hkv s (D + Dv)
+
+
+GROUP_SPLIT_CASES = [((2, 333, 333, 8, 2, 64), True, dict(group_split=2)),
+                     ((2, 333, 333, 8, 2, 64), True, dict(group_split=4)),
+                     ((1, 200, 461, 8, 1, 128), True, dict(group_split=8)),
+                     ((1, 461, 200, 8, 1, 64), False, dict(group_split=2)),
+                     ((2, 256, 256, 4, 1, 128), False, dict(group_split=4, swap_ab=True, BLOCK_M=64)),
+                     ((2, 333, 333, 8, 2, 128), True, dict(group_split=2, persistent=True)),
+                     ((2, 333, 333, 8, 2, 64), True, dict(group_split=4, swap_ab=False, BLOCK_M=128))]
+
+
+@pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
+@pytest.mark.parametrize("shape, causal, blocks", GROUP_SPLIT_CASES,
+                         ids=[f"{shape_id(s, c)}-{'-'.join(f'{k}{v}' for k, v in b.items())}"
+                              for s, c, b in GROUP_SPLIT_CASES])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_group_split_matches_reference_on_hopper(shape, causal, blocks, dtype):
+    torch.manual_seed(hash((shape, causal, tuple(blocks.items()))) % 2**31)
+    run_and_check("ws", *make_inputs(shape, dtype, "cuda"), causal, blocks=blocks)
+
+
+@pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_group_split_with_packed_documents_and_a_window_on_hopper(causal):
+    from tests.test_modifiers import check_against_reference
+    from tests.test_varlen import packed_inputs, run_and_check_packed
+    torch.manual_seed(7 + causal)
+    run_and_check_packed("ws", *packed_inputs([170, 1, 333, 64], None, 8, 2, 64, torch.bfloat16, "cuda"), causal,
+                         blocks=dict(group_split=2))
+    q, k, v, do = make_inputs((1, 333, 333, 8, 2, 128), torch.bfloat16, "cuda")
+    check_against_reference("ws", q, k, v, do, None, causal, (40, 0 if causal else 30), 0.0,
+                            blocks=dict(group_split=4))

@@ -223,8 +223,17 @@ class WsBlocks(Blocks):
     # with two stages (now the default there), 0.94-0.96x at 192 / 128 (results/h100/gluon/ab_issue43/chunk_tiles192);
     # refused at head dims without two chunks of >= 64 columns (variants.ws)
     chunk_tiles: bool = tunable(False, BOOLS)
+    # issue 43, GQA: programs per (key block, kv head), each walking 1 / group_split of the group's query heads (FA4
+    # runs one per query head): more, shorter programs for the SMs, dK / dV as fp32 partials the host adds; must
+    # divide H / Hkv (variants.ws refuses it elsewhere), 1 without GQA
+    group_split: int = tunable(1, (1, 2, 4, 8))
 
     def check_rules(self) -> None:
+        if self.group_split < 1:
+            raise ValueError(f"group_split={self.group_split}: must be >= 1")
+        if self.group_split > 1 and self.deterministic:
+            raise ValueError("group_split > 1: needs deterministic=false (the dK/dV partials are added by ws's "
+                             "atomic path)")
         if self.num_warps not in WARPS:
             raise ValueError(f"num_warps={self.num_warps}: must be 4 or 8 (whole warpgroups)")
         if self.p_in_dq and (self.swap_ab or self.deterministic):

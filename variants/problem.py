@@ -150,6 +150,11 @@ class Problem:
         """Query tokens in the batch (B * Nq, or the packed length)."""
         return sum(self.lens_q) if self.is_varlen else self.batch * self.seq_q
 
+    @property
+    def tokens_k(self) -> int:
+        """Key tokens in the batch (B * Nk, or the packed length)."""
+        return sum(self.lens_k) if self.is_varlen else self.batch * self.seq_k
+
     def validate(self) -> None:
         if self.is_varlen and min(self.lens_q + self.lens_k) < 0:
             raise ValueError("document lengths must be >= 0")

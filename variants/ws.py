@@ -45,6 +45,11 @@ class Ws(TritonVariant):
             reason = head_dim_split_reason(problem.head_dim)
             if reason:
                 raise ValueError(reason)
+        if getattr(blocks, "group_split", 1) > 1 and GLUON_MISSING is None:  # ws only (ws_two_pass: no field)
+            from kernels.gluon.ws import group_split_reason
+            reason = group_split_reason(problem.heads, problem.kv_heads, blocks.group_split)
+            if reason:
+                raise ValueError(reason)
         if blocks.chunk_tiles and GLUON_MISSING is None:
             from kernels.gluon.tiles import chunk_tiles_reason
             reason = chunk_tiles_reason(problem.head_dim, problem.value_dim)
@@ -82,7 +87,12 @@ class Ws(TritonVariant):
     def workspace_bytes(self, problem, blocks):
         if getattr(blocks, "deterministic", False):
             return 0  # dq written once by the dQ pass
-        return 4 * problem.tokens_q * problem.heads * problem.head_dim  # fp32 dQ accumulator [B * H * Nq, D]
+        dq_acc = 4 * problem.tokens_q * problem.heads * problem.head_dim  # fp32 dQ accumulator [B * H * Nq, D]
+        split = getattr(blocks, "group_split", 1)
+        if split == 1:
+            return dq_acc
+        kv_rows = problem.tokens_k * problem.kv_heads * split * (problem.head_dim + problem.value_dim)
+        return dq_acc + 6 * kv_rows  # K, V repeated per slice (16-bit) and dK, dV's fp32 partials
 
     def dq_workspace(self, q, blocks, varlen=None):
         """The fp32 dQ accumulator the TMA reduce-adds go into (kernels.gluon.ws.new_accumulator); none when
@@ -99,6 +109,7 @@ class Ws(TritonVariant):
         if blocks.deterministic:  # dQ by ws_two_pass's dQ kernel at its default tile: no atomics
             fields = blocks.as_dict()
             fields.pop("deterministic")
+            fields.pop("group_split")  # check_rules pinned it to 1
             if window:
                 raise ValueError("ws: deterministic=true has no window or softcap yet (ws_two_pass's dQ kernel does "
                                  "not implement them); use deterministic=false")

@@ -250,15 +250,25 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
                 num_warps: int, num_stages: int, warp_specialize: bool = True, swap_ab: bool = True,
                 longest_first: bool = True, persistent: bool = False, window_left: int = -1, window_right: int = -1,
                 softcap: float = 0.0, varlen=None, dq_acc=None, prefetch_scores: bool = False,
-                early_dv: bool = False, p_in_dq: bool = False, head_dim_split: bool = False, chunk_tiles: bool = False):
+                early_dv: bool = False, p_in_dq: bool = False, head_dim_split: bool = False, chunk_tiles: bool = False,
+                group_split: int = 1):
     """q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D] dense, fp16 / bf16, D <= 256; lse (base 2), delta [B, H, Nq] fp32
     -> dq like q, dk / dv like k / v. window_left / window_right, softcap: score modifiers (ws_dkdv). varlen: a
     kernels.varlen.Packing, q / k ... [1, total, H, D], lse / delta [1, H, total_q]. dq_acc: the zeroed fp32
-    accumulator (`new_accumulator`; variants.base has the delta launch zero it), or None (zeros here)."""
+    accumulator (`new_accumulator`; variants.base has the delta launch zero it), or None (zeros here).
+    group_split: programs per (key block, kv head), each walking H / Hkv / group_split of the group's query heads
+    (`split_group`): dK / dV as fp32 partials, added here."""
     from kernels.dq_finish import dq_finish
 
+    if group_split != 1 and group_split_reason(q.shape[2], k.shape[2], group_split):
+        raise ValueError(f"ws: {group_split_reason(q.shape[2], k.shape[2], group_split)}")
     q, k, v, do = (t if dense_bnhd(t) else t.contiguous() for t in (q, k, v, do))
-    dk, dv = torch.empty_like(k), torch.empty_like(v)
+    kv_split = split_group(k, v, group_split)
+    if kv_split is None:
+        dk, dv = torch.empty_like(k), torch.empty_like(v)
+    else:  # the group's slices as kv heads of their own: [B, Nk, Hkv * group_split, D], fp32 partials
+        k, v = kv_split
+        dk, dv = (torch.empty(t.shape, device=t.device, dtype=torch.float32) for t in kv_split)
     dq_acc = new_accumulator(q, varlen, torch.zeros) if dq_acc is None else dq_acc  # [B * H * rows, tile_dim(D)]
     ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, causal=causal, scale=scale, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
             num_warps=num_warps, num_stages=num_stages, warp_specialize=warp_specialize, swap_ab=swap_ab,
@@ -268,7 +278,32 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
             chunk_tiles=chunk_tiles)
     dq = torch.empty(q.shape, device=q.device, dtype=q.dtype)
     dq_finish(dq_acc, dq, scale, spread_rows=varlen is None)  # [B * H * rows, tile_dim(D)]: B * H blocks of rows
+    if kv_split is not None:
+        dk, dv = (add_partials(t, group_split, q.dtype) for t in (dk, dv))
     return dq, dk, dv
+
+
+def group_split_reason(heads: int, kv_heads: int, group_split: int) -> str | None:
+    """Why group_split cannot slice this problem's GQA groups (None: it can)."""
+    group = heads // kv_heads
+    if group_split < 1 or group % group_split:
+        return (f"group_split={group_split} must divide the GQA group's {group} query heads per kv head "
+                f"(H={heads}, Hkv={kv_heads})")
+    return None
+
+
+def split_group(k: torch.Tensor, v: torch.Tensor, group_split: int):
+    """K, V [B, Nk, Hkv, D] as group_split kv heads each ([B, Nk, Hkv * group_split, D], head h * group_split + s
+    the s-th slice of kv head h's query heads: the kernel's `i_hk * group + j` walks exactly that slice), or None
+    when group_split is 1."""
+    if group_split == 1:
+        return None
+    return k.repeat_interleave(group_split, dim=2), v.repeat_interleave(group_split, dim=2)
+
+
+def add_partials(partials: torch.Tensor, group_split: int, dtype) -> torch.Tensor:
+    """fp32 partials [B, Nk, Hkv * group_split, D] -> their sums per kv head [B, Nk, Hkv, D] in dtype."""
+    return partials.unflatten(2, (-1, group_split)).sum(3).to(dtype)
 
 
 def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
@@ -347,7 +382,7 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
                       warp_specialize=warp_specialize, swap_ab=swap_ab, persistent=persistent,
                       varlen=varlen is not None, with_dq=with_dq, prefetch=prefetch_scores, early_dv=early_dv,
                       p_in_dq=p_in_dq, head_dim_v=head_dim_v, dv_main=dv_main, dv_rest=dv_rest,
-                      chunk_tiles=chunk_tiles)
+                      chunk_tiles=chunk_tiles, partials=dk.dtype == torch.float32)
     views = tma_views(q, k, v, do, dq_acc, dk, dv, BLOCK_M, BLOCK_N, cfg, head_dim_split)
     fixed = dict(LAYOUTS=layouts(BLOCK_M, BLOCK_N, head_dim, num_warps, q.dtype, swap_ab, head_dim_split, head_dim_v),
                  CFG=cfg, num_warps=num_warps)
