@@ -91,8 +91,7 @@ class Ws(TritonVariant):
         split = getattr(blocks, "group_split", 1)
         if split == 1:
             return dq_acc
-        kv_rows = problem.tokens_k * problem.kv_heads * split * (problem.head_dim + problem.value_dim)
-        return dq_acc + 6 * kv_rows  # K, V repeated per slice (16-bit) and dK, dV's fp32 partials
+        return dq_acc + 4 * problem.tokens_k * problem.kv_heads * split * (problem.head_dim + problem.value_dim)
 
     def dq_workspace(self, q, blocks, varlen=None):
         """The fp32 dQ accumulator the TMA reduce-adds go into (kernels.gluon.ws.new_accumulator); none when

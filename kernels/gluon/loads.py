@@ -39,12 +39,13 @@ def issue_kv(loads, smem, tile, CFG: gl.constexpr):
     K_BYTES: gl.constexpr = loads.k.block_type.nbytes + (loads.k_r.block_type.nbytes if CFG.CHUNK_TILES else 0)
     V_BYTES: gl.constexpr = loads.v.block_type.nbytes + (loads.v_r.block_type.nbytes if CFG.CHUNK_TILES_V else 0)
     mbarrier.expect(smem.kv_ready, K_BYTES + V_BYTES)
-    tma_load(loads.k, [tile.k_row0 + tile.start_n, tile.i_hk, 0], smem.kv_ready, as_box(smem.k))
-    tma_load(loads.v, [tile.k_row0 + tile.start_n, tile.i_hk, 0], smem.kv_ready, as_box(smem.v))
+    i_hk = tile.i_hk // CFG.GROUP_SPLIT  # group_split: the tile's kv head is a slice of K's head i_hk // GROUP_SPLIT
+    tma_load(loads.k, [tile.k_row0 + tile.start_n, i_hk, 0], smem.kv_ready, as_box(smem.k))
+    tma_load(loads.v, [tile.k_row0 + tile.start_n, i_hk, 0], smem.kv_ready, as_box(smem.v))
     if CFG.CHUNK_TILES:
-        tma_load(loads.k_r, [tile.k_row0 + tile.start_n, tile.i_hk, CFG.D_MAIN], smem.kv_ready, as_box(smem.rest.k))
+        tma_load(loads.k_r, [tile.k_row0 + tile.start_n, i_hk, CFG.D_MAIN], smem.kv_ready, as_box(smem.rest.k))
     if CFG.CHUNK_TILES_V:
-        tma_load(loads.v_r, [tile.k_row0 + tile.start_n, tile.i_hk, CFG.DV_MAIN], smem.kv_ready, as_box(smem.rest.v))
+        tma_load(loads.v_r, [tile.k_row0 + tile.start_n, i_hk, CFG.DV_MAIN], smem.kv_ready, as_box(smem.rest.v))
 
 
 @gluon.jit

@@ -50,6 +50,7 @@ from kernels.gluon.tiles import (GL_DTYPES, WsDocs, cached_descriptor, chunk_til
                                   head_dim_chunks, head_dim_split_reason, rebase, rows_descriptor, shared_layout,
                                   template, tile_dim)
 from kernels.launch import launch, memo
+from kernels.partials import add_partials
 
 HEAD_DIMS = (64, 96, 128, 192, 256)  # with measured or compile-checked tiles (variants.ws)
 
@@ -256,29 +257,28 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
     -> dq like q, dk / dv like k / v. window_left / window_right, softcap: score modifiers (ws_dkdv). varlen: a
     kernels.varlen.Packing, q / k ... [1, total, H, D], lse / delta [1, H, total_q]. dq_acc: the zeroed fp32
     accumulator (`new_accumulator`; variants.base has the delta launch zero it), or None (zeros here).
-    group_split: programs per (key block, kv head), each walking H / Hkv / group_split of the group's query heads
-    (`split_group`): dK / dV as fp32 partials, added here."""
+    group_split: programs per (key block, kv head), each walking H / Hkv / group_split of the group's query heads:
+    dK / dV as fp32 partials (ws_dkdv), added here (kernels.partials)."""
     from kernels.dq_finish import dq_finish
 
     if group_split != 1 and group_split_reason(q.shape[2], k.shape[2], group_split):
         raise ValueError(f"ws: {group_split_reason(q.shape[2], k.shape[2], group_split)}")
     q, k, v, do = (t if dense_bnhd(t) else t.contiguous() for t in (q, k, v, do))
-    kv_split = split_group(k, v, group_split)
-    if kv_split is None:
+    if group_split == 1:
         dk, dv = torch.empty_like(k), torch.empty_like(v)
-    else:  # the group's slices as kv heads of their own: [B, Nk, Hkv * group_split, D], fp32 partials
-        k, v = kv_split
-        dk, dv = (torch.empty(t.shape, device=t.device, dtype=torch.float32) for t in kv_split)
+    else:  # fp32 partials [B, Nk, Hkv * group_split, D]: slice s of kv head h at h * group_split + s
+        dk, dv = (torch.empty(*t.shape[:2], t.shape[2] * group_split, t.shape[3], device=t.device,
+                              dtype=torch.float32) for t in (k, v))
     dq_acc = new_accumulator(q, varlen, torch.zeros) if dq_acc is None else dq_acc  # [B * H * rows, tile_dim(D)]
     ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, causal=causal, scale=scale, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
             num_warps=num_warps, num_stages=num_stages, warp_specialize=warp_specialize, swap_ab=swap_ab,
             longest_first=longest_first, persistent=persistent,
             window_left=window_left, window_right=window_right, softcap=softcap, varlen=varlen,
             prefetch_scores=prefetch_scores, early_dv=early_dv, p_in_dq=p_in_dq, head_dim_split=head_dim_split,
-            chunk_tiles=chunk_tiles)
+            chunk_tiles=chunk_tiles, group_split=group_split)
     dq = torch.empty(q.shape, device=q.device, dtype=q.dtype)
     dq_finish(dq_acc, dq, scale, spread_rows=varlen is None)  # [B * H * rows, tile_dim(D)]: B * H blocks of rows
-    if kv_split is not None:
+    if group_split > 1:
         dk, dv = (add_partials(t, group_split, q.dtype) for t in (dk, dv))
     return dq, dk, dv
 
@@ -292,25 +292,12 @@ def group_split_reason(heads: int, kv_heads: int, group_split: int) -> str | Non
     return None
 
 
-def split_group(k: torch.Tensor, v: torch.Tensor, group_split: int):
-    """K, V [B, Nk, Hkv, D] as group_split kv heads each ([B, Nk, Hkv * group_split, D], head h * group_split + s
-    the s-th slice of kv head h's query heads: the kernel's `i_hk * group + j` walks exactly that slice), or None
-    when group_split is 1."""
-    if group_split == 1:
-        return None
-    return k.repeat_interleave(group_split, dim=2), v.repeat_interleave(group_split, dim=2)
-
-
-def add_partials(partials: torch.Tensor, group_split: int, dtype) -> torch.Tensor:
-    """fp32 partials [B, Nk, Hkv * group_split, D] -> their sums per kv head [B, Nk, Hkv, D] in dtype."""
-    return partials.unflatten(2, (-1, group_split)).sum(3).to(dtype)
-
-
 def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int,
             num_warps: int, num_stages: int, warp_specialize: bool = True, swap_ab: bool = True,
             longest_first: bool = True, persistent: bool = False, window_left: int = -1, window_right: int = -1,
             softcap: float = 0.0, varlen=None, prefetch_scores: bool = False, early_dv: bool = False,
-            p_in_dq: bool = False, head_dim_split: bool = False, chunk_tiles: bool = False) -> None:
+            p_in_dq: bool = False, head_dim_split: bool = False, chunk_tiles: bool = False,
+            group_split: int = 1) -> None:
     """The main kernel's launch: dk, dv (like k, v, dense) and, given dq_acc ([B * H * dq_rows(Nq), tile_dim(D)]
     fp32, zeroed; packed: [H * total_q, tile_dim(D)]), dQ reduce-added into it; dq_acc=None (ws_two_pass,
     warp_specialize only): dk and dv alone. window_left / window_right: a sliding window as
@@ -321,13 +308,16 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
     over the dQ tile's bytes (kernels.gluon.config.WsConfig); head_dim_split: D96's products in 64 + 32 head-dim
     chunks instead of one 128-column chunk (`head_dim_chunks`; one-line error at a head dim it does not change);
     chunk_tiles: each D-wide shared tile and TMA box as two, one per head-dim chunk (192 = 128 + 64: no zero
-    columns in shared memory, so a second Q / dO stage fits; one-line error at a head dim without two chunks)."""
+    columns in shared memory, so a second Q / dO stage fits; one-line error at a head dim without two chunks);
+    group_split: each kv head's query heads over group_split programs per key block, dk / dv then fp32 partials
+    [B, Nk, Hkv * group_split, D] (slice s of kv head h at h * group_split + s)."""
     slot = memo("ws_dkdv") if varlen is None else None  # a plan's phase: what its key fixes, worked out once
     if slot:
         _warm_dkdv(slot, q, k, v, do, lse, delta, dk, dv, dq_acc, scale)
         return
     batch, seq_q, heads, head_dim = q.shape
-    seq_k, kv_heads, head_dim_v = k.shape[1], k.shape[2], v.shape[-1]
+    seq_k, head_dim_v = k.shape[1], v.shape[-1]
+    kv_heads = k.shape[2] * group_split  # the tiles' kv heads: group_split slices of each of K's
     with_dq = dq_acc is not None
     if not with_dq and not warp_specialize:
         raise ValueError("ws_dkdv without dQ: warp_specialize only")
@@ -382,7 +372,7 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
                       warp_specialize=warp_specialize, swap_ab=swap_ab, persistent=persistent,
                       varlen=varlen is not None, with_dq=with_dq, prefetch=prefetch_scores, early_dv=early_dv,
                       p_in_dq=p_in_dq, head_dim_v=head_dim_v, dv_main=dv_main, dv_rest=dv_rest,
-                      chunk_tiles=chunk_tiles, partials=dk.dtype == torch.float32)
+                      chunk_tiles=chunk_tiles, group_split=group_split)
     views = tma_views(q, k, v, do, dq_acc, dk, dv, BLOCK_M, BLOCK_N, cfg, head_dim_split)
     fixed = dict(LAYOUTS=layouts(BLOCK_M, BLOCK_N, head_dim, num_warps, q.dtype, swap_ab, head_dim_split, head_dim_v),
                  CFG=cfg, num_warps=num_warps)
