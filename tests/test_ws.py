@@ -579,7 +579,7 @@ def test_head_dim_split_at_d128_is_one_clear_line_on_hopper():
 # head i_hk), the kernel against the reference on the GPU: GQA 4:1 and 8:1, MQA, tails, Nq != Nk, causal, packed,
 # persistent, swap AB, a window, MLA's head dims.
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-def test_group_split_slices_add_up_to_each_kv_heads_gradient(dtype):
+def test_group_split_slices_add_up_to_each_kv_heads_gradient(dtype, device):
     """Per query head gradient contributions g [B, N, H, D] summed by the tiles' kv heads (query head h in tile kv
     head h // (H / (Hkv * s)), as the kernel walks them: i_hk * group + j), then kernels.partials.add_partials (the
     Triton kernel; the interpreter here): the sums by the real kv head h // (H / Hkv). An odd D and rows past a
@@ -590,7 +590,7 @@ def test_group_split_slices_add_up_to_each_kv_heads_gradient(dtype):
     expected = per_query_head.unflatten(2, (kv_heads, -1)).sum(3)
     for split in (2, 4):
         tiles = per_query_head.unflatten(2, (kv_heads * split, -1)).sum(3).float()  # what the kernel writes
-        out = add_partials(tiles.contiguous(), split, dtype)
+        out = add_partials(tiles.to(device).contiguous(), split, dtype).cpu()
         assert out.shape == (batch, seq, kv_heads, dim) and out.dtype == dtype
         torch.testing.assert_close(out.double(), expected, rtol=1e-3 if dtype == torch.float16 else 1e-5,
                                    atol=1e-2 if dtype == torch.float16 else 1e-5)
@@ -607,6 +607,19 @@ def test_group_split_that_does_not_divide_the_group_is_one_line(heads, kv_heads,
     assert "\n" not in str(err.value)
     with pytest.raises(ValueError, match="needs deterministic=false"):
         WsBlocks.from_dict(dict(group_split=2, deterministic=True))
+
+
+@pytest.mark.parametrize("heads, kv_heads, causal, head_dim, split", [
+    (32, 4, True, 64, 4), (24, 2, True, 64, 4), (40, 4, True, 64, 2), (32, 4, False, 64, 1), (16, 4, True, 64, 1),
+    (32, 8, True, 128, 1)])
+def test_group_split_default_rule_takes_a_split_that_divides_the_group(heads, kv_heads, causal, head_dim, split):
+    """conf/block_defaults.yaml: D64 causal with groups of >= 8 query heads splits them over 4 programs; a group 4
+    does not divide (10) takes the gcd; other problems keep one program per kv head."""
+    from kernels.gluon.compat import GLUON_MISSING
+    if GLUON_MISSING is not None:
+        pytest.skip(GLUON_MISSING)
+    problem = Problem(2, 1024, 1024, heads, kv_heads, head_dim, causal, torch.bfloat16, "cuda")
+    assert get("ws").make_blocks(problem).group_split == split
 
 
 def test_group_split_workspace_counts_the_partials():

@@ -34,7 +34,8 @@ def rule_holds(when: dict, problem: Problem) -> bool:
     modifiers windowed / softcap as booleans; a missing key matches) covers the problem. head_dim_max bounds the larger
     of the query / key head dim and V's (issue 47: 64 / 128 takes D128's tiles, whose V, dO and dV tiles it has);
     head_dim is the query / key head dim exactly (a rule for one head dim, e.g. D96's head_dim_split), head_dim_v
-    V's exactly (e.g. MLA's 192 / 128, where a second Q / dO stage fits)."""
+    V's exactly (e.g. MLA's 192 / 128, where a second Q / dO stage fits); group_min: the GQA group H / Hkv at
+    least (1 without GQA)."""
     softcapped = getattr(problem, "softcap", 0.0) > 0
     windowed = getattr(problem, "windowed", False)
     varlen = getattr(problem, "is_varlen", False)
@@ -48,7 +49,8 @@ def rule_holds(when: dict, problem: Problem) -> bool:
             and when.get("dtype", DTYPE_NAMES.get(problem.dtype)) == DTYPE_NAMES.get(problem.dtype)
             and when.get("softcap", softcapped) == softcapped
             and when.get("windowed", windowed) == windowed
-            and when.get("varlen", varlen) == varlen)
+            and when.get("varlen", varlen) == varlen
+            and problem.heads // problem.kv_heads >= when.get("group_min", 1))
 
 
 def default_block_rule(variant: str, problem: Problem, table: dict | None = None,

@@ -7,6 +7,9 @@ from variants.base import TritonVariant, interpreter_on
 from variants.blocks import WsBlocks, WsTwoPassBlocks
 from variants.registry import register_variant
 
+import dataclasses
+import math
+
 import torch
 
 WS_DTYPES = (torch.float16, torch.bfloat16)
@@ -39,6 +42,7 @@ class Ws(TritonVariant):
         """The base's blocks, then the rules that need the problem: chunk_tiles only where a head dim has two chunks
         of >= 64 columns (192); head_dim_split only at a head dim whose chunks it
         changes (D96), a one-line ValueError elsewhere (a sweep's `unsupported` row, a config the tuner filters)."""
+        overrides = blocks
         blocks = super().make_blocks(problem, blocks)
         if blocks.head_dim_split and GLUON_MISSING is None:  # without Gluon, supports() refuses every problem
             from kernels.gluon.tiles import head_dim_split_reason
@@ -48,7 +52,12 @@ class Ws(TritonVariant):
         if getattr(blocks, "group_split", 1) > 1 and GLUON_MISSING is None:  # ws only (ws_two_pass: no field)
             from kernels.gluon.ws import group_split_reason
             reason = group_split_reason(problem.heads, problem.kv_heads, blocks.group_split)
-            if reason:
+            if reason and not (isinstance(overrides, dict) and "group_split" in overrides):
+                # a default rule's split (conf/block_defaults.yaml, group_min) on a group it does not divide: the
+                # largest split that does
+                split = math.gcd(problem.heads // problem.kv_heads, blocks.group_split)
+                blocks = dataclasses.replace(blocks, group_split=split)
+            elif reason:
                 raise ValueError(reason)
         if blocks.chunk_tiles and GLUON_MISSING is None:
             from kernels.gluon.tiles import chunk_tiles_reason
