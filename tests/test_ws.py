@@ -610,11 +610,12 @@ def test_group_split_that_does_not_divide_the_group_is_one_line(heads, kv_heads,
 
 
 @pytest.mark.parametrize("heads, kv_heads, causal, head_dim, split", [
-    (32, 4, True, 64, 4), (24, 2, True, 64, 4), (40, 4, True, 64, 2), (32, 4, False, 64, 1), (16, 4, True, 64, 1),
-    (32, 8, True, 128, 1)])
+    (32, 4, True, 64, 4), (24, 2, True, 64, 4), (40, 4, True, 64, 2), (32, 4, False, 64, 1), (16, 4, True, 64, 4),
+    (16, 8, True, 64, 1), (32, 8, True, 128, 2), (20, 4, True, 128, 1), (32, 8, False, 128, 1), (8, 8, True, 128, 1)])
 def test_group_split_default_rule_takes_a_split_that_divides_the_group(heads, kv_heads, causal, head_dim, split):
-    """conf/block_defaults.yaml: D64 causal with groups of >= 8 query heads splits them over 4 programs; a group 4
-    does not divide (10) takes the gcd; other problems keep one program per kv head."""
+    """conf/block_defaults.yaml: causal GQA with groups of >= 4 query heads splits them over 4 programs at D64, 2 at
+    D128; a group the split does not divide (10 at D64, 5 at D128) takes the gcd; other problems keep one program
+    per kv head."""
     from kernels.gluon.compat import GLUON_MISSING
     if GLUON_MISSING is not None:
         pytest.skip(GLUON_MISSING)
