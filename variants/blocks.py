@@ -227,6 +227,9 @@ class WsBlocks(Blocks):
     # runs one per query head): more, shorter programs for the SMs, dK / dV as fp32 partials the host adds; must
     # divide H / Hkv (variants.ws refuses it elsewhere), 1 without GQA
     group_split: int = tunable(1, (1, 2, 4, 8))
+    # with group_split > 1: the partials in fp32 (stores from registers); false: in the inputs' dtype through the
+    # TMA stores (half the bytes, each partial rounded once more)
+    fp32_partials: bool = tunable(True, BOOLS)
 
     def check_rules(self) -> None:
         if self.group_split < 1:

@@ -100,7 +100,9 @@ class Ws(TritonVariant):
         split = getattr(blocks, "group_split", 1)
         if split == 1:
             return dq_acc
-        return dq_acc + 4 * problem.tokens_k * problem.kv_heads * split * (problem.head_dim + problem.value_dim)
+        partial_bytes = 4 if getattr(blocks, "fp32_partials", True) else problem.dtype.itemsize
+        partials = problem.tokens_k * problem.kv_heads * split * (problem.head_dim + problem.value_dim)  # dK, dV
+        return dq_acc + partial_bytes * partials
 
     def dq_workspace(self, q, blocks, varlen=None):
         """The fp32 dQ accumulator the TMA reduce-adds go into (kernels.gluon.ws.new_accumulator); none when
@@ -118,6 +120,7 @@ class Ws(TritonVariant):
             fields = blocks.as_dict()
             fields.pop("deterministic")
             fields.pop("group_split")  # check_rules pinned it to 1
+            fields.pop("fp32_partials")
             if window:
                 raise ValueError("ws: deterministic=true has no window or softcap yet (ws_two_pass's dQ kernel does "
                                  "not implement them); use deterministic=false")

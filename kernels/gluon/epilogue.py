@@ -1,8 +1,8 @@
 """The ws kernels' epilogues: what leaves a tile and how.
 
 - dK, dV of a ws tile (`store_dk_dv`): a whole key block through K's and V's shared tiles by TMA stores; a tail
-  block (its rows past Nk are the next batch's in the view) and fp32 partials (group_split) by masked stores from
-  registers (`store_rows`).
+  block (its rows past Nk are the next batch's in the view) and fp32 partials (group_split, fp32_partials) by
+  masked stores from registers (`store_rows`).
 - dQ of a ws step (`stage_dq`, then the reduce-add role `dq_partition`): the tile into its fp32 shared tile, rows
   reordered for the stores' banks (`bank_spread_rows`), then one TMA reduce-add into the fp32 accumulator.
 - dQ of a ws_dq program (`store_dq_out`): through Q's shared tile by a TMA store, a tail by masked stores.
@@ -84,7 +84,7 @@ def store_dk_dv(smem, out, tile, dk, dv, CFG: gl.constexpr):
     D_MAIN: gl.constexpr = CFG.D_MAIN
     D_REST: gl.constexpr = CFG.D_REST
     DIM: gl.constexpr = CFG.DIM
-    if tile.start_n + BLOCK_N <= tile.seq_k and CFG.GROUP_SPLIT == 1:  # a whole key block: through K's, V's tiles, by TMA
+    if tile.start_n + BLOCK_N <= tile.seq_k and not CFG.FP32_PARTIALS:  # a whole key block: through K's, V's tiles, by TMA
         cta_barrier()  # every warpgroup's last wgmmas (which read all of K) are done
         store_chunks(smem.k, dk, sm_scale, D_MAIN, D_REST, smem.rest.k, CFG.CHUNK_TILES)
         store_chunks(smem.v, dv, 1.0, CFG.DV_MAIN, CFG.DV_REST, smem.rest.v, CFG.CHUNK_TILES_V)

@@ -252,13 +252,14 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
                 longest_first: bool = True, persistent: bool = False, window_left: int = -1, window_right: int = -1,
                 softcap: float = 0.0, varlen=None, dq_acc=None, prefetch_scores: bool = False,
                 early_dv: bool = False, p_in_dq: bool = False, head_dim_split: bool = False, chunk_tiles: bool = False,
-                group_split: int = 1):
+                group_split: int = 1, fp32_partials: bool = True):
     """q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D] dense, fp16 / bf16, D <= 256; lse (base 2), delta [B, H, Nq] fp32
     -> dq like q, dk / dv like k / v. window_left / window_right, softcap: score modifiers (ws_dkdv). varlen: a
     kernels.varlen.Packing, q / k ... [1, total, H, D], lse / delta [1, H, total_q]. dq_acc: the zeroed fp32
     accumulator (`new_accumulator`; variants.base has the delta launch zero it), or None (zeros here).
     group_split: programs per (key block, kv head), each walking H / Hkv / group_split of the group's query heads:
-    dK / dV as fp32 partials (ws_dkdv), added here (kernels.partials)."""
+    dK / dV as partials (ws_dkdv; fp32_partials: fp32, else in K's dtype through the TMA stores), added here
+    (kernels.partials)."""
     from kernels.dq_finish import dq_finish
 
     if group_split != 1 and group_split_reason(q.shape[2], k.shape[2], group_split):
@@ -266,9 +267,9 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
     q, k, v, do = (t if dense_bnhd(t) else t.contiguous() for t in (q, k, v, do))
     if group_split == 1:
         dk, dv = torch.empty_like(k), torch.empty_like(v)
-    else:  # fp32 partials [B, Nk, Hkv * group_split, D]: slice s of kv head h at h * group_split + s
+    else:  # partials [B, Nk, Hkv * group_split, D]: slice s of kv head h at h * group_split + s
         dk, dv = (torch.empty(*t.shape[:2], t.shape[2] * group_split, t.shape[3], device=t.device,
-                              dtype=torch.float32) for t in (k, v))
+                              dtype=torch.float32 if fp32_partials else t.dtype) for t in (k, v))
     dq_acc = new_accumulator(q, varlen, torch.zeros) if dq_acc is None else dq_acc  # [B * H * rows, tile_dim(D)]
     ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, causal=causal, scale=scale, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
             num_warps=num_warps, num_stages=num_stages, warp_specialize=warp_specialize, swap_ab=swap_ab,
@@ -309,8 +310,8 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
     chunks instead of one 128-column chunk (`head_dim_chunks`; one-line error at a head dim it does not change);
     chunk_tiles: each D-wide shared tile and TMA box as two, one per head-dim chunk (192 = 128 + 64: no zero
     columns in shared memory, so a second Q / dO stage fits; one-line error at a head dim without two chunks);
-    group_split: each kv head's query heads over group_split programs per key block, dk / dv then fp32 partials
-    [B, Nk, Hkv * group_split, D] (slice s of kv head h at h * group_split + s)."""
+    group_split: each kv head's query heads over group_split programs per key block, dk / dv then partials
+    [B, Nk, Hkv * group_split, D] (slice s of kv head h at h * group_split + s), fp32 or in K's dtype."""
     slot = memo("ws_dkdv") if varlen is None else None  # a plan's phase: what its key fixes, worked out once
     if slot:
         _warm_dkdv(slot, q, k, v, do, lse, delta, dk, dv, dq_acc, scale)
@@ -372,7 +373,7 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
                       warp_specialize=warp_specialize, swap_ab=swap_ab, persistent=persistent,
                       varlen=varlen is not None, with_dq=with_dq, prefetch=prefetch_scores, early_dv=early_dv,
                       p_in_dq=p_in_dq, head_dim_v=head_dim_v, dv_main=dv_main, dv_rest=dv_rest,
-                      chunk_tiles=chunk_tiles, group_split=group_split)
+                      chunk_tiles=chunk_tiles, group_split=group_split, fp32_partials=dk.dtype == torch.float32)
     views = tma_views(q, k, v, do, dq_acc, dk, dv, BLOCK_M, BLOCK_N, cfg, head_dim_split)
     fixed = dict(LAYOUTS=layouts(BLOCK_M, BLOCK_N, head_dim, num_warps, q.dtype, swap_ab, head_dim_split, head_dim_v),
                  CFG=cfg, num_warps=num_warps)
