@@ -36,6 +36,11 @@ CURRENT: tuple[Current, ...] = (
             ("results/h100/fa4/h100_gluon_large_d_bf16.parquet",), ("results/h100/fa4/README.md", H100_NOTES)),
     Current("h100", "fa4_cases", "GQA, packed documents, a window and a softcap beside FA4 (bf16)",
             ("results/h100/fa4/h100_gluon_cases_bf16.parquet",), ("results/h100/fa4/README.md",)),
+    Current("h100", "gqa_defaults", "GQA H32/Hkv4 D64 and H32/Hkv8 D128 at ws's group_split defaults beside FA4 and "
+            "cuDNN, bf16 and fp16 (issue 43)",
+            tuple(f"results/h100/gluon/ab_issue43/group_split/h100_gluon_cases_gqa_{dtype}_defaults_v4.parquet"
+                  for dtype in ("bf16", "fp16")),
+            ("results/h100/gluon/ab_issue43/group_split/README.md", H100_NOTES)),
     Current("h100", "stock_grid", "the FA grid of the stock Triton designs and the baselines (issue 9)",
             ("results/h100/h100_issue9_grid.parquet",), (H100_NOTES,)),
     Current("h100", "stock_headdims", "the stock Triton designs at large head dims (issue 9)",
