@@ -45,10 +45,11 @@ def test_compiles_for_sm90_within_shared_memory(head_dim, causal):
 # issue 43: ws's and ws_two_pass's kernels at their sm90 default blocks, D64 and D128, causal and not. Spill bytes
 # (stored and loaded) allowed: 0, except ws's compute warps where the spill-free variant measured slower on an H100
 # (results/h100/gluon/ab_issue43/ws_stats/README.md: LSE / delta loaded at use, 0 B spilled, lost 2-3 % at D128
-# causal and ~2 % at D64 full). Triton 3.9 here: D64 causal 8 / 32 B (3.6: 4 / 4), D128 28 / 56 and 40 / 68 B
-# (3.6: 44 / 52 and 16 / 16), ws_two_pass's dK/dV kernel at D128 causal 4 / 20 B (3.6: 0);
+# causal and ~2 % at D64 full). Triton 3.9 here: D64 causal (persistent since results/h100/gluon/ab_issue43/
+# persistent64: 1.3-4.8 % faster at N <= 4096, measured under 3.6 with its 8 / 16 B) 68 / 112 B (not persistent 8 / 32),
+# D128 28 / 56 and 40 / 68 B (3.6: 44 / 52 and 16 / 16), ws_two_pass's dK/dV kernel at D128 causal 4 / 20 B (3.6: 0);
 # scripts/ws_spill_probe.py says where (the compute warps).
-SPILL_BOUND = {("ws", 64, True): 64, ("ws", 128, False): 96, ("ws", 128, True): 96, ("ws_two_pass", 128, True): 32}
+SPILL_BOUND = {("ws", 64, True): 128, ("ws", 128, False): 96, ("ws", 128, True): 96, ("ws_two_pass", 128, True): 32}
 NO_SPILL_CASES = [(variant, head_dim, causal) for variant in ("ws", "ws_two_pass") for head_dim in (64, 128)
                   for causal in (False, True)]
 
