@@ -625,6 +625,20 @@ def test_group_split_default_rule_takes_a_split_that_divides_the_group(heads, kv
     assert get("ws").make_blocks(problem).group_split == split
 
 
+def test_deterministic_mode_overrides_a_default_group_split():
+    """deterministic=true on a problem whose default rule splits GQA groups: the split yields (one program per kv
+    head, no partials); both set explicitly is the one-line rule."""
+    from kernels.gluon.compat import GLUON_MISSING
+    if GLUON_MISSING is not None:
+        pytest.skip(GLUON_MISSING)
+    problem = Problem(2, 1024, 1024, 8, 2, 64, True, torch.bfloat16, "cuda")
+    assert get("ws").make_blocks(problem).group_split == 4
+    blocks = get("ws").make_blocks(problem, dict(deterministic=True))
+    assert blocks.deterministic and blocks.group_split == 1
+    with pytest.raises(ValueError, match="needs deterministic=false"):
+        get("ws").make_blocks(problem, dict(deterministic=True, group_split=2))
+
+
 def test_group_split_workspace_counts_the_partials():
     problem = Problem(2, 256, 256, 8, 2, 64, True, torch.bfloat16, "cuda")
     ws = get("ws")
@@ -667,3 +681,14 @@ def test_group_split_with_packed_documents_and_a_window_on_hopper(causal):
     q, k, v, do = make_inputs((1, 333, 333, 8, 2, 128), torch.bfloat16, "cuda")
     check_against_reference("ws", q, k, v, do, None, causal, (40, 0 if causal else 30), 0.0,
                             blocks=dict(group_split=4))
+
+
+@pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
+@pytest.mark.parametrize("fp32_partials", [True, False], ids=["fp32-partials", "16-bit-partials"])
+@pytest.mark.parametrize("shape, split", [((2, 333, 333, 8, 2, 128, 64), 2), ((1, 200, 461, 8, 1, 64, 128), 4)],
+                         ids=["D128-Dv64", "D64-Dv128"])
+def test_group_split_with_a_value_head_dim_and_a_sink_on_hopper(shape, split, fp32_partials):
+    """group_split's partials of V's head dim (dV [B, Nk, Hkv * s, Dv]) and the sink's gradient beside them."""
+    from tests.test_mla_sinks import check, make_case
+    q, k, v, do, sink = make_case(*shape, dtype=torch.bfloat16, seed=3)
+    check("ws", q, k, v, do, sink, True, blocks=dict(group_split=split, fp32_partials=fp32_partials))

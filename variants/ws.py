@@ -42,6 +42,8 @@ class Ws(TritonVariant):
         """The base's blocks, then the rules that need the problem: chunk_tiles only where a head dim has two chunks
         of >= 64 columns (192); head_dim_split only at a head dim whose chunks it
         changes (D96), a one-line ValueError elsewhere (a sweep's `unsupported` row, a config the tuner filters)."""
+        if isinstance(blocks, dict) and blocks.get("deterministic") and "group_split" not in blocks:
+            blocks = {**blocks, "group_split": 1}  # a default rule's split yields to deterministic mode (no partials)
         overrides = blocks
         blocks = super().make_blocks(problem, blocks)
         if blocks.head_dim_split and GLUON_MISSING is None:  # without Gluon, supports() refuses every problem
