@@ -34,7 +34,9 @@ H100_GRID = C.paths("h100", "fa_grid")  # with FA4
 H200_GRID = C.paths("h200", "fa_grid")
 STOCK_GRID = C.paths("h100", "stock_grid")  # the FA grid before the Gluon designs (issue 9)
 LARGE_D = C.paths("h100", "large_d") + C.paths("h200", "large_d")  # FA4 on the H100
-FA4_CASES = C.paths("h100", "fa4_cases") + C.paths("h200", "fa4_cases")  # GQA, packed, window, softcap beside FA4
+# GQA, packed, window, softcap beside FA4; the H100's GQA cells newer at ws's group_split defaults (issue 43; bf16)
+FA4_CASES = (C.paths("h100", "fa4_cases") + tuple(path for path in C.paths("h100", "gqa_defaults") if "bf16" in path)
+             + C.paths("h200", "fa4_cases"))
 HEADDIMS = C.paths("h100", "stock_headdims") + C.paths("h200", "stock_headdims")
 LARGE_DIMS = (96, 192, 256)
 H200_FA_GRID = ("results/h200/fa_grid.parquet",)  # history: the H200's first FA grid (issue 5), docs/results.md
@@ -154,7 +156,8 @@ def fa4_cases(df: pd.DataFrame) -> str:
             cell[title] = missing if value is None or pd.isna(value) else f"{value:.1f}"
             cell[f"× {title}"] = "" if value is None or pd.isna(value) else f"{designs.max() / value:.2f}"
         out.append(cell)
-    return "\n".join([T.markdown_table(pd.DataFrame(out)).rstrip("\n"), "", prose(f"Rows: {files_text(FA4_CASES)}.")])
+    table = pd.DataFrame(out).sort_values("GPU", kind="stable")  # a GPU's cases together, newer tables' cases too
+    return "\n".join([T.markdown_table(table).rstrip("\n"), "", prose(f"Rows: {files_text(FA4_CASES)}.")])
 
 
 def host_cost(df: pd.DataFrame) -> str:
