@@ -1,6 +1,7 @@
 """ws: the FA3-structure backward on Hopper, in Gluon. One program per (key block, batch, kv head): K and V stay
 in shared memory, dK and dV accumulate in registers, and the program walks every query block that sees its keys
-(the query heads of its GQA group in turn). Per query block, all matmuls by async wgmma:
+(the query heads of its GQA group in turn; with group_split s, one program per slice of H / Hkv / s of them, dK and
+dV then partials that kernels/partials.py adds). Per query block, all matmuls by async wgmma:
 
     S^T  = K Q^T        [BN, D] @ [D, BM] -> [BN, BM]    (swap AB: P^T, dS^T come out as the A operand below)
     dP^T = V dO^T       [BN, D] @ [D, BM] -> [BN, BM]
