@@ -67,21 +67,17 @@ class BoundLaunch:
         self.fn, self.kernel, self.params, self.constexprs = fn, kernel, params, constexprs
         self.device, self.get_stream, self.knobs = device, get_stream, knobs
         self.run, self.function, self.metadata = kernel.run, kernel.function, kernel.packed_metadata
-        # bound_arguments' lookups, per number of positional arguments: (names, defaults) of the rest
-        self.tails = {n: (tuple(name for name, _ in params[n:]), tuple(default for _, default in params[n:]))
-                      for n in range(len(params) + 1)}
+        self.tails = tuple(parameter_tail(params, n) for n in range(len(params) + 1))  # by positional count
 
     def __call__(self, fn, grid, args: tuple, kwargs: dict):
-        names, defaults = self.tails[len(args)]  # bound_arguments, in C: kwargs.get(name, default) per parameter
-        values = [*args, *map(kwargs.get, names, defaults)] if args else list(map(kwargs.get, names, defaults))
+        values = bind_values(self.tails[len(args)], args, kwargs)  # bound_arguments' binding, its lookups made once
         if VERIFY:
             self.verify(fn, values)
         stream = self.get_stream(self.device)
         runtime = self.knobs.runtime
         enter, leave = runtime.launch_enter_hook, runtime.launch_exit_hook
-        # _hooks_on, inline: a profiler listens (what Triton's path would give it)
-        if (enter is not None and getattr(enter, "calls", True)) or \
-                (leave is not None and getattr(leave, "calls", True)):
+        # a profiler listens (what Triton's path would give it); no hook set, the common case: no call made
+        if (enter is not None or leave is not None) and (_hooks_on(enter) or _hooks_on(leave)):
             metadata = self.kernel.launch_metadata(grid, stream, *values)
         else:
             metadata = enter = leave = None
@@ -106,10 +102,20 @@ class BoundLaunch:
 def bound_arguments(params: tuple, args: tuple, kwargs: dict) -> list:
     """Every parameter's value in the kernel's order (constexprs included: the launcher skips them), as Triton's
     binder binds them (its `bound_args.values()`): the positional ones first, then by name, else the default."""
-    values = list(args)
-    get = kwargs.get
-    values += [get(name, default) for name, default in params[len(args):]]
-    return values
+    return bind_values(parameter_tail(params, len(args)), args, kwargs)
+
+
+def parameter_tail(params: tuple, positional: int) -> tuple:
+    """(names, defaults) of the parameters after the first `positional`: what `bind_values` looks up by name."""
+    rest = params[positional:]
+    return tuple(name for name, _ in rest), tuple(default for _, default in rest)
+
+
+def bind_values(tail: tuple, args: tuple, kwargs: dict) -> list:
+    """args, then kwargs.get(name, default) for each (name, default) of tail (`parameter_tail` for len(args)): the
+    one binding of `bound_arguments` and of a bound launch (the map runs the lookups in C)."""
+    names, defaults = tail
+    return [*args, *map(kwargs.get, names, defaults)]
 
 
 @functools.cache
