@@ -11,6 +11,9 @@
 #                                                #   B4 N4096 H32/Hkv8 D128 and H32/Hkv4 D64, a packed batch (log-normal
 #                                                #   documents, 16k tokens, D128), a window (1024) and a softcap (30), causal
 #                                                #   (CASE_SHAPES="window softcap": a subset of gqa gqa64 packed window softcap)
+#   bash scripts/gpu_gluon.sh group_split [bf16] # issue 43: ws's group_split (1 2 4, fp32 / 16-bit partials) on the GQA
+#                                                #   cells (B4 N4096 H32/Hkv4 D64, H32/Hkv8 D128, causal and not) beside FA4
+#                                                #   and cuDNN: the A/B of results/h100/gluon/ab_issue43/group_split
 #   bash scripts/gpu_gluon.sh ab DIR [bf16]      # ws on the FA grid from this checkout and from the tree in DIR (an older
 #                                                #   commit, `git archive`d there), one table: the A/B of a refactor
 #                                                #   (VARIANTS_AB: designs; AB_EXTRA: more sweeps, "-- key=value ...")
@@ -126,6 +129,15 @@ print(ok.pivot_table(index="case", columns="variant", values="tflops", aggfunc="
 print(df[df["status"] != "ok"].groupby(["variant", "status"]).size().to_string())
 PY
     ;;
+  group_split)  # issue 43: ws's GQA split beside FA4 and cuDNN; the baselines first, then each config
+    DTYPE=${2:-bf16}
+    G64=(batch=4 seq=4096 heads=32 kv_heads=4 head_dim=64 causal=false,true dtype="$DTYPE")
+    G128=(batch=4 seq=4096 heads=32 kv_heads=8 head_dim=128 causal=false,true dtype="$DTYPE")
+    run_part "group_split_$DTYPE${TAG:+_$TAG}" "${G64[@]}" variant=fa4,sdpa_cudnn -- "${G128[@]}" variant=fa4,sdpa_cudnn \
+      -- "${G64[@]}" variant=ws blocks.group_split=1,2,4 blocks.fp32_partials=true,false \
+      -- "${G128[@]}" variant=ws blocks.group_split=1,2,4 blocks.fp32_partials=true,false > /dev/null
+    grep -E "wrong|crashed|timeout|error" "$OUT/${PREFIX}_group_split_$DTYPE${TAG:+_$TAG}.log" | head -20
+    table "$OUT/${PREFIX}_group_split_$DTYPE${TAG:+_$TAG}.parquet" ;;
   ab)  # ws on the FA grid, this checkout and the tree in $2 (git archive of an older commit), one table
     DIR=${2:?usage: gpu_gluon.sh ab DIR [bf16|fp16]}; DTYPE=${3:-bf16}
     AB=${VARIANTS_AB:-ws}
