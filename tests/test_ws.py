@@ -19,12 +19,13 @@ COMPILE_CASES = [(64, False), (128, True), (96, False), (256, True)]
 
 
 def compiled_rows(head_dim: int, causal: bool, blocks: str = "", variant: str = "ws",
-                  kernels: tuple = ("_ws_backward_kernel",), head_dim_v: int | None = None) -> list[dict]:
+                  kernels: tuple = ("_ws_backward_kernel",), head_dim_v: int | None = None, heads: int = 4,
+                  kv_heads: int = 2) -> list[dict]:
     """runners.compile_check's rows for a Gluon design's kernels (ws's main kernel by default), in a fresh process
     (the compiler, not the interpreter). head_dim_v: V's head dim (issue 47; None: head_dim)."""
     code = ("import json, sys; from runners.compile.resources import check; "
-            f"print(json.dumps(check({variant!r}, {head_dim}, 'bf16', {causal}, 4, 2, {blocks or '{}'}, "
-            f"{list(kernels)}, modifiers={{'head_dim_v': {head_dim_v}}})))")
+            f"print(json.dumps(check({variant!r}, {head_dim}, 'bf16', {causal}, {heads}, {kv_heads}, "
+            f"{blocks or '{}'}, {list(kernels)}, modifiers={{'head_dim_v': {head_dim_v}}})))")
     env = {k: v for k, v in __import__("os").environ.items() if k != "TRITON_INTERPRET"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -637,6 +638,19 @@ def test_deterministic_mode_overrides_a_default_group_split():
     assert blocks.deterministic and blocks.group_split == 1
     with pytest.raises(ValueError, match="needs deterministic=false"):
         get("ws").make_blocks(problem, dict(deterministic=True, group_split=2))
+
+
+@pytest.mark.parametrize("head_dim, kv_heads", [(64, 4), (128, 8)])
+def test_group_split_defaults_compile_within_the_spill_bounds(head_dim, kv_heads):
+    """The causal GQA defaults (H32: group_split 4 at D64, 2 at D128, 16-bit partials) and the adding pass compile
+    for sm90 with no more spilled bytes than the unsplit kernel's bound (the split changes the K / V head index and,
+    with fp32 partials only, the epilogue)."""
+    rows = compiled_rows(head_dim, True, kernels=("_ws_backward_kernel", "_add_partials_kernel"), heads=32,
+                         kv_heads=kv_heads)
+    assert [row["kernel"] for row in rows] == ["_ws_backward_kernel", "_add_partials_kernel"], rows
+    assert '"group_split":' + ("4" if head_dim == 64 else "2") in rows[0]["blocks"], rows[0]["blocks"]
+    for row, bound in zip(rows, (SPILL_BOUND[("ws", head_dim, True)], 0)):
+        assert row["status"] == "ok" and max(int(row["spill_store_bytes"]), int(row["spill_load_bytes"])) <= bound, row
 
 
 def test_group_split_workspace_counts_the_partials():
