@@ -14,8 +14,8 @@ among them (sm90: both 8-256; sm100: both 8-128, or DeepSeek's 192 / 128), and t
 """
 import torch
 
-from kernels.fa4_lib import (ARCHS, DTYPES, MODULE, NOT_INSTALLED, arch_reason, call_kwargs, cute,  # noqa: F401
-                             head_dim_reason, installed, layout, output, window_arg)
+from kernels.fa4_lib import MODULE  # noqa: F401 - the module name, read by tests through variants.fa4
+from kernels.fa4_lib import DTYPES, NOT_INSTALLED, arch_reason, call_kwargs, cute, installed, layout, output
 from variants.base import Baseline
 from variants.problem import NO_MODIFIERS
 from variants.registry import register_variant
@@ -32,7 +32,7 @@ def gpu_major(problem) -> int | None:
 class FlashAttention4(Baseline):
     supports_varlen = True  # flash_attn_varlen_func: cu_seqlens, causal bottom-right per document
     modifiers = ("window", "softcap")  # window_size, softcap; no forget gate
-    supports_head_dim_v = True  # v [B, Nk, Hkv, Dv] as it is (head_dim_reason: which pairs)
+    supports_head_dim_v = True  # v [B, Nk, Hkv, Dv] as it is (kernels.fa4_lib.head_dim_reason: which pairs)
     supports_sink = True  # learnable_sink, fp32 [H]; FA4's backward gives its gradient
 
     def problem_reason(self, problem):

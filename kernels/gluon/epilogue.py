@@ -84,7 +84,8 @@ def store_dk_dv(smem, out, tile, dk, dv, CFG: gl.constexpr):
     D_MAIN: gl.constexpr = CFG.D_MAIN
     D_REST: gl.constexpr = CFG.D_REST
     DIM: gl.constexpr = CFG.DIM
-    if tile.start_n + BLOCK_N <= tile.seq_k and not CFG.FP32_PARTIALS:  # a whole key block: through K's, V's tiles, by TMA
+    # a whole key block (and not fp32 partials): dK, dV through K's and V's shared tiles, by TMA
+    if tile.start_n + BLOCK_N <= tile.seq_k and not CFG.FP32_PARTIALS:
         cta_barrier()  # every warpgroup's last wgmmas (which read all of K) are done
         store_chunks(smem.k, dk, sm_scale, D_MAIN, D_REST, smem.rest.k, CFG.CHUNK_TILES)
         store_chunks(smem.v, dv, 1.0, CFG.DV_MAIN, CFG.DV_REST, smem.rest.v, CFG.CHUNK_TILES_V)

@@ -263,8 +263,8 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
     (kernels.partials)."""
     from kernels.dq_finish import dq_finish
 
-    if group_split != 1 and group_split_reason(q.shape[2], k.shape[2], group_split):
-        raise ValueError(f"ws: {group_split_reason(q.shape[2], k.shape[2], group_split)}")
+    if group_split != 1 and (reason := group_split_reason(q.shape[2], k.shape[2], group_split)):
+        raise ValueError(f"ws: {reason}")
     q, k, v, do = (t if dense_bnhd(t) else t.contiguous() for t in (q, k, v, do))
     if group_split == 1:
         dk, dv = torch.empty_like(k), torch.empty_like(v)
