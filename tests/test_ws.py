@@ -98,7 +98,9 @@ def test_oversized_tiles_are_reported_not_crashed():
     (dict(BLOCK_N=64, num_warps=8), "multiple of 16 x num_warps"), (dict(num_stages=0), "num_stages=0"),
     (dict(swap_ab=False, BLOCK_N=32, num_warps=4), "multiple of 64 with swap_ab=false"),
     (dict(prefetch_scores=True, num_stages=1), "prefetch_scores=true: needs num_stages >= 2"),
-    (dict(p_in_dq=True), "p_in_dq=true: needs swap_ab=false")])
+    (dict(p_in_dq=True), "p_in_dq=true: needs swap_ab=false"),
+    (dict(named_handover=True, num_warps=4, BLOCK_N=64), "named_handover=true: needs num_warps=8"),
+    (dict(named_handover=True, deterministic=True), "named_handover=true: needs num_warps=8")])
 def test_bad_blocks_name_the_rule(fields, rule):
     with pytest.raises(ValueError, match=rule):
         WsBlocks.from_dict(fields)
@@ -167,10 +169,14 @@ SCHEDULE_OPTIONS = [dict(prefetch_scores=True), dict(prefetch_scores=True, persi
                     dict(early_dv=True, swap_ab=False), dict(early_dv=True, swap_ab=False, persistent=True),
                     dict(early_dv=True, prefetch_scores=True, swap_ab=False), dict(p_in_dq=True, swap_ab=False),
                     dict(p_in_dq=True, swap_ab=False, num_stages=3, early_dv=True),
-                    dict(p_in_dq=True, swap_ab=False, warp_specialize=False)]
+                    dict(p_in_dq=True, swap_ab=False, warp_specialize=False),
+                    dict(named_handover=True), dict(named_handover=True, persistent=True),
+                    dict(named_handover=True, **SWAP_AB), dict(named_handover=True, swap_ab=False, num_stages=3),
+                    dict(named_handover=True, group_split=2, fp32_partials=False)]
 SCHEDULE_IDS = ["prefetch", "prefetch-persistent", "prefetch-one-partition", "prefetch-swap", "early-dv-mn",
                 "early-dv-mn-persistent", "early-dv-prefetch-mn", "p-in-dq-mn", "p-in-dq-mn-s3-early-dv",
-                "p-in-dq-mn-one-partition"]
+                "p-in-dq-mn-one-partition", "named-handover", "named-handover-persistent", "named-handover-swap",
+                "named-handover-mn-s3", "named-handover-group-split"]
 
 
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
@@ -198,6 +204,48 @@ def test_schedule_options_compile_for_sm90(blocks, head_dim):
     row = compiled_rows(head_dim, True, blocks)[0]
     assert row["status"] == "ok", row["status"]
     assert int(row["smem_bytes"]) <= MAX_SMEM
+
+
+NAMED_PTX = """
+import re, sys
+from runners.compile.resources import capture_launches, compile_kernel, ptxas_usage
+head_dim, causal, named = int(sys.argv[1]), sys.argv[2] == "1", sys.argv[3] == "1"
+_, _, launches = capture_launches("ws", head_dim, "bf16", causal, 4, 2, {"named_handover": True} if named else {})
+fn, args, kwargs = next(launch for launch in launches if launch[0].__name__ == "_ws_backward_kernel")
+ptx = compile_kernel(fn, args, kwargs).asm["ptx"]
+usage = ptxas_usage(ptx)
+ids = sorted({int(m) for m in re.findall(r"\\b(?:bar|barrier)\\.(?:sync|arrive)\\s+(\\d+)", ptx)})
+lines = ptx.splitlines()
+arrive_barriers = sum(1 for i, line in enumerate(lines) if "bar.sync \\t0, 256" in line
+                      and any("mbarrier.arrive.shared" in later for later in lines[i + 1:i + 5]))
+print(usage["spill_store_bytes"], arrive_barriers, ptx.count("bar.arrive 12, 288"), *ids)
+"""
+
+
+def named_handover_ptx(head_dim: int, causal: bool, named: bool) -> tuple:
+    """(spilled bytes, partition barriers that lead an mbarrier arrive, 'bar.arrive 12, 288' count, [bar ids]) of
+    ws's main kernel compiled for sm90 at the default tiles, with or without named_handover, in a fresh process."""
+    env = {k: v for k, v in __import__("os").environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", NAMED_PTX, str(head_dim), str(int(causal)), str(int(named))],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    spills, partition_barriers, arrives, *ids = (int(x) for x in out.stdout.split())
+    return spills, partition_barriers, arrives, ids
+
+
+@pytest.mark.parametrize("head_dim, causal", [(64, False), (128, True)], ids=["D64", "D128-causal"])
+def test_named_handover_drops_the_arrives_partition_barrier(head_dim, causal):
+    """named_handover (issue 43): the compute warps' dQ hand-over is one bar.arrive on id 12 (no wait), so the
+    kernel has one arrive-leading partition barrier fewer than with the mbarrier arrive (Gluon lowers that as a
+    barrier of all 256 compute threads, then one thread's arrive); it spills no more, and uses no named-barrier id but Triton's own
+    (0, 1) and 12 (kernels.gluon.named)."""
+    from kernels.gluon.named import DQ_FULL_ID
+    spills, barriers, arrives, ids = named_handover_ptx(head_dim, causal, named=True)
+    spills_before, barriers_before, arrives_before, _ = named_handover_ptx(head_dim, causal, named=False)
+    assert arrives == 1 and arrives_before == 0
+    assert barriers < barriers_before, (barriers, barriers_before)
+    assert spills <= spills_before, (spills, spills_before)
+    assert set(ids) <= {0, 1, DQ_FULL_ID}, ids
 
 
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")

@@ -230,8 +230,17 @@ class WsBlocks(Blocks):
     # with group_split > 1: the partials in fp32 (stores from registers); false: in the inputs' dtype through the
     # TMA stores (half the bytes, each partial rounded once more)
     fp32_partials: bool = tunable(True, BOOLS)
+    # issue 43: each compute warpgroup hands its part of a step's dQ to the dQ warp through its own named barriers
+    # (FA3's bar.arrive / bar.sync, kernels.gluon.named) instead of one mbarrier arrive, which Gluon lowers with a
+    # barrier of both warpgroups; needs num_warps=8, warp_specialize, p_in_dq=false
+    named_handover: bool = tunable(False, BOOLS)
 
     def check_rules(self) -> None:
+        if self.named_handover and (self.num_warps != 8 or not self.warp_specialize or self.p_in_dq
+                                    or self.deterministic):
+            raise ValueError(f"named_handover=true: needs num_warps=8 (two warpgroups), warp_specialize=true, "
+                             f"p_in_dq=false and deterministic=false (got {self.num_warps}, {self.warp_specialize}, "
+                             f"{self.p_in_dq}, {self.deterministic})")
         if self.group_split < 1:
             raise ValueError(f"group_split={self.group_split}: must be >= 1")
         if self.group_split > 1 and self.deterministic:

@@ -123,6 +123,7 @@ class Ws(TritonVariant):
             fields.pop("deterministic")
             fields.pop("group_split")  # check_rules pinned it to 1
             fields.pop("fp32_partials")
+            fields.pop("named_handover")  # check_rules pinned it to false
             if window:
                 raise ValueError("ws: deterministic=true has no window or softcap yet (ws_two_pass's dQ kernel does "
                                  "not implement them); use deterministic=false")

@@ -36,6 +36,10 @@ class WsConfig(NamedTuple):  # hashable: Triton specializes the kernel on it lik
     # them): FP32_PARTIALS by stores from registers, else in K's dtype through K's / V's shared tiles as always
     GROUP_SPLIT: int = 1
     FP32_PARTIALS: bool = False
+    # issue 43: each compute warpgroup hands its part of a step's dQ to the dQ warp through named barriers
+    # (kernels.gluon.named: bar.arrive, no partition-wide barrier) instead of one mbarrier arrive (WARP_SPECIALIZE,
+    # WITH_DQ, two warpgroups)
+    NAMED_HANDOVER: bool = False
 
 
 def make_config(*, head_dim: int, d_main: int, d_rest: int, stages: int, causal: bool, window_left: int = -1,
@@ -44,11 +48,12 @@ def make_config(*, head_dim: int, d_main: int, d_rest: int, stages: int, causal:
                 with_dq: bool = True, prefetch: bool = False, early_dv: bool = False,
                 p_in_dq: bool = False, head_dim_v: int | None = None, dv_main: int = 0,
                 dv_rest: int = 0, chunk_tiles: bool = False, group_split: int = 1,
-                fp32_partials: bool = False) -> WsConfig:
+                fp32_partials: bool = False, named_handover: bool = False) -> WsConfig:
     """The record from the launch's values (window_right is dropped under causal masking: the diagonal bounds it).
     head_dim_v (with its chunks dv_main, dv_rest): V's head dim; None = head_dim's (its chunks too). chunk_tiles: the
     tiles of a head dim with two chunks as two tiles each (one chunk: nothing to split). group_split: programs per
-    kv head's query heads (dK / dV partials; fp32_partials: fp32 ones by register stores)."""
+    kv head's query heads (dK / dV partials; fp32_partials: fp32 ones by register stores). named_handover: the dQ
+    hand-over by named barriers per warpgroup (only with warp specialization and dQ)."""
     if head_dim_v is None:
         head_dim_v, dv_main, dv_rest = head_dim, d_main, d_rest
     return WsConfig(DIM=head_dim, D_MAIN=d_main, D_REST=d_rest, STAGES=stages, CAUSAL=causal,
@@ -57,4 +62,5 @@ def make_config(*, head_dim: int, d_main: int, d_rest: int, stages: int, causal:
                     VARLEN=varlen, WITH_DQ=with_dq, PREFETCH=prefetch, EARLY_DV=early_dv and not swap_ab,
                     P_IN_DQ=p_in_dq, DIM_V=head_dim_v, DV_MAIN=dv_main, DV_REST=dv_rest,
                     CHUNK_TILES=chunk_tiles and d_rest > 0, CHUNK_TILES_V=chunk_tiles and dv_rest > 0,
-                    GROUP_SPLIT=group_split, FP32_PARTIALS=fp32_partials)
+                    GROUP_SPLIT=group_split, FP32_PARTIALS=fp32_partials,
+                    NAMED_HANDOVER=named_handover and warp_specialize and with_dq)

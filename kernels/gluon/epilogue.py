@@ -10,6 +10,7 @@ Accumulators are tuples of head-dim chunks (kernels.gluon.tiles.head_dim_chunks)
 """
 from kernels.gluon.compat import (Value, aggregate, cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma,
                                   tma_reduce_add, tma_store)
+from kernels.gluon.named import dq_warp_wait_full
 from kernels.gluon.scheduler import tile_at
 from kernels.gluon.tiles import as_box, head_chunks
 
@@ -162,7 +163,10 @@ def _dq_tile(k, slot, dq_desc, dq_r_desc, smem, program, sizes, CFG: gl.constexp
     tile = tile_at(k, program, sizes, BLOCK_M, BLOCK_N, CFG)
     for step in range(tile.steps):
         i_h, start_m = tile.query_block(step)
-        mbarrier.wait(smem.dq_full, (slot + step) & 1)
+        if CFG.NAMED_HANDOVER:  # every compute thread has arrived on the named barrier (kernels.gluon.named)
+            dq_warp_wait_full()
+        else:
+            mbarrier.wait(smem.dq_full, (slot + step) & 1)
         tma_reduce_add(dq_desc, [tile.dq_row(i_h, start_m), 0], smem.dq)
         if CFG.CHUNK_TILES:  # the second chunk's columns
             tma_reduce_add(dq_r_desc, [tile.dq_row(i_h, start_m), CFG.D_MAIN], smem.rest.dq)

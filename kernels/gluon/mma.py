@@ -5,6 +5,7 @@ from kernels.gluon.compat import cta_barrier, fence_async_shared, gl, gluon, mba
     warpgroup_mma_init, warpgroup_mma_wait
 from kernels.gluon.epilogue import stage_dq, store_dk_dv
 from kernels.gluon.loads import issue_kv, issue_qdo
+from kernels.gluon.named import compute_arrive_dq_full
 from kernels.gluon.scheduler import tile_at
 from kernels.gluon.tiles import chunk_zeros, issue_product, mma_chunks, probabilities
 
@@ -238,7 +239,9 @@ def _mma_step(step, slot, tile, s_t, dk, dv, smem, stats, qk_scale, LAYOUTS: gl.
             tma.store_wait(pendings=0)
         stage_dq(smem.dq, smem.rest.dq, dq, D_MAIN, D_REST, CFG.VARLEN, CFG.CHUNK_TILES)
         fence_async_shared()
-        if SPECIALIZED:  # the arrive waits for every compute warp (a barrier), then one thread signals
+        if CFG.NAMED_HANDOVER:  # a named barrier's arrive: no waiting for the other warpgroup (needs 8 warps)
+            compute_arrive_dq_full()
+        elif SPECIALIZED:  # the arrive waits for every compute warp (a barrier), then one thread signals
             mbarrier.arrive(smem.dq_full, count=1)  # also frees the stage (the dQ warp passes it on)
         else:
             cta_barrier()
