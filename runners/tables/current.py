@@ -86,7 +86,15 @@ CURRENT: tuple[Current, ...] = (
             "beside cuDNN and FA4 (issue 43)", ("results/h200/fa4/h200_gluon_large_d_bf16_58374d5.parquet",),
             ("results/h200/fa4/README.md", H200_NOTES)),
     Current("h200", "host_cost", "host time of one eager forward + backward call (issue 44)",
-            ("results/h200/host_cost/h200_host_cost_repeats.parquet",), ("docs/host_cost.md",)),
+            ("results/h200/host_cost/h200_host_cost_memo.parquet",), ("docs/host_cost.md",)),
+    Current("h200", "gqa_split", "GQA H32/Hkv4 D64 and H32/Hkv8 D128, ws's group_split 1 / 2 / 4 with fp32 or 16-bit "
+            "partials beside FA4 and cuDNN, bf16 (issue 43)",
+            ("results/h200/gluon/ab_issue43/group_split/h200_gluon_group_split_bf16.parquet",),
+            ("results/h200/gluon/ab_issue43/README.md", H200_NOTES)),
+    Current("h200", "named_handover", "ws's dQ hand-over by a named barrier (named_handover) off and on, FA grid bf16, "
+            "two orders, FA4 beside (issue 43)",
+            ("results/h200/gluon/ab_issue43/named_handover/h200_named_handover_ab.parquet",),
+            ("results/h200/gluon/ab_issue43/README.md", H200_NOTES)),
     Current("h200", "mla_sinks", "d_qk 192 / d_v 128 and learnable sinks beside cuDNN and FA4 (issue 47)",
             ("results/h200/issue47/h200_mla_sinks_fa4.parquet",), ("results/h200/issue47/README.md",)),
     Current("h200", "forward_train", "timed=forward and train rows with the Gluon forward, cuDNN and FA4, bf16 and fp16 "
