@@ -55,7 +55,11 @@ CURRENT: tuple[Current, ...] = (
             tuple(f"results/h100/model_step/h100_model_step_truth{tag}.parquet" for tag in MODEL_STEP_TAGS),
             ("results/h100/model_step/README.md",)),
     Current("h100", "host_cost", "host time of one eager forward + backward call (issue 44)",
-            ("results/h100/host_cost/h100_host_cost_memo.parquet",), ("docs/host_cost.md",)),
+            ("results/h100/host_cost/h100_host_cost_1c480f8.parquet",), ("docs/host_cost.md",)),
+    Current("h100", "named_handover", "ws's dQ hand-over by a named barrier (named_handover) off and on, FA grid bf16, "
+            "two orders, FA4 beside (issue 43)",
+            ("results/h100/gluon/ab_issue43/named_handover/h100_named_handover_ab.parquet",),
+            ("results/h100/gluon/ab_issue43/named_handover/README.md", H100_NOTES)),
     Current("h100", "split96", "D96 in 64 + 32 head-dim chunks, ws / ws_two_pass off and on, FA4 beside (issue 43)",
             ("results/h100/gluon/ab_issue43/split96/h100_split96_ab_r1.parquet",
              "results/h100/gluon/ab_issue43/split96/h100_split96_ab_r2.parquet",
