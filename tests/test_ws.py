@@ -172,11 +172,14 @@ SCHEDULE_OPTIONS = [dict(prefetch_scores=True), dict(prefetch_scores=True, persi
                     dict(p_in_dq=True, swap_ab=False, warp_specialize=False),
                     dict(named_handover=True), dict(named_handover=True, persistent=True),
                     dict(named_handover=True, **SWAP_AB), dict(named_handover=True, swap_ab=False, BLOCK_M=64),
-                    dict(named_handover=True, group_split=2, fp32_partials=False)]
+                    dict(named_handover=True, group_split=2, fp32_partials=False),
+                    dict(late_stats=True, swap_ab=True, BLOCK_M=128), dict(late_stats=True, **SWAP_AB),
+                    dict(late_stats=True, swap_ab=True, BLOCK_M=128, persistent=True, num_stages=3)]
 SCHEDULE_IDS = ["prefetch", "prefetch-persistent", "prefetch-one-partition", "prefetch-swap", "early-dv-mn",
                 "early-dv-mn-persistent", "early-dv-prefetch-mn", "p-in-dq-mn", "p-in-dq-mn-s3-early-dv",
                 "p-in-dq-mn-one-partition", "named-handover", "named-handover-persistent", "named-handover-swap",
-                "named-handover-mn-m64", "named-handover-group-split"]
+                "named-handover-mn-m64", "named-handover-group-split", "late-stats-m128",
+                "late-stats-swap", "late-stats-m128-persistent-s3"]
 
 
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
@@ -188,7 +191,7 @@ SCHEDULE_IDS = ["prefetch", "prefetch-persistent", "prefetch-one-partition", "pr
 def test_schedule_options_match_reference_on_hopper(blocks, head_dim, causal, shape):
     """Odd lengths (tails), GQA, Nq != Nk both ways: several steps per tile, so each step's prefetched S meets the
     next step's Q and the last step's its own tail."""
-    if blocks.get("swap_ab") is False and head_dim == 128 and blocks.get("BLOCK_M", 64) == 128:
+    if head_dim == 128 and blocks.get("BLOCK_M", 64) == 128:
         pytest.skip("128 x 128 tiles do not fit at D=128")
     if (shape[3] // shape[4]) % blocks.get("group_split", 1):
         pytest.skip("group_split must divide the GQA group")
@@ -248,6 +251,16 @@ def test_named_handover_drops_the_arrives_partition_barrier(head_dim, causal):
     assert barriers < barriers_before, (barriers, barriers_before)
     assert spills <= spills_before, (spills, spills_before)
     assert set(ids) <= {0, 1, DQ_FULL_ID}, ids
+
+
+def test_late_stats_fit_fa4s_d64_tile():
+    """late_stats (issue 43): at D64, FA4's tile (128 x 128, S^T / dP^T swapped, P^T / dS^T from registers) spills
+    hundreds of bytes with a step's LSE and delta loaded at its start (32 + 32 registers a thread); loaded at their
+    use, it fits within ws's measured spill bound."""
+    swap = "{'swap_ab': True, 'BLOCK_M': 128"
+    late, early = (compiled_rows(64, False, swap + extra + "}")[0] for extra in (", 'late_stats': True", ""))
+    assert late["status"] == "ok", late["status"]
+    assert int(late["spill_store_bytes"]) <= 64 < int(early["spill_store_bytes"]), (late, early)
 
 
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")

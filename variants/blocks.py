@@ -234,6 +234,10 @@ class WsBlocks(Blocks):
     # (FA3's bar.arrive / bar.sync, kernels.gluon.named) instead of one mbarrier arrive, which Gluon lowers with a
     # barrier of both warpgroups; needs num_warps=8, warp_specialize, p_in_dq=false
     named_handover: bool = tunable(False, BOOLS)
+    # issue 43, swap_ab with warp_specialize (no effect otherwise): a step's LSE loaded from shared memory just before
+    # P, delta just before dS, not both at the step's start: 32 + 32 registers fewer live at D64 with BLOCK_M=128,
+    # where FA4's tile (128 x 128, S^T / dP^T swapped, P^T / dS^T from registers) then fits (12 B of spills, not 332)
+    late_stats: bool = tunable(False, BOOLS)
 
     def check_rules(self) -> None:
         if self.named_handover and (self.num_warps != 8 or not self.warp_specialize or self.p_in_dq

@@ -111,11 +111,15 @@ def gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, q_r, do_r, smem, o
     DQ_LAYOUT: gl.constexpr = LAYOUTS.dq  # passed on to a jit function: bound as a constexpr (Triton 3.6)
     DQ_LAYOUT_R: gl.constexpr = LAYOUTS.dq_r
     s_t = warpgroup_mma_wait(num_outstanding=CHUNKS_V, deps=(s_t,))  # dP^T's groups still in flight
+    if CFG.LATE_STATS:  # lse, delta: the stage's shared tiles, each loaded just before its use
+        lse = lse.load(gl.SliceLayout(0, LAYOUTS.s))  # [BM]
     p_t, t_t = _probabilities(s_t, lse, o_m, tile.start_n, start_m, tile, qk_scale, True, CFG)  # [BN, BM]
     p_lo = p_t.to(dtype)
     dv = mma_chunks(gl.convert_layout(p_lo, PV_OPERAND), gl.convert_layout(p_lo, PV_OPERAND_R), do_tile, dv,
                     CFG.DV_MAIN, CFG.DV_REST, b_r=do_r, CHUNKED=CFG.CHUNK_TILES_V)  # [BN, BM] @ [BM, Dv]
     dp_t = warpgroup_mma_wait(num_outstanding=CHUNKS_V, deps=(dp_t,))  # dV's groups still in flight
+    if CFG.LATE_STATS:  # LSE is dead by now
+        delta = delta.load(gl.SliceLayout(0, LAYOUTS.s))  # [BM]
     ds_t = _softcap_grad(p_t * (dp_t - gl.expand_dims(delta, 0)), t_t, CFG.SOFTCAP).to(dtype)  # [BN, BM]
     if CFG.WITH_DQ:
         ds_smem.store(ds_t)
@@ -212,7 +216,10 @@ def _mma_step(step, slot, tile, s_t, dk, dv, smem, stats, qk_scale, LAYOUTS: gl.
     if not CFG.PREFETCH:
         s_t = _issue_s(smem, slot + step, LAYOUTS, CFG)
     dp_t = _issue_dp(smem, slot + step, LAYOUTS, CFG)
-    if SPECIALIZED:  # staged by the load warp with this stage's Q, dO
+    if CFG.LATE_STATS:  # swap AB, specialized: `gradients` loads each from the stage's tile at its use
+        lse = smem.lse.index(stage)
+        delta = smem.delta.index(stage)
+    elif SPECIALIZED:  # staged by the load warp with this stage's Q, dO
         lse = smem.lse.index(stage).load(gl.SliceLayout(KEY_DIM, S_LAYOUT))  # [BM]
         delta = smem.delta.index(stage).load(gl.SliceLayout(KEY_DIM, S_LAYOUT))  # [BM]
     else:
