@@ -95,6 +95,10 @@ CURRENT: tuple[Current, ...] = (
             "partials beside FA4 and cuDNN, bf16 (issue 43)",
             ("results/h200/gluon/ab_issue43/group_split/h200_gluon_group_split_bf16.parquet",),
             ("results/h200/gluon/ab_issue43/README.md", H200_NOTES)),
+    Current("h200", "late_stats", "ws's LSE / delta loaded at their use (late_stats) against the defaults, FA grid bf16 "
+            "two orders, fp16 and GQA D128 once (issue 43)",
+            ("results/h200/gluon/ab_issue43/late_stats/h200_late_stats_ab.parquet",),
+            ("results/h200/gluon/ab_issue43/late_stats/README.md", H200_NOTES)),
     Current("h200", "named_handover", "ws's dQ hand-over by a named barrier (named_handover) off and on, FA grid bf16, "
             "two orders, FA4 beside (issue 43)",
             ("results/h200/gluon/ab_issue43/named_handover/h200_named_handover_ab.parquet",),
