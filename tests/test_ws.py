@@ -174,13 +174,12 @@ SCHEDULE_OPTIONS = [dict(prefetch_scores=True), dict(prefetch_scores=True, persi
                     dict(named_handover=True, **SWAP_AB), dict(named_handover=True, swap_ab=False, BLOCK_M=64),
                     dict(named_handover=True, group_split=2, fp32_partials=False),
                     dict(late_stats=True, swap_ab=True, BLOCK_M=128), dict(late_stats=True, **SWAP_AB),
-                    dict(late_stats=True, swap_ab=True, BLOCK_M=128, persistent=True, num_stages=3),
-                    dict(late_delta=True, **SWAP_AB)]
+                    dict(late_stats=True, swap_ab=True, BLOCK_M=128, persistent=True, num_stages=3)]
 SCHEDULE_IDS = ["prefetch", "prefetch-persistent", "prefetch-one-partition", "prefetch-swap", "early-dv-mn",
                 "early-dv-mn-persistent", "early-dv-prefetch-mn", "p-in-dq-mn", "p-in-dq-mn-s3-early-dv",
                 "p-in-dq-mn-one-partition", "named-handover", "named-handover-persistent", "named-handover-swap",
                 "named-handover-mn-m64", "named-handover-group-split", "late-stats-m128",
-                "late-stats-swap", "late-stats-m128-persistent-s3", "late-delta-swap"]
+                "late-stats-swap", "late-stats-m128-persistent-s3"]
 
 
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")

@@ -238,9 +238,6 @@ class WsBlocks(Blocks):
     # P, delta just before dS, not both at the step's start: 32 + 32 registers fewer live at D64 with BLOCK_M=128,
     # where FA4's tile (128 x 128, S^T / dP^T swapped, P^T / dS^T from registers) then fits (12 B of spills, not 332)
     late_stats: bool = tunable(False, BOOLS)
-    # the same for delta alone (LSE still at the step's start; no effect with late_stats): fewer live registers where
-    # LSE's early load hides its latency behind S's wgmma (D128 causal)
-    late_delta: bool = tunable(False, BOOLS)
 
     def check_rules(self) -> None:
         if self.named_handover and (self.num_warps != 8 or not self.warp_specialize or self.p_in_dq

@@ -43,7 +43,6 @@ class WsConfig(NamedTuple):  # hashable: Triton specializes the kernel on it lik
     # issue 43, SWAP_AB with WARP_SPECIALIZE: a step's LSE loaded from its shared tile just before P, delta just before
     # dS, instead of both at the step's start (fewer live registers: D64's 128 x 128 swap-AB tiles fit)
     LATE_STATS: bool = False
-    LATE_DELTA: bool = False  # the same for delta alone (LSE at the step's start)
 
 
 def make_config(*, head_dim: int, d_main: int, d_rest: int, stages: int, causal: bool, window_left: int = -1,
@@ -52,14 +51,13 @@ def make_config(*, head_dim: int, d_main: int, d_rest: int, stages: int, causal:
                 with_dq: bool = True, prefetch: bool = False, early_dv: bool = False,
                 p_in_dq: bool = False, head_dim_v: int | None = None, dv_main: int = 0,
                 dv_rest: int = 0, chunk_tiles: bool = False, group_split: int = 1,
-                fp32_partials: bool = False, named_handover: bool = False, late_stats: bool = False,
-                late_delta: bool = False) -> WsConfig:
+                fp32_partials: bool = False, named_handover: bool = False, late_stats: bool = False) -> WsConfig:
     """The record from the launch's values (window_right is dropped under causal masking: the diagonal bounds it).
     head_dim_v (with its chunks dv_main, dv_rest): V's head dim; None = head_dim's (its chunks too). chunk_tiles: the
     tiles of a head dim with two chunks as two tiles each (one chunk: nothing to split). group_split: programs per
     kv head's query heads (dK / dV partials; fp32_partials: fp32 ones by register stores). named_handover: the dQ
     hand-over by a named barrier (only with warp specialization and dQ). late_stats: LSE / delta loaded at their use
-    (only with swap AB and warp specialization); late_delta: delta alone so."""
+    (only with swap AB and warp specialization)."""
     if head_dim_v is None:
         head_dim_v, dv_main, dv_rest = head_dim, d_main, d_rest
     return WsConfig(DIM=head_dim, D_MAIN=d_main, D_REST=d_rest, STAGES=stages, CAUSAL=causal,
@@ -70,5 +68,4 @@ def make_config(*, head_dim: int, d_main: int, d_rest: int, stages: int, causal:
                     CHUNK_TILES=chunk_tiles and d_rest > 0, CHUNK_TILES_V=chunk_tiles and dv_rest > 0,
                     GROUP_SPLIT=group_split, FP32_PARTIALS=fp32_partials,
                     NAMED_HANDOVER=named_handover and warp_specialize and with_dq,
-                    LATE_STATS=late_stats and swap_ab and warp_specialize,
-                    LATE_DELTA=late_delta and not late_stats and swap_ab and warp_specialize)
+                    LATE_STATS=late_stats and swap_ab and warp_specialize)

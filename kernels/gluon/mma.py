@@ -118,7 +118,7 @@ def gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, q_r, do_r, smem, o
     dv = mma_chunks(gl.convert_layout(p_lo, PV_OPERAND), gl.convert_layout(p_lo, PV_OPERAND_R), do_tile, dv,
                     CFG.DV_MAIN, CFG.DV_REST, b_r=do_r, CHUNKED=CFG.CHUNK_TILES_V)  # [BN, BM] @ [BM, Dv]
     dp_t = warpgroup_mma_wait(num_outstanding=CHUNKS_V, deps=(dp_t,))  # dV's groups still in flight
-    if CFG.LATE_STATS or CFG.LATE_DELTA:  # LSE is dead by now
+    if CFG.LATE_STATS:  # LSE is dead by now
         delta = delta.load(gl.SliceLayout(0, LAYOUTS.s))  # [BM]
     ds_t = _softcap_grad(p_t * (dp_t - gl.expand_dims(delta, 0)), t_t, CFG.SOFTCAP).to(dtype)  # [BN, BM]
     if CFG.WITH_DQ:
@@ -218,9 +218,6 @@ def _mma_step(step, slot, tile, s_t, dk, dv, smem, stats, qk_scale, LAYOUTS: gl.
     dp_t = _issue_dp(smem, slot + step, LAYOUTS, CFG)
     if CFG.LATE_STATS:  # swap AB, specialized: `gradients` loads each from the stage's tile at its use
         lse = smem.lse.index(stage)
-        delta = smem.delta.index(stage)
-    elif CFG.LATE_DELTA:  # LSE now, delta at its use
-        lse = smem.lse.index(stage).load(gl.SliceLayout(KEY_DIM, S_LAYOUT))  # [BM]
         delta = smem.delta.index(stage)
     elif SPECIALIZED:  # staged by the load warp with this stage's Q, dO
         lse = smem.lse.index(stage).load(gl.SliceLayout(KEY_DIM, S_LAYOUT))  # [BM]
