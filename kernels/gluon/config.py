@@ -36,9 +36,8 @@ class WsConfig(NamedTuple):  # hashable: Triton specializes the kernel on it lik
     # them): FP32_PARTIALS by stores from registers, else in K's dtype through K's / V's shared tiles as always
     GROUP_SPLIT: int = 1
     FP32_PARTIALS: bool = False
-    # issue 43: each compute warpgroup hands its part of a step's dQ to the dQ warp through named barriers
-    # (kernels.gluon.named: bar.arrive, no partition-wide barrier) instead of one mbarrier arrive (WARP_SPECIALIZE,
-    # WITH_DQ, two warpgroups)
+    # issue 43: the compute warps hand a step's dQ to the dQ warp by bar.arrive on a named barrier (kernels.gluon.named:
+    # no partition-wide barrier) instead of one mbarrier arrive (WARP_SPECIALIZE, WITH_DQ, two warpgroups)
     NAMED_HANDOVER: bool = False
     # issue 43, SWAP_AB with WARP_SPECIALIZE: a step's LSE loaded from its shared tile just before P, delta just before
     # dS, instead of both at the step's start (fewer live registers: D64's 128 x 128 swap-AB tiles fit)

@@ -14,6 +14,10 @@ from kernels.gluon.compat import gl, gluon
 DQ_FULL_ID = 12  # the barrier's id: tests read it
 COMPUTE_WARPS = 8  # the compute partition's warps (named_handover needs two warpgroups)
 DQ_FULL_THREADS = 32 * COMPUTE_WARPS + 32  # the compute warps and the dQ warp
+# the PTX statements (module constexprs: a jitted function reads them as it reads any global constexpr)
+_ARRIVE = gl.constexpr(f"bar.arrive {DQ_FULL_ID}, {DQ_FULL_THREADS}; mov.u32 $0, $1;")
+_SYNC = gl.constexpr(f"bar.sync {DQ_FULL_ID}, {DQ_FULL_THREADS}; mov.u32 $0, $1;")
+_WARPS = gl.constexpr(COMPUTE_WARPS)
 
 
 @gluon.jit
@@ -24,13 +28,14 @@ def _one_per_thread(WARPS: gl.constexpr):
 
 @gluon.jit
 def compute_arrive_dq_full():
-    """Compute warps: this thread's part of the step's dQ is in shared memory (fenced before): bar.arrive, no wait."""
-    gl.inline_asm_elementwise("bar.arrive 12, 288; mov.u32 $0, $1;", "=r,r", [_one_per_thread(8)],
+    """Compute warps: this thread's part of the step's dQ is in shared memory (fenced before): bar.arrive, no
+    wait."""
+    gl.inline_asm_elementwise(_ARRIVE, "=r,r", [_one_per_thread(_WARPS)],
                               dtype=gl.int32, is_pure=False, pack=1)
 
 
 @gluon.jit
 def dq_warp_wait_full():
-    """The dQ warp waits until every compute thread has arrived (bar.sync 12, 288)."""
-    gl.inline_asm_elementwise("bar.sync 12, 288; mov.u32 $0, $1;", "=r,r", [_one_per_thread(1)],
+    """The dQ warp waits until every compute thread has arrived (bar.sync)."""
+    gl.inline_asm_elementwise(_SYNC, "=r,r", [_one_per_thread(1)],
                               dtype=gl.int32, is_pure=False, pack=1)

@@ -322,7 +322,7 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
     columns in shared memory, so a second Q / dO stage fits; one-line error at a head dim without two chunks);
     group_split: each kv head's query heads over group_split programs per key block, dk / dv then partials
     [B, Nk, Hkv * group_split, D] (slice s of kv head h at h * group_split + s), fp32 or in K's dtype.
-    named_handover: each warpgroup hands its part of a step's dQ to the dQ warp through named barriers
+    named_handover: the compute warps hand a step's dQ to the dQ warp by a named barrier's bar.arrive
     (kernels.gluon.named; needs warp_specialize, num_warps=8, p_in_dq=false; no effect without dQ). late_stats (swap_ab,
     warp_specialize; no effect otherwise): LSE and delta loaded from shared memory at their use."""
     slot = memo("ws_dkdv") if varlen is None else None  # a plan's phase: what its key fixes, worked out once
