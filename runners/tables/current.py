@@ -100,7 +100,8 @@ CURRENT: tuple[Current, ...] = (
             ("results/h200/gluon/ab_issue43/README.md", H200_NOTES)),
     Current("h200", "late_stats", "ws's LSE / delta loaded at their use (late_stats) against the defaults, FA grid bf16 "
             "two orders, fp16 and GQA D128 once (issue 43)",
-            ("results/h200/gluon/ab_issue43/late_stats/h200_late_stats_ab.parquet",),
+            ("results/h200/gluon/ab_issue43/late_stats/h200_late_stats_ab.parquet",
+             "results/h200/gluon/ab_issue43/late_stats/h200_late_stats_d96.parquet"),
             ("results/h200/gluon/ab_issue43/late_stats/README.md", H200_NOTES)),
     Current("h200", "named_handover", "ws's dQ hand-over by a named barrier (named_handover) off and on, FA grid bf16, "
             "two orders, FA4 beside (issue 43)",
