@@ -56,10 +56,11 @@ CURRENT: tuple[Current, ...] = (
             ("results/h100/model_step/README.md",)),
     Current("h100", "host_cost", "host time of one eager forward + backward call (issue 44)",
             ("results/h100/host_cost/h100_host_cost_1c480f8.parquet",), ("docs/host_cost.md",)),
-    Current("h100", "late_stats", "ws's late_stats off and on at D128 non-causal (FA grid bf16) and D96 (B2 N4096), two "
-            "orders (issue 43)",
+    Current("h100", "late_stats", "ws's late_stats off and on at D128 non-causal (FA grid bf16), D96 (B2 N4096) and with "
+            "softcap / a window (B1 N16k) (issue 43)",
             ("results/h100/gluon/ab_issue43/late_stats/h100_late_stats_d128.parquet",
-             "results/h100/gluon/ab_issue43/late_stats/h100_late_stats_d96.parquet"),
+             "results/h100/gluon/ab_issue43/late_stats/h100_late_stats_d96.parquet",
+             "results/h100/gluon/ab_issue43/late_stats/h100_late_stats_modifiers.parquet"),
             ("results/h100/gluon/ab_issue43/late_stats/README.md", H100_NOTES)),
     Current("h100", "named_handover", "ws's dQ hand-over by a named barrier (named_handover) off and on, FA grid bf16, "
             "two orders, FA4 beside (issue 43)",
