@@ -22,6 +22,8 @@ file gets every combination of its declared candidates as that grid (runners/sch
 import ast
 from dataclasses import asdict, dataclass, field, fields
 
+from kernels.gluon.config import named_handover_reason
+
 NUM_WARPS = (1, 2, 4, 8, 16)
 SEARCH = "search"  # dataclass field metadata key: the candidate values of a tunable field
 KERNEL = "kernel"  # dataclass field metadata key: the kernel (a kernel_ms key) whose time the field determines
@@ -241,11 +243,9 @@ class WsBlocks(Blocks):
     late_stats: bool = tunable(False, BOOLS)
 
     def check_rules(self) -> None:
-        if self.named_handover and (self.num_warps != 8 or not self.warp_specialize or self.p_in_dq
-                                    or self.deterministic):
-            raise ValueError(f"named_handover=true: needs num_warps=8 (two warpgroups), warp_specialize=true, "
-                             f"p_in_dq=false and deterministic=false (got {self.num_warps}, {self.warp_specialize}, "
-                             f"{self.p_in_dq}, {self.deterministic})")
+        if self.named_handover and (reason := named_handover_reason(self.num_warps, self.warp_specialize,
+                                                                     self.p_in_dq, self.deterministic)):
+            raise ValueError(reason)
         if self.group_split < 1:
             raise ValueError(f"group_split={self.group_split}: must be >= 1")
         if self.group_split > 1 and self.deterministic:

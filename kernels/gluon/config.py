@@ -68,3 +68,13 @@ def make_config(*, head_dim: int, d_main: int, d_rest: int, stages: int, causal:
                     GROUP_SPLIT=group_split, FP32_PARTIALS=fp32_partials,
                     NAMED_HANDOVER=named_handover and warp_specialize and with_dq,
                     LATE_STATS=late_stats and swap_ab and warp_specialize)
+
+
+def named_handover_reason(num_warps: int, warp_specialize: bool, p_in_dq: bool,
+                          deterministic: bool = False) -> str | None:
+    """Why named_handover cannot run with these fields (None: it can): the named barrier counts two compute
+    warpgroups and the dQ warp, and p_in_dq / deterministic mode have no dQ tile of their own to hand over."""
+    if num_warps != 8 or not warp_specialize or p_in_dq or deterministic:
+        return (f"named_handover=true: needs num_warps=8 (two warpgroups), warp_specialize=true, p_in_dq=false and "
+                f"deterministic=false (got {num_warps}, {warp_specialize}, {p_in_dq}, {deterministic})")
+    return None

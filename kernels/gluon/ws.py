@@ -40,7 +40,7 @@ import torch
 
 from kernels.common import LOG2E, cdiv
 from kernels.gluon.compat import TensorDescriptor, gl, gluon
-from kernels.gluon.config import make_config
+from kernels.gluon.config import make_config, named_handover_reason
 from kernels.gluon.epilogue import DkDvOut, dq_partition
 from kernels.gluon.loads import Loads, load_partition
 from kernels.gluon.mma import mma_partition
@@ -292,14 +292,6 @@ def group_split_reason(heads: int, kv_heads: int, group_split: int) -> str | Non
     if group_split < 1 or group % group_split:
         return (f"group_split={group_split} must divide the GQA group's {group} query heads per kv head "
                 f"(H={heads}, Hkv={kv_heads})")
-    return None
-
-
-def named_handover_reason(num_warps: int, warp_specialize: bool, p_in_dq: bool) -> str | None:
-    """Why named_handover cannot run with these fields (None: it can)."""
-    if num_warps != 8 or not warp_specialize or p_in_dq:
-        return (f"named_handover=true needs num_warps=8 (two warpgroups), warp_specialize=true and p_in_dq=false "
-                f"(got {num_warps}, {warp_specialize}, {p_in_dq})")
     return None
 
 
