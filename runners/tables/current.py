@@ -30,12 +30,15 @@ MODEL_STEP_TAGS = ("", "_bc", "_d128_4k", "_d128_16k_compiled", "_d128_16k_flex_
 
 CURRENT: tuple[Current, ...] = (
     Current("h100", "fa_grid", "the FlashAttention papers' grid, every design and baseline, FA4 included",
-            _pair("results/h100/fa4/h100_gluon_grid_{dtype}.parquet"),
-            ("results/h100/fa4/README.md", "results/h100/gluon/README.md", H100_NOTES)),
+            _pair("results/h100/fa4/7ead8fa/h100_gluon_grid_{dtype}_7ead8fa.parquet"),
+            ("results/h100/fa4/7ead8fa/README.md", "results/h100/fa4/README.md", "results/h100/gluon/README.md",
+             H100_NOTES)),
     Current("h100", "large_d", "head dims 96, 192, 256 (B2 H16 N4096 bf16), FA4 included",
-            ("results/h100/fa4/h100_gluon_large_d_bf16.parquet",), ("results/h100/fa4/README.md", H100_NOTES)),
+            ("results/h100/fa4/7ead8fa/h100_gluon_large_d_bf16_7ead8fa.parquet",),
+            ("results/h100/fa4/7ead8fa/README.md", "results/h100/fa4/README.md", H100_NOTES)),
     Current("h100", "fa4_cases", "GQA, packed documents, a window and a softcap beside FA4 (bf16)",
-            ("results/h100/fa4/h100_gluon_cases_bf16.parquet",), ("results/h100/fa4/README.md",)),
+            ("results/h100/fa4/7ead8fa/h100_gluon_cases_bf16_7ead8fa.parquet",),
+            ("results/h100/fa4/7ead8fa/README.md", "results/h100/fa4/README.md")),
     Current("h100", "gqa_defaults", "GQA H32/Hkv4 D64 and H32/Hkv8 D128 at ws's group_split defaults beside FA4 and "
             "cuDNN, bf16 and fp16 (issue 43)",
             tuple(f"results/h100/gluon/ab_issue43/group_split/h100_gluon_cases_gqa_{dtype}_defaults_v4.parquet"
