@@ -58,7 +58,7 @@ CURRENT: tuple[Current, ...] = (
             tuple(f"results/h100/model_step/h100_model_step_truth{tag}.parquet" for tag in MODEL_STEP_TAGS),
             ("results/h100/model_step/README.md",)),
     Current("h100", "host_cost", "host time of one eager forward + backward call (issue 44)",
-            ("results/h100/host_cost/h100_host_cost_1c480f8.parquet",), ("docs/host_cost.md",)),
+            ("results/h100/host_cost/h100_host_cost_f73f9ef.parquet",), ("docs/host_cost.md",)),
     Current("h100", "late_stats", "ws's late_stats off and on at D128 non-causal (FA grid bf16), D96 (B2 N4096) and with "
             "softcap / a window (B1 N16k) (issue 43)",
             ("results/h100/gluon/ab_issue43/late_stats/h100_late_stats_d128.parquet",
