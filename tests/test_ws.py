@@ -106,6 +106,22 @@ def test_bad_blocks_name_the_rule(fields, rule):
         WsBlocks.from_dict(fields)
 
 
+def test_a_default_named_handover_yields_to_the_fields_it_cannot_run_with():
+    """D128 non-causal's default rule turns named_handover on (issue 43); an override it cannot run with (4 warps,
+    deterministic mode) turns it off again instead of failing, and naming both fails with the rule's line."""
+    from runners.compile.resources import probe_problem
+    from variants import get
+
+    ws = get("ws")
+    problem = probe_problem(128, "bf16", False, 2, 2, {})
+    assert ws.make_blocks(problem).named_handover
+    assert not ws.make_blocks(problem, {"num_warps": 4, "BLOCK_N": 64}).named_handover
+    assert not ws.make_blocks(problem, {"deterministic": True}).named_handover
+    with pytest.raises(ValueError, match="named_handover=true: needs num_warps=8"):
+        ws.make_blocks(problem, {"deterministic": True, "named_handover": True})
+    assert not ws.make_blocks(probe_problem(128, "bf16", True, 2, 2, {})).named_handover  # causal: off (measured)
+
+
 @pytest.mark.skipif(ON_HOPPER, reason="on an sm90 GPU ws runs")
 def test_refused_with_a_reason_off_hopper():
     problem = Problem(1, 128, 128, 2, 2, 64, False, torch.float16, "cuda" if torch.cuda.is_available() else "cpu")

@@ -3,6 +3,7 @@ memory, Q/dO through a TMA ring, swap-AB wgmma so P^T and dS^T feed dV and dK fr
 S = Q K^T with P and dS through shared memory: D64's 128 x 128 tiles), dQ by TMA reduce-add into an fp32
 accumulator. sm90 only; it cannot run in the Triton interpreter."""
 from kernels.gluon.compat import GLUON_MISSING
+from kernels.gluon.config import named_handover_reason
 from variants.base import TritonVariant, interpreter_on
 from variants.blocks import WsBlocks, WsTwoPassBlocks
 from variants.registry import register_variant
@@ -39,11 +40,19 @@ class Ws(TritonVariant):
         return self.problem_reason(problem)
 
     def make_blocks(self, problem, blocks=None):
-        """The base's blocks, then the rules that need the problem: chunk_tiles only where a head dim has two chunks
+        """The base's blocks, then the rules that need the problem: a default rule's group_split and named_handover
+        yield to the overrides they cannot run with; chunk_tiles only where a head dim has two chunks
         of >= 64 columns (192); head_dim_split only at a head dim whose chunks it
         changes (D96), a one-line ValueError elsewhere (a sweep's `unsupported` row, a config the tuner filters)."""
         if isinstance(blocks, dict) and blocks.get("deterministic") and "group_split" not in blocks:
             blocks = {**blocks, "group_split": 1}  # a default rule's split yields to deterministic mode (no partials)
+        if isinstance(blocks, dict) and "named_handover" not in blocks:  # a default rule's named hand-over yields to
+            base = self.default_blocks(problem)  # the fields it cannot run with (num_warps=4, deterministic, ...)
+            if getattr(base, "named_handover", False):  # ws only (ws_two_pass: no field)
+                fields = {name: blocks.get(name, getattr(base, name))
+                          for name in ("num_warps", "warp_specialize", "p_in_dq", "deterministic")}
+                if named_handover_reason(**fields):
+                    blocks = {**blocks, "named_handover": False}
         overrides = blocks
         blocks = super().make_blocks(problem, blocks)
         if blocks.head_dim_split and GLUON_MISSING is None:  # without Gluon, supports() refuses every problem
