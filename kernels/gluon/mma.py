@@ -295,7 +295,8 @@ def _mma_tile(k, slot, tile_count, smem, program, sizes, stores, stats, qk_scale
     else:
         if CFG.NAMED_HANDOVER:  # without the arrive, Triton's barrier analysis puts one at the loop's top for the
             # accesses before the loop, run on every step; here it runs once, and the loop's is the dS^T store's,
-            # next to the dS^T barrier: the two warpgroups then meet once a step (results/h100/gluon/ab_issue43/named_preloop)
+            # next to the dS^T barrier: the two warpgroups then meet once a step
+            # (results/h100/gluon/ab_issue43/named_preloop)
             cta_barrier()
         for step in range(tile.steps):
             _, dk, dv = _mma_step(step, slot, tile, None, dk, dv, smem, stats, qk_scale, LAYOUTS, CFG, loads,
