@@ -190,12 +190,18 @@ SCHEDULE_OPTIONS = [dict(prefetch_scores=True), dict(prefetch_scores=True, persi
                     dict(named_handover=True, **SWAP_AB), dict(named_handover=True, swap_ab=False, BLOCK_M=64),
                     dict(named_handover=True, group_split=2, fp32_partials=False),
                     dict(late_stats=True, swap_ab=True, BLOCK_M=128), dict(late_stats=True, **SWAP_AB),
-                    dict(late_stats=True, swap_ab=True, BLOCK_M=128, persistent=True, num_stages=3)]
+                    dict(late_stats=True, swap_ab=True, BLOCK_M=128, persistent=True, num_stages=3),
+                    dict(dq_first=True), dict(dq_first=True, **SWAP_AB),
+                    dict(dq_first=True, named_handover=True, late_stats=True, persistent=True, num_stages=3),
+                    dict(dq_first=True, prefetch_scores=True), dict(dq_first=True, warp_specialize=False),
+                    dict(dq_first=True, swap_ab=False, early_dv=True)]
 SCHEDULE_IDS = ["prefetch", "prefetch-persistent", "prefetch-one-partition", "prefetch-swap", "early-dv-mn",
                 "early-dv-mn-persistent", "early-dv-prefetch-mn", "p-in-dq-mn", "p-in-dq-mn-s3-early-dv",
                 "p-in-dq-mn-one-partition", "named-handover", "named-handover-persistent", "named-handover-swap",
                 "named-handover-mn-m64", "named-handover-group-split", "late-stats-m128",
-                "late-stats-swap", "late-stats-m128-persistent-s3"]
+                "late-stats-swap", "late-stats-m128-persistent-s3", "dq-first", "dq-first-swap",
+                "dq-first-named-late-persistent-s3", "dq-first-prefetch", "dq-first-one-partition",
+                "dq-first-early-dv-mn"]
 
 
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
@@ -267,6 +273,35 @@ def test_named_handover_drops_the_arrives_partition_barrier(head_dim, causal):
     assert barriers < barriers_before, (barriers, barriers_before)
     assert spills <= spills_before, (spills, spills_before)
     assert set(ids) <= {0, 1, DQ_FULL_ID}, ids
+
+
+DQ_FIRST_PTX = """
+import re, sys
+from runners.compile.resources import capture_launches, compile_kernel, ptxas_usage
+head_dim, causal, first = int(sys.argv[1]), sys.argv[2] == "1", sys.argv[3] == "1"
+_, _, launches = capture_launches("ws", head_dim, "bf16", causal, 4, 2, {"dq_first": first})
+fn, args, kwargs = next(launch for launch in launches if launch[0].__name__ == "_ws_backward_kernel")
+ptx = compile_kernel(fn, args, kwargs).asm["ptx"]
+waits = re.findall(r"wgmma\.wait_group\.sync\.aligned\s+(\d+)", ptx)
+print(ptxas_usage(ptx)["spill_store_bytes"], sum(w != "0" for w in waits), sum(w == "0" for w in waits))
+"""
+
+
+@pytest.mark.parametrize("head_dim, causal", [(64, True), (128, False)], ids=["D64-causal-mn", "D128-swap"])
+def test_dq_first_waits_for_dq_with_dk_in_flight(head_dim, causal):
+    """dq_first (issue 43): dQ's wgmma is issued before dK's, so the step waits for it with groups still
+    outstanding (one more wgmma wait with a non-zero count than the default kernel, as many full waits), and the
+    kernel spills at most what the measured bound allows."""
+    env = {k: v for k, v in __import__("os").environ.items() if k != "TRITON_INTERPRET"}
+    counts = {}
+    for first in (False, True):
+        out = subprocess.run([sys.executable, "-c", DQ_FIRST_PTX, str(head_dim), str(int(causal)), str(int(first))],
+                             capture_output=True, text=True, env=env, timeout=600)
+        assert out.returncode == 0, out.stderr[-2000:]
+        counts[first] = tuple(int(x) for x in out.stdout.split())
+    (spills, partial, full), (_, partial_before, full_before) = counts[True], counts[False]
+    assert partial > partial_before and full >= full_before, counts
+    assert spills <= SPILL_BOUND.get(("ws", head_dim, causal), 0), counts
 
 
 def test_late_stats_fit_fa4s_d64_tile():

@@ -77,6 +77,17 @@ def _wait_chunks3(n: gl.constexpr, x, y, z, D_REST: gl.constexpr, DV_REST: gl.co
 
 
 @gluon.jit
+def _wait_chunks1(n: gl.constexpr, x, D_REST: gl.constexpr):
+    """warpgroup_mma_wait(num_outstanding=n) on one chunk tuple -> x."""
+    if D_REST > 0:
+        x0, x1 = warpgroup_mma_wait(num_outstanding=n, deps=(x[0], x[1]))
+        return (x0, x1)
+    else:
+        x0 = warpgroup_mma_wait(num_outstanding=n, deps=(x[0],))
+        return (x0,)
+
+
+@gluon.jit
 def _softcap_grad(ds, t, SOFTCAP: gl.constexpr):
     """dS with respect to the capped score -> with respect to the scaled score (d tanh = 1 - tanh^2)."""
     if SOFTCAP > 0:
@@ -123,15 +134,19 @@ def gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, q_r, do_r, smem, o
     ds_t = _softcap_grad(p_t * (dp_t - gl.expand_dims(delta, 0)), t_t, CFG.SOFTCAP).to(dtype)  # [BN, BM]
     if CFG.WITH_DQ:
         ds_smem.store(ds_t)
-    dk = mma_chunks(gl.convert_layout(ds_t, P_OPERAND), gl.convert_layout(ds_t, P_OPERAND_R), q_tile, dk, D_MAIN,
-                    D_REST, b_r=q_r, CHUNKED=CFG.CHUNK_TILES)  # [BN, BM] @ [BM, D]
+    if not CFG.DQ_FIRST:  # dK's wgmma in flight through the dS^T barrier
+        dk = mma_chunks(gl.convert_layout(ds_t, P_OPERAND), gl.convert_layout(ds_t, P_OPERAND_R), q_tile, dk,
+                        D_MAIN, D_REST, b_r=q_r, CHUNKED=CFG.CHUNK_TILES)  # [BN, BM] @ [BM, D]
     if CFG.WITH_DQ:
         fence_async_shared()
         cta_barrier()  # every warpgroup's rows of dS^T are in shared memory before dQ reads all of them
         dq = mma_chunks(ds_smem.permute((1, 0)), ds_smem.permute((1, 0)), k_smem,
                         chunk_zeros(BLOCK_M, DQ_LAYOUT, DQ_LAYOUT_R, D_MAIN, D_REST), D_MAIN, D_REST,
                         use_acc=False, b_r=smem.rest.k, CHUNKED=CFG.CHUNK_TILES)  # [BM, BN] @ [BN, D] -> [BM, D]
-    else:
+    if CFG.DQ_FIRST:  # dK's wgmma after dQ's: in flight through dQ's staging and hand-over (`_mma_step`)
+        dk = mma_chunks(gl.convert_layout(ds_t, P_OPERAND), gl.convert_layout(ds_t, P_OPERAND_R), q_tile, dk,
+                        D_MAIN, D_REST, b_r=q_r, CHUNKED=CFG.CHUNK_TILES)  # [BN, BM] @ [BM, D]
+    if not CFG.WITH_DQ:
         dq = dk  # no dQ (ws_two_pass): a placeholder
     return dq, dk, dv
 
@@ -173,16 +188,20 @@ def gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, q_r, do_r, smem, o_
     ds_smem.store(ds)
     fence_async_shared()
     cta_barrier()  # every warpgroup's rows of P and dS are in shared memory before the wgmmas read all of them
+    if CFG.DQ_FIRST:  # dQ's wgmma first: dV's and dK's in flight through its staging and hand-over (`_mma_step`)
+        dq = mma_chunks(ds_smem, ds_smem, k_smem, chunk_zeros(BLOCK_M, DQ_LAYOUT, DQ_LAYOUT_R, D_MAIN, D_REST),
+                        D_MAIN, D_REST, use_acc=False, b_r=smem.rest.k,
+                        CHUNKED=CFG.CHUNK_TILES)  # [BM, BN] @ [BN, D] -> [BM, D]
     if not CFG.EARLY_DV:  # [BN, BM] @ [BM, Dv]
         dv = mma_chunks(p_smem.permute((1, 0)), p_smem.permute((1, 0)), do_tile, dv, CFG.DV_MAIN, CFG.DV_REST,
                         b_r=do_r, CHUNKED=CFG.CHUNK_TILES_V)
     dk = mma_chunks(ds_smem.permute((1, 0)), ds_smem.permute((1, 0)), q_tile, dk, D_MAIN, D_REST, b_r=q_r,
                     CHUNKED=CFG.CHUNK_TILES)
-    if CFG.WITH_DQ:
+    if CFG.WITH_DQ and not CFG.DQ_FIRST:
         dq = mma_chunks(ds_smem, ds_smem, k_smem, chunk_zeros(BLOCK_M, DQ_LAYOUT, DQ_LAYOUT_R, D_MAIN, D_REST),
                         D_MAIN, D_REST, use_acc=False, b_r=smem.rest.k,
                         CHUNKED=CFG.CHUNK_TILES)  # [BM, BN] @ [BN, D] -> [BM, D]
-    else:
+    elif not CFG.WITH_DQ:
         dq = dk  # no dQ (ws_two_pass): a placeholder
     return dq, dk, dv
 
@@ -232,7 +251,12 @@ def _mma_step(step, slot, tile, s_t, dk, dv, smem, stats, qk_scale, LAYOUTS: gl.
     else:
         dq, dk, dv = gradients_mn(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, q_r, do_r, smem, o_m, start_m,
                                   tile, qk_scale, LAYOUTS, CFG, slot + step)
-    dq, dk, dv = _wait_chunks3(0, dq, dk, dv, D_REST, CFG.DV_REST)
+    if CFG.DQ_FIRST:  # dQ done; dK's groups (and without swap AB, unless issued early, dV's) still in flight
+        CHUNKS_V: gl.constexpr = 2 if CFG.DV_REST > 0 else 1
+        LATER: gl.constexpr = CHUNKS + (CHUNKS_V if not CFG.SWAP_AB and not CFG.EARLY_DV else 0)
+        dq = _wait_chunks1(LATER, dq, D_REST)
+    else:
+        dq, dk, dv = _wait_chunks3(0, dq, dk, dv, D_REST, CFG.DV_REST)
     if NEXT:  # the next step's S in flight through this step's tail (dQ to shared memory and handed over)
         s_next = _issue_s(smem, slot + step + 1, LAYOUTS, CFG)
     else:
@@ -257,6 +281,8 @@ def _mma_step(step, slot, tile, s_t, dk, dv, smem, stats, qk_scale, LAYOUTS: gl.
                 tma_reduce_add(dq_r_desc, [tile.dq_row(i_h, start_m), D_MAIN], smem.rest.dq)
     if NEXT:  # waited here: an accumulator in flight across the loop's back edge makes ptxas serialize (C7514)
         s_next = warpgroup_mma_wait(num_outstanding=0, deps=(s_next,))
+    if CFG.DQ_FIRST:  # dK (and dV) waited at the step's end, for the same reason
+        dq, dk, dv = _wait_chunks3(0, dq, dk, dv, D_REST, CFG.DV_REST)
     return s_next, dk, dv
 
 
