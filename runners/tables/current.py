@@ -39,6 +39,13 @@ CURRENT: tuple[Current, ...] = (
     Current("h100", "fa4_cases", "GQA, packed documents, a window and a softcap beside FA4 (bf16)",
             ("results/h100/fa4/7ead8fa/h100_gluon_cases_bf16_7ead8fa.parquet",),
             ("results/h100/fa4/7ead8fa/README.md", "results/h100/fa4/README.md")),
+    Current("h100", "ws_fa4_grid", "ws at today's defaults beside cuDNN and FA4 on the FA grid, bf16 and fp16 (issue 43; "
+            "dq_first at D128 non-causal)",
+            _pair("results/h100/fa4/0392993/h100_gluon_grid_{dtype}_0392993.parquet"),
+            ("results/h100/fa4/0392993/README.md", "results/h100/gluon/ab_issue43/dq_first/README.md", H100_NOTES)),
+    Current("h100", "ws_fa4_cases", "ws at today's defaults beside cuDNN and FA4: GQA H32/Hkv8 D128, a window and a "
+            "softcap (bf16, issue 43)", ("results/h100/fa4/0392993/h100_gluon_cases_bf16_0392993.parquet",),
+            ("results/h100/fa4/0392993/README.md", H100_NOTES)),
     Current("h100", "gqa_defaults", "GQA H32/Hkv4 D64 and H32/Hkv8 D128 at ws's group_split defaults beside FA4 and "
             "cuDNN, bf16 and fp16 (issue 43)",
             tuple(f"results/h100/gluon/ab_issue43/group_split/h100_gluon_cases_gqa_{dtype}_defaults_v4.parquet"
@@ -69,6 +76,12 @@ CURRENT: tuple[Current, ...] = (
             "two orders, FA4 beside (issue 43)",
             ("results/h100/gluon/ab_issue43/named_handover/h100_named_handover_ab.parquet",),
             ("results/h100/gluon/ab_issue43/named_handover/README.md", H100_NOTES)),
+    Current("h100", "dq_first", "ws's dQ wgmma before dK's (dq_first) off and on, two orders: D128 (FA grid cells, GQA, "
+            "fp16, softcap, window), D64, D96; D128 causal with named_handover and late_stats (issue 43)",
+            ("results/h100/gluon/ab_issue43/dq_first/h100_dq_first_ab.parquet",
+             "results/h100/gluon/ab_issue43/dq_first/h100_dq_first_causal_combos.parquet",
+             "results/h100/gluon/ab_issue43/dq_first/h100_dq_first_more.parquet"),
+            ("results/h100/gluon/ab_issue43/dq_first/README.md", H100_NOTES)),
     Current("h100", "split96", "D96 in 64 + 32 head-dim chunks, ws / ws_two_pass off and on, FA4 beside (issue 43)",
             ("results/h100/gluon/ab_issue43/split96/h100_split96_ab_r1.parquet",
              "results/h100/gluon/ab_issue43/split96/h100_split96_ab_r2.parquet",
