@@ -194,14 +194,15 @@ SCHEDULE_OPTIONS = [dict(prefetch_scores=True), dict(prefetch_scores=True, persi
                     dict(dq_first=True), dict(dq_first=True, **SWAP_AB),
                     dict(dq_first=True, named_handover=True, late_stats=True, persistent=True, num_stages=3, **SWAP_AB),
                     dict(dq_first=True, prefetch_scores=True), dict(dq_first=True, warp_specialize=False),
-                    dict(dq_first=True, swap_ab=False, early_dv=True)]
+                    dict(dq_first=True, swap_ab=False, early_dv=True),
+                    dict(late_stats=True, swap_ab=True, BLOCK_M=128, named_handover=True)]
 SCHEDULE_IDS = ["prefetch", "prefetch-persistent", "prefetch-one-partition", "prefetch-swap", "early-dv-mn",
                 "early-dv-mn-persistent", "early-dv-prefetch-mn", "p-in-dq-mn", "p-in-dq-mn-s3-early-dv",
                 "p-in-dq-mn-one-partition", "named-handover", "named-handover-persistent", "named-handover-swap",
                 "named-handover-mn-m64", "named-handover-group-split", "late-stats-m128",
                 "late-stats-swap", "late-stats-m128-persistent-s3", "dq-first", "dq-first-swap",
                 "dq-first-named-late-persistent-s3-swap", "dq-first-prefetch", "dq-first-one-partition",
-                "dq-first-early-dv-mn"]
+                "dq-first-early-dv-mn", "late-stats-m128-named"]
 
 
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
