@@ -105,6 +105,15 @@ CURRENT: tuple[Current, ...] = (
             ("results/h200/fa4/README.md", "results/h200/gluon/README.md", H200_NOTES)),
     Current("h200", "large_d", "head dims 96, 192, 256 (B2 H16 N4096 bf16), FA4 included",
             ("results/h200/fa4/h200_gluon_large_d_bf16.parquet",), ("results/h200/fa4/README.md", H200_NOTES)),
+    Current("h200", "ws_fa4_grid", "ws at today's defaults beside cuDNN and FA4 on the FA grid, bf16 and fp16 (issue 43; "
+            "FA4's D64 tile at D64 non-causal)",
+            _pair("results/h200/fa4/8ac8aec/h200_gluon_grid_{dtype}_8ac8aec.parquet"),
+            ("results/h200/fa4/8ac8aec/README.md", "results/h200/gluon/ab_issue43/d64_swap128/README.md", H200_NOTES)),
+    Current("h200", "d64_swap128", "FA4's D64 tile (swap AB 128 x 128) with late_stats / named_handover / dq_first against "
+            "ws's defaults, and D128 causal's sync combinations, two orders (issue 43)",
+            ("results/h200/gluon/ab_issue43/d64_swap128/h200_d64_swap128_ab.parquet",
+             "results/h200/gluon/ab_issue43/d64_swap128/h200_sync_combos.parquet"),
+            ("results/h200/gluon/ab_issue43/d64_swap128/README.md", H200_NOTES)),
     Current("h200", "fa4_cases", "GQA, packed documents, a window and a softcap beside FA4 (bf16)",
             ("results/h200/fa4/h200_gluon_cases_bf16.parquet", "results/h200/fa4/h200_gluon_cases_window_softcap_bf16.parquet"),
             ("results/h200/fa4/README.md",)),
