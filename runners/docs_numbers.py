@@ -32,6 +32,7 @@ FA2, CUDNN, FLEX, FA4 = "sdpa_flash", "sdpa_cudnn", "flex", "fa4"
 WIDTH = 115  # the docs' line length
 H100_GRID = C.paths("h100", "fa_grid")  # with FA4
 H200_GRID = C.paths("h200", "fa_grid")
+WS_FA4_GRID = C.paths("h100", "ws_fa4_grid") + C.paths("h200", "ws_fa4_grid")  # ws at today's defaults, cuDNN, FA4
 STOCK_GRID = C.paths("h100", "stock_grid")  # the FA grid before the Gluon designs (issue 9)
 LARGE_D = C.paths("h100", "large_d") + C.paths("h200", "large_d")  # FA4 on the H100
 # GQA, packed, window, softcap beside FA4; the H100's GQA cells newer at ws's group_split defaults (issue 43; bf16)
@@ -84,6 +85,11 @@ def span(values: pd.Series) -> str:
     return f"{values.min():.2f}–{values.max():.2f}×"
 
 
+def span3(values: pd.Series) -> str:
+    """'0.908–0.998×': as span, three decimals (a ratio just under 1 is not 1.00)."""
+    return f"{values.min():.3f}–{values.max():.3f}×"
+
+
 def files_text(paths) -> str:
     return ", ".join(f"`{p}`" for p in paths)
 
@@ -122,6 +128,22 @@ def fa_grid(df: pd.DataFrame) -> str:
               f"FlashAttention-2 and {span(ratio(h100, CUDNN))} cuDNN on the H100{long}, and {span(ratio(h200, FA2))} "
               f"and {span(ratio(h200, CUDNN))} on the H200{against_fa4(('H100', h100), ('H200', h200))}. "
               f"Rows: {files_text(H100_GRID + H200_GRID)}.")])
+
+
+def ws_fa4_grid(df: pd.DataFrame) -> str:
+    """One sentence: ws at today's defaults against FA4 and cuDNN on the FA grid, per GPU, from the runs that timed
+    only ws, cuDNN and FA4 (newer than the every-design tables above)."""
+    c = cells(df)
+    parts = []
+    for gpu in ("H100", "H200"):
+        g = c[c[T.GPU].str.contains(gpu)]
+        if g.empty:
+            continue
+        commits = ", ".join(sorted({str(x)[:7] for x in df.loc[df[T.GPU].str.contains(gpu), "commit"]}))
+        parts.append(f"on the {gpu} (at {commits}) {span3(ratio(g, FA4))} FA4 ({span3(ratio(g[g['seq'] >= 4096], FA4))} "
+                     f"at N ≥ 4096) and {span(ratio(g, CUDNN))} cuDNN")
+    return prose(f"The newer runs of ws beside cuDNN and FlashAttention-4 alone (bf16 and fp16, issue 43's defaults "
+                 f"of their commit): ws is {'; '.join(parts)}. Rows: {files_text(WS_FA4_GRID)}.")
 
 
 def fa4_cases(df: pd.DataFrame) -> str:
@@ -342,6 +364,7 @@ class Block:
 BLOCKS: dict[str, Block] = {
     "fa_grid": Block(H100_GRID + H200_GRID, fa_grid),
     "fa_grid_fastest": Block(H100_GRID, fastest_cells),
+    "ws_fa4_grid": Block(WS_FA4_GRID, ws_fa4_grid),
     "stock_grid": Block(STOCK_GRID, stock_grid),
     "large_d": Block(LARGE_D, large_d),
     "fa4_cases": Block(FA4_CASES, fa4_cases),
