@@ -14,6 +14,7 @@ All write the same convention: o like q, lse [B, H, Nq] fp32 = log2 of the sum o
 from typing import NamedTuple
 
 from kernels.forward_baselines import BASELINE_FORWARDS
+from kernels.launch import memo
 
 FORWARDS = ("stock", "gluon", "auto", *BASELINE_FORWARDS)
 DEFAULT_FORWARD = "auto"  # Gluon on sm90 where it covers the problem, else stock (docs/forward.md)
@@ -57,7 +58,12 @@ def run_forward(choice: str, q, k, v, causal: bool, scale: float, *, BLOCK_N: in
     """(o [B, Nq, H, Dv], lse [B, H, Nq] fp32 base 2) from the chosen forward; q [B, Nq, H, D], k [B, Nk, Hkv, D],
     v [B, Nk, Hkv, Dv] (varlen: [1, total, H, D] and a kernels.varlen.Packing). BLOCK_N: the stock forward's key
     block. sink: fp32 [H] or None (the stock forward only; the LSE carries it)."""
-    ran = chosen_forward(choice, q, k, v, causal, varlen=varlen, mods=mods, gate=gate, sink=sink).name
+    slot = memo("run_forward") if varlen is None else None  # a plan's phase: its key fixes the choice (issue 44)
+    ran = slot.get("ran") if slot else None
+    if ran is None:
+        ran = chosen_forward(choice, q, k, v, causal, varlen=varlen, mods=mods, gate=gate, sink=sink).name
+        if slot is not None:
+            slot["ran"] = ran
     if ran in BASELINE_FORWARDS:
         return BASELINE_FORWARDS[ran].run(q, k, v, causal, scale, mods)
     if ran == "gluon":

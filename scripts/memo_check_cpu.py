@@ -10,6 +10,10 @@ first call of a signature (the full path, recording) and later calls (from the m
 forms, for several signatures (a new shape, a new dO layout, GQA) and scales (the scale is never memoized).
 
     python scripts/memo_check_cpu.py [designs]       # exit 0: every warm launch matched; prints one JSON line
+    python scripts/memo_check_cpu.py ws --gluon-forward   # the forward by the Gluon kernel (its sm90 default), not stock
+
+On the CPU the Gluon forward refuses the call (`forward_reason`: a CPU tensor), so the designs' forward is the stock
+one; --gluon-forward makes that check pass, so the Gluon forward's launcher and its memo run as on an sm90 GPU.
 """
 import json
 import os
@@ -50,7 +54,7 @@ def canonical(values: list, leaves: dict) -> list:
     return [form(value) for value in values]
 
 
-def main(designs) -> int:
+def main(designs, gluon_forward: bool = False) -> int:
     import torch
 
     import kernels.launch as launch_module
@@ -81,6 +85,10 @@ def main(designs) -> int:
 
     launch_module.BoundLaunch.__call__ = capture_bound
     launch_module.bind = capture_first
+    import kernels.gluon.forward as gluon_forward_module
+    forward_reason = gluon_forward_module.forward_reason
+    if gluon_forward:
+        gluon_forward_module.forward_reason = lambda *args, **kwargs: None
     failures, checked = [], 0
     try:
         for design in designs:
@@ -109,6 +117,8 @@ def main(designs) -> int:
                         forms[scale] = got
                 if plans.builds - builds != (0 if transposed else 1):  # a new dO layout: the same plan, new sites
                     failures.append(f"{design}: {plans.builds - builds} plans built for one signature")
+                if gluon_forward and not any(name.startswith(("_gluon_fwd", "gluon_fwd")) for name, _ in forms[0.125]):
+                    failures.append(f"{design}: --gluon-forward, but no Gluon forward launch")
                 if forms[0.125] == forms[0.3]:
                     failures.append(f"{design}: the scale did not reach the launches")
                 plan = next(reversed(plans._plans.values()))
@@ -117,10 +127,12 @@ def main(designs) -> int:
     finally:
         launch_module.BoundLaunch.__call__ = record_call
         launch_module.bind = original_bind
+        gluon_forward_module.forward_reason = forward_reason
         harness.uninstall()
     print(json.dumps(dict(checked=checked, failures=failures)))
     return 1 if failures else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1].split(",") if len(sys.argv) > 1 else DESIGNS))
+    ARGS = [arg for arg in sys.argv[1:] if arg != "--gluon-forward"]
+    sys.exit(main(ARGS[0].split(",") if ARGS else DESIGNS, gluon_forward="--gluon-forward" in sys.argv[1:]))

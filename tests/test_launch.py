@@ -324,7 +324,8 @@ def test_a_new_signature_builds_new_memos_and_a_warm_call_adds_none(fake_driver,
     _call(q, k, v, do)
     plan = next(iter(plans._plans.values()))
     owners = sorted(owner for sites in plan.launches.values() for _, owner in sites.memos)
-    assert owners == ["attention_delta", "attention_forward"]  # two_pass's own launchers take no memo
+    # two_pass's own launchers take no memo; run_forward keeps the forward's choice
+    assert owners == ["attention_delta", "attention_forward", "run_forward"]
     ids = {key: {slot: id(memo) for slot, memo in sites.memos.items()} for key, sites in plan.launches.items()}
     _call(q, k, v, do)
     assert {key: {slot: id(memo) for slot, memo in sites.memos.items()} for key, sites in plan.launches.items()} == ids
@@ -334,7 +335,8 @@ def test_a_new_signature_builds_new_memos_and_a_warm_call_adds_none(fake_driver,
     assert plan2 is not plan and plans.builds == 2
     forward = [sites for key, sites in plan.launches.items() if key[0] == "forward"][0]
     forward2 = [sites for key, sites in plan2.launches.items() if key[0] == "forward"][0]
-    (slot,), (slot2,) = forward.memos.values(), forward2.memos.values()
+    slot, slot2 = ([memo for (_, owner), memo in sites.memos.items() if owner == "attention_forward"][0]
+                   for sites in (forward, forward2))
     assert slot is not slot2 and slot["lse_shape"] == (1, 2, 40) and slot2["lse_shape"] == (1, 2, 24)
 
 
@@ -343,5 +345,16 @@ def test_warm_launches_from_the_memos_hand_each_kernel_what_the_full_path_does()
     its first call's, over four signatures and two scales; a fresh process (@triton.jit without the interpreter)."""
     run = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "memo_check_cpu.py")], capture_output=True,
                          text=True, cwd=ROOT, env={**os.environ, "TRITON_INTERPRET": "0"}, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    assert '"failures": []' in run.stdout and '"checked": 0' not in run.stdout
+
+
+def test_the_gluon_forwards_warm_launch_hands_its_kernel_what_the_full_path_does():
+    """The same check with the Gluon forward (the sm90 default; issue 44: its launcher's phase memo) in place of the
+    stock one: on the CPU its check would refuse the call, so the script makes it pass (--gluon-forward) and fails
+    unless a Gluon forward launch is among those compared."""
+    run = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "memo_check_cpu.py"), "ws,two_pass",
+                          "--gluon-forward"], capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, "TRITON_INTERPRET": "0"}, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]
     assert '"failures": []' in run.stdout and '"checked": 0' not in run.stdout
