@@ -240,7 +240,7 @@ NAMED_PTX = """
 import re, sys
 from runners.compile.resources import capture_launches, compile_kernel, ptxas_usage
 head_dim, causal, named = int(sys.argv[1]), sys.argv[2] == "1", sys.argv[3] == "1"
-_, _, launches = capture_launches("ws", head_dim, "bf16", causal, 4, 2, {"named_handover": True} if named else {})
+_, _, launches = capture_launches("ws", head_dim, "bf16", causal, 4, 2, {"named_handover": named})
 fn, args, kwargs = next(launch for launch in launches if launch[0].__name__ == "_ws_backward_kernel")
 ptx = compile_kernel(fn, args, kwargs).asm["ptx"]
 usage = ptxas_usage(ptx)
@@ -312,7 +312,8 @@ def test_late_stats_fit_fa4s_d64_tile():
     hundreds of bytes with a step's LSE and delta loaded at its start (32 + 32 registers a thread); loaded at their
     use, it fits within ws's measured spill bound."""
     swap = "{'swap_ab': True, 'BLOCK_M': 128"
-    late, early = (compiled_rows(64, False, swap + extra + "}")[0] for extra in (", 'late_stats': True", ""))
+    late, early = (compiled_rows(64, False, swap + extra + "}")[0]
+                   for extra in (", 'late_stats': True", ", 'late_stats': False"))
     assert late["status"] == "ok", late["status"]
     assert int(late["spill_store_bytes"]) <= 64 < int(early["spill_store_bytes"]), (late, early)
 
