@@ -88,6 +88,27 @@ def _wait_chunks1(n: gl.constexpr, x, D_REST: gl.constexpr):
 
 
 @gluon.jit
+def _dk_from_registers(ds_t, q_tile, q_r, dk, LAYOUTS: gl.constexpr, CFG: gl.constexpr):
+    """dK += dS^T Q with dS^T [BN, BM] as the register A operand (swap AB) -> dk [BN, D] as head-dim chunks, one
+    async wgmma group per chunk in flight."""
+    P_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=LAYOUTS.kv, k_width=2)
+    P_OPERAND_R: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=LAYOUTS.kv_r, k_width=2)
+    return mma_chunks(gl.convert_layout(ds_t, P_OPERAND), gl.convert_layout(ds_t, P_OPERAND_R), q_tile, dk,
+                      CFG.D_MAIN, CFG.D_REST, b_r=q_r, CHUNKED=CFG.CHUNK_TILES)  # [BN, BM] @ [BM, D]
+
+
+@gluon.jit
+def _dq_product(ds, smem, BLOCK_M: gl.constexpr, LAYOUTS: gl.constexpr, CFG: gl.constexpr):
+    """dQ = dS K from dS [BM, BN] in shared memory (swap AB: dS^T's tile permuted) -> dq [BM, D] as head-dim
+    chunks, a fresh accumulator, one async wgmma group per chunk in flight."""
+    DQ_LAYOUT: gl.constexpr = LAYOUTS.dq  # passed on to a jit function: bound as a constexpr (Triton 3.6)
+    DQ_LAYOUT_R: gl.constexpr = LAYOUTS.dq_r
+    return mma_chunks(ds, ds, smem.k, chunk_zeros(BLOCK_M, DQ_LAYOUT, DQ_LAYOUT_R, CFG.D_MAIN, CFG.D_REST),
+                      CFG.D_MAIN, CFG.D_REST, use_acc=False, b_r=smem.rest.k,
+                      CHUNKED=CFG.CHUNK_TILES)  # [BM, BN] @ [BN, D] -> [BM, D]
+
+
+@gluon.jit
 def _softcap_grad(ds, t, SOFTCAP: gl.constexpr):
     """dS with respect to the capped score -> with respect to the scaled score (d tanh = 1 - tanh^2)."""
     if SOFTCAP > 0:
@@ -109,18 +130,11 @@ def gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, q_r, do_r, smem, o
     flight (Dv: V's head dim, in its chunks CFG.DV_MAIN, CFG.DV_REST). q_r, do_r: the stage's second-chunk tiles
     (chunk tiles; else q_tile, do_tile again, unread)."""
     BLOCK_M: gl.constexpr = q_tile.shape[0]
-    k_smem = smem.k
     ds_smem = smem.ds
-    dtype: gl.constexpr = k_smem.dtype
-    D_MAIN: gl.constexpr = CFG.D_MAIN
-    D_REST: gl.constexpr = CFG.D_REST
+    dtype: gl.constexpr = smem.k.dtype
     CHUNKS_V: gl.constexpr = 2 if CFG.DV_REST > 0 else 1  # wgmma groups of a product over Dv (dP^T, dV)
-    P_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=LAYOUTS.kv, k_width=2)
-    P_OPERAND_R: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=LAYOUTS.kv_r, k_width=2)
     PV_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=LAYOUTS.kv_v, k_width=2)
     PV_OPERAND_R: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=LAYOUTS.kv_vr, k_width=2)
-    DQ_LAYOUT: gl.constexpr = LAYOUTS.dq  # passed on to a jit function: bound as a constexpr (Triton 3.6)
-    DQ_LAYOUT_R: gl.constexpr = LAYOUTS.dq_r
     s_t = warpgroup_mma_wait(num_outstanding=CHUNKS_V, deps=(s_t,))  # dP^T's groups still in flight
     if CFG.LATE_STATS:  # lse, delta: the stage's shared tiles, each loaded just before its use
         lse = lse.load(gl.SliceLayout(0, LAYOUTS.s))  # [BM]
@@ -135,17 +149,13 @@ def gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, q_r, do_r, smem, o
     if CFG.WITH_DQ:
         ds_smem.store(ds_t)
     if not CFG.DQ_FIRST:  # dK's wgmma in flight through the dS^T barrier
-        dk = mma_chunks(gl.convert_layout(ds_t, P_OPERAND), gl.convert_layout(ds_t, P_OPERAND_R), q_tile, dk,
-                        D_MAIN, D_REST, b_r=q_r, CHUNKED=CFG.CHUNK_TILES)  # [BN, BM] @ [BM, D]
+        dk = _dk_from_registers(ds_t, q_tile, q_r, dk, LAYOUTS, CFG)
     if CFG.WITH_DQ:
         fence_async_shared()
         cta_barrier()  # every warpgroup's rows of dS^T are in shared memory before dQ reads all of them
-        dq = mma_chunks(ds_smem.permute((1, 0)), ds_smem.permute((1, 0)), k_smem,
-                        chunk_zeros(BLOCK_M, DQ_LAYOUT, DQ_LAYOUT_R, D_MAIN, D_REST), D_MAIN, D_REST,
-                        use_acc=False, b_r=smem.rest.k, CHUNKED=CFG.CHUNK_TILES)  # [BM, BN] @ [BN, D] -> [BM, D]
+        dq = _dq_product(ds_smem.permute((1, 0)), smem, BLOCK_M, LAYOUTS, CFG)
     if CFG.DQ_FIRST:  # dK's wgmma after dQ's: in flight through dQ's staging and hand-over (`_mma_step`)
-        dk = mma_chunks(gl.convert_layout(ds_t, P_OPERAND), gl.convert_layout(ds_t, P_OPERAND_R), q_tile, dk,
-                        D_MAIN, D_REST, b_r=q_r, CHUNKED=CFG.CHUNK_TILES)  # [BN, BM] @ [BM, D]
+        dk = _dk_from_registers(ds_t, q_tile, q_r, dk, LAYOUTS, CFG)
     if not CFG.WITH_DQ:
         dq = dk  # no dQ (ws_two_pass): a placeholder
     return dq, dk, dv
@@ -158,15 +168,10 @@ def gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, q_r, do_r, smem, o_
     and dK += dS^T Q read them transposed (each warpgroup its key rows) and dQ = dS K as they are
     -> (dq [BM, D], dk [BN, D], dv [BN, Dv]), their three wgmma groups in flight."""
     BLOCK_M: gl.constexpr = q_tile.shape[0]
-    k_smem = smem.k
     p_smem = smem.p
     ds_smem = smem.ds
-    dtype: gl.constexpr = k_smem.dtype
-    D_MAIN: gl.constexpr = CFG.D_MAIN
-    D_REST: gl.constexpr = CFG.D_REST
+    dtype: gl.constexpr = smem.k.dtype
     CHUNKS_V: gl.constexpr = 2 if CFG.DV_REST > 0 else 1  # wgmma groups of a product over Dv (dP, dV)
-    DQ_LAYOUT: gl.constexpr = LAYOUTS.dq  # passed on to a jit function: bound as a constexpr (Triton 3.6)
-    DQ_LAYOUT_R: gl.constexpr = LAYOUTS.dq_r
     s = warpgroup_mma_wait(num_outstanding=CHUNKS_V, deps=(s,))  # dP's groups still in flight
     p, t = _probabilities(s, lse, o_m, tile.start_n, start_m, tile, qk_scale, False, CFG)  # [BM, BN]
     if CFG.P_IN_DQ:  # P's bytes are dQ's: the last step's reduce-add (ring position pos - 1) has read them
@@ -189,18 +194,14 @@ def gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, q_r, do_r, smem, o_
     fence_async_shared()
     cta_barrier()  # every warpgroup's rows of P and dS are in shared memory before the wgmmas read all of them
     if CFG.DQ_FIRST:  # dQ's wgmma first: dV's and dK's in flight through its staging and hand-over (`_mma_step`)
-        dq = mma_chunks(ds_smem, ds_smem, k_smem, chunk_zeros(BLOCK_M, DQ_LAYOUT, DQ_LAYOUT_R, D_MAIN, D_REST),
-                        D_MAIN, D_REST, use_acc=False, b_r=smem.rest.k,
-                        CHUNKED=CFG.CHUNK_TILES)  # [BM, BN] @ [BN, D] -> [BM, D]
+        dq = _dq_product(ds_smem, smem, BLOCK_M, LAYOUTS, CFG)
     if not CFG.EARLY_DV:  # [BN, BM] @ [BM, Dv]
         dv = mma_chunks(p_smem.permute((1, 0)), p_smem.permute((1, 0)), do_tile, dv, CFG.DV_MAIN, CFG.DV_REST,
                         b_r=do_r, CHUNKED=CFG.CHUNK_TILES_V)
-    dk = mma_chunks(ds_smem.permute((1, 0)), ds_smem.permute((1, 0)), q_tile, dk, D_MAIN, D_REST, b_r=q_r,
+    dk = mma_chunks(ds_smem.permute((1, 0)), ds_smem.permute((1, 0)), q_tile, dk, CFG.D_MAIN, CFG.D_REST, b_r=q_r,
                     CHUNKED=CFG.CHUNK_TILES)
     if CFG.WITH_DQ and not CFG.DQ_FIRST:
-        dq = mma_chunks(ds_smem, ds_smem, k_smem, chunk_zeros(BLOCK_M, DQ_LAYOUT, DQ_LAYOUT_R, D_MAIN, D_REST),
-                        D_MAIN, D_REST, use_acc=False, b_r=smem.rest.k,
-                        CHUNKED=CFG.CHUNK_TILES)  # [BM, BN] @ [BN, D] -> [BM, D]
+        dq = _dq_product(ds_smem, smem, BLOCK_M, LAYOUTS, CFG)
     elif not CFG.WITH_DQ:
         dq = dk  # no dQ (ws_two_pass): a placeholder
     return dq, dk, dv
