@@ -1,5 +1,7 @@
 """ws (Gluon, sm90): compiled for sm90 on any machine (CPU: Triton's bundled ptxas), run against the fp32 reference
 on an sm90 GPU, and refused with a reason everywhere else."""
+import json
+import re
 import subprocess
 import sys
 
@@ -52,7 +54,8 @@ def test_compiles_for_sm90_within_shared_memory(head_dim, causal):
 # scripts/ws_spill_probe.py says where (the compute warps). D64 non-causal (FA4's tile since
 # results/h200/gluon/ab_issue43/d64_swap128: swap AB 128 x 128, late_stats, named_handover; 3.4-5.6 % faster) 16 / 40 B
 # (3.6: 12 / 12).
-SPILL_BOUND = {("ws", 64, True): 128, ("ws", 64, False): 64, ("ws", 128, False): 96, ("ws", 128, True): 96, ("ws_two_pass", 128, True): 32}
+SPILL_BOUND = {("ws", 64, True): 128, ("ws", 64, False): 64, ("ws", 128, False): 96, ("ws", 128, True): 96,
+               ("ws_two_pass", 128, True): 32}
 NO_SPILL_CASES = [(variant, head_dim, causal) for variant in ("ws", "ws_two_pass") for head_dim in (64, 128)
                   for causal in (False, True)]
 
@@ -236,30 +239,38 @@ def test_schedule_options_compile_for_sm90(blocks, head_dim):
     assert int(row["smem_bytes"]) <= MAX_SMEM
 
 
-NAMED_PTX = """
-import re, sys
+WS_PTX = """
+import json, sys
 from runners.compile.resources import capture_launches, compile_kernel, ptxas_usage
-head_dim, causal, named = int(sys.argv[1]), sys.argv[2] == "1", sys.argv[3] == "1"
-_, _, launches = capture_launches("ws", head_dim, "bf16", causal, 4, 2, {"named_handover": named})
+head_dim, causal, overrides = int(sys.argv[1]), sys.argv[2] == "1", json.loads(sys.argv[3])
+_, _, launches = capture_launches("ws", head_dim, "bf16", causal, 4, 2, overrides)
 fn, args, kwargs = next(launch for launch in launches if launch[0].__name__ == "_ws_backward_kernel")
 ptx = compile_kernel(fn, args, kwargs).asm["ptx"]
-usage = ptxas_usage(ptx)
-ids = sorted({int(m) for m in re.findall(r"\\b(?:bar|barrier)\\.(?:sync|arrive)\\s+(\\d+)", ptx)})
-lines = ptx.splitlines()
-arrive_barriers = sum(1 for i, line in enumerate(lines) if "bar.sync \\t0, 256" in line
-                      and any("mbarrier.arrive.shared" in later for later in lines[i + 1:i + 5]))
-print(usage["spill_store_bytes"], arrive_barriers, ptx.count("bar.arrive 12, 288"), *ids)
+print(ptxas_usage(ptx)["spill_store_bytes"])
+print(ptx)
 """
+
+
+def ws_main_ptx(head_dim: int, causal: bool, overrides: dict) -> tuple[int, str]:
+    """(spilled bytes, PTX) of ws's main kernel compiled for sm90 at the default tiles with `overrides`, in a fresh
+    process (@triton.jit without the interpreter)."""
+    env = {k: v for k, v in __import__("os").environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", WS_PTX, str(head_dim), str(int(causal)), json.dumps(overrides)],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    spills, ptx = out.stdout.split("\n", 1)
+    return int(spills), ptx
 
 
 def named_handover_ptx(head_dim: int, causal: bool, named: bool) -> tuple:
     """(spilled bytes, partition barriers that lead an mbarrier arrive, 'bar.arrive 12, 288' count, [bar ids]) of
-    ws's main kernel compiled for sm90 at the default tiles, with or without named_handover, in a fresh process."""
-    env = {k: v for k, v in __import__("os").environ.items() if k != "TRITON_INTERPRET"}
-    out = subprocess.run([sys.executable, "-c", NAMED_PTX, str(head_dim), str(int(causal)), str(int(named))],
-                         capture_output=True, text=True, env=env, timeout=600)
-    assert out.returncode == 0, out.stderr[-2000:]
-    spills, partition_barriers, arrives, *ids = (int(x) for x in out.stdout.split())
+    ws's main kernel compiled for sm90 at the default tiles, with or without named_handover."""
+    spills, ptx = ws_main_ptx(head_dim, causal, {"named_handover": named})
+    ids = sorted({int(m) for m in re.findall(r"\b(?:bar|barrier)\.(?:sync|arrive)\s+(\d+)", ptx)})
+    lines = ptx.splitlines()
+    partition_barriers = sum(1 for i, line in enumerate(lines) if "bar.sync \t0, 256" in line
+                             and any("mbarrier.arrive.shared" in later for later in lines[i + 1:i + 5]))
+    arrives = ptx.count("bar.arrive 12, 288")
     return spills, partition_barriers, arrives, ids
 
 
@@ -278,30 +289,16 @@ def test_named_handover_drops_the_arrives_partition_barrier(head_dim, causal):
     assert set(ids) <= {0, 1, DQ_FULL_ID}, ids
 
 
-DQ_FIRST_PTX = """
-import re, sys
-from runners.compile.resources import capture_launches, compile_kernel, ptxas_usage
-head_dim, causal, first = int(sys.argv[1]), sys.argv[2] == "1", sys.argv[3] == "1"
-_, _, launches = capture_launches("ws", head_dim, "bf16", causal, 4, 2, {"dq_first": first})
-fn, args, kwargs = next(launch for launch in launches if launch[0].__name__ == "_ws_backward_kernel")
-ptx = compile_kernel(fn, args, kwargs).asm["ptx"]
-waits = re.findall(r"wgmma\.wait_group\.sync\.aligned\s+(\d+)", ptx)
-print(ptxas_usage(ptx)["spill_store_bytes"], sum(w != "0" for w in waits), sum(w == "0" for w in waits))
-"""
-
-
 @pytest.mark.parametrize("head_dim, causal", [(64, True), (128, False)], ids=["D64-causal-mn", "D128-swap"])
 def test_dq_first_waits_for_dq_with_dk_in_flight(head_dim, causal):
     """dq_first (issue 43): dQ's wgmma is issued before dK's, so the step waits for it with groups still
     outstanding (one more wgmma wait with a non-zero count than the default kernel, as many full waits), and the
     kernel spills at most what the measured bound allows."""
-    env = {k: v for k, v in __import__("os").environ.items() if k != "TRITON_INTERPRET"}
     counts = {}
     for first in (False, True):
-        out = subprocess.run([sys.executable, "-c", DQ_FIRST_PTX, str(head_dim), str(int(causal)), str(int(first))],
-                             capture_output=True, text=True, env=env, timeout=600)
-        assert out.returncode == 0, out.stderr[-2000:]
-        counts[first] = tuple(int(x) for x in out.stdout.split())
+        spills, ptx = ws_main_ptx(head_dim, causal, {"dq_first": first})
+        waits = re.findall(r"wgmma\.wait_group\.sync\.aligned\s+(\d+)", ptx)
+        counts[first] = spills, sum(w != "0" for w in waits), sum(w == "0" for w in waits)
     (spills, partial, full), (_, partial_before, full_before) = counts[True], counts[False]
     assert partial > partial_before and full >= full_before, counts
     assert spills <= SPILL_BOUND.get(("ws", head_dim, causal), 0), counts
