@@ -10,7 +10,7 @@ first call of a signature (the full path, recording) and later calls (from the m
 forms, for several signatures (a new shape, a new dO layout, GQA) and scales (the scale is never memoized).
 
     python scripts/memo_check_cpu.py [designs]       # exit 0: every warm launch matched; prints one JSON line
-    python scripts/memo_check_cpu.py ws --gluon-forward   # the forward by the Gluon kernel (its sm90 default), not stock
+    python scripts/memo_check_cpu.py ws --gluon-forward   # the Gluon forward (its sm90 default), not the stock one
 
 On the CPU the Gluon forward refuses the call (`forward_reason`: a CPU tensor), so the designs' forward is the stock
 one; --gluon-forward makes that check pass, so the Gluon forward's launcher and its memo run as on an sm90 GPU.
