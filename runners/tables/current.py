@@ -39,12 +39,12 @@ CURRENT: tuple[Current, ...] = (
     Current("h100", "fa4_cases", "GQA, packed documents, a window and a softcap beside FA4 (bf16)",
             ("results/h100/fa4/7ead8fa/h100_gluon_cases_bf16_7ead8fa.parquet",),
             ("results/h100/fa4/7ead8fa/README.md", "results/h100/fa4/README.md")),
-    Current("h100", "ws_fa4_grid", "ws at today's defaults beside cuDNN and FA4 on the FA grid, bf16 and fp16 (issue 43; "
-            "dq_first at D128 non-causal)",
+    Current("h100", "ws_fa4_grid", "ws at 0392993's defaults (dq_first at D128 non-causal; before FA4's D64 tile) beside "
+            "cuDNN and FA4 on the FA grid, bf16 and fp16 (issue 43)",
             _pair("results/h100/fa4/0392993/h100_gluon_grid_{dtype}_0392993.parquet"),
             ("results/h100/fa4/0392993/README.md", "results/h100/gluon/ab_issue43/dq_first/README.md", H100_NOTES)),
-    Current("h100", "ws_fa4_cases", "ws at today's defaults beside cuDNN and FA4: GQA H32/Hkv8 D128, a window and a "
-            "softcap (bf16, issue 43)", ("results/h100/fa4/0392993/h100_gluon_cases_bf16_0392993.parquet",),
+    Current("h100", "ws_fa4_cases", "ws at 0392993's defaults beside cuDNN and FA4: GQA H32/Hkv8 D128, a window and "
+            "a softcap (bf16, issue 43)", ("results/h100/fa4/0392993/h100_gluon_cases_bf16_0392993.parquet",),
             ("results/h100/fa4/0392993/README.md", H100_NOTES)),
     Current("h100", "gqa_defaults", "GQA H32/Hkv4 D64 and H32/Hkv8 D128 at ws's group_split defaults beside FA4 and "
             "cuDNN, bf16 and fp16 (issue 43)",
@@ -76,8 +76,8 @@ CURRENT: tuple[Current, ...] = (
             "two orders, FA4 beside (issue 43)",
             ("results/h100/gluon/ab_issue43/named_handover/h100_named_handover_ab.parquet",),
             ("results/h100/gluon/ab_issue43/named_handover/README.md", H100_NOTES)),
-    Current("h100", "dq_first", "ws's dQ wgmma before dK's (dq_first) off and on, two orders: D128 (FA grid cells, GQA, "
-            "fp16, softcap, window), D64, D96; D128 causal with named_handover and late_stats (issue 43)",
+    Current("h100", "dq_first", "ws's dQ wgmma before dK's (dq_first) off and on, two orders: D128 (FA grid cells, "
+            "GQA, fp16, softcap, window), D64, D96; D128 causal with named_handover and late_stats (issue 43)",
             ("results/h100/gluon/ab_issue43/dq_first/h100_dq_first_ab.parquet",
              "results/h100/gluon/ab_issue43/dq_first/h100_dq_first_causal_combos.parquet",
              "results/h100/gluon/ab_issue43/dq_first/h100_dq_first_more.parquet"),
@@ -105,12 +105,13 @@ CURRENT: tuple[Current, ...] = (
             ("results/h200/fa4/README.md", "results/h200/gluon/README.md", H200_NOTES)),
     Current("h200", "large_d", "head dims 96, 192, 256 (B2 H16 N4096 bf16), FA4 included",
             ("results/h200/fa4/h200_gluon_large_d_bf16.parquet",), ("results/h200/fa4/README.md", H200_NOTES)),
-    Current("h200", "ws_fa4_grid", "ws at today's defaults beside cuDNN and FA4 on the FA grid, bf16 and fp16 (issue 43; "
-            "FA4's D64 tile at D64 non-causal)",
+    Current("h200", "ws_fa4_grid", "ws at 8ac8aec's defaults (FA4's D64 tile at D64 non-causal) beside cuDNN and FA4 "
+            "on the FA grid, bf16 and fp16 (issue 43)",
             _pair("results/h200/fa4/8ac8aec/h200_gluon_grid_{dtype}_8ac8aec.parquet"),
-            ("results/h200/fa4/8ac8aec/README.md", "results/h200/gluon/ab_issue43/d64_swap128/README.md", H200_NOTES)),
-    Current("h200", "d64_swap128", "FA4's D64 tile (swap AB 128 x 128) with late_stats / named_handover / dq_first against "
-            "ws's defaults, and D128 causal's sync combinations, two orders (issue 43)",
+            ("results/h200/fa4/8ac8aec/README.md", "results/h200/gluon/ab_issue43/d64_swap128/README.md",
+             H200_NOTES)),
+    Current("h200", "d64_swap128", "FA4's D64 tile (swap AB 128 x 128) with late_stats / named_handover / dq_first "
+            "against ws's defaults, and D128 causal's sync combinations, two orders (issue 43)",
             ("results/h200/gluon/ab_issue43/d64_swap128/h200_d64_swap128_ab.parquet",
              "results/h200/gluon/ab_issue43/d64_swap128/h200_sync_combos.parquet"),
             ("results/h200/gluon/ab_issue43/d64_swap128/README.md", H200_NOTES)),
