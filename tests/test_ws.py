@@ -200,14 +200,21 @@ SCHEDULE_OPTIONS = [dict(prefetch_scores=True), dict(prefetch_scores=True, persi
                     dict(dq_first=True, named_handover=True, late_stats=True, persistent=True, num_stages=3, **SWAP_AB),
                     dict(dq_first=True, prefetch_scores=True), dict(dq_first=True, warp_specialize=False),
                     dict(dq_first=True, swap_ab=False, early_dv=True),
-                    dict(late_stats=True, swap_ab=True, BLOCK_M=128, named_handover=True)]
+                    dict(late_stats=True, swap_ab=True, BLOCK_M=128, named_handover=True),
+                    dict(split_masked=True), dict(split_masked=True, **SWAP_AB),
+                    dict(split_masked=True, dq_first=True, named_handover=True, late_stats=True, persistent=True,
+                         num_stages=3, **SWAP_AB),
+                    dict(split_masked=True, warp_specialize=False), dict(split_masked=True, prefetch_scores=True),
+                    dict(split_masked=True, group_split=2, fp32_partials=False)]
 SCHEDULE_IDS = ["prefetch", "prefetch-persistent", "prefetch-one-partition", "prefetch-swap", "early-dv-mn",
                 "early-dv-mn-persistent", "early-dv-prefetch-mn", "p-in-dq-mn", "p-in-dq-mn-s3-early-dv",
                 "p-in-dq-mn-one-partition", "named-handover", "named-handover-persistent", "named-handover-swap",
                 "named-handover-mn-m64", "named-handover-group-split", "late-stats-m128",
                 "late-stats-swap", "late-stats-m128-persistent-s3", "dq-first", "dq-first-swap",
                 "dq-first-named-late-persistent-s3-swap", "dq-first-prefetch", "dq-first-one-partition",
-                "dq-first-early-dv-mn", "late-stats-m128-named"]
+                "dq-first-early-dv-mn", "late-stats-m128-named", "split-masked", "split-masked-swap",
+                "split-masked-dq-first-named-late-persistent-s3-swap", "split-masked-one-partition",
+                "split-masked-prefetch", "split-masked-group-split"]
 
 
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
@@ -229,8 +236,9 @@ def test_schedule_options_match_reference_on_hopper(blocks, head_dim, causal, sh
 
 @pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("blocks", ["{'prefetch_scores': True}", "{'early_dv': True, 'swap_ab': False}",
-                                    "{'p_in_dq': True, 'swap_ab': False, 'num_stages': 3}", "{'group_split': 2}"],
-                         ids=["prefetch", "early-dv-mn", "p-in-dq-mn-s3", "group-split"])
+                                    "{'p_in_dq': True, 'swap_ab': False, 'num_stages': 3}", "{'group_split': 2}",
+                                    "{'split_masked': True}"],
+                         ids=["prefetch", "early-dv-mn", "p-in-dq-mn-s3", "group-split", "split-masked"])
 def test_schedule_options_compile_for_sm90(blocks, head_dim):
     """Both options compile for sm90 within shared memory at both head dims (spills: see the compile table in
     results/h100/gluon/README.md; the GPU A/B decides)."""
@@ -302,6 +310,18 @@ def test_dq_first_waits_for_dq_with_dk_in_flight(head_dim, causal):
     (spills, partial, full), (_, partial_before, full_before) = counts[True], counts[False]
     assert partial > partial_before and full >= full_before, counts
     assert spills <= SPILL_BOUND.get(("ws", head_dim, causal), 0), counts
+
+
+@pytest.mark.parametrize("head_dim, causal", [(128, True), (64, True)], ids=["D128-causal-swap", "D64-causal-mn"])
+def test_split_masked_compiles_a_second_step_body(head_dim, causal):
+    """split_masked (issue 43): a masked problem's step is compiled twice, with the mask (the diagonal's steps and a
+    query tail) and without (the middle), so the kernel issues twice the wgmmas of the one-loop kernel; without a
+    masked block (non-causal, lengths that are whole tiles) the field changes nothing."""
+    ptx = {split: ws_main_ptx(head_dim, causal, {"split_masked": split})[1] for split in (False, True)}
+    issued = {split: len(re.findall(r"wgmma\.mma_async", text)) for split, text in ptx.items()}
+    assert issued[True] == 2 * issued[False], issued
+    dense = [ws_main_ptx(head_dim, False, {"split_masked": split})[1] for split in (False, True)]
+    assert dense[0] == dense[1]
 
 
 def test_late_stats_fit_fa4s_d64_tile():

@@ -117,14 +117,16 @@ def _softcap_grad(ds, t, SOFTCAP: gl.constexpr):
 
 
 @gluon.jit
-def _probabilities(s, lse, o_m, start_n, start_m, tile, qk_scale, KEYS_ON_ROWS: gl.constexpr, CFG: gl.constexpr):
+def _probabilities(s, lse, o_m, start_n, start_m, tile, qk_scale, KEYS_ON_ROWS: gl.constexpr, CFG: gl.constexpr,
+                   MASK: gl.constexpr):
+    """MASK=False: a step of an unmasked run (CFG.SPLIT_MASKED), compiled without the mask."""
     return probabilities(s, lse, o_m, start_n, start_m, tile.seq_q, tile.seq_k, qk_scale, KEYS_ON_ROWS, CFG.CAUSAL,
-                         CFG.WINDOW_LEFT, CFG.WINDOW_RIGHT, CFG.SOFTCAP, CFG.MASKED, True)  # KEY_BLOCK_FIXED
+                         CFG.WINDOW_LEFT, CFG.WINDOW_RIGHT, CFG.SOFTCAP, CFG.MASKED and MASK, True)  # KEY_BLOCK_FIXED
 
 
 @gluon.jit
 def gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, q_r, do_r, smem, o_m, start_m, tile, qk_scale,
-              LAYOUTS: gl.constexpr, CFG: gl.constexpr):
+              LAYOUTS: gl.constexpr, CFG: gl.constexpr, MASK: gl.constexpr = True):
     """One step from its S^T, dP^T in flight (the last wgmma groups): P^T and dS^T, then dV += P^T dO,
     dK += dS^T Q and dQ = dS K issued -> (dq [BM, D], dk [BN, D], dv [BN, Dv]) as head-dim chunk tuples, in
     flight (Dv: V's head dim, in its chunks CFG.DV_MAIN, CFG.DV_REST). q_r, do_r: the stage's second-chunk tiles
@@ -138,7 +140,7 @@ def gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, q_r, do_r, smem, o
     s_t = warpgroup_mma_wait(num_outstanding=CHUNKS_V, deps=(s_t,))  # dP^T's groups still in flight
     if CFG.LATE_STATS:  # lse, delta: the stage's shared tiles, each loaded just before its use
         lse = lse.load(gl.SliceLayout(0, LAYOUTS.s))  # [BM]
-    p_t, t_t = _probabilities(s_t, lse, o_m, tile.start_n, start_m, tile, qk_scale, True, CFG)  # [BN, BM]
+    p_t, t_t = _probabilities(s_t, lse, o_m, tile.start_n, start_m, tile, qk_scale, True, CFG, MASK)  # [BN, BM]
     p_lo = p_t.to(dtype)
     dv = mma_chunks(gl.convert_layout(p_lo, PV_OPERAND), gl.convert_layout(p_lo, PV_OPERAND_R), do_tile, dv,
                     CFG.DV_MAIN, CFG.DV_REST, b_r=do_r, CHUNKED=CFG.CHUNK_TILES_V)  # [BN, BM] @ [BM, Dv]
@@ -163,7 +165,7 @@ def gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, q_r, do_r, smem, o
 
 @gluon.jit
 def gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, q_r, do_r, smem, o_m, start_m, tile, qk_scale,
-                 LAYOUTS: gl.constexpr, CFG: gl.constexpr, pos=0):
+                 LAYOUTS: gl.constexpr, CFG: gl.constexpr, pos=0, MASK: gl.constexpr = True):
     """Without swap AB (each warpgroup owns query rows of S, dP): P and dS go to shared memory, where dV += P^T dO
     and dK += dS^T Q read them transposed (each warpgroup its key rows) and dQ = dS K as they are
     -> (dq [BM, D], dk [BN, D], dv [BN, Dv]), their three wgmma groups in flight."""
@@ -173,7 +175,7 @@ def gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, q_r, do_r, smem, o_
     dtype: gl.constexpr = smem.k.dtype
     CHUNKS_V: gl.constexpr = 2 if CFG.DV_REST > 0 else 1  # wgmma groups of a product over Dv (dP, dV)
     s = warpgroup_mma_wait(num_outstanding=CHUNKS_V, deps=(s,))  # dP's groups still in flight
-    p, t = _probabilities(s, lse, o_m, tile.start_n, start_m, tile, qk_scale, False, CFG)  # [BM, BN]
+    p, t = _probabilities(s, lse, o_m, tile.start_n, start_m, tile, qk_scale, False, CFG, MASK)  # [BM, BN]
     if CFG.P_IN_DQ:  # P's bytes are dQ's: the last step's reduce-add (ring position pos - 1) has read them
         if CFG.WARP_SPECIALIZE:
             mbarrier.wait(smem.dq_empty, (pos & 1) ^ 1)
@@ -209,10 +211,11 @@ def gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, q_r, do_r, smem, o_
 
 @gluon.jit
 def _mma_step(step, slot, tile, s_t, dk, dv, smem, stats, qk_scale, LAYOUTS: gl.constexpr, CFG: gl.constexpr, loads,
-              dq_desc, dq_r_desc, NEXT: gl.constexpr):
+              dq_desc, dq_r_desc, NEXT: gl.constexpr, MASK: gl.constexpr = True):
     """The tile's step at ring position slot + step -> (the next step's S in flight (NEXT) or a placeholder, dk, dv).
     s_t: this step's S, done (CFG.PREFETCH), else None: issued here. NEXT: the next step's S issued before this
-    step's tail (the dQ wait and hand-over), so the tensor pipe has work through it, and waited at its end."""
+    step's tail (the dQ wait and hand-over), so the tensor pipe has work through it, and waited at its end.
+    MASK=False: a step of an unmasked run (CFG.SPLIT_MASKED), compiled without the mask."""
     LSE, DELTA = stats
     SPECIALIZED: gl.constexpr = CFG.WARP_SPECIALIZE
     STAGES: gl.constexpr = CFG.STAGES
@@ -248,10 +251,10 @@ def _mma_step(step, slot, tile, s_t, dk, dv, smem, stats, qk_scale, LAYOUTS: gl.
         delta = gl.load(DELTA + row_stats, mask=o_m < tile.seq_q, other=0.)  # [BM]
     if CFG.SWAP_AB:
         dq, dk, dv = gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, q_r, do_r, smem, o_m, start_m, tile,
-                               qk_scale, LAYOUTS, CFG)
+                               qk_scale, LAYOUTS, CFG, MASK)
     else:
         dq, dk, dv = gradients_mn(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, q_r, do_r, smem, o_m, start_m,
-                                  tile, qk_scale, LAYOUTS, CFG, slot + step)
+                                  tile, qk_scale, LAYOUTS, CFG, slot + step, MASK)
     if CFG.DQ_FIRST:  # dQ done; dK's groups (and without swap AB, unless issued early, dV's) still in flight
         CHUNKS_V: gl.constexpr = 2 if CFG.DV_REST > 0 else 1
         LATER: gl.constexpr = CHUNKS + (CHUNKS_V if not CFG.SWAP_AB and not CFG.EARLY_DV else 0)
@@ -325,9 +328,25 @@ def _mma_tile(k, slot, tile_count, smem, program, sizes, stores, stats, qk_scale
             # next to the dS^T barrier: the two warpgroups then meet once a step
             # (results/h100/gluon/ab_issue43/named_preloop)
             cta_barrier()
-        for step in range(tile.steps):
-            _, dk, dv = _mma_step(step, slot, tile, None, dk, dv, smem, stats, qk_scale, LAYOUTS, CFG, loads,
-                                    dq_desc, dq_r_desc, False)
+        if CFG.SPLIT_MASKED:  # per query head: the masked lead, the unmasked middle, the masked tail, in step order
+            lead, body_end = tile.unmasked_run(BLOCK_N, CFG)
+            for run in range(3 * tile.group):  # one masked and one unmasked step body, whatever the runs
+                first = run // 3 * tile.m_blocks
+                part = run % 3
+                lo = first + gl.where(part == 0, 0, gl.where(part == 1, lead, body_end))
+                hi = first + gl.where(part == 0, lead, gl.where(part == 1, body_end, tile.m_blocks))
+                if part == 1:
+                    for step in range(lo, hi):
+                        _, dk, dv = _mma_step(step, slot, tile, None, dk, dv, smem, stats, qk_scale, LAYOUTS, CFG,
+                                                loads, dq_desc, dq_r_desc, False, False)
+                else:
+                    for step in range(lo, hi):
+                        _, dk, dv = _mma_step(step, slot, tile, None, dk, dv, smem, stats, qk_scale, LAYOUTS, CFG,
+                                                loads, dq_desc, dq_r_desc, False)
+        else:
+            for step in range(tile.steps):
+                _, dk, dv = _mma_step(step, slot, tile, None, dk, dv, smem, stats, qk_scale, LAYOUTS, CFG, loads,
+                                        dq_desc, dq_r_desc, False)
     if not SPECIALIZED:
         tma.store_wait(pendings=0)
     store_dk_dv(smem, stores, tile, dk, dv, CFG)

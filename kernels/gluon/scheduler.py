@@ -124,6 +124,24 @@ class Tile:
         self.BLOCK_M = gl.constexpr(BLOCK_M)
 
     @gluon.jit
+    def unmasked_run(self, BLOCK_N: gl.constexpr, CFG: gl.constexpr):
+        """(lead, body_end): of each query head's m_blocks steps, [0, lead) cross the causal diagonal (or a right
+        window edge), [body_end, m_blocks) hold queries past Nq, and [lead, body_end) need no mask (a key block past
+        Nk: none). Without a left window edge (CFG.SPLIT_MASKED)."""
+        right = 0 if CFG.CAUSAL else CFG.WINDOW_RIGHT  # -1: unbounded
+        shift = self.seq_k - self.seq_q
+        lead = 0
+        if right >= 0:  # step i crosses while m_lo + i BM + shift + right < start_n + BN - 1
+            lead = gl.maximum(gl.cdiv(self.start_n + BLOCK_N - 1 - shift - right - self.m_lo, self.BLOCK_M), 0)
+            lead = gl.minimum(lead, self.m_blocks)
+        body_end = self.m_blocks
+        if self.m_lo + self.m_blocks * self.BLOCK_M > self.seq_q:  # the last block holds queries past Nq
+            body_end = self.m_blocks - 1
+        if self.start_n + BLOCK_N > self.seq_k:  # keys past Nk: every step masked
+            lead = self.m_blocks
+        return lead, gl.maximum(body_end, lead)
+
+    @gluon.jit
     def query_block(self, step):
         """(query head, first query) of a step."""
         return self.i_hk * self.group + step // self.m_blocks, self.m_lo + (step % self.m_blocks) * self.BLOCK_M
