@@ -35,7 +35,7 @@ NCU_DESIGNS=${NCU_DESIGNS:-sdpa_cudnn,ws,fa4}
 PART=${1:?usage: gpu_gluon.sh tests | grid bf16|fp16 | table [TABLE ...]}
 VARIANTS=${VARIANTS:-ws,two_pass,sdpa_flash,sdpa_cudnn,fa4}  # VARIANTS=ws BLOCKS="blocks.num_stages=2,3": a tile study
 read -r -a BLOCKS <<< "${BLOCKS:-}"
-GRID=(tokens=16384 hidden=2048 seq=${SEQS:-1024,4096,16384} head_dim=64,128 causal=true,false)
+GRID=(tokens=16384 hidden=2048 seq=${SEQS:-1024,4096,16384} head_dim=${HEAD_DIMS:-64,128} causal=${CAUSALS:-true,false})
 GPU=$(python -c "import torch; n = torch.cuda.get_device_name(0) if torch.cuda.is_available() else ''; \
 print('h200' if 'H200' in n else 'h100' if 'H100' in n else 'gpu')" 2>/dev/null || echo gpu)
 PREFIX=${GPU}_gluon SWEEP_ID=gluon

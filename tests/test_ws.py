@@ -53,8 +53,10 @@ def test_compiles_for_sm90_within_shared_memory(head_dim, causal):
 # D128 28 / 56 and 40 / 68 B (3.6: 44 / 52 and 16 / 16), ws_two_pass's dK/dV kernel at D128 causal 4 / 20 B (3.6: 0);
 # scripts/ws_spill_probe.py says where (the compute warps). D64 non-causal (FA4's tile since
 # results/h200/gluon/ab_issue43/d64_swap128: swap AB 128 x 128, late_stats, named_handover; 3.4-5.6 % faster) 16 / 40 B
-# (3.6: 12 / 12).
-SPILL_BOUND = {("ws", 64, True): 128, ("ws", 64, False): 64, ("ws", 128, False): 96, ("ws", 128, True): 96,
+# (3.6: 12 / 12). D64 causal with split_masked (results/h100/gluon/ab_issue43/split_masked: 1.007-1.040x under 3.6,
+# where it spills 60 / 64 B) 172 / 296 B here: two step bodies, the unmasked one (596 SASS instructions a step
+# against the masked one's 867) with 5 spill ops a step, the masked one with 13.
+SPILL_BOUND = {("ws", 64, True): 296, ("ws", 64, False): 64, ("ws", 128, False): 96, ("ws", 128, True): 96,
                ("ws_two_pass", 128, True): 32}
 NO_SPILL_CASES = [(variant, head_dim, causal) for variant in ("ws", "ws_two_pass") for head_dim in (64, 128)
                   for causal in (False, True)]
@@ -124,7 +126,9 @@ def test_a_default_named_handover_yields_to_the_fields_it_cannot_run_with():
     assert not ws.make_blocks(problem, {"deterministic": True}).named_handover
     with pytest.raises(ValueError, match="named_handover=true: needs num_warps=8"):
         ws.make_blocks(problem, {"deterministic": True, "named_handover": True})
-    assert not ws.make_blocks(probe_problem(128, "bf16", True, 2, 2, {})).named_handover  # causal: off (measured)
+    # causal: on with the non-causal rule's fields since results/h100/gluon/ab_issue43/split_masked, where it yields too
+    assert ws.make_blocks(probe_problem(128, "bf16", True, 2, 2, {})).named_handover
+    assert not ws.make_blocks(probe_problem(128, "bf16", True, 2, 2, {}), {"num_warps": 4, "BLOCK_N": 64}).named_handover
 
 
 @pytest.mark.skipif(ON_HOPPER, reason="on an sm90 GPU ws runs")

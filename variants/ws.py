@@ -39,20 +39,29 @@ class Ws(TritonVariant):
             return self.arch_reason(10 * major + minor)
         return self.problem_reason(problem)
 
+    @staticmethod
+    def yielding_overrides(overrides: dict, base) -> dict:
+        """overrides, plus what a default rule's fields yield to them: its group_split to deterministic mode (no
+        partials), its named_handover to the fields it cannot run with (num_warps=4, deterministic, p_in_dq).
+        base: the default blocks, or a function making them (called only where a rule's field could yield)."""
+        if overrides.get("deterministic") and "group_split" not in overrides:
+            overrides = {**overrides, "group_split": 1}
+        if "named_handover" not in overrides:
+            base = base() if callable(base) else base
+            if getattr(base, "named_handover", False):  # ws only (ws_two_pass: no field)
+                fields = {name: overrides.get(name, getattr(base, name))
+                          for name in ("num_warps", "warp_specialize", "p_in_dq", "deterministic")}
+                if named_handover_reason(**fields):
+                    overrides = {**overrides, "named_handover": False}
+        return overrides
+
     def make_blocks(self, problem, blocks=None):
         """The base's blocks, then the rules that need the problem: a default rule's group_split and named_handover
         yield to the overrides they cannot run with; chunk_tiles only where a head dim has two chunks
         of >= 64 columns (192); head_dim_split only at a head dim whose chunks it
         changes (D96), a one-line ValueError elsewhere (a sweep's `unsupported` row, a config the tuner filters)."""
-        if isinstance(blocks, dict) and blocks.get("deterministic") and "group_split" not in blocks:
-            blocks = {**blocks, "group_split": 1}  # a default rule's split yields to deterministic mode (no partials)
-        if isinstance(blocks, dict) and "named_handover" not in blocks:  # a default rule's named hand-over yields to
-            base = self.default_blocks(problem)  # the fields it cannot run with (num_warps=4, deterministic, ...)
-            if getattr(base, "named_handover", False):  # ws only (ws_two_pass: no field)
-                fields = {name: blocks.get(name, getattr(base, name))
-                          for name in ("num_warps", "warp_specialize", "p_in_dq", "deterministic")}
-                if named_handover_reason(**fields):
-                    blocks = {**blocks, "named_handover": False}
+        if isinstance(blocks, dict):
+            blocks = self.yielding_overrides(blocks, lambda: self.default_blocks(problem))
         overrides = blocks
         blocks = super().make_blocks(problem, blocks)
         if blocks.head_dim_split and GLUON_MISSING is None:  # without Gluon, supports() refuses every problem

@@ -114,6 +114,8 @@ def capture_launches(variant_name, head_dim, dtype_name, causal, heads, kv_heads
     try:
         rule = default_block_rule(variant_name, probe, arch=arch.table_key)
         defaults = variant.Blocks(**(rule["blocks"] if rule else {}))
+        if hasattr(variant, "yielding_overrides"):  # ws: a rule's fields that yield to the overrides, as in a run
+            blocks_overrides = variant.yielding_overrides(blocks_overrides, defaults)
         blocks = variant.Blocks.from_dict(blocks_overrides, defaults)
     except (ValueError, TypeError) as exc:
         raise CompileCheckError(f"blocks: {exc}") from None
