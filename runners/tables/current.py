@@ -43,6 +43,10 @@ CURRENT: tuple[Current, ...] = (
             "cuDNN and FA4 on the FA grid, bf16 and fp16 (issue 43)",
             _pair("results/h100/fa4/0392993/h100_gluon_grid_{dtype}_0392993.parquet"),
             ("results/h100/fa4/0392993/README.md", "results/h100/gluon/ab_issue43/dq_first/README.md", H100_NOTES)),
+    Current("h100", "ws_fa4_causal", "ws at 38e8bad's defaults (split_masked at D64 / D128 causal) beside cuDNN and "
+            "FA4 on the FA grid's causal cells, bf16 (issue 43)",
+            ("results/h100/fa4/38e8bad/h100_gluon_grid_bf16_38e8bad.parquet",),
+            ("results/h100/fa4/38e8bad/README.md", "results/h100/gluon/ab_issue43/split_masked/README.md", H100_NOTES)),
     Current("h100", "ws_fa4_cases", "ws at 0392993's defaults beside cuDNN and FA4: GQA H32/Hkv8 D128, a window and "
             "a softcap (bf16, issue 43)", ("results/h100/fa4/0392993/h100_gluon_cases_bf16_0392993.parquet",),
             ("results/h100/fa4/0392993/README.md", H100_NOTES)),
@@ -65,7 +69,7 @@ CURRENT: tuple[Current, ...] = (
             tuple(f"results/h100/model_step/h100_model_step_truth{tag}.parquet" for tag in MODEL_STEP_TAGS),
             ("results/h100/model_step/README.md",)),
     Current("h100", "host_cost", "host time of one eager forward + backward call (issue 44)",
-            ("results/h100/host_cost/h100_host_cost_f73f9ef.parquet",), ("docs/host_cost.md",)),
+            ("results/h100/host_cost/h100_host_cost_fec9a62.parquet",), ("docs/host_cost.md",)),
     Current("h100", "late_stats", "ws's late_stats off and on at D128 non-causal (FA grid bf16), D96 (B2 N4096) and with "
             "softcap / a window (B1 N16k) (issue 43)",
             ("results/h100/gluon/ab_issue43/late_stats/h100_late_stats_d128.parquet",
@@ -76,6 +80,12 @@ CURRENT: tuple[Current, ...] = (
             "two orders, FA4 beside (issue 43)",
             ("results/h100/gluon/ab_issue43/named_handover/h100_named_handover_ab.parquet",),
             ("results/h100/gluon/ab_issue43/named_handover/README.md", H100_NOTES)),
+    Current("h100", "split_masked", "ws's masked and unmasked steps in loops of their own (split_masked) off and on, "
+            "two orders, causal cells at D64 / 96 / 128 / 192 and GQA; D128 causal with the non-causal fields (issue 43)",
+            ("results/h100/gluon/ab_issue43/split_masked/h100_split_masked_ab.parquet",
+             "results/h100/gluon/ab_issue43/split_masked/h100_split_masked_d128_causal_combos.parquet",
+             "results/h100/gluon/ab_issue43/split_masked/h100_mask_branch_probe.parquet"),
+            ("results/h100/gluon/ab_issue43/split_masked/README.md", H100_NOTES)),
     Current("h100", "dq_first", "ws's dQ wgmma before dK's (dq_first) off and on, two orders: D128 (FA grid cells, "
             "GQA, fp16, softcap, window), D64, D96; D128 causal with named_handover and late_stats (issue 43)",
             ("results/h100/gluon/ab_issue43/dq_first/h100_dq_first_ab.parquet",
