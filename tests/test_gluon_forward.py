@@ -54,8 +54,9 @@ def case_id(case) -> str:
 
 
 # the structural variants beside the default (kernels/gluon/forward_variants.py); pp3 and pp2_serial_n256: D <= 64 only
-NEW_VARIANTS = ("ws2", "pp2", "pp2_serial", "pp3", "pp2_serial_n256", "pp2_lazy", "pp3_lazy")
-D64_ONLY = ("pp3", "pp2_serial_n256", "pp3_lazy")
+NEW_VARIANTS = ("ws2", "pp2", "pp2_serial", "pp3", "pp2_serial_n256", "pp2_lazy", "pp3_lazy", "pp2_lazy_split",
+                "pp3_split")
+D64_ONLY = ("pp3", "pp2_serial_n256", "pp3_lazy", "pp3_split")
 LONG_CASES = [(1, 384, 2048, 2, 1, 64, False), (1, 1024, 1024, 2, 2, 128, True)]  # many laps of the ring and turns
 VARIANT_CASES = [(name, case) for name in NEW_VARIANTS for case in CASES + LONG_CASES
                  if name not in D64_ONLY or case[5] <= 64]
@@ -82,6 +83,7 @@ def test_variants_match_the_fp32_reference(name, case):
 # (variant, head dim, causal, dtype): the lazy rescale on scores whose row max jumps by more than 2^8 in some key
 # blocks and rows, and creeps up in others (both sides of the `moved` branch, and P up to 256 in fp16)
 LAZY_CASES = [("pp2_lazy", 64, False, torch.bfloat16), ("pp2_lazy", 128, True, torch.float16),
+              ("pp2_lazy_split", 128, True, torch.bfloat16),
               ("pp3_lazy", 64, True, torch.bfloat16), ("pp3_lazy", 64, False, torch.float16)]
 
 
@@ -301,7 +303,7 @@ def test_variants_compile_for_sm90_without_spills():
              if variant_blocks(name, d, c) is not None]
     rows = compiled_forward_rows([(d, c, "bf16") for _, d, c in cells],
                                  [dict(variant_blocks(*cell)._asdict()) for cell in cells])
-    assert len(rows) == len(cells) == 22
+    assert len(rows) == len(cells) == 28
     for cell, row in zip(cells, rows):
         assert row["status"] == "ok", (cell, row)
         assert row["smem_bytes"] <= MAX_SMEM, (cell, row)

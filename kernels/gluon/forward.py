@@ -74,6 +74,7 @@ class FwdBlocks(NamedTuple):
     overlap: bool = True
     pingpong: bool = False
     lazy_rescale: bool = False
+    split_masked: bool = False  # consumers > 0: the key blocks left of the diagonal in a loop without the mask
 
 
 def default_forward_blocks(head_dim: int, causal: bool) -> FwdBlocks:
@@ -255,9 +256,9 @@ def check_forward_blocks(blocks: FwdBlocks) -> None:
                              f"(not {blocks.BLOCK_M}), num_warps = 4 (not {blocks.num_warps})")
         if blocks.pingpong and blocks.consumers < 2:
             raise ValueError("gluon forward: pingpong takes turns between at least 2 consumers")
-    elif blocks.pingpong or not blocks.overlap or blocks.lazy_rescale:
-        raise ValueError("gluon forward: pingpong, overlap=False and lazy_rescale need consumers > 0 (forward_pp's "
-                         "kernel)")
+    elif blocks.pingpong or not blocks.overlap or blocks.lazy_rescale or blocks.split_masked:
+        raise ValueError("gluon forward: pingpong, overlap=False, lazy_rescale and split_masked need consumers > 0 "
+                         "(forward_pp's kernel)")
     if blocks.num_warps not in (4, 8):
         raise ValueError(f"gluon forward: num_warps={blocks.num_warps}: 4 or 8 (whole warpgroups)")
     if not blocks.consumers and (blocks.BLOCK_M not in (64, 128) or blocks.BLOCK_M % (16 * blocks.num_warps)):
@@ -295,7 +296,7 @@ def gluon_attention_forward(q, k, v, causal: bool, scale: float, blocks: FwdBloc
         from kernels.gluon.forward_pp import ROWS, FwdCfg, gluon_fwd_pp_kernel
         cfg = FwdCfg(DIM=head_dim, STAGES=blocks.num_stages, CAUSAL=causal, MASKED=masked,
                      CONSUMERS=blocks.consumers, OVERLAP=blocks.overlap, PINGPONG=blocks.pingpong,
-                     LAZY=blocks.lazy_rescale)
+                     LAZY=blocks.lazy_rescale, SPLIT_MASKED=blocks.split_masked and masked)
         rows = ROWS.value  # 64 query rows per consumer: Q and O boxes
         kernel, q_rows = gluon_fwd_pp_kernel, rows
         fixed = dict(LAYOUTS=forward_layouts(rows, block_n, head_dim, 4, q.dtype), CFG=cfg, num_warps=4)

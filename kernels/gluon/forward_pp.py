@@ -42,6 +42,7 @@ class FwdCfg(NamedTuple):  # the consumer kernel's compile-time switches (hashab
     OVERLAP: bool  # intra-warpgroup overlap
     PINGPONG: bool  # consumers take turns issuing wgmmas
     LAZY: bool = False  # O *= alpha only when some row's max grew by more than RESCALE_THRESHOLD
+    SPLIT_MASKED: bool = False  # the key blocks no row of a consumer needs masked in a loop of their own (no mask)
 
 
 @gluon.jit
@@ -159,14 +160,26 @@ def _lazy_softmax(s, m, l, o_m, start_n, start_m, seq_q, seq_k, qk_scale, CAUSAL
 
 
 @gluon.jit
-def _softmax_step(s, m, l, o_m, start_n, row0, seq_q, seq_k, qk_scale, CFG: gl.constexpr):
-    """One key block's online softmax -> (P, m, l, alpha, moved); moved: LAZY's flag, else unused (0)."""
+def _softmax_step(s, m, l, o_m, start_n, row0, seq_q, seq_k, qk_scale, CFG: gl.constexpr, MASK: gl.constexpr = True):
+    """One key block's online softmax -> (P, m, l, alpha, moved); moved: LAZY's flag, else unused (0).
+    MASK=False: a block of the unmasked run (CFG.SPLIT_MASKED), compiled without the mask."""
     if CFG.LAZY:
-        return _lazy_softmax(s, m, l, o_m, start_n, row0, seq_q, seq_k, qk_scale, CFG.CAUSAL, CFG.MASKED)
+        return _lazy_softmax(s, m, l, o_m, start_n, row0, seq_q, seq_k, qk_scale, CFG.CAUSAL, CFG.MASKED and MASK)
     else:
         p, m, l, alpha = _online_softmax(s, m, l, o_m, start_n, row0, seq_q, seq_k, qk_scale, CFG.CAUSAL,
-                                         CFG.MASKED)
+                                         CFG.MASKED and MASK)
         return p, m, l, alpha, 0
+
+
+@gluon.jit
+def _unmasked_blocks(row0, seq_q, seq_k, key_blocks, BLOCK_N: gl.constexpr, CFG: gl.constexpr):
+    """How many of the walk's first key blocks no row from row0 on needs masked: inside Nk and, causal, left of
+    row0's bottom-right diagonal (key j * BN + BN - 1 <= row0 + Nk - Nq). CFG.SPLIT_MASKED runs them through a step
+    compiled without the mask; without it (or where nothing is masked) the count is only read as the whole walk."""
+    n = gl.minimum(seq_k // BLOCK_N, key_blocks)
+    if CFG.CAUSAL:
+        n = gl.minimum(n, gl.maximum(row0 + seq_k - seq_q + 1, 0) // BLOCK_N)
+    return n
 
 
 @gluon.jit
@@ -248,35 +261,32 @@ def _live_consumer(ring, rows, o_desc, tensors, qk_scale, LAYOUTS: gl.constexpr,
         mbarrier.arrive(k_empty.index(0), count=1)
         p, m, l, alpha, moved = _softmax_step(s, m, l, o_m, 0, row0, seq_q, seq_k, qk_scale, CFG)
         p = gl.convert_layout(p.to(dtype), P_OPERAND)
-        for j in range(1, key_blocks):
-            _take_turn(turn, j, CFG, ME)
-            s = _scores(q_tile, k_smem, k_ready, k_empty, j, S_LAYOUT, STAGES)
-            acc = _issue_pv(p, v_smem, v_ready, acc, j - 1, STAGES)
-            _pass_turn(turn, CFG, ME)
-            s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))  # S_j done; P V may still run
-            mbarrier.arrive(k_empty.index(j % STAGES), count=1)
-            p, m, l, alpha, moved = _softmax_step(s, m, l, o_m, j * BLOCK_N, row0, seq_q, seq_k, qk_scale, CFG)
-            p = gl.convert_layout(p.to(dtype), P_OPERAND)
-            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-            mbarrier.arrive(v_empty.index((j - 1) % STAGES), count=1)
-            acc = _rescale(acc, alpha, moved, O_LAYOUT, CFG.LAZY)
+        if CFG.SPLIT_MASKED:  # the blocks left of the diagonal without the mask, then those across it with it
+            clear = gl.maximum(_unmasked_blocks(row0, seq_q, seq_k, key_blocks, BLOCK_N, CFG), 1)
+            for j in range(1, clear):
+                p, m, l, acc = _overlapped_block(j, p, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale, LAYOUTS,
+                                                 CFG, ME, False)
+            for j in range(clear, key_blocks):
+                p, m, l, acc = _overlapped_block(j, p, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale, LAYOUTS,
+                                                 CFG, ME, True)
+        else:
+            for j in range(1, key_blocks):
+                p, m, l, acc = _overlapped_block(j, p, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale, LAYOUTS,
+                                                 CFG, ME, True)
         _take_turn(turn, key_blocks, CFG, ME)
         acc = _issue_pv(p, v_smem, v_ready, acc, key_blocks - 1, STAGES)
         _pass_turn(turn, CFG, ME)
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
         mbarrier.arrive(v_empty.index((key_blocks - 1) % STAGES), count=1)
     else:  # per block: S, wait, softmax, O *= alpha, P V, wait
-        for j in range(key_blocks):
-            _take_turn(turn, j, CFG, ME)
-            s = _scores(q_tile, k_smem, k_ready, k_empty, j, S_LAYOUT, STAGES)
-            _pass_turn(turn, CFG, ME)
-            s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
-            mbarrier.arrive(k_empty.index(j % STAGES), count=1)
-            p, m, l, alpha, moved = _softmax_step(s, m, l, o_m, j * BLOCK_N, row0, seq_q, seq_k, qk_scale, CFG)
-            acc = _rescale(acc, alpha, moved, O_LAYOUT, CFG.LAZY)
-            acc = _issue_pv(gl.convert_layout(p.to(dtype), P_OPERAND), v_smem, v_ready, acc, j, STAGES)
-            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-            mbarrier.arrive(v_empty.index(j % STAGES), count=1)
+        clear = 0
+        if CFG.SPLIT_MASKED:  # the blocks left of the diagonal without the mask, then those across it with it
+            clear = _unmasked_blocks(row0, seq_q, seq_k, key_blocks, BLOCK_N, CFG)
+            for j in range(0, clear):
+                m, l, acc = _serial_block(j, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale, LAYOUTS, CFG, ME,
+                                          False)
+        for j in range(clear, key_blocks):
+            m, l, acc = _serial_block(j, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale, LAYOUTS, CFG, ME, True)
 
     empty = l == 0.0  # rows that saw no key
     l_safe = gl.where(empty, 1.0, l)
@@ -292,3 +302,60 @@ def _live_consumer(ring, rows, o_desc, tensors, qk_scale, LAYOUTS: gl.constexpr,
         tma.store_wait(pendings=0)
     else:  # a tail: its rows past Nq are the next batch's in the view
         store_rows(O, (out,), 1.0, q_row0 + row0, q_row0 + seq_q, heads, i_h, CFG.DIM, HEAD_DIM, 0)
+
+
+@gluon.jit
+def _overlapped_block(j, p, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale, LAYOUTS: gl.constexpr,
+                      CFG: gl.constexpr, ME: gl.constexpr, MASK: gl.constexpr):
+    """Key block j of the overlapped walk (j >= 1): S_j issued before P_{j-1} V, block j's softmax while that P V
+    runs -> (P_j as the A operand, m, l, acc). MASK=False: a block no row needs masked (CFG.SPLIT_MASKED)."""
+    tiles, full, free = ring
+    q_smem, k_smem, v_smem = tiles
+    q_ready, k_ready, v_ready = full
+    k_empty, v_empty, turn = free
+    seq_q, seq_k = seqs
+    S_LAYOUT: gl.constexpr = LAYOUTS.s
+    O_LAYOUT: gl.constexpr = LAYOUTS.o
+    BLOCK_N: gl.constexpr = k_smem.shape[1]
+    STAGES: gl.constexpr = CFG.STAGES
+    P_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=O_LAYOUT, k_width=2)
+    _take_turn(turn, j, CFG, ME)
+    s = _scores(q_tile, k_smem, k_ready, k_empty, j, S_LAYOUT, STAGES)
+    acc = _issue_pv(p, v_smem, v_ready, acc, j - 1, STAGES)
+    _pass_turn(turn, CFG, ME)
+    s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))  # S_j done; P V may still run
+    mbarrier.arrive(k_empty.index(j % STAGES), count=1)
+    p, m, l, alpha, moved = _softmax_step(s, m, l, o_m, j * BLOCK_N, row0, seq_q, seq_k, qk_scale, CFG, MASK)
+    p = gl.convert_layout(p.to(q_smem.dtype), P_OPERAND)
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    mbarrier.arrive(v_empty.index((j - 1) % STAGES), count=1)
+    acc = _rescale(acc, alpha, moved, O_LAYOUT, CFG.LAZY)
+    return p, m, l, acc
+
+
+@gluon.jit
+def _serial_block(j, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale, LAYOUTS: gl.constexpr, CFG: gl.constexpr,
+                  ME: gl.constexpr, MASK: gl.constexpr):
+    """Key block j without overlap: S, wait, softmax, O *= alpha, P V, wait -> (m, l, acc). MASK=False: a block
+    no row needs masked (CFG.SPLIT_MASKED)."""
+    tiles, full, free = ring
+    q_smem, k_smem, v_smem = tiles
+    q_ready, k_ready, v_ready = full
+    k_empty, v_empty, turn = free
+    seq_q, seq_k = seqs
+    S_LAYOUT: gl.constexpr = LAYOUTS.s
+    O_LAYOUT: gl.constexpr = LAYOUTS.o
+    BLOCK_N: gl.constexpr = k_smem.shape[1]
+    STAGES: gl.constexpr = CFG.STAGES
+    P_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=O_LAYOUT, k_width=2)
+    _take_turn(turn, j, CFG, ME)
+    s = _scores(q_tile, k_smem, k_ready, k_empty, j, S_LAYOUT, STAGES)
+    _pass_turn(turn, CFG, ME)
+    s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+    mbarrier.arrive(k_empty.index(j % STAGES), count=1)
+    p, m, l, alpha, moved = _softmax_step(s, m, l, o_m, j * BLOCK_N, row0, seq_q, seq_k, qk_scale, CFG, MASK)
+    acc = _rescale(acc, alpha, moved, O_LAYOUT, CFG.LAZY)
+    acc = _issue_pv(gl.convert_layout(p.to(q_smem.dtype), P_OPERAND), v_smem, v_ready, acc, j, STAGES)
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    mbarrier.arrive(v_empty.index(j % STAGES), count=1)
+    return m, l, acc
