@@ -264,14 +264,14 @@ def _live_consumer(ring, rows, o_desc, tensors, qk_scale, LAYOUTS: gl.constexpr,
         if CFG.SPLIT_MASKED:  # the blocks left of the diagonal without the mask, then those across it with it
             clear = gl.maximum(_unmasked_blocks(row0, seq_q, seq_k, key_blocks, BLOCK_N, CFG), 1)
             for j in range(1, clear):
-                p, m, l, acc = _overlapped_block(j, p, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale, LAYOUTS,
+                p, m, l, acc = _key_block(j, p, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale, LAYOUTS,
                                                  CFG, ME, False)
             for j in range(clear, key_blocks):
-                p, m, l, acc = _overlapped_block(j, p, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale, LAYOUTS,
+                p, m, l, acc = _key_block(j, p, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale, LAYOUTS,
                                                  CFG, ME, True)
         else:
             for j in range(1, key_blocks):
-                p, m, l, acc = _overlapped_block(j, p, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale, LAYOUTS,
+                p, m, l, acc = _key_block(j, p, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale, LAYOUTS,
                                                  CFG, ME, True)
         _take_turn(turn, key_blocks, CFG, ME)
         acc = _issue_pv(p, v_smem, v_ready, acc, key_blocks - 1, STAGES)
@@ -283,10 +283,11 @@ def _live_consumer(ring, rows, o_desc, tensors, qk_scale, LAYOUTS: gl.constexpr,
         if CFG.SPLIT_MASKED:  # the blocks left of the diagonal without the mask, then those across it with it
             clear = _unmasked_blocks(row0, seq_q, seq_k, key_blocks, BLOCK_N, CFG)
             for j in range(0, clear):
-                m, l, acc = _serial_block(j, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale, LAYOUTS, CFG, ME,
-                                          False)
+                _, m, l, acc = _key_block(j, acc, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale, LAYOUTS, CFG,
+                                          ME, False)
         for j in range(clear, key_blocks):
-            m, l, acc = _serial_block(j, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale, LAYOUTS, CFG, ME, True)
+            _, m, l, acc = _key_block(j, acc, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale, LAYOUTS, CFG, ME,
+                                      True)
 
     empty = l == 0.0  # rows that saw no key
     l_safe = gl.where(empty, 1.0, l)
@@ -304,11 +305,13 @@ def _live_consumer(ring, rows, o_desc, tensors, qk_scale, LAYOUTS: gl.constexpr,
         store_rows(O, (out,), 1.0, q_row0 + row0, q_row0 + seq_q, heads, i_h, CFG.DIM, HEAD_DIM, 0)
 
 
+
 @gluon.jit
-def _overlapped_block(j, p, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale, LAYOUTS: gl.constexpr,
-                      CFG: gl.constexpr, ME: gl.constexpr, MASK: gl.constexpr):
-    """Key block j of the overlapped walk (j >= 1): S_j issued before P_{j-1} V, block j's softmax while that P V
-    runs -> (P_j as the A operand, m, l, acc). MASK=False: a block no row needs masked (CFG.SPLIT_MASKED)."""
+def _key_block(j, p, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale, LAYOUTS: gl.constexpr, CFG: gl.constexpr,
+               ME: gl.constexpr, MASK: gl.constexpr):
+    """Key block j of a consumer's walk -> (P_j as the A operand, m, l, acc). CFG.OVERLAP (j >= 1): S_j issued
+    before P_{j-1} V (p: P_{j-1}), block j's softmax while that P V runs; else S, wait, softmax, O *= alpha, P_j V,
+    wait (p unread). MASK=False: a block no row needs masked (CFG.SPLIT_MASKED)."""
     tiles, full, free = ring
     q_smem, k_smem, v_smem = tiles
     q_ready, k_ready, v_ready = full
@@ -321,41 +324,23 @@ def _overlapped_block(j, p, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale, 
     P_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=O_LAYOUT, k_width=2)
     _take_turn(turn, j, CFG, ME)
     s = _scores(q_tile, k_smem, k_ready, k_empty, j, S_LAYOUT, STAGES)
-    acc = _issue_pv(p, v_smem, v_ready, acc, j - 1, STAGES)
-    _pass_turn(turn, CFG, ME)
-    s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))  # S_j done; P V may still run
+    if CFG.OVERLAP:
+        acc = _issue_pv(p, v_smem, v_ready, acc, j - 1, STAGES)
+        _pass_turn(turn, CFG, ME)
+        s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))  # S_j done; P V may still run
+    else:
+        _pass_turn(turn, CFG, ME)
+        s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
     mbarrier.arrive(k_empty.index(j % STAGES), count=1)
     p, m, l, alpha, moved = _softmax_step(s, m, l, o_m, j * BLOCK_N, row0, seq_q, seq_k, qk_scale, CFG, MASK)
     p = gl.convert_layout(p.to(q_smem.dtype), P_OPERAND)
-    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-    mbarrier.arrive(v_empty.index((j - 1) % STAGES), count=1)
-    acc = _rescale(acc, alpha, moved, O_LAYOUT, CFG.LAZY)
+    if CFG.OVERLAP:
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        mbarrier.arrive(v_empty.index((j - 1) % STAGES), count=1)
+        acc = _rescale(acc, alpha, moved, O_LAYOUT, CFG.LAZY)
+    else:
+        acc = _rescale(acc, alpha, moved, O_LAYOUT, CFG.LAZY)
+        acc = _issue_pv(p, v_smem, v_ready, acc, j, STAGES)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        mbarrier.arrive(v_empty.index(j % STAGES), count=1)
     return p, m, l, acc
-
-
-@gluon.jit
-def _serial_block(j, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale, LAYOUTS: gl.constexpr, CFG: gl.constexpr,
-                  ME: gl.constexpr, MASK: gl.constexpr):
-    """Key block j without overlap: S, wait, softmax, O *= alpha, P V, wait -> (m, l, acc). MASK=False: a block
-    no row needs masked (CFG.SPLIT_MASKED)."""
-    tiles, full, free = ring
-    q_smem, k_smem, v_smem = tiles
-    q_ready, k_ready, v_ready = full
-    k_empty, v_empty, turn = free
-    seq_q, seq_k = seqs
-    S_LAYOUT: gl.constexpr = LAYOUTS.s
-    O_LAYOUT: gl.constexpr = LAYOUTS.o
-    BLOCK_N: gl.constexpr = k_smem.shape[1]
-    STAGES: gl.constexpr = CFG.STAGES
-    P_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=O_LAYOUT, k_width=2)
-    _take_turn(turn, j, CFG, ME)
-    s = _scores(q_tile, k_smem, k_ready, k_empty, j, S_LAYOUT, STAGES)
-    _pass_turn(turn, CFG, ME)
-    s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
-    mbarrier.arrive(k_empty.index(j % STAGES), count=1)
-    p, m, l, alpha, moved = _softmax_step(s, m, l, o_m, j * BLOCK_N, row0, seq_q, seq_k, qk_scale, CFG, MASK)
-    acc = _rescale(acc, alpha, moved, O_LAYOUT, CFG.LAZY)
-    acc = _issue_pv(gl.convert_layout(p.to(q_smem.dtype), P_OPERAND), v_smem, v_ready, acc, j, STAGES)
-    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-    mbarrier.arrive(v_empty.index(j % STAGES), count=1)
-    return m, l, acc
