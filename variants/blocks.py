@@ -246,9 +246,10 @@ class WsBlocks(Blocks):
     # barrier then comes before dK's issue, not after it
     dq_first: bool = tunable(False, BOOLS)
     # issue 43, a masked problem (causal, a right window edge, lengths not a multiple of the tiles): each query head's
-    # steps in three loops, the leading ones across the diagonal, the unmasked middle, a query tail, so the middle's
-    # step body has no mask branch (a branch-free body measured 4-12 % faster per FLOP than one with the branch at
-    # D128 non-causal N16k on an H100); no effect with a left window edge or prefetch_scores
+    # steps in runs, the leading ones across the diagonal, the unmasked middle, a query tail, the middle on a step
+    # body compiled without the mask's branch (H100: D64 causal 1.007-1.040x; D128 causal with persistent,
+    # late_stats, named_handover and dq_first 1.016-1.031x at N >= 4096, alone 0.95-0.96x;
+    # results/h100/gluon/ab_issue43/split_masked); no effect with a left window edge or prefetch_scores
     split_masked: bool = tunable(False, BOOLS)
 
     def check_rules(self) -> None:
