@@ -251,6 +251,10 @@ class WsBlocks(Blocks):
     # late_stats, named_handover and dq_first 1.016-1.031x at N >= 4096, alone 0.95-0.96x;
     # results/h100/gluon/ab_issue43/split_masked); no effect with a left window edge or prefetch_scores
     split_masked: bool = tunable(False, BOOLS)
+    # issue 43: a tile's dK and dV stored from registers (masked global stores, as a tail's) instead of through K's and
+    # V's shared tiles by TMA: K, V are released at the tile's last MMA, so with persistent=true the next tile's K / V
+    # load runs under the stores (results/h100/NOTES.md: ws's tile boundaries cost 11 µs of an SM against FA4's 8)
+    register_epilogue: bool = tunable(False, BOOLS)
 
     def check_rules(self) -> None:
         if self.named_handover and (reason := named_handover_reason(self.num_warps, self.warp_specialize,
