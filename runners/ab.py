@@ -1,0 +1,110 @@
+"""`python -m runners.ab`: one block field's two values measured on one machine, in both orders (the method of issue
+43's A/Bs: a field is a default only where it wins in both passes).
+
+    python -m runners.ab variant=ws field=split_masked values=false,true \\
+        cells="tokens=16384 hidden=2048 seq=1024,4096 head_dim=64,128 causal=true; batch=2 heads=16 seq=4096 head_dim=96"
+
+Pass a sweeps every cell with ``blocks.FIELD=A,B`` (A measured first), pass b with ``B,A``: one ``runners.sweep -m``
+process per cell and pass, each pass in its own results dir under ``out`` (a sweep skips the points it finds on
+disk, so pass b must not see pass a's rows). The cells are sweep overrides, ``;`` between cells; ``extra`` is added
+to every cell (default ``isolate=false``: one process, as the GPU A/Bs ran). Then one flat table,
+``out/ab_<field>.parquet`` (every row, with ``ab_pass`` and ``ab_value``), and per cell and pass the ratio
+ms(A) / ms(B) (> 1: B is faster), printed. Exit 1 when a row is not ok or a cell lacks a value (the table is still
+written), 2 on a bad argument.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from runners.tables.args import UsageError, cli, parse_args
+from runners.tables.columns import SHAPE_COLUMNS
+
+PROG = "runners.ab"
+DEFAULTS = {"variant": "ws", "field": "", "values": "false,true", "cells": "", "extra": "isolate=false",
+            "out": "results/ab", "sweep_id": "ab"}
+CELL_KEY = ("variant", "dtype", *SHAPE_COLUMNS, "head_dim_v", "window_left", "window_right", "softcap", "timed")
+
+
+def pass_values(values: tuple[str, str], name: str) -> str:
+    """The sweep's value list of a pass: a in the given order, b reversed."""
+    return ",".join(values if name == "a" else values[::-1])
+
+
+def sweep_argv(cell: str, args: dict, values: tuple[str, str], name: str, results_dir: Path) -> list[str]:
+    """One `runners.sweep -m` process: the cell's overrides, the field's values in this pass's order."""
+    return [sys.executable, "-m", "runners.sweep", "-m", f"variant={args['variant']}", *cell.split(),
+            *args["extra"].split(), f"blocks.{args['field']}={pass_values(values, name)}",
+            f"results_dir={results_dir}", f"sweep_id={args['sweep_id']}_{name}",
+            f"hydra.sweep.dir={results_dir / 'multirun'}"]
+
+
+def field_value(block_overrides_json: str, field: str) -> str:
+    """The field's value in a row's overrides, as the command line spells it (true / false / 64)."""
+    value = json.loads(block_overrides_json or "{}").get(field)
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def ratios(rows: pd.DataFrame, values: tuple[str, str]) -> pd.DataFrame:
+    """Per cell and pass: ms of each value and ms(A) / ms(B); a cell without both values has NaN there."""
+    ok = rows[rows["status"] == "ok"]
+    key = [col for col in CELL_KEY if col in ok.columns]
+    key = [col for col in key if ok[col].astype(str).nunique() > 1] or key[:1]  # what tells the cells apart
+    table = ok.pivot_table(index=key + ["ab_pass"], columns="ab_value", values="ms", aggfunc="min", dropna=False)
+    table = table.reindex(columns=list(values))
+    table["a/b"] = table[values[0]] / table[values[1]]
+    return table.dropna(how="all", subset=list(values))
+
+
+@cli
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv, DEFAULTS, PROG, __doc__)
+    if not args["field"]:
+        raise UsageError(f"{PROG}: field= names the block field to A/B (e.g. field=split_masked)")
+    values = tuple(v.strip() for v in args["values"].split(","))
+    if len(values) != 2 or values[0] == values[1]:
+        raise UsageError(f"{PROG}: values={args['values']!r}: two different values, e.g. false,true")
+    cells = [cell.strip() for cell in args["cells"].split(";") if cell.strip()]
+    if not cells:
+        raise UsageError(f"{PROG}: cells= names the sweep cells, e.g. cells=\"seq=4096 head_dim=64 causal=true\"")
+    out = Path(args["out"])
+    failed = 0
+    for name in ("a", "b"):
+        for index, cell in enumerate(cells, 1):
+            print(f"pass {name}, cell {index}/{len(cells)}: {cell} blocks.{args['field']}={pass_values(values, name)}",
+                  flush=True)
+            run = subprocess.run(sweep_argv(cell, args, values, name, out / f"pass_{name}"), text=True,
+                                 capture_output=True)
+            if run.returncode:
+                failed += 1
+                print(f"  sweep exit {run.returncode}: {(run.stderr or run.stdout).strip().splitlines()[-1:]}")
+    parts = []
+    for name in ("a", "b"):
+        files = sorted((out / f"pass_{name}").rglob("*.parquet"))
+        for file in files:
+            part = pd.read_parquet(file)
+            part["ab_pass"] = name
+            parts.append(part)
+    if not parts:
+        print(f"{PROG}: no rows under {out}")
+        return 1
+    rows = pd.concat(parts, ignore_index=True)
+    rows["ab_value"] = rows["block_overrides_json"].map(lambda text: field_value(text, args["field"]))
+    table_path = out / f"ab_{args['field']}.parquet"
+    rows.to_parquet(table_path)
+    table = ratios(rows, values)
+    print(table.round(4).to_string())
+    bad = rows[rows["status"] != "ok"]
+    for row in bad.itertuples():
+        print(f"not ok: pass {row.ab_pass} {args['field']}={row.ab_value} {row.config_key}: {row.status} {row.reason}")
+    missing = int(table[list(values)].isna().any(axis=1).sum())
+    print(f"rows: {table_path} ({len(rows)} rows, {len(bad)} not ok, {missing} cell(s) without both values)")
+    return 1 if failed or len(bad) or missing else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,49 @@
+"""runners.ab: one block field's two values in both orders, each pass in its own results dir, one flat table and
+the ratio per cell and pass (CPU, the Triton interpreter)."""
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from runners.point import env
+
+pytestmark = pytest.mark.skipif(not env.interpreting(), reason="runner tests are for the CPU interpreter")
+
+CELL = "seq=64 batch=1 heads=2 head_dim=32 dtype=fp16"
+
+
+def run_ab(*args, cwd=env.REPO):
+    return subprocess.run([sys.executable, "-m", "runners.ab", *args], cwd=cwd, text=True, capture_output=True,
+                          env={**os.environ, "TRITON_INTERPRET": "1"}, timeout=600)
+
+
+def test_both_orders_in_their_own_dirs_and_one_table(tmp_path):
+    run = run_ab("variant=two_pass", "field=num_stages1", "values=2,3", f"cells={CELL}; {CELL.replace('32', '16')}",
+                 f"out={tmp_path}")
+    assert run.returncode == 0, run.stdout + run.stderr
+    rows = pd.read_parquet(tmp_path / "ab_num_stages1.parquet")
+    assert len(rows) == 8 and set(rows["status"]) == {"ok"}
+    assert sorted(rows.groupby(["ab_pass", "ab_value"]).size().items()) == [
+        (("a", "2"), 2), (("a", "3"), 2), (("b", "2"), 2), (("b", "3"), 2)]
+    # each pass wrote under its own dir, so pass b measured every point again (a sweep skips rows it finds)
+    assert {p.relative_to(tmp_path).parts[0] for p in tmp_path.rglob("*.parquet") if p.parent != tmp_path} == {
+        "pass_a", "pass_b"}
+    # pass a measured 2 before 3, pass b 3 before 2
+    for name, first in (("a", "2"), ("b", "3")):
+        part = rows[(rows["ab_pass"] == name) & (rows["head_dim"] == 32)].sort_values("timestamp")
+        assert part["ab_value"].iloc[0] == first
+    assert "a/b" in run.stdout and "0 not ok" in run.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["values=true,false"], "field= names the block field"),
+    (["field=split_masked", "values=true"], "two different values"),
+    (["field=split_masked"], "cells= names the sweep cells"),
+    (["field=split_masked", "cells=seq=64", "bogus=1"], "unknown key 'bogus'"),
+])
+def test_bad_arguments_are_one_line(args, message):
+    run = run_ab(*args)
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.count("\n") == 1 and message in run.stderr, run.stderr
