@@ -55,11 +55,13 @@ def test_matches_reference_on_hopper(shape, causal, dtype):
 
 
 BLOCKS = [dict(swap_ab=False, BLOCK_M=128), dict(BLOCK_M2=64, num_warps2=4), dict(BLOCK_N2=128),
-          dict(num_stages=3, num_stages2=3), dict(persistent=True), dict(BLOCK_N=64, num_warps=4)]
+          dict(num_stages=3, num_stages2=3), dict(persistent=True), dict(BLOCK_N=64, num_warps=4),
+          dict(split_masked=True), dict(split_masked=True, persistent=True, swap_ab=False, BLOCK_M=64)]
 
 
 @pytest.mark.skipif(not ON_HOPPER, reason="ws_two_pass needs an sm90 GPU")
-@pytest.mark.parametrize("blocks", BLOCKS, ids=["mn-m128", "dq-m64-w4", "dq-n128", "stages3", "persistent", "w4-n64"])
+@pytest.mark.parametrize("blocks", BLOCKS, ids=["mn-m128", "dq-m64-w4", "dq-n128", "stages3", "persistent", "w4-n64",
+                                                "split-masked", "split-masked-persistent-mn"])
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_tiles_match_reference_on_hopper(blocks, head_dim):
     if head_dim == 128 and blocks.get("BLOCK_M") == 128:
