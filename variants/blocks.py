@@ -303,9 +303,9 @@ class WsTwoPassBlocks(Blocks):
     head_dim_split: bool = tunable(False, BOOLS)
     # issue 43, D192: the dK/dV kernel's D-wide shared tiles as two per tensor, 128 + 64 columns (WsBlocks.chunk_tiles)
     chunk_tiles: bool = False
-    # issue 43: the dK/dV kernel's masked and unmasked steps in loops of their own (WsBlocks.split_masked; the dQ
-    # kernel keeps its one loop); not yet measured here
-    split_masked: bool = tunable(False, BOOLS, WS_DKDV_KERNEL)
+    # issue 43, both kernels: the dK/dV kernel's masked and unmasked steps in loops of their own (WsBlocks.split_masked),
+    # and the dQ kernel's key blocks that no row needs masked in a loop without the mask; not yet run on a GPU
+    split_masked: bool = tunable(False, BOOLS)
 
     def check_rules(self) -> None:
         for warps, name in ((self.num_warps, "num_warps"), (self.num_warps2, "num_warps2")):

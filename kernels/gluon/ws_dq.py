@@ -103,33 +103,65 @@ def _dq_compute(smem, prog, dq_desc, tensors, scales, LAYOUTS: gl.constexpr, CFG
     D_REST: gl.constexpr = CFG.D_REST
     BLOCK_M: gl.constexpr = smem.q.shape[0]
     BLOCK_N: gl.constexpr = smem.k.shape[1]
-    dtype: gl.constexpr = smem.q.dtype
-    CHUNKS_V: gl.constexpr = 2 if CFG.DV_REST > 0 else 1  # wgmma groups of dP = dO V^T (chunks of Dv)
-    DS_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=DQ_LAYOUT, k_width=2)
-    DS_OPERAND_R: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=DQ_LAYOUT_R, k_width=2)
     o_m = prog.start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, S_LAYOUT))  # query of each S row
     row_stats = prog.stats_row0 + o_m
     lse = gl.load(LSE + row_stats, mask=o_m < prog.seq_q, other=float("inf"))  # [BM]; rows past Nq: P = 0
     delta = gl.load(DELTA + row_stats, mask=o_m < prog.seq_q, other=0.)  # [BM]
     dq = chunk_zeros(BLOCK_M, DQ_LAYOUT, DQ_LAYOUT_R, D_MAIN, D_REST)  # [BM, D] as head-dim chunks
     mbarrier.wait(smem.q_ready, 0)
-    for j in range(prog.key_blocks):
-        stage = smem.ring.stage(j)
-        smem.ring.wait_full(j)
-        k_tile = smem.k.index(stage)
-        v_tile = smem.v.index(stage)  # before S is issued, as the code it replaced did (the same PTX at Dv = D)
-        s = issue_product(smem.q, k_tile, S_LAYOUT, D_MAIN, D_REST)  # [BM, D] @ [D, BN]
-        dp = issue_product(smem.do_, v_tile, S_LAYOUT, CFG.DV_MAIN, CFG.DV_REST)  # [BM, Dv] @ [Dv, BN]
-        s = warpgroup_mma_wait(num_outstanding=CHUNKS_V, deps=(s,))  # dP's groups still in flight
-        p, _ = probabilities(s, lse, o_m, j * BLOCK_N, prog.start_m, prog.seq_q, prog.seq_k, qk_scale, False,
-                             CFG.CAUSAL, -1, -1, 0.0, CFG.MASKED)  # no window, no softcap (ws_two_pass: none)
-        dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
-        ds = (p * (dp - gl.expand_dims(delta, 1))).to(dtype)  # [BM, BN]
-        dq = mma_chunks(gl.convert_layout(ds, DS_OPERAND), gl.convert_layout(ds, DS_OPERAND_R), k_tile, dq, D_MAIN,
-                        D_REST)  # [BM, BN] @ [BN, D]
-        dq, _ = wait_chunks(0, dq, dq, D_REST)
-        smem.ring.release(j)  # the stage's MMAs are done (the arrive: a barrier first)
+    clear = 0
+    if CFG.SPLIT_MASKED:  # the key blocks no row needs masked in a loop compiled without the mask, then the rest
+        clear = _unmasked_key_blocks(prog, BLOCK_M, BLOCK_N, CFG.CAUSAL)
+        for j in range(0, clear):
+            dq = _dq_key_block(j, dq, smem, prog, lse, delta, o_m, qk_scale, LAYOUTS, CFG, False)
+    for j in range(clear, prog.key_blocks):
+        dq = _dq_key_block(j, dq, smem, prog, lse, delta, o_m, qk_scale, LAYOUTS, CFG, True)
     store_dq_out(dq_desc, smem, prog, DQ, dq, sm_scale, CFG)
+
+
+@gluon.jit
+def _unmasked_key_blocks(prog, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+    """How many of the query block's first key blocks need no mask: whole rows (none past Nq), keys inside Nk and,
+    causal, left of the block's first row's bottom-right diagonal (key j * BN + BN - 1 <= start_m + Nk - Nq)."""
+    n = gl.minimum(prog.seq_k // BLOCK_N, prog.key_blocks)
+    if CAUSAL:
+        n = gl.minimum(n, gl.maximum(prog.start_m + prog.seq_k - prog.seq_q + 1, 0) // BLOCK_N)
+    if prog.start_m + BLOCK_M > prog.seq_q:
+        n = 0
+    return n
+
+
+@gluon.jit
+def _dq_key_block(j, dq, smem, prog, lse, delta, o_m, qk_scale, LAYOUTS: gl.constexpr, CFG: gl.constexpr,
+                  MASK: gl.constexpr):
+    """Key block j: S, dP, then dS and dQ += dS K, its stage handed back -> dq. MASK=False: a block no row needs
+    masked (CFG.SPLIT_MASKED), compiled without the mask."""
+    S_LAYOUT: gl.constexpr = LAYOUTS.s
+    DQ_LAYOUT: gl.constexpr = LAYOUTS.dq
+    DQ_LAYOUT_R: gl.constexpr = LAYOUTS.dq_r
+    D_MAIN: gl.constexpr = CFG.D_MAIN
+    D_REST: gl.constexpr = CFG.D_REST
+    BLOCK_N: gl.constexpr = smem.k.shape[1]
+    dtype: gl.constexpr = smem.q.dtype
+    CHUNKS_V: gl.constexpr = 2 if CFG.DV_REST > 0 else 1  # wgmma groups of dP = dO V^T (chunks of Dv)
+    DS_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=DQ_LAYOUT, k_width=2)
+    DS_OPERAND_R: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=DQ_LAYOUT_R, k_width=2)
+    stage = smem.ring.stage(j)
+    smem.ring.wait_full(j)
+    k_tile = smem.k.index(stage)
+    v_tile = smem.v.index(stage)  # before S is issued, as the code it replaced did (the same PTX at Dv = D)
+    s = issue_product(smem.q, k_tile, S_LAYOUT, D_MAIN, D_REST)  # [BM, D] @ [D, BN]
+    dp = issue_product(smem.do_, v_tile, S_LAYOUT, CFG.DV_MAIN, CFG.DV_REST)  # [BM, Dv] @ [Dv, BN]
+    s = warpgroup_mma_wait(num_outstanding=CHUNKS_V, deps=(s,))  # dP's groups still in flight
+    p, _ = probabilities(s, lse, o_m, j * BLOCK_N, prog.start_m, prog.seq_q, prog.seq_k, qk_scale, False,
+                         CFG.CAUSAL, -1, -1, 0.0, CFG.MASKED and MASK)  # no window, no softcap (ws_two_pass: none)
+    dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp,))
+    ds = (p * (dp - gl.expand_dims(delta, 1))).to(dtype)  # [BM, BN]
+    dq = mma_chunks(gl.convert_layout(ds, DS_OPERAND), gl.convert_layout(ds, DS_OPERAND_R), k_tile, dq, D_MAIN,
+                    D_REST)  # [BM, BN] @ [BN, D]
+    dq, _ = wait_chunks(0, dq, dq, D_REST)
+    smem.ring.release(j)  # the stage's MMAs are done (the arrive: a barrier first)
+    return dq
 
 
 @functools.cache  # host time of a launch: made once per tile config
@@ -154,10 +186,11 @@ def dq_layouts(block_m: int, block_n: int, head_dim: int, num_warps: int, dtype,
 
 
 def ws_dq(q, k, v, do, lse, delta, dq, *, causal: bool, scale: float, BLOCK_M: int, BLOCK_N: int, num_warps: int,
-          num_stages: int, varlen=None, head_dim_split: bool = False) -> None:
+          num_stages: int, varlen=None, head_dim_split: bool = False, split_masked: bool = False) -> None:
     """dq [B, Nq, H, D] (dense, q's dtype) = the attention gradient of q; q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D]
     dense fp16 / bf16; lse (base 2), delta [B, H, Nq] fp32. varlen: a kernels.varlen.Packing (q ... [1, total, H, D],
-    lse / delta [1, H, total_q]). head_dim_split: D96's products in 64 + 32 head-dim chunks (`head_dim_chunks`)."""
+    lse / delta [1, H, total_q]). head_dim_split: D96's products in 64 + 32 head-dim chunks (`head_dim_chunks`).
+    split_masked: the key blocks no row of a query block needs masked in a loop compiled without the mask."""
     slot = memo("ws_dq") if varlen is None else None  # a plan's phase: what its key fixes, worked out once
     if slot:
         if slot["grid"] is not None:
@@ -190,7 +223,7 @@ def ws_dq(q, k, v, do, lse, delta, dq, *, causal: bool, scale: float, BLOCK_M: i
                  LAYOUTS=dq_layouts(BLOCK_M, BLOCK_N, head_dim, num_warps, q.dtype, head_dim_split, head_dim_v),
                  CFG=make_config(head_dim=head_dim, d_main=d_main, d_rest=d_rest, stages=num_stages, causal=causal,
                                  masked=masked, swap_ab=False, varlen=varlen is not None, head_dim_v=head_dim_v,
-                                 dv_main=dv_main, dv_rest=dv_rest),
+                                 dv_main=dv_main, dv_rest=dv_rest, split_masked=split_masked),
                  num_warps=num_warps)
     if slot is not None:  # dense: the docs are lse (unused)
         slot.update(grid=grid, views=tuple(template(desc) for desc in views), fixed=fixed)
@@ -213,5 +246,6 @@ def ws_two_pass_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float,
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     ws_dkdv(q, k, v, do, lse, delta, dk, dv, None, causal=causal, scale=scale, varlen=varlen, **dkdv_blocks)
     ws_dq(q, k, v, do, lse, delta, dq, causal=causal, scale=scale, varlen=varlen,
-          head_dim_split=dkdv_blocks.get("head_dim_split", False), **dq_blocks)
+          head_dim_split=dkdv_blocks.get("head_dim_split", False),
+          split_masked=dkdv_blocks.get("split_masked", False), **dq_blocks)
     return dq, dk, dv
