@@ -38,6 +38,7 @@ NOT_RUN = [
     (r"^python -m [\w.]+$", "names a module in prose (its commands are run where the docs show them)"),
     (r"^python -m runners\.sweep -m (?!.*dtype=fp(16|32))", "a bf16 multirun: GPU work"),
     (r"^python -m runners\.tune ", "a bf16 study on a GPU; write_defaults=true rewrites conf/block_defaults.yaml"),
+    (r"^python -m runners\.ab variant=ws\b", "ws's A/B: a Gluon design, GPU work (the interpreter case runs)"),
     (r"^python -m runners\.check ", "the GPU correctness check"),
     (r"^python -m runners\.model_step (?!model=tiny)", "a bf16 model: GPU work (model=tiny is the CPU smoke test)"),
     (r"submitit\.core\._submit", "what a Slurm job runs, not a command"),
