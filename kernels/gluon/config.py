@@ -46,8 +46,8 @@ class WsConfig(NamedTuple):  # hashable: Triton specializes the kernel on it lik
     # with dK still in flight and dK's wgmma runs through the dQ tile's staging and hand-over (FA4's order)
     DQ_FIRST: bool = False
     # issue 43, MASKED without a left window edge: each query head's steps in three runs, the leading ones that cross
-    # the causal diagonal (or a right window edge), the unmasked middle and a query tail, each run its own loop, so
-    # the middle's step body is compiled without the mask's runtime branch (Tile.unmasked_run)
+    # the causal diagonal (or a right window edge), the unmasked middle and a query tail (Tile.unmasked_run), walked
+    # by two compiled step bodies: the middle's without the mask's runtime branch, the other two runs' with it
     SPLIT_MASKED: bool = False
     # issue 43: a tile's dK and dV stored from registers (masked st.global, as a tail's) instead of through K's and V's
     # shared tiles by TMA, so K / V are released at the tile's last MMA and a persistent program's next K / V load

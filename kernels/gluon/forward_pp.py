@@ -24,7 +24,7 @@ from kernels.gluon.compat import cta_barrier, fence_async_shared, gl, gluon, mba
     warpgroup_mma, warpgroup_mma_wait
 from kernels.gluon.epilogue import store_rows
 from kernels.gluon.forward_parts import _kv_loads, _mask_scores, _online_softmax, _program_rows, _scores
-from kernels.gluon.tiles import as_box
+from kernels.gluon.tiles import as_box, unmasked_key_blocks
 
 ROWS = gl.constexpr(64)  # query rows of one consumer warpgroup (one m64 wgmma)
 CONSUMER_REGS = gl.constexpr(240)  # registers a thread of a worker consumer asks for (setmaxnreg), 2 consumers
@@ -172,17 +172,6 @@ def _softmax_step(s, m, l, o_m, start_n, row0, seq_q, seq_k, qk_scale, CFG: gl.c
 
 
 @gluon.jit
-def _unmasked_blocks(row0, seq_q, seq_k, key_blocks, BLOCK_N: gl.constexpr, CFG: gl.constexpr):
-    """How many of the walk's first key blocks no row from row0 on needs masked: inside Nk and, causal, left of
-    row0's bottom-right diagonal (key j * BN + BN - 1 <= row0 + Nk - Nq). CFG.SPLIT_MASKED runs them through a step
-    compiled without the mask; without it (or where nothing is masked) the count is only read as the whole walk."""
-    n = gl.minimum(seq_k // BLOCK_N, key_blocks)
-    if CFG.CAUSAL:
-        n = gl.minimum(n, gl.maximum(row0 + seq_k - seq_q + 1, 0) // BLOCK_N)
-    return n
-
-
-@gluon.jit
 def _rescale(acc, alpha, moved, O_LAYOUT: gl.constexpr, LAZY: gl.constexpr):
     """O *= alpha per row ([64, D] fp32); LAZY: only when some row moved its max (the others' alpha is 1)."""
     if LAZY:
@@ -262,7 +251,7 @@ def _live_consumer(ring, rows, o_desc, tensors, qk_scale, LAYOUTS: gl.constexpr,
         p, m, l, alpha, moved = _softmax_step(s, m, l, o_m, 0, row0, seq_q, seq_k, qk_scale, CFG)
         p = gl.convert_layout(p.to(dtype), P_OPERAND)
         if CFG.SPLIT_MASKED:  # the blocks left of the diagonal without the mask, then those across it with it
-            clear = gl.maximum(_unmasked_blocks(row0, seq_q, seq_k, key_blocks, BLOCK_N, CFG), 1)
+            clear = gl.maximum(unmasked_key_blocks(row0, seq_q, seq_k, key_blocks, BLOCK_N, CFG.CAUSAL), 1)
             for j in range(1, clear):
                 p, m, l, acc = _key_block(j, p, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale, LAYOUTS,
                                                  CFG, ME, False)
@@ -281,7 +270,7 @@ def _live_consumer(ring, rows, o_desc, tensors, qk_scale, LAYOUTS: gl.constexpr,
     else:  # per block: S, wait, softmax, O *= alpha, P V, wait
         clear = 0
         if CFG.SPLIT_MASKED:  # the blocks left of the diagonal without the mask, then those across it with it
-            clear = _unmasked_blocks(row0, seq_q, seq_k, key_blocks, BLOCK_N, CFG)
+            clear = unmasked_key_blocks(row0, seq_q, seq_k, key_blocks, BLOCK_N, CFG.CAUSAL)
             for j in range(0, clear):
                 _, m, l, acc = _key_block(j, acc, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale, LAYOUTS, CFG,
                                           ME, False)

@@ -162,6 +162,18 @@ def probabilities(s, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, KEYS_ON
 
 
 @gluon.jit
+def unmasked_key_blocks(start_m, seq_q, seq_k, key_blocks, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+    """How many of a query block's first key blocks (of key_blocks walked from key 0) no row from start_m on needs
+    masked for its keys: inside Nk and, causal, left of start_m's bottom-right diagonal (key j BN + BN - 1 <=
+    start_m + Nk - Nq). The split_masked loops of the Gluon forward and of ws_two_pass's dQ kernel run these through
+    a step compiled without the mask (a caller whose mask also covers queries past Nq checks that itself)."""
+    n = gl.minimum(seq_k // BLOCK_N, key_blocks)
+    if CAUSAL:
+        n = gl.minimum(n, gl.maximum(start_m + seq_k - seq_q + 1, 0) // BLOCK_N)
+    return n
+
+
+@gluon.jit
 def gluon_tanh(x):
     """kernels.common.tanh for Gluon: from exp2, accurate near 0, saturating at +-1 (the forward's own formula, so
     P here is the forward's): the same approximate division (div.full.f32) as kernels.common.tanh."""

@@ -26,7 +26,8 @@ from kernels.gluon.epilogue import store_dq_out
 from kernels.gluon.ring import dq_smem
 from kernels.gluon.scheduler import dq_program
 from kernels.gluon.tiles import (WsDocs, WsScales, as_box, chunk_zeros, head_dim_chunks, issue_product, mma_chunks,
-                                 probabilities, rebase, rows_descriptor, template, tile_dim, wait_chunks)
+                                 probabilities, rebase, rows_descriptor, template, tile_dim, unmasked_key_blocks,
+                                 wait_chunks)
 from kernels.launch import launch, memo
 
 
@@ -111,24 +112,14 @@ def _dq_compute(smem, prog, dq_desc, tensors, scales, LAYOUTS: gl.constexpr, CFG
     mbarrier.wait(smem.q_ready, 0)
     clear = 0
     if CFG.SPLIT_MASKED:  # the key blocks no row needs masked in a loop compiled without the mask, then the rest
-        clear = _unmasked_key_blocks(prog, BLOCK_M, BLOCK_N, CFG.CAUSAL)
+        clear = unmasked_key_blocks(prog.start_m, prog.seq_q, prog.seq_k, prog.key_blocks, BLOCK_N, CFG.CAUSAL)
+        if prog.start_m + BLOCK_M > prog.seq_q:  # probabilities also masks queries past Nq: a tail block has none
+            clear = 0
         for j in range(0, clear):
             dq = _dq_key_block(j, dq, smem, prog, lse, delta, o_m, qk_scale, LAYOUTS, CFG, False)
     for j in range(clear, prog.key_blocks):
         dq = _dq_key_block(j, dq, smem, prog, lse, delta, o_m, qk_scale, LAYOUTS, CFG, True)
     store_dq_out(dq_desc, smem, prog, DQ, dq, sm_scale, CFG)
-
-
-@gluon.jit
-def _unmasked_key_blocks(prog, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
-    """How many of the query block's first key blocks need no mask: whole rows (none past Nq), keys inside Nk and,
-    causal, left of the block's first row's bottom-right diagonal (key j * BN + BN - 1 <= start_m + Nk - Nq)."""
-    n = gl.minimum(prog.seq_k // BLOCK_N, prog.key_blocks)
-    if CAUSAL:
-        n = gl.minimum(n, gl.maximum(prog.start_m + prog.seq_k - prog.seq_q + 1, 0) // BLOCK_N)
-    if prog.start_m + BLOCK_M > prog.seq_q:
-        n = 0
-    return n
 
 
 @gluon.jit
