@@ -23,6 +23,7 @@ import pandas as pd
 
 from runners.tables.args import UsageError, cli, parse_args
 from runners.tables.columns import SHAPE_COLUMNS
+from runners.tables.results import load as load_rows
 
 PROG = "runners.ab"
 DEFAULTS = {"variant": "ws", "field": "", "values": "false,true", "cells": "", "extra": "isolate=false",
@@ -84,11 +85,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  sweep exit {run.returncode}: {(run.stderr or run.stdout).strip().splitlines()[-1:]}")
     parts = []
     for name in ("a", "b"):
-        files = sorted((out / f"pass_{name}").rglob("*.parquet"))
-        for file in files:
-            part = pd.read_parquet(file)
-            part["ab_pass"] = name
-            parts.append(part)
+        if (out / f"pass_{name}").is_dir():  # the rows' one reader; a file that is not a row table: a warning line
+            part = load_rows(out / f"pass_{name}", strict=False)
+            if part is not None and len(part):
+                parts.append(part.assign(ab_pass=name))
     if not parts:
         print(f"{PROG}: no rows under {out}")
         return 1

@@ -14,8 +14,13 @@ import argparse
 import json
 import sys
 
+import os
+
 import numpy as np
 import pandas as pd
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from runners.tables.results import load as load_rows  # noqa: E402
 
 DEFAULT_TILES = {64: (128, 128), 128: (64, 128)}  # head dim -> (BLOCK_M, BLOCK_N): ws's and FA4's causal tiles
 
@@ -53,12 +58,12 @@ def fit(rows: pd.DataFrame, tiles: dict, sms: int) -> pd.DataFrame:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("rows", help="a parquet of runners.sweep rows")
+    parser.add_argument("rows", help="a parquet of runners.sweep rows, or a folder of them")
     parser.add_argument("--designs", default="", help="comma list of variants (default: every one with kernel_ms)")
     parser.add_argument("--tiles", default="", help="HEAD_DIM=BMxBN,... (default 64=128x128,128=64x128)")
     parser.add_argument("--sms", type=int, default=0, help="SMs (default: the rows' sm_count, else 132)")
     args = parser.parse_args(argv)
-    rows = pd.read_parquet(args.rows)
+    rows = load_rows(args.rows)  # a parquet or a folder of them, through the rows' one reader
     rows = rows[(rows["status"] == "ok") & rows["kernel_ms"].notna() & (rows["seq"] == rows["seq_k"])]
     if args.designs:
         rows = rows[rows["variant"].isin(args.designs.split(","))]

@@ -24,7 +24,9 @@ def test_the_fit_recovers_the_costs_rows_were_made_with(tmp_path):
         steps, tiles = tile_cost_fit.tile_counts(seq, 64, 128, True)
         ms = (steps * step_us + tiles * tile_us) * batch * heads / sms / 1e3
         rows.append(dict(variant="ws", head_dim=128, causal=True, seq=seq, seq_k=seq, batch=batch, heads=heads,
-                         status="ok", sm_count=sms, kernel_ms=json.dumps({"main": ms, "delta": ms / 20})))
+                         status="ok", sm_count=sms, kernel_ms=json.dumps({"main": ms, "delta": ms / 20}),
+                         config_key=f"ws|{seq}", correct=True, gpu_name="NVIDIA H100 80GB HBM3", commit="abc",
+                         timestamp=f"2026-11-27T00:00:0{len(rows)}"))  # a result table's required columns
     pd.DataFrame(rows).to_parquet(tmp_path / "rows.parquet")
     table = tile_cost_fit.fit(pd.read_parquet(tmp_path / "rows.parquet"), tile_cost_fit.DEFAULT_TILES, sms)
     (line,) = table.to_dict("records")
