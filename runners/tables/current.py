@@ -69,7 +69,7 @@ CURRENT: tuple[Current, ...] = (
             tuple(f"results/h100/model_step/h100_model_step_truth{tag}.parquet" for tag in MODEL_STEP_TAGS),
             ("results/h100/model_step/README.md",)),
     Current("h100", "host_cost", "host time of one eager forward + backward call (issue 44)",
-            ("results/h100/host_cost/h100_host_cost_fec9a62.parquet",), ("docs/host_cost.md",)),
+            ("results/h100/host_cost/h100_host_cost_eb39e7f.parquet",), ("docs/host_cost.md", H100_NOTES)),
     Current("h100", "late_stats", "ws's late_stats off and on at D128 non-causal (FA grid bf16), D96 (B2 N4096) and with "
             "softcap / a window (B1 N16k) (issue 43)",
             ("results/h100/gluon/ab_issue43/late_stats/h100_late_stats_d128.parquet",
@@ -101,6 +101,15 @@ CURRENT: tuple[Current, ...] = (
             ("results/h100/gluon/ab_issue43/chunk_tiles192/h100_chunk_tiles_d192.parquet",
              "results/h100/gluon/ab_issue43/chunk_tiles192/h100_chunk_tiles_192_128_and_ws_two_pass.parquet"),
             ("results/h100/gluon/ab_issue43/chunk_tiles192/README.md",)),
+    Current("h100", "register_epilogue", "ws's dK / dV stored from registers, K / V freed at the tile's last wgmma "
+            "(register_epilogue) off and on, two orders, FA grid D64 / D128 cells (issue 43)",
+            ("results/h100/gluon/ab_issue43/register_epilogue/h100_register_epilogue_ab.parquet",),
+            ("results/h100/gluon/ab_issue43/register_epilogue/README.md", H100_NOTES)),
+    Current("h100", "mla_192_128", "ws at 192 / 128 (B2 H16 N4096 bf16): its block fields one at a time beside FA4, "
+            "cuDNN and ws_two_pass, and Nsight Compute of ws and FA4's main kernels on the same lease (issues 43, 47)",
+            ("results/h100/issue47/eb39e7f/h100_d192_fields_fa4.parquet",
+             "results/h100/issue47/eb39e7f/h100_ncu_compare_192_128.parquet"),
+            ("results/h100/issue47/eb39e7f/README.md", "results/h100/issue47/README.md", H100_NOTES)),
     Current("h100", "mla_sinks", "d_qk 192 / d_v 128 and learnable sinks, every design beside cuDNN and FA4 (issue 47)",
             ("results/h100/issue47/h100_mla_sink_designs.parquet", "results/h100/issue47/h100_mla_sink_fa4.parquet",
              "results/h100/issue47/h100_stages192_b2.parquet", "results/h100/issue47/h100_stages192_b1.parquet"),
@@ -120,6 +129,14 @@ CURRENT: tuple[Current, ...] = (
             _pair("results/h200/fa4/8ac8aec/h200_gluon_grid_{dtype}_8ac8aec.parquet"),
             ("results/h200/fa4/8ac8aec/README.md", "results/h200/gluon/ab_issue43/d64_swap128/README.md",
              H200_NOTES)),
+    Current("h200", "ws_fa4_causal", "ws at eb39e7f's defaults (split_masked at D64 / D128 causal) beside cuDNN and "
+            "FA4 on the FA grid's causal cells, bf16 (issue 43)",
+            ("results/h200/fa4/eb39e7f/h200_gluon_grid_bf16_eb39e7f.parquet",),
+            ("results/h200/fa4/eb39e7f/README.md", H200_NOTES)),
+    Current("h200", "causal_defaults", "ws's causal defaults at eb39e7f (split_masked; at D128 also persistent, "
+            "late_stats, named_handover, dq_first) against the old ones, FA grid causal cells, two orders (issue 43)",
+            ("results/h200/gluon/ab_issue43/causal_defaults/h200_causal_defaults_ab.parquet",),
+            ("results/h200/gluon/ab_issue43/causal_defaults/README.md", H200_NOTES)),
     Current("h200", "d64_swap128", "FA4's D64 tile (swap AB 128 x 128) with late_stats / named_handover / dq_first "
             "against ws's defaults, and D128 causal's sync combinations, two orders (issue 43)",
             ("results/h200/gluon/ab_issue43/d64_swap128/h200_d64_swap128_ab.parquet",
@@ -132,7 +149,7 @@ CURRENT: tuple[Current, ...] = (
             "beside cuDNN and FA4 (issue 43)", ("results/h200/fa4/h200_gluon_large_d_bf16_58374d5.parquet",),
             ("results/h200/fa4/README.md", H200_NOTES)),
     Current("h200", "host_cost", "host time of one eager forward + backward call (issue 44)",
-            ("results/h200/host_cost/h200_host_cost_memo.parquet",), ("docs/host_cost.md",)),
+            ("results/h200/host_cost/h200_host_cost_eb39e7f.parquet",), ("docs/host_cost.md", H200_NOTES)),
     Current("h200", "gqa_split", "GQA H32/Hkv4 D64 and H32/Hkv8 D128, ws's group_split 1 / 2 / 4 with fp32 or 16-bit "
             "partials beside FA4 and cuDNN, bf16 (issue 43)",
             ("results/h200/gluon/ab_issue43/group_split/h200_gluon_group_split_bf16.parquet",),
