@@ -55,8 +55,8 @@ def case_id(case) -> str:
 
 # the structural variants beside the default (kernels/gluon/forward_variants.py); pp3 and pp2_serial_n256: D <= 64 only
 NEW_VARIANTS = ("ws2", "pp2", "pp2_serial", "pp3", "pp2_serial_n256", "pp2_lazy", "pp3_lazy", "pp2_lazy_split",
-                "pp3_split")
-D64_ONLY = ("pp3", "pp2_serial_n256", "pp3_lazy", "pp3_split")
+                "pp3_split", "pp2_lazy_lpt", "pp3_lpt")
+D64_ONLY = ("pp3", "pp2_serial_n256", "pp3_lazy", "pp3_split", "pp3_lpt")
 LONG_CASES = [(1, 384, 2048, 2, 1, 64, False), (1, 1024, 1024, 2, 2, 128, True)]  # many laps of the ring and turns
 VARIANT_CASES = [(name, case) for name in NEW_VARIANTS for case in CASES + LONG_CASES
                  if name not in D64_ONLY or case[5] <= 64]
@@ -113,6 +113,20 @@ def test_variants_lazy_rescale_on_growing_maxima(name, head_dim, causal, dtype):
     grow = (running[:, 1:] - running[:, :-1]).nan_to_num(0.0)  # -inf - -inf: no key yet
     assert (grow > 8).any() and ((grow > 0) & (grow <= 8)).any(), "the inputs must take both sides of the branch"
     assert_matches_the_reference(q, k, v, causal, scale, blocks)
+
+
+@pytest.mark.skipif(not ON_HOPPER, reason="the Gluon forward needs an sm90 GPU")
+@pytest.mark.parametrize("chunk", [2, 3, 5, 9])
+@pytest.mark.parametrize("name, head_dim", [("pp2_lazy_lpt", 128), ("pp3_lpt", 64)])
+def test_lpt_chunks_cover_every_block(monkeypatch, name, head_dim, chunk):
+    """FwdBlocks.lpt's numbering with chunks of 2, 3, 5 and 9 of the 9 (batch, head) pairs (the last chunk short,
+    or one chunk): every query block of every head written once, on poisoned outputs, odd lengths, GQA."""
+    import kernels.gluon.forward as forward
+    from kernels.gluon.forward_variants import variant_blocks
+    monkeypatch.setattr(forward, "forward_chunk_heads", lambda *args: chunk)
+    blocks = variant_blocks(name, head_dim, True)
+    assert blocks.lpt
+    check_against_the_reference((3, 451, 451, 3, 1, head_dim, True), torch.bfloat16, blocks)
 
 
 def test_the_variant_cases_are_the_registrys():
@@ -303,7 +317,7 @@ def test_variants_compile_for_sm90_without_spills():
              if variant_blocks(name, d, c) is not None]
     rows = compiled_forward_rows([(d, c, "bf16") for _, d, c in cells],
                                  [dict(variant_blocks(*cell)._asdict()) for cell in cells])
-    assert len(rows) == len(cells) == 28
+    assert len(rows) == len(cells) and {name for name, _, _ in cells} == set(NEW_VARIANTS)  # every variant, once or more
     for cell, row in zip(cells, rows):
         assert row["status"] == "ok", (cell, row)
         assert row["smem_bytes"] <= MAX_SMEM, (cell, row)

@@ -32,6 +32,7 @@ from kernels.gluon.compat import GLUON_MISSING, cta_barrier, fence_async_shared,
     tma_store, warpgroup_mma, warpgroup_mma_wait
 from kernels.gluon.epilogue import store_rows
 from kernels.gluon.forward_parts import _kv_loads, _online_softmax, _program_rows, _scores
+from kernels.gluon.scheduler import causal_key_blocks, forward_chunk_heads, sm_count
 from kernels.gluon.tiles import GL_DTYPES, as_box, dense_bnhd, rebase, rows_descriptor, template, tile_dim
 from kernels.launch import launch, memo
 
@@ -49,6 +50,7 @@ class FwdSizes(NamedTuple):
     seq_k: int
     heads: int
     kv_heads: int
+    chunk_heads: int  # (batch, head) pairs per chunk of programs (FwdBlocks.lpt; else 1: `_program_rows`)
     qk_scale: float  # scale * log2(e)
 
 
@@ -75,6 +77,7 @@ class FwdBlocks(NamedTuple):
     pingpong: bool = False
     lazy_rescale: bool = False
     split_masked: bool = False  # consumers > 0: the key blocks left of the diagonal in a loop without the mask
+    lpt: bool = False  # causal: programs in chunks of heads, each chunk's query blocks longest first across its heads
 
 
 def default_forward_blocks(head_dim: int, causal: bool) -> FwdBlocks:
@@ -291,7 +294,10 @@ def gluon_attention_forward(q, k, v, causal: bool, scale: float, blocks: FwdBloc
     masked = causal or seq_k % block_n != 0 or seq_k == 0
     grid = (cdiv(seq_q, block_m) * batch * heads,)
     tensors = FwdTensors(o=o, lse=lse)
-    sizes = FwdSizes(seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads, qk_scale=float(scale) * LOG2E)
+    chunk = forward_chunk_heads(sm_count(q.device), batch * heads, causal_key_blocks(seq_q, seq_k, block_m, block_n),
+                                2 * seq_k * head_dim * q.element_size()) if blocks.lpt and causal else 1
+    sizes = FwdSizes(seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads, chunk_heads=chunk,
+                     qk_scale=float(scale) * LOG2E)
     if blocks.consumers:  # one partition per consumer warpgroup, each with 64 query rows and a Q tile of its own
         from kernels.gluon.forward_pp import ROWS, FwdCfg, gluon_fwd_pp_kernel
         cfg = FwdCfg(DIM=head_dim, STAGES=blocks.num_stages, CAUSAL=causal, MASKED=masked,

@@ -7,18 +7,24 @@ from kernels.gluon.tiles import as_box
 
 @gluon.jit
 def _program_rows(sizes, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
-    """((i_h, i_hk, heads, start_m, key_blocks), (seq_q, seq_k), (q_row0, k_row0, lse_row0)) of this program. Programs
-    run query blocks fastest, so the programs running at once share their head's K and V in L2; causal: the last
-    query block (the longest walk) first. key_blocks: how many key blocks the block's queries see (causal: up to
-    the bottom-right diagonal), at least 1 (a block that sees no key walks one fully masked block: O = 0,
-    LSE = +inf); q_row0 / k_row0: the batch's first rows in the q / k views; lse_row0: the head's LSE row."""
-    seq_q, seq_k, heads, kv_heads, qk_scale = sizes
+    """((i_h, i_hk, heads, start_m, key_blocks), (seq_q, seq_k), (q_row0, k_row0, lse_row0)) of this program.
+    Programs are numbered in chunks of sizes.chunk_heads (batch, head) pairs (the last chunk may be short), in a
+    chunk by query block, the chunk's heads fastest; causal: the last query block (the longest walk) first. One head
+    per chunk (the default) runs each head's query blocks in turn, so the programs running at once share its K and V
+    in L2; FwdBlocks.lpt's chunks (scheduler.forward_chunk_heads) start the longest walks of several heads first.
+    key_blocks: how many key blocks the block's queries see (causal: up to the bottom-right diagonal), at least 1 (a
+    block that sees no key walks one fully masked block: O = 0, LSE = +inf); q_row0 / k_row0: the batch's first
+    rows in the q / k views; lse_row0: the head's LSE row."""
+    seq_q, seq_k, heads, kv_heads, chunk_heads, qk_scale = sizes
     pid = gl.program_id(0)
     query_blocks = gl.cdiv(seq_q, BLOCK_M)
-    i_m = pid % query_blocks
+    chunk = pid // (chunk_heads * query_blocks)
+    in_chunk = pid % (chunk_heads * query_blocks)
+    heads_here = gl.minimum(chunk_heads, gl.num_programs(0) // query_blocks - chunk * chunk_heads)  # the last: short
+    i_m = in_chunk // heads_here
     if CAUSAL:
         i_m = query_blocks - 1 - i_m
-    i_bh = pid // query_blocks
+    i_bh = chunk * chunk_heads + in_chunk % heads_here
     i_b = i_bh // heads
     i_h = i_bh % heads
     i_hk = i_h // (heads // kv_heads)

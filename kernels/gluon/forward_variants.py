@@ -12,7 +12,10 @@
     pp3_lazy    pp3 with the conditional rescale (tile D <= 64 only)
     pp2_lazy_split, pp3_split  pp2_lazy / pp3 with the key blocks left of the causal diagonal (and inside Nk) in a
                 loop of their own, compiled without the mask (FwdBlocks.split_masked; issue 43's split_masked, the
-                backward's 1.007-1.040x at D64 causal); compile-checked, not yet run on a GPU
+                backward's 1.007-1.040x at D64 causal); lose on an H100 (results/h100/forward_split)
+    pp2_lazy_lpt, pp3_lpt  pp2_lazy / pp3 with causal programs in chunks of heads, each chunk's query blocks longest
+                first across its heads (FwdBlocks.lpt; the chunk chosen on the host by a list-scheduling simulation,
+                kernels.gluon.scheduler.forward_chunk_heads); compile-checked, not yet run on a GPU
     pp2_serial_n256  pp2_serial with 256 keys per step (half the steps, each S a 64 x 256 wgmma; tile D <= 64 only,
                 3 stages of K and V, 208 KB of shared memory; with the overlap S_j and P_{j-1} spill past 240 registers)
 """
@@ -20,13 +23,13 @@ from kernels.gluon.forward import FwdBlocks, default_forward_blocks
 from kernels.gluon.tiles import tile_dim
 
 FORWARD_VARIANTS = ("mono", "ws2", "pp2", "pp2_serial", "pp3", "pp2_serial_n256", "pp2_lazy", "pp3_lazy",
-                    "pp2_lazy_split", "pp3_split")
+                    "pp2_lazy_split", "pp3_split", "pp2_lazy_lpt", "pp3_lpt")
 # what forward=gluon / auto runs, by tile D (mono past D128: pp2 there is GPU-tested but not yet timed). Measured on
 # an H100 at N4096 bf16 (results/h100/gpu_tests_2026-11-26): pp3 / pp2 beat mono by 21-37 %; at D128 N4096 / N16384
 # bf16 (results/h100/gluon/forward_lazy_h100x4.txt) pp2_lazy beats pp2 (623.5 / 540.5 causal / 669.5 / 626.4 against
 # 620.4 / 530.7 / 628.4 / 625.3 TFLOPS), while at D64 pp3_lazy loses to pp3 (469.7 / 348.3 against 487.5 / 412.3)
 PREFERRED = ((64, "pp3"), (128, "pp2_lazy"))
-D64_ONLY = ("pp3", "pp2_serial_n256", "pp3_lazy", "pp3_split")  # the variants with no tile past tile D 64
+D64_ONLY = ("pp3", "pp2_serial_n256", "pp3_lazy", "pp3_split", "pp3_lpt")  # the variants with no tile past tile D 64
 
 
 def preferred_blocks(head_dim: int, causal: bool) -> FwdBlocks:
@@ -44,9 +47,9 @@ def variant_blocks(name: str, head_dim: int, causal: bool) -> FwdBlocks | None:
         return base
     if name in D64_ONLY and tile_dim(head_dim) > 64:
         return None
-    if name in ("pp3", "pp3_lazy", "pp3_split"):
+    if name in ("pp3", "pp3_lazy", "pp3_split", "pp3_lpt"):
         return FwdBlocks(192, base.BLOCK_N, 4, base.num_stages, 3, True, True, lazy_rescale=name == "pp3_lazy",
-                         split_masked=name == "pp3_split")
+                         split_masked=name == "pp3_split", lpt=name == "pp3_lpt")
     if name == "pp2_serial_n256":
         return FwdBlocks(128, 256, 4, 3, 2, overlap=False, pingpong=True)
     two = FwdBlocks(128, base.BLOCK_N, 4, base.num_stages, consumers=2)
@@ -56,6 +59,8 @@ def variant_blocks(name: str, head_dim: int, causal: bool) -> FwdBlocks | None:
         return two._replace(pingpong=True)
     if name == "pp2_lazy":
         return two._replace(pingpong=True, lazy_rescale=True)
+    if name == "pp2_lazy_lpt":
+        return two._replace(pingpong=True, lazy_rescale=True, lpt=True)
     if name == "pp2_lazy_split":
         return two._replace(pingpong=True, lazy_rescale=True, split_masked=True)
     if name == "pp2_serial":

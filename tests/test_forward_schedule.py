@@ -1,0 +1,66 @@
+"""The causal Gluon forward's program order with FwdBlocks.lpt (kernels.gluon.scheduler): the numbering covers every
+(batch-head pair, query block) once, the chunk it picks ends the simulated list schedule no later than one head per
+chunk, and the L2 cap holds. Host code only: runs on the CPU."""
+import itertools
+
+import pytest
+
+from kernels.gluon.scheduler import (FORWARD_SETUP_STEPS, L2_BUDGET_BYTES, _chunked_costs, _list_schedule_end,
+                                     causal_key_blocks, forward_chunk_heads, forward_program)
+
+
+@pytest.mark.parametrize("chunk, pairs, blocks", [(1, 5, 7), (2, 5, 7), (3, 7, 4), (7, 7, 3), (4, 9, 1)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_numbering_covers_every_block_once(chunk, pairs, blocks, causal):
+    seen = [forward_program(pid, chunk, pairs, blocks, causal) for pid in range(pairs * blocks)]
+    assert sorted(seen) == list(itertools.product(range(pairs), range(blocks)))
+
+
+def test_one_head_per_chunk_is_the_order_without_lpt():
+    """chunk 1: each head's query blocks in turn, causal from the last (the kernel's order before lpt)."""
+    assert [forward_program(pid, 1, 3, 4, True) for pid in range(5)] == [(0, 3), (0, 2), (0, 1), (0, 0), (1, 3)]
+    assert [forward_program(pid, 1, 3, 4, False) for pid in range(5)] == [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0)]
+
+
+def test_a_chunk_starts_its_longest_blocks_first_across_its_heads():
+    assert [forward_program(pid, 2, 3, 3, True) for pid in range(8)] == [
+        (0, 2), (1, 2), (0, 1), (1, 1), (0, 0), (1, 0), (2, 2), (2, 1)]
+
+
+@pytest.mark.parametrize("seq_q, seq_k, block_m, block_n", [(400, 400, 128, 128), (500, 500, 192, 128),
+                                                            (300, 200, 128, 64), (200, 500, 64, 128)])
+def test_causal_key_blocks_count_the_bottom_right_diagonal(seq_q, seq_k, block_m, block_n):
+    """By brute force over the block's rows (a tail block's too: the kernel walks for all BLOCK_M of them): the key
+    blocks holding a key some row sees (key j <= i + Nk - Nq), at least one."""
+    expected = []
+    for start in range(0, seq_q, block_m):
+        seen = {j // block_n for i in range(start, start + block_m) for j in range(seq_k) if j <= i + seq_k - seq_q}
+        expected.append(max(len(seen), 1))
+    assert causal_key_blocks(seq_q, seq_k, block_m, block_n) == tuple(expected)
+
+
+@pytest.mark.parametrize("pairs, seq", [(256, 1024), (64, 4096), (32, 4096), (16, 4096), (16, 16384), (512, 1024)])
+def test_the_chosen_chunk_ends_no_later_than_one_head_per_chunk(pairs, seq):
+    key_blocks = causal_key_blocks(seq, seq, 128, 128)
+    chunk = forward_chunk_heads(132, pairs, key_blocks)
+    assert 1 <= chunk <= pairs
+    chosen = _list_schedule_end(_chunked_costs(chunk, pairs, key_blocks), 132)
+    assert chosen <= _list_schedule_end(_chunked_costs(1, pairs, key_blocks), 132)
+    ideal = pairs * sum(k + FORWARD_SETUP_STEPS for k in key_blocks) / 132
+    assert chosen <= 1.02 * ideal + max(key_blocks)  # within a block of the perfect split
+
+
+def test_the_gain_where_one_head_per_chunk_leaves_a_tail():
+    """B1 H16 N4096 (16 pairs of 32 query blocks): the last head's longest blocks start last without chunks."""
+    key_blocks = causal_key_blocks(4096, 4096, 128, 128)
+    one = _list_schedule_end(_chunked_costs(1, 16, key_blocks), 132)
+    best = _list_schedule_end(_chunked_costs(forward_chunk_heads(132, 16, key_blocks), 16, key_blocks), 132)
+    assert best < 0.85 * one
+
+
+def test_the_chunk_keeps_its_heads_k_and_v_within_the_l2_budget():
+    key_blocks = causal_key_blocks(16384, 16384, 192, 128)
+    kv_bytes = 2 * 16384 * 64 * 2  # K and V of one head, bf16 D64
+    chunk = forward_chunk_heads(132, 32, key_blocks, kv_bytes)
+    assert chunk * kv_bytes <= L2_BUDGET_BYTES
+    assert forward_chunk_heads(132, 32, key_blocks, 10 * L2_BUDGET_BYTES) == 1
