@@ -244,6 +244,20 @@ def test_schedule_options_match_reference_on_hopper(blocks, head_dim, causal, sh
     run_and_check("ws", *make_inputs((*shape, head_dim), torch.bfloat16, "cuda"), causal, blocks=blocks)
 
 
+@pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
+@pytest.mark.parametrize("chunk", [2, 4, 9])
+@pytest.mark.parametrize("persistent", [False, True], ids=["grid", "persistent"])
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_scheduled_chunks_of_any_size_match_reference_on_hopper(monkeypatch, chunk, persistent, head_dim):
+    """scheduled_chunks with chunks of 2, 4 and 9 of the 9 (batch, kv head) pairs (the last chunk short, or one
+    chunk), forced: tile_at's numbering covers every tile once, on odd lengths with GQA, causal."""
+    import kernels.gluon.ws as ws
+    monkeypatch.setattr(ws, "backward_chunk_heads", lambda *args: chunk)
+    blocks = dict(scheduled_chunks=True, persistent=persistent, num_stages=3 if persistent else 2)
+    torch.manual_seed(chunk)
+    run_and_check("ws", *make_inputs((3, 451, 451, 6, 3, head_dim), torch.bfloat16, "cuda"), True, blocks=blocks)
+
+
 @pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("blocks", ["{'prefetch_scores': True}", "{'early_dv': True, 'swap_ab': False}",
                                     "{'p_in_dq': True, 'swap_ab': False, 'num_stages': 3}", "{'group_split': 2}",

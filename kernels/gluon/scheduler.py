@@ -299,6 +299,30 @@ H100_SMS = 132  # what a compile check on a CPU (no GPU to ask) sizes the chunks
 
 
 @functools.cache
+def backward_chunk_heads(slots: int, batch_kv_heads: int, steps: tuple, pair_bytes: int = 0) -> int:
+    """(batch, kv head) pairs per chunk of ws's causal tiles (longest_first), chosen like `forward_chunk_heads`: of
+    `chunk_heads`' one wave, powers of two, about 1-4 waves of tiles and every pair, the one whose simulated list
+    schedule ends first (a tile's cost its steps + TILE_SETUP_STEPS, in `tile_at`'s order; the hardware's hand-out of
+    a grid's programs, and what `tile_schedule` does for persistent programs), the smallest on a tie; at most
+    L2_BUDGET_BYTES of the chunk's pairs' rows (pair_bytes: one pair's Q, dO and fp32 dQ rows, 0: no cap). One wave
+    alone left the simulated schedule 2.6-7.8 % past the perfect split on the FA grid's causal cells at N 1k / 4k
+    (tests/test_ws_schedule.py). steps: `query_steps`."""
+    key_blocks = len(steps)
+    largest = min(batch_kv_heads, max(1, L2_BUDGET_BYTES // pair_bytes)) if pair_bytes else batch_kv_heads
+    one_wave = max(1, min(largest, cdiv(slots, key_blocks)))
+    candidates = {1, one_wave, largest}
+    candidates.update(1 << k for k in range(largest.bit_length()))
+    candidates.update(cdiv(waves * slots, key_blocks) for waves in range(1, 5))
+
+    def end(chunk):
+        return _list_schedule_end(tuple(steps[tile_key_block(tile, key_blocks, batch_kv_heads, chunk)]
+                                        + TILE_SETUP_STEPS for tile in range(key_blocks * batch_kv_heads)), slots)
+
+    ends = {chunk: end(chunk) for chunk in sorted(c for c in candidates if 1 <= c <= largest)}
+    return min(ends, key=lambda chunk: (ends[chunk], chunk != one_wave, chunk))
+
+
+@functools.cache
 def sm_count(device) -> int:
     """The GPU's SM count (asked once per device), or H100_SMS off CUDA."""
     return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else H100_SMS

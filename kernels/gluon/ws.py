@@ -45,8 +45,8 @@ from kernels.gluon.epilogue import DkDvOut, dq_partition
 from kernels.gluon.loads import Loads, load_partition
 from kernels.gluon.mma import mma_partition
 from kernels.gluon.ring import ws_smem
-from kernels.gluon.scheduler import (TILE_SETUP_STEPS, TileSizes, chunk_heads, program_tiles, query_steps,  # noqa: F401
-                                     sm_count, tile_key_block, tile_schedule)
+from kernels.gluon.scheduler import (TILE_SETUP_STEPS, TileSizes, backward_chunk_heads, chunk_heads,  # noqa: F401
+                                     program_tiles, query_steps, sm_count, tile_key_block, tile_schedule)
 from kernels.gluon.tiles import (GL_DTYPES, WsDocs, cached_descriptor, chunk_tiles_reason, dense_bnhd,
                                   head_dim_chunks, head_dim_split_reason, rebase, rows_descriptor, shared_layout,
                                   template, tile_dim)
@@ -255,7 +255,7 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
                 early_dv: bool = False, p_in_dq: bool = False, head_dim_split: bool = False, chunk_tiles: bool = False,
                 group_split: int = 1, fp32_partials: bool = True, named_handover: bool = False,
                 late_stats: bool = False, dq_first: bool = False, split_masked: bool = False,
-                register_epilogue: bool = False):
+                register_epilogue: bool = False, scheduled_chunks: bool = False):
     """q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D] dense, fp16 / bf16, D <= 256; lse (base 2), delta [B, H, Nq] fp32
     -> dq like q, dk / dv like k / v. window_left / window_right, softcap: score modifiers (ws_dkdv). varlen: a
     kernels.varlen.Packing, q / k ... [1, total, H, D], lse / delta [1, H, total_q]. dq_acc: the zeroed fp32
@@ -280,7 +280,8 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
             window_left=window_left, window_right=window_right, softcap=softcap, varlen=varlen,
             prefetch_scores=prefetch_scores, early_dv=early_dv, p_in_dq=p_in_dq, head_dim_split=head_dim_split,
             chunk_tiles=chunk_tiles, group_split=group_split, named_handover=named_handover, late_stats=late_stats,
-            dq_first=dq_first, split_masked=split_masked, register_epilogue=register_epilogue)
+            dq_first=dq_first, split_masked=split_masked, register_epilogue=register_epilogue,
+            scheduled_chunks=scheduled_chunks)
     dq = torch.empty(q.shape, device=q.device, dtype=q.dtype)
     dq_finish(dq_acc, dq, scale, spread_rows=varlen is None)  # [B * H * rows, tile_dim(D)]: B * H blocks of rows
     if group_split > 1:
@@ -303,7 +304,8 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
             softcap: float = 0.0, varlen=None, prefetch_scores: bool = False, early_dv: bool = False,
             p_in_dq: bool = False, head_dim_split: bool = False, chunk_tiles: bool = False,
             group_split: int = 1, named_handover: bool = False, late_stats: bool = False,
-            dq_first: bool = False, split_masked: bool = False, register_epilogue: bool = False) -> None:
+            dq_first: bool = False, split_masked: bool = False, register_epilogue: bool = False,
+            scheduled_chunks: bool = False) -> None:
     """The main kernel's launch: dk, dv (like k, v, dense) and, given dq_acc ([B * H * dq_rows(Nq), tile_dim(D)]
     fp32, zeroed; packed: [H * total_q, tile_dim(D)]), dQ reduce-added into it; dq_acc=None (ws_two_pass,
     warp_specialize only): dk and dv alone. window_left / window_right: a sliding window as
@@ -323,7 +325,8 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
     a step's dQ wgmma issued before its dK wgmma, so dK's runs through the dQ tile's staging and hand-over.
     split_masked: the steps that need the mask and those that do not in loops of their own (no effect without a
     masked block, with a left window edge or with prefetch_scores). register_epilogue: dK and dV stored from registers,
-    K and V released at the tile's last MMA."""
+    K and V released at the tile's last MMA. scheduled_chunks (causal, longest_first, dense): the (batch, kv head)
+    pairs per chunk of tiles by scheduler.backward_chunk_heads (a simulated list schedule), not about one wave."""
     slot = memo("ws_dkdv") if varlen is None else None  # a plan's phase: what its key fixes, worked out once
     if slot:
         _warm_dkdv(slot, q, k, v, do, lse, delta, dk, dv, dq_acc, scale)
@@ -361,7 +364,13 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
     if dq_acc is None:  # no dQ: a placeholder descriptor (the kernel never touches it), one per device and box
         dq_acc = placeholder_accumulator(q.device, BLOCK_M, tile_dim(head_dim))
     key_blocks = cdiv(seq_k, BLOCK_N)
-    heads_per_chunk = chunk_heads(q.device, seq_k, BLOCK_N, batch * kv_heads, causal and longest_first)
+    if scheduled_chunks and causal and longest_first and varlen is None:  # the simulated schedule's best chunk
+        group = heads // kv_heads
+        pair_bytes = group * seq_q * ((head_dim + head_dim_v) * q.element_size() + (4 * head_dim if with_dq else 0))
+        heads_per_chunk = backward_chunk_heads(sm_count(q.device), batch * kv_heads, query_steps(
+            seq_q, seq_k, BLOCK_M, BLOCK_N, group, causal, window_left, window_right), pair_bytes)
+    else:
+        heads_per_chunk = chunk_heads(q.device, seq_k, BLOCK_N, batch * kv_heads, causal and longest_first)
     cu_q = cu_k = pairs = dq_acc  # unused unless varlen
     if varlen is not None:  # one program per (document, key block) pair and kv head, longest first under causal
         pairs = varlen.block_indices(block_k=BLOCK_N, heaviest_first=longest_first, causal=causal)  # [pairs, 2]
