@@ -312,6 +312,8 @@ class WsTwoPassBlocks(Blocks):
     # and the dQ kernel's key blocks that no row needs masked in a loop without the mask; GPU tests pass (H100,
     # eb39e7f), not yet timed
     split_masked: bool = tunable(False, BOOLS)
+    # issue 43, causal: the dK/dV kernel's tile chunks from a simulated list schedule (WsBlocks.scheduled_chunks)
+    scheduled_chunks: bool = tunable(False, BOOLS)
 
     def check_rules(self) -> None:
         for warps, name in ((self.num_warps, "num_warps"), (self.num_warps2, "num_warps2")):
