@@ -1,12 +1,12 @@
-"""The causal Gluon forward's program order with FwdBlocks.lpt (kernels.gluon.scheduler): the numbering covers every
+"""The causal Gluon forward's program order with FwdBlocks.lpt (kernels.gluon.chunks): the numbering covers every
 (batch-head pair, query block) once, the chunk it picks ends the simulated list schedule no later than one head per
 chunk, and the L2 cap holds. Host code only: runs on the CPU."""
 import itertools
 
 import pytest
 
-from kernels.gluon.scheduler import (FORWARD_SETUP_STEPS, L2_BUDGET_BYTES, _chunked_costs, _list_schedule_end,
-                                     causal_key_blocks, forward_chunk_heads, forward_program)
+from kernels.gluon.chunks import (FORWARD_SETUP_STEPS, L2_BUDGET_BYTES, causal_key_blocks, forward_chunk_heads,
+                                  forward_costs, forward_program, list_schedule_end)
 
 
 @pytest.mark.parametrize("chunk, pairs, blocks", [(1, 5, 7), (2, 5, 7), (3, 7, 4), (7, 7, 3), (4, 9, 1)])
@@ -44,8 +44,8 @@ def test_the_chosen_chunk_ends_no_later_than_one_head_per_chunk(pairs, seq):
     key_blocks = causal_key_blocks(seq, seq, 128, 128)
     chunk = forward_chunk_heads(132, pairs, key_blocks)
     assert 1 <= chunk <= pairs
-    chosen = _list_schedule_end(_chunked_costs(chunk, pairs, key_blocks), 132)
-    assert chosen <= _list_schedule_end(_chunked_costs(1, pairs, key_blocks), 132)
+    chosen = list_schedule_end(forward_costs(chunk, pairs, key_blocks), 132)
+    assert chosen <= list_schedule_end(forward_costs(1, pairs, key_blocks), 132)
     ideal = pairs * sum(k + FORWARD_SETUP_STEPS for k in key_blocks) / 132
     assert chosen <= 1.02 * ideal + max(key_blocks)  # within a block of the perfect split
 
@@ -53,8 +53,8 @@ def test_the_chosen_chunk_ends_no_later_than_one_head_per_chunk(pairs, seq):
 def test_the_gain_where_one_head_per_chunk_leaves_a_tail():
     """B1 H16 N4096 (16 pairs of 32 query blocks): the last head's longest blocks start last without chunks."""
     key_blocks = causal_key_blocks(4096, 4096, 128, 128)
-    one = _list_schedule_end(_chunked_costs(1, 16, key_blocks), 132)
-    best = _list_schedule_end(_chunked_costs(forward_chunk_heads(132, 16, key_blocks), 16, key_blocks), 132)
+    one = list_schedule_end(forward_costs(1, 16, key_blocks), 132)
+    best = list_schedule_end(forward_costs(forward_chunk_heads(132, 16, key_blocks), 16, key_blocks), 132)
     assert best < 0.85 * one
 
 

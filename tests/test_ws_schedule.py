@@ -1,19 +1,19 @@
-"""ws's causal tile chunks with scheduled_chunks (kernels.gluon.scheduler.backward_chunk_heads): the chosen chunk
+"""ws's causal tile chunks with scheduled_chunks (kernels.gluon.chunks.backward_chunk_heads): the chosen chunk
 ends the simulated list schedule no later than about one wave (`chunk_heads`, the default) and keeps the L2 cap; the
 numbering it feeds covers every tile once. Host code only: runs on the CPU."""
 import pytest
 import torch
 
 from kernels.common import cdiv
-from kernels.gluon.scheduler import (L2_BUDGET_BYTES, TILE_SETUP_STEPS, _list_schedule_end, backward_chunk_heads,
-                                     chunk_heads, query_steps, tile_key_block, tile_schedule)
+from kernels.gluon.chunks import L2_BUDGET_BYTES, backward_chunk_heads, list_schedule_end
+from kernels.gluon.scheduler import TILE_SETUP_STEPS, chunk_heads, query_steps, tile_key_block, tile_schedule
 
 SMS = 132
 
 
 def schedule_end(pairs: int, steps: tuple, chunk: int) -> int:
     key_blocks = len(steps)
-    return _list_schedule_end(tuple(steps[tile_key_block(tile, key_blocks, pairs, chunk)] + TILE_SETUP_STEPS
+    return list_schedule_end(tuple(steps[tile_key_block(tile, key_blocks, pairs, chunk)] + TILE_SETUP_STEPS
                                     for tile in range(key_blocks * pairs)), SMS)
 
 

@@ -257,7 +257,7 @@ class WsBlocks(Blocks):
     register_epilogue: bool = tunable(False, BOOLS)
     # issue 43, causal (longest_first, dense): the (batch, kv head) pairs per chunk of tiles chosen by simulating the
     # list schedule the hardware (or persistent=true's host schedule) runs, within 32 MB of L2 for the chunk's Q, dO
-    # and dQ rows (kernels.gluon.scheduler.backward_chunk_heads), instead of about one wave: the simulation leaves
+    # and dQ rows (kernels.gluon.chunks.backward_chunk_heads), instead of about one wave: the simulation leaves
     # 0.2-2 % past the perfect split on the FA grid's causal cells at N 1k / 4k where one wave leaves 2.6-7.8 %
     scheduled_chunks: bool = tunable(False, BOOLS)
 

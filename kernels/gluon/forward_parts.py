@@ -11,7 +11,7 @@ def _program_rows(sizes, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: g
     Programs are numbered in chunks of sizes.chunk_heads (batch, head) pairs (the last chunk may be short), in a
     chunk by query block, the chunk's heads fastest; causal: the last query block (the longest walk) first. One head
     per chunk (the default) runs each head's query blocks in turn, so the programs running at once share its K and V
-    in L2; FwdBlocks.lpt's chunks (scheduler.forward_chunk_heads) start the longest walks of several heads first.
+    in L2; FwdBlocks.lpt's chunks (chunks.forward_chunk_heads) start the longest walks of several heads first.
     key_blocks: how many key blocks the block's queries see (causal: up to the bottom-right diagonal), at least 1 (a
     block that sees no key walks one fully masked block: O = 0, LSE = +inf); q_row0 / k_row0: the batch's first
     rows in the q / k views; lse_row0: the head's LSE row."""

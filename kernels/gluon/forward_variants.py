@@ -15,7 +15,7 @@
                 backward's 1.007-1.040x at D64 causal); lose on an H100 (results/h100/forward_split)
     pp2_lazy_lpt, pp3_lpt  pp2_lazy / pp3 with causal programs in chunks of heads, each chunk's query blocks longest
                 first across its heads (FwdBlocks.lpt; the chunk chosen on the host by a list-scheduling simulation,
-                kernels.gluon.scheduler.forward_chunk_heads); compile-checked, not yet run on a GPU
+                kernels.gluon.chunks.forward_chunk_heads); compile-checked, not yet run on a GPU
     pp2_serial_n256  pp2_serial with 256 keys per step (half the steps, each S a 64 x 256 wgmma; tile D <= 64 only,
                 3 stages of K and V, 208 KB of shared memory; with the overlap S_j and P_{j-1} spill past 240 registers)
 """

@@ -1,6 +1,6 @@
 """The ws kernels' tile schedulers: which tile a program computes and which steps it walks, in the kernels
 (`program_tiles`, `tile_at` -> a `Tile`; ws_dq's `dq_program` -> a `DqProgram`) and on the host (`chunk_heads`,
-`query_steps`, `tile_schedule`; the Gluon forward's `forward_chunk_heads`).
+`query_steps`, `tile_schedule`; kernels.gluon.chunks chooses causal chunks by simulating the schedule).
 
 ws (one tile = one key block of a (batch, kv head)): dense, tiles numbered in chunks of `chunk_heads` (batch, kv
 head) pairs, key blocks in order within a chunk, the chunk's heads interleaved, so the tiles running at once share
@@ -299,30 +299,6 @@ H100_SMS = 132  # what a compile check on a CPU (no GPU to ask) sizes the chunks
 
 
 @functools.cache
-def backward_chunk_heads(slots: int, batch_kv_heads: int, steps: tuple, pair_bytes: int = 0) -> int:
-    """(batch, kv head) pairs per chunk of ws's causal tiles (longest_first), chosen like `forward_chunk_heads`: of
-    `chunk_heads`' one wave, powers of two, about 1-4 waves of tiles and every pair, the one whose simulated list
-    schedule ends first (a tile's cost its steps + TILE_SETUP_STEPS, in `tile_at`'s order; the hardware's hand-out of
-    a grid's programs, and what `tile_schedule` does for persistent programs), the smallest on a tie; at most
-    L2_BUDGET_BYTES of the chunk's pairs' rows (pair_bytes: one pair's Q, dO and fp32 dQ rows, 0: no cap). One wave
-    alone left the simulated schedule 2.6-7.8 % past the perfect split on the FA grid's causal cells at N 1k / 4k
-    (tests/test_ws_schedule.py). steps: `query_steps`."""
-    key_blocks = len(steps)
-    largest = min(batch_kv_heads, max(1, L2_BUDGET_BYTES // pair_bytes)) if pair_bytes else batch_kv_heads
-    one_wave = max(1, min(largest, cdiv(slots, key_blocks)))
-    candidates = {1, one_wave, largest}
-    candidates.update(1 << k for k in range(largest.bit_length()))
-    candidates.update(cdiv(waves * slots, key_blocks) for waves in range(1, 5))
-
-    def end(chunk):
-        return _list_schedule_end(tuple(steps[tile_key_block(tile, key_blocks, batch_kv_heads, chunk)]
-                                        + TILE_SETUP_STEPS for tile in range(key_blocks * batch_kv_heads)), slots)
-
-    ends = {chunk: end(chunk) for chunk in sorted(c for c in candidates if 1 <= c <= largest)}
-    return min(ends, key=lambda chunk: (ends[chunk], chunk != one_wave, chunk))
-
-
-@functools.cache
 def sm_count(device) -> int:
     """The GPU's SM count (asked once per device), or H100_SMS off CUDA."""
     return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else H100_SMS
@@ -374,62 +350,3 @@ def tile_schedule(device, key_blocks: int, batch_kv_heads: int, chunk_heads: int
     as_int32 = functools.partial(torch.tensor, dtype=torch.int32, device=device)
     return as_int32([t for walk in walks for t in walk]), as_int32(starts)
 
-
-FORWARD_SETUP_STEPS = 1  # what a forward program costs beyond its key blocks (Q in, O and the LSE out), in key blocks
-
-
-def causal_key_blocks(seq_q: int, seq_k: int, block_m: int, block_n: int) -> tuple:
-    """Key blocks each query block of the causal Gluon forward walks (bottom-right diagonal, at least 1), by query
-    block: what `forward_parts._program_rows` counts."""
-    return tuple(max(cdiv(min(max(start + block_m + seq_k - seq_q, 0), seq_k), block_n), 1)
-                 for start in range(0, seq_q, block_m))
-
-
-def _list_schedule_end(costs, slots: int) -> int:
-    """When the last of jobs `costs` (in order) ends, each started on the slot that frees first: the hardware's
-    hand-out of a grid's programs, one program per SM."""
-    import heapq
-
-    free = [0] * min(slots, len(costs))
-    for cost in costs:
-        heapq.heapreplace(free, free[0] + cost)
-    return max(free, default=0)
-
-
-def forward_program(pid: int, chunk_heads: int, batch_heads: int, query_blocks: int, causal: bool) -> tuple:
-    """(batch-head pair, query block) of the Gluon forward's program pid: the host's copy of
-    kernels.gluon.forward_parts._program_rows' numbering (chunks of chunk_heads pairs, the last one short; in a chunk
-    by query block, its heads fastest; causal: the last query block first)."""
-    chunk, in_chunk = divmod(pid, chunk_heads * query_blocks)
-    heads_here = min(chunk_heads, batch_heads - chunk * chunk_heads)
-    i_m = in_chunk // heads_here
-    return chunk * chunk_heads + in_chunk % heads_here, query_blocks - 1 - i_m if causal else i_m
-
-
-def _chunked_costs(chunk: int, batch_heads: int, key_blocks: tuple) -> tuple:
-    """The causal programs' costs (key blocks + FORWARD_SETUP_STEPS) in the order the grid numbers them."""
-    blocks = len(key_blocks)
-    return tuple(key_blocks[forward_program(pid, chunk, batch_heads, blocks, True)[1]] + FORWARD_SETUP_STEPS
-                 for pid in range(batch_heads * blocks))
-
-
-L2_BUDGET_BYTES = 32 << 20  # of an H100's / H200's 50 MB L2: the K and V of a chunk's heads, read by its programs
-
-
-@functools.cache
-def forward_chunk_heads(slots: int, batch_heads: int, key_blocks: tuple, kv_bytes: int = 0) -> int:
-    """(batch, head) pairs per chunk of the causal Gluon forward's programs with FwdBlocks.lpt. One chunk (every
-    head) is LPT order, the list schedule's best against the tail, but the programs running at once then belong to
-    many heads, whose K and V do not share L2; one head per chunk (the order without lpt) starts the last heads'
-    longest query blocks last. Of the candidates (powers of two, about 1-4 waves of `slots` programs, every head),
-    the one whose simulated list schedule ends first (`_list_schedule_end`; a query block's cost its key blocks
-    plus FORWARD_SETUP_STEPS), the smallest on a tie; at most L2_BUDGET_BYTES of the chunk's K and V (kv_bytes: one
-    head's, 0: no cap). key_blocks: `causal_key_blocks`."""
-    blocks = len(key_blocks)
-    largest = min(batch_heads, max(1, L2_BUDGET_BYTES // kv_bytes)) if kv_bytes else batch_heads
-    candidates = {1, largest}
-    candidates.update(1 << k for k in range(largest.bit_length()))
-    candidates.update(cdiv(waves * slots, blocks) for waves in range(1, 5))
-    ends = {chunk: _list_schedule_end(_chunked_costs(chunk, batch_heads, key_blocks), slots)
-            for chunk in sorted(c for c in candidates if 1 <= c <= largest)}
-    return min(ends, key=lambda chunk: (ends[chunk], chunk))

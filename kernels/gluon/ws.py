@@ -45,8 +45,9 @@ from kernels.gluon.epilogue import DkDvOut, dq_partition
 from kernels.gluon.loads import Loads, load_partition
 from kernels.gluon.mma import mma_partition
 from kernels.gluon.ring import ws_smem
-from kernels.gluon.scheduler import (TILE_SETUP_STEPS, TileSizes, backward_chunk_heads, chunk_heads,  # noqa: F401
-                                     program_tiles, query_steps, sm_count, tile_key_block, tile_schedule)
+from kernels.gluon.chunks import backward_chunk_heads
+from kernels.gluon.scheduler import (TILE_SETUP_STEPS, TileSizes, chunk_heads, program_tiles, query_steps,  # noqa: F401
+                                     sm_count, tile_key_block, tile_schedule)
 from kernels.gluon.tiles import (GL_DTYPES, WsDocs, cached_descriptor, chunk_tiles_reason, dense_bnhd,
                                   head_dim_chunks, head_dim_split_reason, rebase, rows_descriptor, shared_layout,
                                   template, tile_dim)
@@ -326,7 +327,7 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
     split_masked: the steps that need the mask and those that do not in loops of their own (no effect without a
     masked block, with a left window edge or with prefetch_scores). register_epilogue: dK and dV stored from registers,
     K and V released at the tile's last MMA. scheduled_chunks (causal, longest_first, dense): the (batch, kv head)
-    pairs per chunk of tiles by scheduler.backward_chunk_heads (a simulated list schedule), not about one wave."""
+    pairs per chunk of tiles by chunks.backward_chunk_heads (a simulated list schedule), not about one wave."""
     slot = memo("ws_dkdv") if varlen is None else None  # a plan's phase: what its key fixes, worked out once
     if slot:
         _warm_dkdv(slot, q, k, v, do, lse, delta, dk, dv, dq_acc, scale)

@@ -1,0 +1,91 @@
+"""The causal programs' chunks, chosen on the host by simulating the list schedule the hardware runs (it hands a
+grid's programs out in order to the SM that frees first; ws's persistent host schedule, `scheduler.tile_schedule`,
+does the same). Causal programs differ in length, so the order decides the tail: ws's tiles come in chunks of
+(batch, kv head) pairs, each chunk's longest first (`scheduler.tile_at`), the Gluon forward's programs in chunks of
+(batch, head) pairs with FwdBlocks.lpt (`forward_parts._program_rows`, its host copy `forward_program`). Of a few
+candidate chunks, the one whose simulated schedule ends first, within an L2 budget for the rows a chunk shares:
+`backward_chunk_heads` (ws's `scheduled_chunks`), `forward_chunk_heads` (the forward's `lpt`)."""
+import functools
+import heapq
+
+from kernels.common import cdiv
+from kernels.gluon.scheduler import TILE_SETUP_STEPS, tile_key_block
+
+L2_BUDGET_BYTES = 32 << 20  # of an H100's / H200's 50 MB L2: the rows a chunk's programs share (K, V; Q, dO, dQ)
+FORWARD_SETUP_STEPS = 1  # what a forward program costs beyond its key blocks (Q in, O and the LSE out), in key blocks
+
+
+def causal_key_blocks(seq_q: int, seq_k: int, block_m: int, block_n: int) -> tuple:
+    """Key blocks each query block of the causal Gluon forward walks (bottom-right diagonal, at least 1), by query
+    block: what `forward_parts._program_rows` counts."""
+    return tuple(max(cdiv(min(max(start + block_m + seq_k - seq_q, 0), seq_k), block_n), 1)
+                 for start in range(0, seq_q, block_m))
+
+
+def list_schedule_end(costs, slots: int) -> int:
+    """When the last of jobs `costs` (in order) ends, each started on the slot that frees first: the hardware's
+    hand-out of a grid's programs, one program per SM."""
+    free = [0] * min(slots, len(costs))
+    for cost in costs:
+        heapq.heapreplace(free, free[0] + cost)
+    return max(free, default=0)
+
+
+def forward_program(pid: int, chunk_heads: int, batch_heads: int, query_blocks: int, causal: bool) -> tuple:
+    """(batch-head pair, query block) of the Gluon forward's program pid: the host's copy of
+    kernels.gluon.forward_parts._program_rows' numbering (chunks of chunk_heads pairs, the last one short; in a chunk
+    by query block, its heads fastest; causal: the last query block first)."""
+    chunk, in_chunk = divmod(pid, chunk_heads * query_blocks)
+    heads_here = min(chunk_heads, batch_heads - chunk * chunk_heads)
+    i_m = in_chunk // heads_here
+    return chunk * chunk_heads + in_chunk % heads_here, query_blocks - 1 - i_m if causal else i_m
+
+
+def forward_costs(chunk: int, batch_heads: int, key_blocks: tuple) -> tuple:
+    """The causal programs' costs (key blocks + FORWARD_SETUP_STEPS) in the order the grid numbers them."""
+    blocks = len(key_blocks)
+    return tuple(key_blocks[forward_program(pid, chunk, batch_heads, blocks, True)[1]] + FORWARD_SETUP_STEPS
+                 for pid in range(batch_heads * blocks))
+
+
+@functools.cache
+def forward_chunk_heads(slots: int, batch_heads: int, key_blocks: tuple, kv_bytes: int = 0) -> int:
+    """(batch, head) pairs per chunk of the causal Gluon forward's programs with FwdBlocks.lpt. One chunk (every
+    head) is LPT order, the list schedule's best against the tail, but the programs running at once then belong to
+    many heads, whose K and V do not share L2; one head per chunk (the order without lpt) starts the last heads'
+    longest query blocks last. Of the candidates (powers of two, about 1-4 waves of `slots` programs, every head),
+    the one whose simulated list schedule ends first (`list_schedule_end`; a query block's cost its key blocks
+    plus FORWARD_SETUP_STEPS), the smallest on a tie; at most L2_BUDGET_BYTES of the chunk's K and V (kv_bytes: one
+    head's, 0: no cap). key_blocks: `causal_key_blocks`."""
+    blocks = len(key_blocks)
+    largest = min(batch_heads, max(1, L2_BUDGET_BYTES // kv_bytes)) if kv_bytes else batch_heads
+    candidates = {1, largest}
+    candidates.update(1 << k for k in range(largest.bit_length()))
+    candidates.update(cdiv(waves * slots, blocks) for waves in range(1, 5))
+    ends = {chunk: list_schedule_end(forward_costs(chunk, batch_heads, key_blocks), slots)
+            for chunk in sorted(c for c in candidates if 1 <= c <= largest)}
+    return min(ends, key=lambda chunk: (ends[chunk], chunk))
+
+
+@functools.cache
+def backward_chunk_heads(slots: int, batch_kv_heads: int, steps: tuple, pair_bytes: int = 0) -> int:
+    """(batch, kv head) pairs per chunk of ws's causal tiles (longest_first), chosen like `forward_chunk_heads`: of
+    `chunk_heads`' one wave, powers of two, about 1-4 waves of tiles and every pair, the one whose simulated list
+    schedule ends first (a tile's cost its steps + TILE_SETUP_STEPS, in `tile_at`'s order; the hardware's hand-out of
+    a grid's programs, and what `tile_schedule` does for persistent programs), the smallest on a tie; at most
+    L2_BUDGET_BYTES of the chunk's pairs' rows (pair_bytes: one pair's Q, dO and fp32 dQ rows, 0: no cap). One wave
+    alone left the simulated schedule 2.6-7.8 % past the perfect split on the FA grid's causal cells at N 1k / 4k
+    (tests/test_ws_schedule.py). steps: `query_steps`."""
+    key_blocks = len(steps)
+    largest = min(batch_kv_heads, max(1, L2_BUDGET_BYTES // pair_bytes)) if pair_bytes else batch_kv_heads
+    one_wave = max(1, min(largest, cdiv(slots, key_blocks)))
+    candidates = {1, one_wave, largest}
+    candidates.update(1 << k for k in range(largest.bit_length()))
+    candidates.update(cdiv(waves * slots, key_blocks) for waves in range(1, 5))
+
+    def end(chunk):
+        return list_schedule_end(tuple(steps[tile_key_block(tile, key_blocks, batch_kv_heads, chunk)]
+                                        + TILE_SETUP_STEPS for tile in range(key_blocks * batch_kv_heads)), slots)
+
+    ends = {chunk: end(chunk) for chunk in sorted(c for c in candidates if 1 <= c <= largest)}
+    return min(ends, key=lambda chunk: (ends[chunk], chunk != one_wave, chunk))
