@@ -123,10 +123,12 @@ def test_lpt_chunks_cover_every_block(monkeypatch, name, head_dim, chunk):
     or one chunk): every query block of every head written once, on poisoned outputs, odd lengths, GQA."""
     import kernels.gluon.forward as forward
     from kernels.gluon.forward_variants import variant_blocks
-    monkeypatch.setattr(forward, "forward_chunk_heads", lambda *args: chunk)
+    chosen = []
+    monkeypatch.setattr(forward, "forward_chunk_heads", lambda *args: chosen.append(chunk) or chunk)
     blocks = variant_blocks(name, head_dim, True)
     assert blocks.lpt
     check_against_the_reference((3, 451, 451, 3, 1, head_dim, True), torch.bfloat16, blocks)
+    assert chosen, "the forced chunk was never asked for"
 
 
 def test_the_variant_cases_are_the_registrys():

@@ -252,10 +252,14 @@ def test_scheduled_chunks_of_any_size_match_reference_on_hopper(monkeypatch, chu
     """scheduled_chunks with chunks of 2, 4 and 9 of the 9 (batch, kv head) pairs (the last chunk short, or one
     chunk), forced: tile_at's numbering covers every tile once, on odd lengths with GQA, causal."""
     import kernels.gluon.ws as ws
-    monkeypatch.setattr(ws, "backward_chunk_heads", lambda *args: chunk)
+    from variants.op import through_operator
+    chosen = []
+    monkeypatch.setattr(ws, "backward_chunk_heads", lambda *args: chosen.append(chunk) or chunk)
     blocks = dict(scheduled_chunks=True, persistent=persistent, num_stages=3 if persistent else 2)
     torch.manual_seed(chunk)
-    run_and_check("ws", *make_inputs((3, 451, 451, 6, 3, head_dim), torch.bfloat16, "cuda"), True, blocks=blocks)
+    with through_operator():  # no plan phase: ws_dkdv works its launch out per call (no memo of another chunk)
+        run_and_check("ws", *make_inputs((3, 451, 451, 6, 3, head_dim), torch.bfloat16, "cuda"), True, blocks=blocks)
+    assert chosen, "the forced chunk was never asked for"
 
 
 @pytest.mark.parametrize("head_dim", [64, 128])
