@@ -5,16 +5,14 @@ import pytest
 import torch
 
 from kernels.common import cdiv
-from kernels.gluon.chunks import L2_BUDGET_BYTES, backward_chunk_heads, list_schedule_end
-from kernels.gluon.scheduler import TILE_SETUP_STEPS, chunk_heads, query_steps, tile_key_block, tile_schedule
+from kernels.gluon.chunks import L2_BUDGET_BYTES, backward_chunk_heads, backward_costs, list_schedule_end
+from kernels.gluon.scheduler import TILE_SETUP_STEPS, chunk_heads, query_steps, tile_schedule
 
 SMS = 132
 
 
 def schedule_end(pairs: int, steps: tuple, chunk: int) -> int:
-    key_blocks = len(steps)
-    return list_schedule_end(tuple(steps[tile_key_block(tile, key_blocks, pairs, chunk)] + TILE_SETUP_STEPS
-                                    for tile in range(key_blocks * pairs)), SMS)
+    return list_schedule_end(backward_costs(chunk, pairs, steps), SMS)
 
 
 # the FA grid's causal cells (B x Hkv pairs, N, ws's tile) and a GQA and an MLA one

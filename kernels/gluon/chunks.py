@@ -48,44 +48,48 @@ def forward_costs(chunk: int, batch_heads: int, key_blocks: tuple) -> tuple:
                  for pid in range(batch_heads * blocks))
 
 
+def backward_costs(chunk: int, batch_kv_heads: int, steps: tuple) -> tuple:
+    """ws's causal tiles' costs (steps + TILE_SETUP_STEPS) in the order `scheduler.tile_at` numbers them."""
+    key_blocks = len(steps)
+    return tuple(steps[tile_key_block(tile, key_blocks, batch_kv_heads, chunk)] + TILE_SETUP_STEPS
+                 for tile in range(key_blocks * batch_kv_heads))
+
+
+def _best_chunk(pairs: int, blocks: int, slots: int, pair_bytes: int, costs, prefer: int | None = None) -> int:
+    """Of the candidate chunks (1, powers of two, about 1-4 waves of `slots` programs of `blocks` per pair, every
+    pair; at most L2_BUDGET_BYTES of the chunk's pairs' rows, pair_bytes: one pair's, 0: no cap), the one whose
+    list schedule (`list_schedule_end` of costs(chunk)) ends first; on a tie `prefer` (within the cap), then the
+    smallest."""
+    largest = min(pairs, max(1, L2_BUDGET_BYTES // pair_bytes)) if pair_bytes else pairs
+    prefer = None if prefer is None else max(1, min(largest, prefer))
+    candidates = {1, largest}
+    candidates.update(1 << k for k in range(largest.bit_length()))
+    candidates.update(cdiv(waves * slots, blocks) for waves in range(1, 5))
+    ends = {chunk: list_schedule_end(costs(chunk), slots)
+            for chunk in sorted(c for c in candidates if 1 <= c <= largest)}
+    return min(ends, key=lambda chunk: (ends[chunk], chunk != prefer, chunk))
+
+
 @functools.cache
 def forward_chunk_heads(slots: int, batch_heads: int, key_blocks: tuple, kv_bytes: int = 0) -> int:
     """(batch, head) pairs per chunk of the causal Gluon forward's programs with FwdBlocks.lpt. One chunk (every
     head) is LPT order, the list schedule's best against the tail, but the programs running at once then belong to
     many heads, whose K and V do not share L2; one head per chunk (the order without lpt) starts the last heads'
-    longest query blocks last. Of the candidates (powers of two, about 1-4 waves of `slots` programs, every head),
-    the one whose simulated list schedule ends first (`list_schedule_end`; a query block's cost its key blocks
-    plus FORWARD_SETUP_STEPS), the smallest on a tie; at most L2_BUDGET_BYTES of the chunk's K and V (kv_bytes: one
-    head's, 0: no cap). key_blocks: `causal_key_blocks`."""
-    blocks = len(key_blocks)
-    largest = min(batch_heads, max(1, L2_BUDGET_BYTES // kv_bytes)) if kv_bytes else batch_heads
-    candidates = {1, largest}
-    candidates.update(1 << k for k in range(largest.bit_length()))
-    candidates.update(cdiv(waves * slots, blocks) for waves in range(1, 5))
-    ends = {chunk: list_schedule_end(forward_costs(chunk, batch_heads, key_blocks), slots)
-            for chunk in sorted(c for c in candidates if 1 <= c <= largest)}
-    return min(ends, key=lambda chunk: (ends[chunk], chunk))
+    longest query blocks last. `_best_chunk` of the programs' costs (`forward_costs`: a query block's key blocks
+    plus FORWARD_SETUP_STEPS), the smallest on a tie, kv_bytes: one head's K and V (0: no cap). key_blocks:
+    `causal_key_blocks`."""
+    return _best_chunk(batch_heads, len(key_blocks), slots, kv_bytes,
+                       lambda chunk: forward_costs(chunk, batch_heads, key_blocks))
 
 
 @functools.cache
 def backward_chunk_heads(slots: int, batch_kv_heads: int, steps: tuple, pair_bytes: int = 0) -> int:
-    """(batch, kv head) pairs per chunk of ws's causal tiles (longest_first), chosen like `forward_chunk_heads`: of
-    `chunk_heads`' one wave, powers of two, about 1-4 waves of tiles and every pair, the one whose simulated list
-    schedule ends first (a tile's cost its steps + TILE_SETUP_STEPS, in `tile_at`'s order; the hardware's hand-out of
-    a grid's programs, and what `tile_schedule` does for persistent programs), the smallest on a tie; at most
-    L2_BUDGET_BYTES of the chunk's pairs' rows (pair_bytes: one pair's Q, dO and fp32 dQ rows, 0: no cap). One wave
-    alone left the simulated schedule 2.6-7.8 % past the perfect split on the FA grid's causal cells at N 1k / 4k
-    (tests/test_ws_schedule.py). steps: `query_steps`."""
+    """(batch, kv head) pairs per chunk of ws's causal tiles (longest_first): `_best_chunk` of the tiles' costs
+    (`backward_costs`: a tile's steps + TILE_SETUP_STEPS, in `tile_at`'s order; the hardware's hand-out of a grid's
+    programs, and what `tile_schedule` does for persistent programs), on a tie `scheduler.chunk_heads`' one wave,
+    then the smallest; pair_bytes: one pair's Q, dO and fp32 dQ rows (0: no cap). One wave alone left the simulated
+    schedule 2.6-7.8 % past the perfect split on the FA grid's causal cells at N 1k / 4k (tests/test_ws_schedule.py).
+    steps: `query_steps`."""
     key_blocks = len(steps)
-    largest = min(batch_kv_heads, max(1, L2_BUDGET_BYTES // pair_bytes)) if pair_bytes else batch_kv_heads
-    one_wave = max(1, min(largest, cdiv(slots, key_blocks)))
-    candidates = {1, one_wave, largest}
-    candidates.update(1 << k for k in range(largest.bit_length()))
-    candidates.update(cdiv(waves * slots, key_blocks) for waves in range(1, 5))
-
-    def end(chunk):
-        return list_schedule_end(tuple(steps[tile_key_block(tile, key_blocks, batch_kv_heads, chunk)]
-                                        + TILE_SETUP_STEPS for tile in range(key_blocks * batch_kv_heads)), slots)
-
-    ends = {chunk: end(chunk) for chunk in sorted(c for c in candidates if 1 <= c <= largest)}
-    return min(ends, key=lambda chunk: (ends[chunk], chunk != one_wave, chunk))
+    return _best_chunk(batch_kv_heads, key_blocks, slots, pair_bytes,
+                       lambda chunk: backward_costs(chunk, batch_kv_heads, steps), prefer=cdiv(slots, key_blocks))

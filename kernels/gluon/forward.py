@@ -28,11 +28,11 @@ from typing import NamedTuple
 import torch
 
 from kernels.common import LOG2E, cdiv
+from kernels.gluon.chunks import causal_key_blocks, forward_chunk_heads
 from kernels.gluon.compat import GLUON_MISSING, cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma, tma_load, \
     tma_store, warpgroup_mma, warpgroup_mma_wait
 from kernels.gluon.epilogue import store_rows
 from kernels.gluon.forward_parts import _kv_loads, _online_softmax, _program_rows, _scores
-from kernels.gluon.chunks import causal_key_blocks, forward_chunk_heads
 from kernels.gluon.scheduler import sm_count
 from kernels.gluon.tiles import GL_DTYPES, as_box, dense_bnhd, rebase, rows_descriptor, template, tile_dim
 from kernels.launch import launch, memo

@@ -349,4 +349,3 @@ def tile_schedule(device, key_blocks: int, batch_kv_heads: int, chunk_heads: int
         starts.append(starts[-1] + len(walk))
     as_int32 = functools.partial(torch.tensor, dtype=torch.int32, device=device)
     return as_int32([t for walk in walks for t in walk]), as_int32(starts)
-

@@ -39,13 +39,13 @@ from typing import NamedTuple
 import torch
 
 from kernels.common import LOG2E, cdiv
+from kernels.gluon.chunks import backward_chunk_heads
 from kernels.gluon.compat import TensorDescriptor, gl, gluon
 from kernels.gluon.config import make_config, named_handover_reason
 from kernels.gluon.epilogue import DkDvOut, dq_partition
 from kernels.gluon.loads import Loads, load_partition
 from kernels.gluon.mma import mma_partition
 from kernels.gluon.ring import ws_smem
-from kernels.gluon.chunks import backward_chunk_heads
 from kernels.gluon.scheduler import (TILE_SETUP_STEPS, TileSizes, chunk_heads, program_tiles, query_steps,  # noqa: F401
                                      sm_count, tile_key_block, tile_schedule)
 from kernels.gluon.tiles import (GL_DTYPES, WsDocs, cached_descriptor, chunk_tiles_reason, dense_bnhd,
@@ -365,11 +365,12 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
     if dq_acc is None:  # no dQ: a placeholder descriptor (the kernel never touches it), one per device and box
         dq_acc = placeholder_accumulator(q.device, BLOCK_M, tile_dim(head_dim))
     key_blocks = cdiv(seq_k, BLOCK_N)
+    group = heads // kv_heads
+    steps = query_steps(seq_q, seq_k, BLOCK_M, BLOCK_N, group, causal, window_left, window_right) \
+        if varlen is None and (persistent or scheduled_chunks) else None  # each key block's steps, as tile_at counts
     if scheduled_chunks and causal and longest_first and varlen is None:  # the simulated schedule's best chunk
-        group = heads // kv_heads
         pair_bytes = group * seq_q * ((head_dim + head_dim_v) * q.element_size() + (4 * head_dim if with_dq else 0))
-        heads_per_chunk = backward_chunk_heads(sm_count(q.device), batch * kv_heads, query_steps(
-            seq_q, seq_k, BLOCK_M, BLOCK_N, group, causal, window_left, window_right), pair_bytes)
+        heads_per_chunk = backward_chunk_heads(sm_count(q.device), batch * kv_heads, steps, pair_bytes)
     else:
         heads_per_chunk = chunk_heads(q.device, seq_k, BLOCK_N, batch * kv_heads, causal and longest_first)
     cu_q = cu_k = pairs = dq_acc  # unused unless varlen
@@ -379,9 +380,7 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
         tiles = tile_starts = dq_acc  # unused
         grid = (pairs.shape[0] * kv_heads,)
     elif persistent:
-        tiles, tile_starts = tile_schedule(q.device, key_blocks, batch * kv_heads, heads_per_chunk,
-                                           query_steps(seq_q, seq_k, BLOCK_M, BLOCK_N, heads // kv_heads, causal,
-                                                       window_left, window_right))
+        tiles, tile_starts = tile_schedule(q.device, key_blocks, batch * kv_heads, heads_per_chunk, steps)
         grid = (tile_starts.numel() - 1,)
     else:
         tiles = tile_starts = dq_acc  # unused
