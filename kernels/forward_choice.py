@@ -3,6 +3,7 @@
     stock       kernels/forward.py, the Triton forward every design has shared
     gluon       kernels/gluon/forward.py (sm90, FA3's structure); a problem it does not cover runs the stock
                 forward, and `chosen_forward` says why
+    gluon.<v>   gluon with the variant v of kernels.gluon.forward_variants.FORWARD_VARIANTS (gluon.pp3_lpt)
     auto        gluon where it covers the problem on an sm90 GPU, else stock (the default: CPU, the interpreter and
                 other GPUs run stock, as before)
     sdpa_flash  SDPA's FlashAttention-2 forward, sdpa_cudnn cuDNN's, fa4 FlashAttention-4's
@@ -21,15 +22,27 @@ DEFAULT_FORWARD = "auto"  # Gluon on sm90 where it covers the problem, else stoc
 
 
 class ForwardRun(NamedTuple):
-    name: str  # the forward that runs: "stock", "gluon" or a baseline's name (BASELINE_FORWARDS)
+    name: str  # the forward that runs: "stock", "gluon", "gluon.<variant>" or a baseline's name (BASELINE_FORWARDS)
     reason: str  # why a request for another forward runs stock ('' when it runs what was asked)
 
 
 def check_forward(choice: str) -> str:
-    """choice, or a one-line ValueError naming the choices."""
+    """choice, or a one-line ValueError naming the choices; gluon.<variant> is checked against FORWARD_VARIANTS
+    (imported only for a choice with a dot: importing Gluon is slow, and the host path checks every choice)."""
+    if "." in choice:
+        from kernels.gluon.forward_variants import FORWARD_VARIANTS
+        if gluon_variant(choice) not in FORWARD_VARIANTS:
+            raise ValueError(f"forward={choice!r}: gluon.<variant>, the variant one of {', '.join(FORWARD_VARIANTS)}")
+        return choice
     if choice not in FORWARDS:
         raise ValueError(f"forward={choice!r}: one of {', '.join(FORWARDS)}")
     return choice
+
+
+def gluon_variant(name: str) -> str | None:
+    """The Gluon forward variant a name picks (gluon.pp3_lpt -> pp3_lpt); None for any other name (gluon itself
+    runs the head dim's preferred_blocks)."""
+    return name.partition(".")[2] if name.startswith("gluon.") else None
 
 
 def chosen_forward(choice: str, q, k, v, causal: bool, *, varlen=None, mods=None, gate=None,
@@ -48,9 +61,16 @@ def chosen_forward(choice: str, q, k, v, causal: bool, *, varlen=None, mods=None
         return ForwardRun("stock", "the Gluon forward has no learnable sink yet")
     from kernels.gluon.forward import forward_reason
     reason = forward_reason(q, k, v, causal, varlen=varlen, mods=mods, gate=gate)
-    if reason is None:
+    if reason is not None:
+        return ForwardRun("stock", reason)
+    variant = gluon_variant(choice)
+    if variant is None:
         return ForwardRun("gluon", "")
-    return ForwardRun("stock", reason)
+    from kernels.gluon.forward_variants import variant_blocks
+    if variant_blocks(variant, q.shape[-1], causal) is None:
+        return ForwardRun("stock", f"the Gluon forward variant {variant} runs tile D <= 64 only, not head dim "
+                                   f"{q.shape[-1]}")
+    return ForwardRun(choice, "")
 
 
 def run_forward(choice: str, q, k, v, causal: bool, scale: float, *, BLOCK_N: int = 64, varlen=None, mods=None,
@@ -66,9 +86,11 @@ def run_forward(choice: str, q, k, v, causal: bool, scale: float, *, BLOCK_N: in
             slot["ran"] = ran
     if ran in BASELINE_FORWARDS:
         return BASELINE_FORWARDS[ran].run(q, k, v, causal, scale, mods)
-    if ran == "gluon":
+    if ran == "gluon" or gluon_variant(ran):  # gluon: the head dim's preferred variant; gluon.<variant>: that one
         from kernels.gluon.forward import gluon_attention_forward
-        from kernels.gluon.forward_variants import preferred_blocks
-        return gluon_attention_forward(q, k, v, causal, scale, preferred_blocks(q.shape[-1], causal))
+        from kernels.gluon.forward_variants import preferred_blocks, variant_blocks
+        variant = gluon_variant(ran)
+        blocks = variant_blocks(variant, q.shape[-1], causal) if variant else preferred_blocks(q.shape[-1], causal)
+        return gluon_attention_forward(q, k, v, causal, scale, blocks)
     from kernels.forward import attention_forward
     return attention_forward(q, k, v, causal, scale, BLOCK_N=BLOCK_N, varlen=varlen, mods=mods, gate=gate, sink=sink)

@@ -1,26 +1,34 @@
-"""`python -m runners.ab`: one block field's two values measured on one machine, in both orders (the method of issue
-43's A/Bs: a field is a default only where it wins in both passes).
+"""`python -m runners.ab`: one block field's (or sweep key's) two values measured on one machine, in both orders (the
+method of issue 43's A/Bs: a field is a default only where it wins in both passes).
 
     python -m runners.ab variant=ws field=split_masked values=false,true \\
         cells="tokens=16384 hidden=2048 seq=1024,4096 head_dim=64,128 causal=true; batch=2 heads=16 seq=4096 head_dim=96"
+    python -m runners.ab variant=ws field=forward values=gluon.pp3,gluon.pp3_lpt \\
+        extra="isolate=false timed=forward" cells="tokens=16384 seq=1024,4096 head_dim=64 causal=true"
 
-Pass a sweeps every cell with ``blocks.FIELD=A,B`` (A measured first), pass b with ``B,A``: one ``runners.sweep -m``
-process per cell and pass, each pass in its own results dir under ``out`` (a sweep skips the points it finds on
-disk, so pass b must not see pass a's rows). The cells are sweep overrides, ``;`` between cells; ``extra`` is added
-to every cell (default ``isolate=false``: one process, as the GPU A/Bs ran). Then one flat table,
-``out/ab_<field>.parquet`` (every row, with ``ab_pass`` and ``ab_value``), and per cell and pass the ratio
-ms(A) / ms(B) (> 1: B is faster), printed. Exit 1 when a row is not ok or a cell lacks a value (the table is still
-written), 2 on a bad argument.
+A field is a block field (``blocks.FIELD=A,B``, read from the rows' ``block_overrides_json``) or a top-level sweep key
+(a key of conf/config.yaml, e.g. ``forward``: ``FIELD=A,B``, read from the rows' column of that name; one that
+config_key leaves out, as ``forward`` in backward rows, needs ``resume=false`` in ``extra``, else a pass skips its
+second value as recorded). Pass a sweeps every cell with ``A,B`` (A measured first), pass b with ``B,A``: one
+``runners.sweep -m`` process per cell and pass, each pass in its own results dir under ``out`` (a sweep skips the
+points it finds on disk, so pass b must not see pass a's rows). The cells are sweep overrides, ``;`` between cells;
+``extra`` is added to every cell (default ``isolate=false``: one process, as the GPU A/Bs ran). Then one flat table,
+``out/ab_<field>.parquet`` (every row, with ``ab_pass`` and ``ab_value``), and per cell and pass the ratio ms(A) /
+ms(B) (> 1: B is faster), printed. Exit 1 when a row is not ok or a cell lacks a value (the table is still written),
+2 on a bad argument.
 """
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
+from runners.point.env import CONF_DIR
 from runners.tables.args import UsageError, cli, parse_args
 from runners.tables.columns import SHAPE_COLUMNS
 from runners.tables.results import load as load_rows
@@ -36,24 +44,47 @@ def pass_values(values: tuple[str, str], name: str) -> str:
     return ",".join(values if name == "a" else values[::-1])
 
 
+@functools.cache
+def sweep_keys() -> frozenset[str]:
+    """The top-level sweep config keys (conf/config.yaml's: forward, timed, seq, ...)."""
+    return frozenset(yaml.safe_load((CONF_DIR / "config.yaml").read_text()))
+
+
+def override_key(field: str) -> str:
+    """The sweep override's key of a field: a top-level sweep key as it is, else blocks.FIELD."""
+    return field if field in sweep_keys() else f"blocks.{field}"
+
+
 def sweep_argv(cell: str, args: dict, values: tuple[str, str], name: str, results_dir: Path) -> list[str]:
     """One `runners.sweep -m` process: the cell's overrides, the field's values in this pass's order."""
     return [sys.executable, "-m", "runners.sweep", "-m", f"variant={args['variant']}", *cell.split(),
-            *args["extra"].split(), f"blocks.{args['field']}={pass_values(values, name)}",
+            *args["extra"].split(), f"{override_key(args['field'])}={pass_values(values, name)}",
             f"results_dir={results_dir}", f"sweep_id={args['sweep_id']}_{name}",
             f"hydra.sweep.dir={results_dir / 'multirun'}"]
 
 
-def field_value(block_overrides_json: str, field: str) -> str:
-    """The field's value in a row's overrides, as the command line spells it (true / false / 64)."""
-    value = json.loads(block_overrides_json or "{}").get(field)
+def spelled(value) -> str:
+    """A value as the command line spells it (true / false / 64 / gluon.pp3)."""
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def ratios(rows: pd.DataFrame, values: tuple[str, str]) -> pd.DataFrame:
+def field_value(block_overrides_json: str, field: str) -> str:
+    """The block field's value in a row's overrides, as the command line spells it (true / false / 64)."""
+    return spelled(json.loads(block_overrides_json or "{}").get(field))
+
+
+def field_values(rows: pd.DataFrame, field: str) -> pd.Series:
+    """Each row's value of the field: a top-level sweep key's from the row's column of that name, a block field's
+    from block_overrides_json."""
+    if field in sweep_keys():
+        return rows[field].map(spelled)
+    return rows["block_overrides_json"].map(lambda text: field_value(text, field))
+
+
+def ratios(rows: pd.DataFrame, values: tuple[str, str], field: str = "") -> pd.DataFrame:
     """Per cell and pass: ms of each value and ms(A) / ms(B); a cell without both values has NaN there."""
     ok = rows[rows["status"] == "ok"]
-    key = [col for col in CELL_KEY if col in ok.columns]
+    key = [col for col in CELL_KEY if col in ok.columns and col != field]  # the field tells values apart
     key = [col for col in key if ok[col].astype(str).nunique() > 1] or key[:1]  # what tells the cells apart
     table = ok.pivot_table(index=key + ["ab_pass"], columns="ab_value", values="ms", aggfunc="min", dropna=False)
     table = table.reindex(columns=list(values))
@@ -65,7 +96,8 @@ def ratios(rows: pd.DataFrame, values: tuple[str, str]) -> pd.DataFrame:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv, DEFAULTS, PROG, __doc__)
     if not args["field"]:
-        raise UsageError(f"{PROG}: field= names the block field to A/B (e.g. field=split_masked)")
+        raise UsageError(f"{PROG}: field= names the block field (or top-level sweep key) to A/B (e.g. "
+                         "field=split_masked, field=forward)")
     values = tuple(v.strip() for v in args["values"].split(","))
     if len(values) != 2 or values[0] == values[1]:
         raise UsageError(f"{PROG}: values={args['values']!r}: two different values, e.g. false,true")
@@ -76,8 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     for name in ("a", "b"):
         for index, cell in enumerate(cells, 1):
-            print(f"pass {name}, cell {index}/{len(cells)}: {cell} blocks.{args['field']}={pass_values(values, name)}",
-                  flush=True)
+            print(f"pass {name}, cell {index}/{len(cells)}: {cell} "
+                  f"{override_key(args['field'])}={pass_values(values, name)}", flush=True)
             run = subprocess.run(sweep_argv(cell, args, values, name, out / f"pass_{name}"), text=True,
                                  capture_output=True)
             if run.returncode:
@@ -93,10 +125,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: no rows under {out}")
         return 1
     rows = pd.concat(parts, ignore_index=True)
-    rows["ab_value"] = rows["block_overrides_json"].map(lambda text: field_value(text, args["field"]))
+    rows["ab_value"] = field_values(rows, args["field"])
     table_path = out / f"ab_{args['field']}.parquet"
     rows.to_parquet(table_path)
-    table = ratios(rows, values)
+    table = ratios(rows, values, args["field"])
     print(table.round(4).to_string())
     bad = rows[rows["status"] != "ok"]
     for row in bad.itertuples():

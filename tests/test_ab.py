@@ -47,3 +47,22 @@ def test_bad_arguments_are_one_line(args, message):
     run = run_ab(*args)
     assert run.returncode == 2 and run.stdout == ""
     assert run.stderr.count("\n") == 1 and message in run.stderr, run.stderr
+
+
+def test_a_sweep_key_is_swept_as_it_is_and_read_from_its_column(tmp_path):
+    """field= a top-level sweep key (conf/config.yaml's, e.g. forward): the override is FIELD=A,B (pass b B,A) and
+    a row's value is its column of that name; any other field is a block field (blocks.FIELD, block_overrides_json)."""
+    from runners import ab
+    args = {**ab.DEFAULTS, "variant": "ws", "field": "forward", "extra": "isolate=false timed=forward"}
+    values = ("gluon.pp3", "gluon.pp3_lpt")
+    argv = ab.sweep_argv("seq=1024 head_dim=64", args, values, "a", tmp_path)
+    assert "forward=gluon.pp3,gluon.pp3_lpt" in argv and "timed=forward" in argv
+    assert not any(arg.startswith("blocks.") for arg in argv)
+    assert "forward=gluon.pp3_lpt,gluon.pp3" in ab.sweep_argv("seq=1024", args, values, "b", tmp_path)
+    block = ab.sweep_argv("seq=1024", {**args, "field": "split_masked"}, ("false", "true"), "a", tmp_path)
+    assert "blocks.split_masked=false,true" in block
+    rows = pd.DataFrame({"forward": list(values), "sink": [True, False],
+                         "block_overrides_json": ['{"split_masked": true}', "{}"]})
+    assert list(ab.field_values(rows, "forward")) == list(values)
+    assert list(ab.field_values(rows, "sink")) == ["true", "false"]
+    assert list(ab.field_values(rows, "split_masked")) == ["true", "None"]

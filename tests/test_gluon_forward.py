@@ -279,6 +279,28 @@ def test_a_cpu_tensor_runs_the_stock_forward():
     assert run == ("stock", "the Gluon forward is a kernel for sm90 GPUs; this is a CPU tensor")
 
 
+def test_a_gluon_variant_is_a_choice(monkeypatch):
+    """forward=gluon.<variant> (kernels.gluon.forward_variants.FORWARD_VARIANTS) is checked like the other choices,
+    refused as gluon is (a CPU tensor here), and, past those refusals, a D64-only variant runs stock beyond tile D 64;
+    forward_ran names the variant that ran."""
+    from kernels.gluon.forward_variants import FORWARD_VARIANTS
+    for name in FORWARD_VARIANTS:
+        assert check_forward(f"gluon.{name}") == f"gluon.{name}"
+    for bad in ("gluon.fast", "gluon.", "stock.pp3", "gluon.pp3.lpt"):
+        with pytest.raises(ValueError, match=f"forward={bad!r}: gluon.<variant>, the variant one of mono, "):
+            check_forward(bad)
+    q = torch.zeros(1, 8, 2, 128, dtype=torch.bfloat16)
+    run = chosen_forward("gluon.pp3_lpt", q, q, q, True)
+    assert run.name == "stock" and run.reason
+    import kernels.gluon.forward as gluon_forward
+    monkeypatch.setattr(gluon_forward, "forward_reason", lambda *args, **kwargs: None)  # as if on sm90
+    assert chosen_forward("gluon.pp3_lpt", q, q, q, True) == (
+        "stock", "the Gluon forward variant pp3_lpt runs tile D <= 64 only, not head dim 128")
+    assert chosen_forward("gluon.pp2_lazy_lpt", q, q, q, True) == ("gluon.pp2_lazy_lpt", "")
+    assert chosen_forward("gluon.pp3_lpt", q[..., :64], q[..., :64], q[..., :64], True) == ("gluon.pp3_lpt", "")
+    assert chosen_forward("gluon", q, q, q, True) == ("gluon", "")
+
+
 # (head dim, causal, dtype) compiled for sm90 at the default tiles on any machine
 COMPILE_CASES = [(64, False, "bf16"), (64, True, "fp16"), (128, False, "bf16"), (128, True, "fp16"),
                  (96, True, "bf16"), (192, False, "bf16"), (256, True, "bf16")]

@@ -223,3 +223,14 @@ def test_forward_choice_is_recorded_and_keyed(tmp_path):
     assert forward.config_key("wall_clock") == r.config_key + "|fwd=gluon|timed=forward"
     with pytest.raises(schema.ConfigError, match="forward"):
         schema.check(cfg_for(tmp_path, "variant=two_pass", "forward=fast"), "cpu")
+
+
+def test_a_gluon_variant_forward_is_a_sweep_choice(tmp_path):
+    """forward=gluon.<variant> (kernels.forward_choice): a point's forward, keyed in forward rows as any other; a
+    variant that is not one is a one-line ConfigError."""
+    point = schema.check(cfg_for(tmp_path, "variant=two_pass", "forward=gluon.pp3_lpt", "timed=forward",
+                                 *BLOCKS["two_pass"]), "cpu")
+    assert point.forward == "gluon.pp3_lpt"
+    assert point.config_key("wall_clock").endswith("|fwd=gluon.pp3_lpt|timed=forward")
+    with pytest.raises(schema.ConfigError, match="forward='gluon.fast': gluon.<variant>"):
+        schema.check(cfg_for(tmp_path, "variant=two_pass", "forward=gluon.fast"), "cpu")

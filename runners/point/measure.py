@@ -176,8 +176,8 @@ def gate(outs, inputs: tuple, point, problem, scale: float) -> dict:
 
 
 def forward_columns(variant, point, problem, inputs: tuple) -> dict:
-    """`forward_ran`: the forward whose O and LSE the backward read (stock, gluon; `own` for a baseline, which runs
-    its own), `forward_reason`: why a point that asked for gluon / auto ran stock ('' otherwise)."""
+    """`forward_ran`: the forward whose O and LSE the backward read (stock, gluon, gluon.<variant>; `own` for a
+    baseline, which runs its own), `forward_reason`: why a point that asked for another ran stock ('' otherwise)."""
     from kernels.forward_choice import chosen_forward
     from variants.base import TritonVariant
     if not isinstance(variant, TritonVariant):

@@ -300,11 +300,12 @@ def _int_at_least(cfg, name: str, low: int, value=None) -> int:
 def _forward_arg(cfg: DictConfig, variant) -> str:
     """The config's `forward` (issue 42; kernels/forward_choice.py), checked; null or absent: the design's
     `default_forward` (stock for a baseline, which runs its own forward)."""
-    from kernels.forward_choice import FORWARDS
+    from kernels.forward_choice import check_forward
     choice = cfg.get("forward") or getattr(variant, "default_forward", "stock")
-    if choice not in FORWARDS:
-        raise ConfigError("forward", f"must be one of {', '.join(FORWARDS)}, got {choice!r}")
-    return choice
+    try:
+        return check_forward(choice)  # FORWARDS or gluon.<variant>
+    except ValueError as exc:
+        raise ConfigError("forward", "", str(exc)) from None
 
 
 def _timed_arg(cfg: DictConfig) -> str:
