@@ -15,29 +15,47 @@
                 backward's 1.007-1.040x at D64 causal); lose on an H100 (results/h100/forward_split)
     pp2_lazy_lpt, pp3_lpt  pp2_lazy / pp3 with causal programs in chunks of heads, each chunk's query blocks longest
                 first across its heads (FwdBlocks.lpt; the chunk chosen on the host by a list-scheduling simulation,
-                kernels.gluon.chunks.forward_chunk_heads); compile-checked, not yet run on a GPU
+                kernels.gluon.chunks.forward_chunk_heads): pp3_lpt beats pp3 on every FA-grid causal cell, pp2_lazy_lpt
+                beats pp2_lazy at N4096 and ties at N16384 but loses 0.4-4 % at N 1k / 2k (H100 and H200, two
+                passes in either order: results/h100|h200/forward_lpt)
     pp2_serial_n256  pp2_serial with 256 keys per step (half the steps, each S a 64 x 256 wgmma; tile D <= 64 only,
                 3 stages of K and V, 208 KB of shared memory; with the overlap S_j and P_{j-1} spill past 240 registers)
 """
+from typing import NamedTuple
+
 from kernels.gluon.forward import FwdBlocks, default_forward_blocks
 from kernels.gluon.tiles import tile_dim
 
 FORWARD_VARIANTS = ("mono", "ws2", "pp2", "pp2_serial", "pp3", "pp2_serial_n256", "pp2_lazy", "pp3_lazy",
                     "pp2_lazy_split", "pp3_split", "pp2_lazy_lpt", "pp3_lpt")
-# what forward=gluon / auto runs, by tile D (mono past D128: pp2 there is GPU-tested but not yet timed). Measured on
-# an H100 at N4096 bf16 (results/h100/gpu_tests_2026-11-26): pp3 / pp2 beat mono by 21-37 %; at D128 N4096 / N16384
-# bf16 (results/h100/gluon/forward_lazy_h100x4.txt) pp2_lazy beats pp2 (623.5 / 540.5 causal / 669.5 / 626.4 against
-# 620.4 / 530.7 / 628.4 / 625.3 TFLOPS), while at D64 pp3_lazy loses to pp3 (469.7 / 348.3 against 487.5 / 412.3)
-PREFERRED = ((64, "pp3"), (128, "pp2_lazy"))
+
+
+class Preferred(NamedTuple):
+    largest_tile: int  # tile D up to which the rule holds
+    seq_k_min: int  # and from this many keys on
+    name: str  # the variant forward=gluon / auto runs there
+
+
+# what forward=gluon / auto runs, the first rule that holds (mono past D128: pp2 there is GPU-tested but not yet
+# timed). Measured on an H100 at N4096 bf16 (results/h100/gpu_tests_2026-11-26): pp3 / pp2 beat mono by 21-37 %; at
+# D128 N4096 / N16384 bf16 (results/h100/gluon/forward_lazy_h100x4.txt) pp2_lazy beats pp2 (623.5 / 540.5 causal /
+# 669.5 / 626.4 against 620.4 / 530.7 / 628.4 / 625.3 TFLOPS), while at D64 pp3_lazy loses to pp3 (469.7 / 348.3
+# against 487.5 / 412.3). lpt (causal only; the same programs otherwise): pp3_lpt / pp3 1.008-1.11 on the H100,
+# 1.014-1.114 on the H200 (FA grid N 1k-16k); pp2_lazy_lpt / pp2_lazy 1.034-1.038 at N4096, 1.001-1.004 at N16384,
+# but 0.96-0.97 at N1024 (H100) and 0.991-0.996 at N2048 (H200) (results/h100|h200/forward_lpt)
+PREFERRED = (Preferred(64, 0, "pp3_lpt"), Preferred(128, 4096, "pp2_lazy_lpt"), Preferred(128, 0, "pp2_lazy"))
 D64_ONLY = ("pp3", "pp2_serial_n256", "pp3_lazy", "pp3_split", "pp3_lpt")  # the variants with no tile past tile D 64
 
 
-def preferred_blocks(head_dim: int, causal: bool) -> FwdBlocks:
-    """The tile and structure the Gluon forward runs by default at this head dim (PREFERRED, else mono)."""
-    for largest_tile, name in PREFERRED:
-        if tile_dim(head_dim) <= largest_tile:
-            return variant_blocks(name, head_dim, causal)
-    return default_forward_blocks(head_dim, causal)
+def preferred_name(head_dim: int, seq_k: int = 0) -> str:
+    """The variant the Gluon forward runs by default at this head dim and key count (PREFERRED, else mono)."""
+    return next((rule.name for rule in PREFERRED if tile_dim(head_dim) <= rule.largest_tile
+                 and seq_k >= rule.seq_k_min), "mono")
+
+
+def preferred_blocks(head_dim: int, causal: bool, seq_k: int = 0) -> FwdBlocks:
+    """The tile and structure the Gluon forward runs by default at this head dim and key count."""
+    return variant_blocks(preferred_name(head_dim, seq_k), head_dim, causal)
 
 
 def variant_blocks(name: str, head_dim: int, causal: bool) -> FwdBlocks | None:
