@@ -19,17 +19,25 @@ _fa4_install() {
   root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
   [ -d "$FA4_SITE/flash_attn/cute" ] && return 0  # installed by an earlier call
   command -v nvidia-smi > /dev/null || return 3  # no NVIDIA GPU here (a table-only run): nothing to install
-  for part in .fa4a .fa4b .fa4c; do
-    if [ -d "$root/$part" ]; then
-      mkdir -p "$FA4_STAGE" && cp "$root/$part"/* "$FA4_STAGE/" || return 1
+  for part in "$root"/.fa4*/; do  # .fa4a .fa4b .fa4c (fetch.sh) or .fa4p1 ... (fa4_relayout.sh)
+    if [ -d "$part" ]; then
+      mkdir -p "$FA4_STAGE" && cp "$part"* "$FA4_STAGE/" || return 1
     fi
   done
   local name="$FA4_STAGE/libs_cu13.name"  # .fa4c: the big wheel's file name, its last part and the other wheels
   local assembled=false
   [ -f "$name" ] && [ -f "$FA4_STAGE/$(cat "$name")" ] && assembled=true
-  $assembled || [ -f "$FA4_STAGE/libs_cu13.part.aa" ] || missing+=(.fa4a)
-  $assembled || [ -f "$FA4_STAGE/libs_cu13.part.ab" ] || missing+=(.fa4b)
-  [ -f "$name" ] || missing+=(.fa4c)
+  local pieces="$FA4_STAGE/libs_cu13.parts"  # fa4_relayout.sh: how many pieces the wheel was cut into
+  if [ -f "$pieces" ]; then
+    local staged
+    staged=$(find "$FA4_STAGE" -maxdepth 1 -name 'libs_cu13.part.*' | wc -l)
+    $assembled || [ "$staged" -eq "$(cat "$pieces")" ] || missing+=("$(( $(cat "$pieces") - staged )) of .fa4p*")
+    [ -f "$name" ] || missing+=("the .fa4p* with the wheels")
+  else
+    $assembled || [ -f "$FA4_STAGE/libs_cu13.part.aa" ] || missing+=(.fa4a)
+    $assembled || [ -f "$FA4_STAGE/libs_cu13.part.ab" ] || missing+=(.fa4b)
+    [ -f "$name" ] || missing+=(.fa4c)
+  fi
   if [ ${#missing[@]} -gt 0 ]; then
     echo "fa4: flash-attn-4 not installed: parts ${missing[*]} are neither here nor in $FA4_STAGE (carry each in" \
       "its own call on one warm machine: docs/fa4.md); fa4 points will be unsupported" >&2
