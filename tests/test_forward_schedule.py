@@ -64,3 +64,25 @@ def test_the_chunk_keeps_its_heads_k_and_v_within_the_l2_budget():
     chunk = forward_chunk_heads(132, 32, key_blocks, kv_bytes)
     assert chunk * kv_bytes <= L2_BUDGET_BYTES
     assert forward_chunk_heads(132, 32, key_blocks, 10 * L2_BUDGET_BYTES) == 1
+
+
+@pytest.mark.parametrize("chunk, pairs, blocks, causal", [(1, 5, 7, True), (2, 5, 7, True), (1, 40, 9, False),
+                                                          (33, 256, 8, True), (1, 3, 2, True)])
+def test_the_persistent_schedule_walks_every_tile_once(chunk, pairs, blocks, causal):
+    """FwdBlocks.persistent's host schedule (chunks.forward_schedule, on the CPU sized for H100_SMS programs): every
+    tile once, each program's tiles in the grid's order, min(tiles, SMs) programs, and the list schedule's end:
+    no program's walk (costs) ends after the simulated hand-out of a grid's programs."""
+    import torch
+
+    from kernels.gluon.chunks import forward_schedule
+    from kernels.gluon.scheduler import H100_SMS
+    key_blocks = tuple(range(1, blocks + 1)) if causal else (blocks,) * blocks
+    tiles, starts = forward_schedule(torch.device("cpu"), chunk, pairs, key_blocks, causal)
+    tiles, starts = tiles.tolist(), starts.tolist()
+    assert sorted(tiles) == list(range(pairs * blocks))
+    assert len(starts) - 1 == min(pairs * blocks, H100_SMS) and starts[0] == 0 and starts[-1] == len(tiles)
+    walks = [tiles[a:b] for a, b in zip(starts, starts[1:])]
+    assert all(walk == sorted(walk) and walk for walk in walks)
+    costs = forward_costs(chunk, pairs, key_blocks, causal)
+    ends = [sum(costs[t] for t in walk) for walk in walks]
+    assert max(ends) == list_schedule_end(costs, H100_SMS)

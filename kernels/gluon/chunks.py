@@ -9,7 +9,7 @@ import functools
 import heapq
 
 from kernels.common import cdiv
-from kernels.gluon.scheduler import TILE_SETUP_STEPS, tile_key_block
+from kernels.gluon.scheduler import TILE_SETUP_STEPS, list_schedule, schedule_tensors, sm_count, tile_key_block
 
 L2_BUDGET_BYTES = 32 << 20  # of an H100's / H200's 50 MB L2: the rows a chunk's programs share (K, V; Q, dO, dQ)
 FORWARD_SETUP_STEPS = 1  # what a forward program costs beyond its key blocks (Q in, O and the LSE out), in key blocks
@@ -41,11 +41,22 @@ def forward_program(pid: int, chunk_heads: int, batch_heads: int, query_blocks: 
     return chunk * chunk_heads + in_chunk % heads_here, query_blocks - 1 - i_m if causal else i_m
 
 
-def forward_costs(chunk: int, batch_heads: int, key_blocks: tuple) -> tuple:
-    """The causal programs' costs (key blocks + FORWARD_SETUP_STEPS) in the order the grid numbers them."""
+def forward_costs(chunk: int, batch_heads: int, key_blocks: tuple, causal: bool = True) -> tuple:
+    """The programs' costs (key blocks + FORWARD_SETUP_STEPS) in the order the grid numbers them; key_blocks: each
+    query block's (`causal_key_blocks`; not causal, every block's the same)."""
     blocks = len(key_blocks)
-    return tuple(key_blocks[forward_program(pid, chunk, batch_heads, blocks, True)[1]] + FORWARD_SETUP_STEPS
+    return tuple(key_blocks[forward_program(pid, chunk, batch_heads, blocks, causal)[1]] + FORWARD_SETUP_STEPS
                  for pid in range(batch_heads * blocks))
+
+
+@functools.cache
+def forward_schedule(device, chunk: int, batch_heads: int, key_blocks: tuple, causal: bool) -> tuple:
+    """(tiles, tile_starts) int32 on device for the persistent Gluon forward (FwdBlocks.persistent): one program
+    per SM, walking tiles[tile_starts[p]:tile_starts[p + 1]], numbered as `forward_program` numbers the
+    programs of a grid, each in turn to the program that frees first (`list_schedule`, the costs
+    `forward_costs`)."""
+    costs = forward_costs(chunk, batch_heads, key_blocks, causal)
+    return schedule_tensors(device, list_schedule(costs, sm_count(device)))
 
 
 def backward_costs(chunk: int, batch_kv_heads: int, steps: tuple) -> tuple:

@@ -28,7 +28,7 @@ from typing import NamedTuple
 import torch
 
 from kernels.common import LOG2E, cdiv
-from kernels.gluon.chunks import causal_key_blocks, forward_chunk_heads
+from kernels.gluon.chunks import causal_key_blocks, forward_chunk_heads, forward_schedule
 from kernels.gluon.compat import GLUON_MISSING, cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma, tma_load, \
     tma_store, warpgroup_mma, warpgroup_mma_wait
 from kernels.gluon.epilogue import store_rows
@@ -51,8 +51,14 @@ class FwdSizes(NamedTuple):
     seq_k: int
     heads: int
     kv_heads: int
+    batch_heads: int  # B * H: the programs' (tiles') pairs
     chunk_heads: int  # (batch, head) pairs per chunk of programs (FwdBlocks.lpt; else 1: `_program_rows`)
     qk_scale: float  # scale * log2(e)
+
+
+class FwdSchedule(NamedTuple):  # FwdBlocks.persistent: program p walks TILES[TILE_STARTS[p]:TILE_STARTS[p + 1]]
+    tiles: object  # int32, tile numbers as `_program_rows` reads them (chunks.forward_schedule); else a placeholder
+    tile_starts: object  # int32 [programs + 1]
 
 
 class FwdLayouts(NamedTuple):  # the kernel's register and shared layouts (`forward_layouts`)
@@ -79,6 +85,7 @@ class FwdBlocks(NamedTuple):
     lazy_rescale: bool = False
     split_masked: bool = False  # consumers > 0: the key blocks left of the diagonal in a loop without the mask
     lpt: bool = False  # causal: programs in chunks of heads, each chunk's query blocks longest first across its heads
+    persistent: bool = False  # consumers > 0: one program per SM walks the host's list schedule of the tiles
 
 
 def default_forward_blocks(head_dim: int, causal: bool) -> FwdBlocks:
@@ -129,7 +136,7 @@ def _gluon_fwd_kernel(q_desc, k_desc, v_desc, o_desc, tensors, sizes, DIM: gl.co
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[2]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     dtype: gl.constexpr = q_desc.dtype
-    rows = _program_rows(sizes, BLOCK_M, BLOCK_N, CAUSAL)
+    rows = _program_rows(gl.program_id(0), sizes, BLOCK_M, BLOCK_N, CAUSAL)
 
     q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], LAYOUTS.q_smem)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], LAYOUTS.kv_smem)
@@ -260,9 +267,9 @@ def check_forward_blocks(blocks: FwdBlocks) -> None:
                              f"(not {blocks.BLOCK_M}), num_warps = 4 (not {blocks.num_warps})")
         if blocks.pingpong and blocks.consumers < 2:
             raise ValueError("gluon forward: pingpong takes turns between at least 2 consumers")
-    elif blocks.pingpong or not blocks.overlap or blocks.lazy_rescale or blocks.split_masked:
-        raise ValueError("gluon forward: pingpong, overlap=False, lazy_rescale and split_masked need consumers > 0 "
-                         "(forward_pp's kernel)")
+    elif blocks.pingpong or not blocks.overlap or blocks.lazy_rescale or blocks.split_masked or blocks.persistent:
+        raise ValueError("gluon forward: pingpong, overlap=False, lazy_rescale, split_masked and persistent need "
+                         "consumers > 0 (forward_pp's kernel)")
     if blocks.num_warps not in (4, 8):
         raise ValueError(f"gluon forward: num_warps={blocks.num_warps}: 4 or 8 (whole warpgroups)")
     if not blocks.consumers and (blocks.BLOCK_M not in (64, 128) or blocks.BLOCK_M % (16 * blocks.num_warps)):
@@ -295,29 +302,38 @@ def gluon_attention_forward(q, k, v, causal: bool, scale: float, blocks: FwdBloc
     masked = causal or seq_k % block_n != 0 or seq_k == 0
     grid = (cdiv(seq_q, block_m) * batch * heads,)
     tensors = FwdTensors(o=o, lse=lse)
-    chunk = forward_chunk_heads(sm_count(q.device), batch * heads, causal_key_blocks(seq_q, seq_k, block_m, block_n),
+    key_blocks = causal_key_blocks(seq_q, seq_k, block_m, block_n) if causal \
+        else (max(cdiv(seq_k, block_n), 1),) * cdiv(seq_q, block_m)  # each query block's
+    chunk = forward_chunk_heads(sm_count(q.device), batch * heads, key_blocks,
                                 2 * seq_k * head_dim * q.element_size()) if blocks.lpt and causal else 1
-    sizes = FwdSizes(seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads, chunk_heads=chunk,
-                     qk_scale=float(scale) * LOG2E)
+    sizes = FwdSizes(seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads, batch_heads=batch * heads,
+                     chunk_heads=chunk, qk_scale=float(scale) * LOG2E)
+    schedule = FwdSchedule(lse, lse)  # unused unless persistent
+    if blocks.persistent:
+        schedule = FwdSchedule(*forward_schedule(q.device, chunk, batch * heads, key_blocks, causal))
+        grid = (schedule.tile_starts.numel() - 1,)
     if blocks.consumers:  # one partition per consumer warpgroup, each with 64 query rows and a Q tile of its own
         from kernels.gluon.forward_pp import ROWS, FwdCfg, gluon_fwd_pp_kernel
         cfg = FwdCfg(DIM=head_dim, STAGES=blocks.num_stages, CAUSAL=causal, MASKED=masked,
                      CONSUMERS=blocks.consumers, OVERLAP=blocks.overlap, PINGPONG=blocks.pingpong,
-                     LAZY=blocks.lazy_rescale, SPLIT_MASKED=blocks.split_masked and masked)
+                     LAZY=blocks.lazy_rescale, SPLIT_MASKED=blocks.split_masked and masked,
+                     PERSISTENT=blocks.persistent)
         rows = ROWS.value  # 64 query rows per consumer: Q and O boxes
         kernel, q_rows = gluon_fwd_pp_kernel, rows
         fixed = dict(LAYOUTS=forward_layouts(rows, block_n, head_dim, 4, q.dtype), CFG=cfg, num_warps=4)
+        extra = dict(schedule=schedule)
     else:
         kernel, q_rows = _gluon_fwd_kernel, block_m
         fixed = dict(DIM=head_dim, LAYOUTS=forward_layouts(block_m, block_n, head_dim, blocks.num_warps, q.dtype),
                      STAGES=blocks.num_stages, CAUSAL=causal, MASKED=masked, num_warps=blocks.num_warps)
+        extra = {}
     views = dict(q_desc=rows_descriptor(q, q_rows), k_desc=rows_descriptor(k, block_n),
                  v_desc=rows_descriptor(v, block_n), o_desc=rows_descriptor(o, q_rows))
     if slot is not None:  # never the call's tensors or the scale: descriptor fields without their base
         slot.update(kind="launch", kernel=kernel, grid=grid, fixed=fixed, sizes=tuple(sizes[:-1]),
-                    lse_shape=(batch, heads, seq_q), copies=copies,
-                    views=tuple((name, template(desc)) for name, desc in views.items()))
-    launch(kernel, grid, **views, tensors=tensors, sizes=sizes, **fixed)
+                    lse_shape=(batch, heads, seq_q), copies=copies, schedule=schedule if blocks.persistent else None,
+                    with_schedule=bool(extra), views=tuple((name, template(desc)) for name, desc in views.items()))
+    launch(kernel, grid, **views, tensors=tensors, sizes=sizes, **extra, **fixed)
     return o, lse
 
 
@@ -330,7 +346,8 @@ def _warm_forward(slot: dict, q, k, v, scale: float):
     if slot["kind"] == "empty":
         return o, lse
     bases = dict(q_desc=q, k_desc=k, v_desc=v, o_desc=o)
+    extra = dict(schedule=slot["schedule"] or FwdSchedule(lse, lse)) if slot["with_schedule"] else {}
     launch(slot["kernel"], slot["grid"], **{name: rebase(fields, bases[name]) for name, fields in slot["views"]},
            tensors=FwdTensors(o=o, lse=lse), sizes=FwdSizes(*slot["sizes"], qk_scale=float(scale) * LOG2E),
-           **slot["fixed"])
+           **extra, **slot["fixed"])
     return o, lse

@@ -6,21 +6,21 @@ from kernels.gluon.tiles import as_box
 
 
 @gluon.jit
-def _program_rows(sizes, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
-    """((i_h, i_hk, heads, start_m, key_blocks), (seq_q, seq_k), (q_row0, k_row0, lse_row0)) of this program.
-    Programs are numbered in chunks of sizes.chunk_heads (batch, head) pairs (the last chunk may be short), in a
+def _program_rows(tile, sizes, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+    """((i_h, i_hk, heads, start_m, key_blocks), (seq_q, seq_k), (q_row0, k_row0, lse_row0)) of the program (a
+    persistent program's tile) numbered tile. Tiles are numbered in chunks of sizes.chunk_heads (batch, head) pairs
+    (the last chunk may be short), in a
     chunk by query block, the chunk's heads fastest; causal: the last query block (the longest walk) first. One head
     per chunk (the default) runs each head's query blocks in turn, so the programs running at once share its K and V
     in L2; FwdBlocks.lpt's chunks (chunks.forward_chunk_heads) start the longest walks of several heads first.
     key_blocks: how many key blocks the block's queries see (causal: up to the bottom-right diagonal), at least 1 (a
     block that sees no key walks one fully masked block: O = 0, LSE = +inf); q_row0 / k_row0: the batch's first
     rows in the q / k views; lse_row0: the head's LSE row."""
-    seq_q, seq_k, heads, kv_heads, chunk_heads, qk_scale = sizes
-    pid = gl.program_id(0)
+    seq_q, seq_k, heads, kv_heads, batch_heads, chunk_heads, qk_scale = sizes
     query_blocks = gl.cdiv(seq_q, BLOCK_M)
-    chunk = pid // (chunk_heads * query_blocks)
-    in_chunk = pid % (chunk_heads * query_blocks)
-    heads_here = gl.minimum(chunk_heads, gl.num_programs(0) // query_blocks - chunk * chunk_heads)  # the last: short
+    chunk = tile // (chunk_heads * query_blocks)
+    in_chunk = tile % (chunk_heads * query_blocks)
+    heads_here = gl.minimum(chunk_heads, batch_heads - chunk * chunk_heads)  # the last chunk: short
     i_m = in_chunk // heads_here
     if CAUSAL:
         i_m = query_blocks - 1 - i_m
@@ -38,16 +38,18 @@ def _program_rows(sizes, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: g
 
 
 @gluon.jit
-def _kv_loads(k_desc, v_desc, tiles, ready, empty, k_row0, i_hk, key_blocks, STAGES: gl.constexpr):
-    """The load warp's walk over the key blocks: K_j into its stage once `k_empty` says the stage's S is done (every
-    consumer's), then V_j once `v_empty` says its P V is done, each on its own `ready` barrier."""
+def _kv_loads(k_desc, v_desc, tiles, ready, empty, k_row0, i_hk, key_blocks, STAGES: gl.constexpr, first=0, base=0):
+    """The load warp's walk over key blocks first .. key_blocks - 1: K_j into its stage once `k_empty` says the
+    stage's S is done (every consumer's), then V_j once `v_empty` says its P V is done, each on its own `ready`
+    barrier. base: the ring's blocks before this tile's (a persistent program's earlier tiles), so block j is the
+    ring's block base + j."""
     k_smem, v_smem = tiles
     k_ready, v_ready = ready
     k_empty, v_empty = empty
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
-    for j in range(key_blocks):
-        stage = j % STAGES
-        phase = ((j // STAGES) & 1) ^ 1  # passes at once on the first lap
+    for j in range(first, key_blocks):
+        stage = (base + j) % STAGES
+        phase = (((base + j) // STAGES) & 1) ^ 1  # passes at once on the first lap
         mbarrier.wait(k_empty.index(stage), phase)
         mbarrier.expect(k_ready.index(stage), k_desc.block_type.nbytes)
         tma_load(k_desc, [k_row0 + j * BLOCK_N, i_hk, 0], k_ready.index(stage), as_box(k_smem.index(stage)))
@@ -58,7 +60,8 @@ def _kv_loads(k_desc, v_desc, tiles, ready, empty, k_row0, i_hk, key_blocks, STA
 
 @gluon.jit
 def _scores(q_smem, k_smem, k_ready, k_empty, j, S_LAYOUT: gl.constexpr, STAGES: gl.constexpr):
-    """Issues S_j = Q K_j^T ([BM, D] @ [D, BN] -> [BM, BN], async wgmma) once K_j has landed."""
+    """Issues S_j = Q K_j^T ([BM, D] @ [D, BN] -> [BM, BN], async wgmma) once K_j has landed; j: the ring's block
+    number (a persistent program counts on across its tiles)."""
     stage = j % STAGES
     mbarrier.wait(k_ready.index(stage), (j // STAGES) & 1)
     k_tile = k_smem.index(stage)

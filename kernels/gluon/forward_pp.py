@@ -20,10 +20,11 @@ Same conventions and outputs as kernels/gluon/forward.py (base-2 LSE, +inf and O
 """
 from typing import NamedTuple
 
-from kernels.gluon.compat import cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma, tma_load, tma_store, \
-    warpgroup_mma, warpgroup_mma_wait
+from kernels.gluon.compat import Value, aggregate, cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma, \
+    tma_load, tma_store, warpgroup_mma, warpgroup_mma_wait
 from kernels.gluon.epilogue import store_rows
 from kernels.gluon.forward_parts import _kv_loads, _mask_scores, _online_softmax, _program_rows, _scores
+from kernels.gluon.scheduler import _value
 from kernels.gluon.tiles import as_box, unmasked_key_blocks
 
 ROWS = gl.constexpr(64)  # query rows of one consumer warpgroup (one m64 wgmma)
@@ -43,23 +44,28 @@ class FwdCfg(NamedTuple):  # the consumer kernel's compile-time switches (hashab
     PINGPONG: bool  # consumers take turns issuing wgmmas
     LAZY: bool = False  # O *= alpha only when some row's max grew by more than RESCALE_THRESHOLD
     SPLIT_MASKED: bool = False  # the key blocks no row of a consumer needs masked in a loop of their own (no mask)
+    PERSISTENT: bool = False  # one program per SM walks its tiles of the host's schedule (FwdSchedule)
 
 
 @gluon.jit
-def gluon_fwd_pp_kernel(q_desc, k_desc, v_desc, o_desc, tensors, sizes, LAYOUTS: gl.constexpr, CFG: gl.constexpr):
-    """Grid (cdiv(Nq, 64 * CONSUMERS) * B * H,). q / o [B * Nq, H, D] boxes [64, 1, tile D]; k / v [B * Nk, Hkv, D]
-    boxes [BN, 1, tile D]; tensors: FwdTensors; sizes: FwdSizes; LAYOUTS: FwdLayouts of one warpgroup's 64 rows."""
+def gluon_fwd_pp_kernel(q_desc, k_desc, v_desc, o_desc, tensors, sizes, schedule, LAYOUTS: gl.constexpr,
+                        CFG: gl.constexpr):
+    """Grid (cdiv(Nq, 64 * CONSUMERS) * B * H,), or PERSISTENT one program per SM over schedule (FwdSchedule).
+    q / o [B * Nq, H, D] boxes [64, 1, tile D]; k / v [B * Nk, Hkv, D] boxes [BN, 1, tile D]; tensors: FwdTensors;
+    sizes: FwdSizes; LAYOUTS: FwdLayouts of one warpgroup's 64 rows. Every partition walks the program's tiles in
+    turn; the ring's blocks, the turns and Q's phases count on across them."""
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[2]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     C: gl.constexpr = CFG.CONSUMERS  # (Triton 3.6: a record's field is a plain int until named a constexpr)
     STAGES: gl.constexpr = CFG.STAGES
     dtype: gl.constexpr = q_desc.dtype
-    rows = _program_rows(sizes, ROWS * C, BLOCK_N, CFG.CAUSAL)
+    tiles = _program_tiles(schedule, CFG.PERSISTENT)
 
     q_smem = gl.allocate_shared_memory(dtype, [C, ROWS, HEAD_DIM], LAYOUTS.q_smem)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], LAYOUTS.kv_smem)
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], LAYOUTS.kv_smem)
     q_ready = gl.allocate_shared_memory(gl.int64, [C, 1], mbarrier.MBarrierLayout())  # consumer c's Q landed
+    q_empty = gl.allocate_shared_memory(gl.int64, [C, 1], mbarrier.MBarrierLayout())  # c is done with Q (and O)
     turn = gl.allocate_shared_memory(gl.int64, [C, 1], mbarrier.MBarrierLayout())  # consumer c may issue
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -67,13 +73,15 @@ def gluon_fwd_pp_kernel(q_desc, k_desc, v_desc, o_desc, tensors, sizes, LAYOUTS:
     v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())  # every P V done
     for c in gl.static_range(C):
         mbarrier.init(q_ready.index(c), count=1)
+        mbarrier.init(q_empty.index(c), count=1)
         mbarrier.init(turn.index(c), count=1)
     for s in gl.static_range(STAGES):
         mbarrier.init(k_ready.index(s), count=1)
         mbarrier.init(v_ready.index(s), count=1)
         mbarrier.init(k_empty.index(s), count=C)
         mbarrier.init(v_empty.index(s), count=C)
-    ring = ((q_smem, k_smem, v_smem), (q_ready, k_ready, v_ready), (k_empty, v_empty, turn))  # tiles, full, free
+    ring = ((q_smem, k_smem, v_smem), (q_ready, k_ready, v_ready), (k_empty, v_empty, turn, q_empty))  # tiles, full, free
+    rows = (tiles, sizes)  # the program's tiles and the sizes that place each
     qk_scale = sizes.qk_scale
     if C == 1:
         gl.warp_specialize([
@@ -97,21 +105,69 @@ def gluon_fwd_pp_kernel(q_desc, k_desc, v_desc, o_desc, tensors, sizes, LAYOUTS:
 
 @gluon.jit
 def _load_partition(q_desc, k_desc, v_desc, ring, rows, CFG: gl.constexpr):
-    """One warp: each consumer's Q once, then each key block's K (after every consumer's S of its stage) and V
-    (after every consumer's P V of its stage), each on its own `ready` barrier."""
+    """One warp, per tile: each consumer's Q (once the consumer is done with its last tile's Q and O: q_empty), then
+    each key block's K (after every consumer's S of its stage) and V (after every consumer's P V of its stage), each
+    on its own `ready` barrier. PERSISTENT: the tile's first K and V before its Qs, so they land while the consumers
+    finish the last tile."""
     tiles, full, free = ring
     q_smem, k_smem, v_smem = tiles
     q_ready, k_ready, v_ready = full
-    k_empty, v_empty, turn = free
-    block, seqs, bases = rows
-    i_h, i_hk, heads, start_m, key_blocks = block
-    q_row0, k_row0, lse_row0 = bases
+    k_empty, v_empty, turn, q_empty = free
+    program, sizes = rows
     C: gl.constexpr = CFG.CONSUMERS
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    kv = ((k_smem, v_smem), (k_ready, v_ready), (k_empty, v_empty))
+    if CFG.PERSISTENT:
+        base = 0  # the ring's blocks of the program's earlier tiles
+        for t in range(program.first, program.end):
+            block, seqs, bases = _program_rows(gl.load(program.TILES + t), sizes, ROWS * C, BLOCK_N, CFG.CAUSAL)
+            k_row0 = bases[1]
+            i_hk = block[1]
+            _kv_loads(k_desc, v_desc, kv[0], kv[1], kv[2], k_row0, i_hk, 1, CFG.STAGES, 0, base)
+            _q_loads(q_desc, q_smem, q_ready, q_empty, block, bases, t - program.first, C)
+            _kv_loads(k_desc, v_desc, kv[0], kv[1], kv[2], k_row0, i_hk, block[4], CFG.STAGES, 1, base)
+            base += block[4]
+    else:  # the program's one tile: its Qs, then its K and V
+        block, seqs, bases = _program_rows(program.first, sizes, ROWS * C, BLOCK_N, CFG.CAUSAL)
+        _q_loads(q_desc, q_smem, q_ready, q_empty, block, bases, 0, C)
+        _kv_loads(k_desc, v_desc, kv[0], kv[1], kv[2], bases[1], block[1], block[4], CFG.STAGES)
+
+
+@gluon.jit
+def _q_loads(q_desc, q_smem, q_ready, q_empty, block, bases, nth, C: gl.constexpr):
+    """Each consumer's Q of the program's nth tile, once the consumer is done with its last tile's Q and O."""
+    i_h, i_hk, heads, start_m, key_blocks = block
     for c in gl.static_range(C):
+        mbarrier.wait(q_empty.index(c), (nth & 1) ^ 1)  # passes at once on the first tile
         mbarrier.expect(q_ready.index(c), q_desc.block_type.nbytes)
-        tma_load(q_desc, [q_row0 + start_m + c * ROWS, i_h, 0], q_ready.index(c), as_box(q_smem.index(c)))
-    _kv_loads(k_desc, v_desc, (k_smem, v_smem), (k_ready, v_ready), (k_empty, v_empty), k_row0, i_hk, key_blocks,
-              CFG.STAGES)
+        tma_load(q_desc, [bases[0] + start_m + c * ROWS, i_h, 0], q_ready.index(c), as_box(q_smem.index(c)))
+
+
+@aggregate
+class ProgramSpan:
+    """A program's tiles: schedule entries first .. end - 1 (PERSISTENT: TILES[first:end]; else its id alone)."""
+    TILES: Value
+    first: Value
+    end: Value
+
+    def __init__(self, TILES, first, end):
+        self.TILES = _value(TILES)
+        self.first = _value(first)
+        self.end = _value(end)
+
+
+@gluon.jit
+def _program_tiles(schedule, PERSISTENT: gl.constexpr):
+    """schedule: FwdSchedule -> this program's ProgramSpan."""
+    pid = gl.program_id(0)
+    if PERSISTENT:
+        first = gl.load(schedule.tile_starts + pid)
+        end = gl.load(schedule.tile_starts + pid + 1)
+    else:
+        first = pid
+        end = pid + 1
+    return ProgramSpan(schedule.tiles, first, end)
+
 
 
 @gluon.jit
@@ -184,44 +240,70 @@ def _rescale(acc, alpha, moved, O_LAYOUT: gl.constexpr, LAZY: gl.constexpr):
 
 @gluon.jit
 def _consumer(ring, rows, o_desc, tensors, qk_scale, LAYOUTS: gl.constexpr, CFG: gl.constexpr, ME: gl.constexpr):
-    """One consumer warpgroup: query rows start_m + 64 ME ... of the program's block; a consumer whose rows all lie
-    past Nq (the last block's) only keeps the turns and the ring's arrivals in step."""
+    """One consumer warpgroup, per tile of the program: query rows start_m + 64 ME ... of the tile's block; a
+    consumer whose rows all lie past Nq (the last block's) only keeps the turns, Q's phases and the ring's arrivals
+    in step. counts: (the ring's blocks, the turns, the tiles) of the program's earlier tiles."""
+    program, sizes = rows
+    BLOCK_N: gl.constexpr = ring[0][1].shape[1]
+    LAST_TURN: gl.constexpr = 1 if CFG.OVERLAP else 0  # the last P V's turn
+    if CFG.PERSISTENT:
+        base = 0
+        for t in range(program.first, program.end):
+            tile_rows = _program_rows(gl.load(program.TILES + t), sizes, ROWS * CFG.CONSUMERS, BLOCK_N, CFG.CAUSAL)
+            nth = t - program.first
+            counts = (base, base + nth * LAST_TURN, nth)  # a tile: its key blocks' turns and, OVERLAP, the last P V's
+            _consumer_tile(ring, tile_rows, counts, o_desc, tensors, qk_scale, LAYOUTS, CFG, ME)
+            base += tile_rows[0][4]
+    else:  # the program's one tile, its counts constants (the kernel as before PERSISTENT)
+        tile_rows = _program_rows(program.first, sizes, ROWS * CFG.CONSUMERS, BLOCK_N, CFG.CAUSAL)
+        _consumer_tile(ring, tile_rows, (0, 0, 0), o_desc, tensors, qk_scale, LAYOUTS, CFG, ME)
+
+
+@gluon.jit
+def _consumer_tile(ring, rows, counts, o_desc, tensors, qk_scale, LAYOUTS: gl.constexpr, CFG: gl.constexpr,
+                   ME: gl.constexpr):
+    """One tile of a consumer: live where any of its 64 rows lies below Nq, else idle."""
     block, seqs, bases = rows
     if block[3] + ME * ROWS < seqs[0]:  # start_m + 64 ME < seq_q
-        _live_consumer(ring, rows, o_desc, tensors, qk_scale, LAYOUTS, CFG, ME)
+        _live_consumer(ring, rows, counts, o_desc, tensors, qk_scale, LAYOUTS, CFG, ME)
     else:
-        _idle_consumer(ring, block[4], CFG, ME)
+        _idle_consumer(ring, block[4], counts, CFG, ME)
 
 
 @gluon.jit
-def _idle_consumer(ring, key_blocks, CFG: gl.constexpr, ME: gl.constexpr):
-    """As many turns as a live consumer takes, and its arrivals on each stage's `empty` barriers, each after that
-    stage's load landed (so no arrival runs a lap ahead); no wgmma, no store."""
+def _idle_consumer(ring, key_blocks, counts, CFG: gl.constexpr, ME: gl.constexpr):
+    """As many turns as a live consumer takes, its wait for Q and its release, and its arrivals on each stage's
+    `empty` barriers, each after that stage's load landed (so no arrival runs a lap ahead); no wgmma, no store."""
     tiles, full, free = ring
     q_ready, k_ready, v_ready = full
-    k_empty, v_empty, turn = free
+    k_empty, v_empty, turn, q_empty = free
+    base, turns, nth = counts
     STAGES: gl.constexpr = CFG.STAGES
+    mbarrier.wait(q_ready.index(ME), nth & 1)  # Q landed (unread): the loader may reuse the tile next time
+    mbarrier.arrive(q_empty.index(ME), count=1)
     for j in range(key_blocks):
-        _take_turn(turn, j, CFG, ME)
+        _take_turn(turn, turns + j, CFG, ME)
         _pass_turn(turn, CFG, ME)
-        stage = j % STAGES
-        mbarrier.wait(k_ready.index(stage), (j // STAGES) & 1)
+        stage = (base + j) % STAGES
+        mbarrier.wait(k_ready.index(stage), ((base + j) // STAGES) & 1)
         mbarrier.arrive(k_empty.index(stage), count=1)
-        mbarrier.wait(v_ready.index(stage), (j // STAGES) & 1)
+        mbarrier.wait(v_ready.index(stage), ((base + j) // STAGES) & 1)
         mbarrier.arrive(v_empty.index(stage), count=1)
     if CFG.OVERLAP:  # the live consumers' last turn (the last P V)
-        _take_turn(turn, key_blocks, CFG, ME)
+        _take_turn(turn, turns + key_blocks, CFG, ME)
         _pass_turn(turn, CFG, ME)
 
 
 @gluon.jit
-def _live_consumer(ring, rows, o_desc, tensors, qk_scale, LAYOUTS: gl.constexpr, CFG: gl.constexpr,
+def _live_consumer(ring, rows, counts, o_desc, tensors, qk_scale, LAYOUTS: gl.constexpr, CFG: gl.constexpr,
                    ME: gl.constexpr):
-    """Query rows start_m + 64 ME ... (some below Nq) over every key block of the program."""
+    """Query rows start_m + 64 ME ... (some below Nq) over every key block of the tile. counts: (the ring's
+    blocks, the turns, the tiles) before this tile."""
     tiles, full, free = ring
     q_smem, k_smem, v_smem = tiles
     q_ready, k_ready, v_ready = full
-    k_empty, v_empty, turn = free
+    k_empty, v_empty, turn, q_empty = free
+    base, turns, nth = counts
     O, LSE = tensors
     block, seqs, bases = rows
     i_h, i_hk, heads, start_m, key_blocks = block
@@ -240,43 +322,43 @@ def _live_consumer(ring, rows, o_desc, tensors, qk_scale, LAYOUTS: gl.constexpr,
     m = gl.full([ROWS], float("-inf"), gl.float32, gl.SliceLayout(1, S_LAYOUT))
     l = gl.zeros([ROWS], gl.float32, gl.SliceLayout(1, S_LAYOUT))
     acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, O_LAYOUT)
-    mbarrier.wait(q_ready.index(ME), 0)
+    mbarrier.wait(q_ready.index(ME), nth & 1)
 
     if CFG.OVERLAP:
-        _take_turn(turn, 0, CFG, ME)
-        s = _scores(q_tile, k_smem, k_ready, k_empty, 0, S_LAYOUT, STAGES)
+        _take_turn(turn, turns, CFG, ME)
+        s = _scores(q_tile, k_smem, k_ready, k_empty, base, S_LAYOUT, STAGES)
         _pass_turn(turn, CFG, ME)
         s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
-        mbarrier.arrive(k_empty.index(0), count=1)
+        mbarrier.arrive(k_empty.index(base % STAGES), count=1)
         p, m, l, alpha, moved = _softmax_step(s, m, l, o_m, 0, row0, seq_q, seq_k, qk_scale, CFG)
         p = gl.convert_layout(p.to(dtype), P_OPERAND)
         if CFG.SPLIT_MASKED:  # the blocks left of the diagonal without the mask, then those across it with it
             clear = gl.maximum(unmasked_key_blocks(row0, seq_q, seq_k, key_blocks, BLOCK_N, CFG.CAUSAL), 1)
             for j in range(1, clear):
-                p, m, l, acc = _key_block(j, p, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale, LAYOUTS,
-                                                 CFG, ME, False)
+                p, m, l, acc = _key_block(j, counts, p, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale,
+                                          LAYOUTS, CFG, ME, False)
             for j in range(clear, key_blocks):
-                p, m, l, acc = _key_block(j, p, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale, LAYOUTS,
-                                                 CFG, ME, True)
+                p, m, l, acc = _key_block(j, counts, p, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale,
+                                          LAYOUTS, CFG, ME, True)
         else:
             for j in range(1, key_blocks):
-                p, m, l, acc = _key_block(j, p, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale, LAYOUTS,
-                                                 CFG, ME, True)
-        _take_turn(turn, key_blocks, CFG, ME)
-        acc = _issue_pv(p, v_smem, v_ready, acc, key_blocks - 1, STAGES)
+                p, m, l, acc = _key_block(j, counts, p, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale,
+                                          LAYOUTS, CFG, ME, True)
+        _take_turn(turn, turns + key_blocks, CFG, ME)
+        acc = _issue_pv(p, v_smem, v_ready, acc, base + key_blocks - 1, STAGES)
         _pass_turn(turn, CFG, ME)
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-        mbarrier.arrive(v_empty.index((key_blocks - 1) % STAGES), count=1)
+        mbarrier.arrive(v_empty.index((base + key_blocks - 1) % STAGES), count=1)
     else:  # per block: S, wait, softmax, O *= alpha, P V, wait
         clear = 0
         if CFG.SPLIT_MASKED:  # the blocks left of the diagonal without the mask, then those across it with it
             clear = unmasked_key_blocks(row0, seq_q, seq_k, key_blocks, BLOCK_N, CFG.CAUSAL)
             for j in range(0, clear):
-                _, m, l, acc = _key_block(j, acc, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale, LAYOUTS, CFG,
-                                          ME, False)
+                _, m, l, acc = _key_block(j, counts, acc, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale,
+                                          LAYOUTS, CFG, ME, False)
         for j in range(clear, key_blocks):
-            _, m, l, acc = _key_block(j, acc, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale, LAYOUTS, CFG, ME,
-                                      True)
+            _, m, l, acc = _key_block(j, counts, acc, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale, LAYOUTS,
+                                      CFG, ME, True)
 
     empty = l == 0.0  # rows that saw no key
     l_safe = gl.where(empty, 1.0, l)
@@ -292,44 +374,48 @@ def _live_consumer(ring, rows, o_desc, tensors, qk_scale, LAYOUTS: gl.constexpr,
         tma.store_wait(pendings=0)
     else:  # a tail: its rows past Nq are the next batch's in the view
         store_rows(O, (out,), 1.0, q_row0 + row0, q_row0 + seq_q, heads, i_h, CFG.DIM, HEAD_DIM, 0)
+    mbarrier.arrive(q_empty.index(ME), count=1)  # Q's tile is free for the program's next tile
 
 
 
 @gluon.jit
-def _key_block(j, p, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale, LAYOUTS: gl.constexpr, CFG: gl.constexpr,
-               ME: gl.constexpr, MASK: gl.constexpr):
+def _key_block(j, counts, p, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale, LAYOUTS: gl.constexpr,
+               CFG: gl.constexpr, ME: gl.constexpr, MASK: gl.constexpr):
     """Key block j of a consumer's walk -> (P_j as the A operand, m, l, acc). CFG.OVERLAP (j >= 1): S_j issued
     before P_{j-1} V (p: P_{j-1}), block j's softmax while that P V runs; else S, wait, softmax, O *= alpha, P_j V,
-    wait (p unread). MASK=False: a block no row needs masked (CFG.SPLIT_MASKED)."""
+    wait (p unread). MASK=False: a block no row needs masked (CFG.SPLIT_MASKED). counts: (the ring's blocks, the
+    turns, the tiles) before this tile: block j is the ring's block base + j, its turn turns + j."""
     tiles, full, free = ring
     q_smem, k_smem, v_smem = tiles
     q_ready, k_ready, v_ready = full
-    k_empty, v_empty, turn = free
+    k_empty, v_empty, turn, q_empty = free
+    base, turns, nth = counts
+    n = base + j  # the ring's block
     seq_q, seq_k = seqs
     S_LAYOUT: gl.constexpr = LAYOUTS.s
     O_LAYOUT: gl.constexpr = LAYOUTS.o
     BLOCK_N: gl.constexpr = k_smem.shape[1]
     STAGES: gl.constexpr = CFG.STAGES
     P_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=O_LAYOUT, k_width=2)
-    _take_turn(turn, j, CFG, ME)
-    s = _scores(q_tile, k_smem, k_ready, k_empty, j, S_LAYOUT, STAGES)
+    _take_turn(turn, turns + j, CFG, ME)
+    s = _scores(q_tile, k_smem, k_ready, k_empty, n, S_LAYOUT, STAGES)
     if CFG.OVERLAP:
-        acc = _issue_pv(p, v_smem, v_ready, acc, j - 1, STAGES)
+        acc = _issue_pv(p, v_smem, v_ready, acc, n - 1, STAGES)
         _pass_turn(turn, CFG, ME)
         s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))  # S_j done; P V may still run
     else:
         _pass_turn(turn, CFG, ME)
         s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
-    mbarrier.arrive(k_empty.index(j % STAGES), count=1)
+    mbarrier.arrive(k_empty.index(n % STAGES), count=1)
     p, m, l, alpha, moved = _softmax_step(s, m, l, o_m, j * BLOCK_N, row0, seq_q, seq_k, qk_scale, CFG, MASK)
     p = gl.convert_layout(p.to(q_smem.dtype), P_OPERAND)
     if CFG.OVERLAP:
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-        mbarrier.arrive(v_empty.index((j - 1) % STAGES), count=1)
+        mbarrier.arrive(v_empty.index((n - 1) % STAGES), count=1)
         acc = _rescale(acc, alpha, moved, O_LAYOUT, CFG.LAZY)
     else:
         acc = _rescale(acc, alpha, moved, O_LAYOUT, CFG.LAZY)
-        acc = _issue_pv(p, v_smem, v_ready, acc, j, STAGES)
+        acc = _issue_pv(p, v_smem, v_ready, acc, n, STAGES)
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-        mbarrier.arrive(v_empty.index(j % STAGES), count=1)
+        mbarrier.arrive(v_empty.index(n % STAGES), count=1)
     return p, m, l, acc

@@ -18,6 +18,9 @@
                 kernels.gluon.chunks.forward_chunk_heads): pp3_lpt beats pp3 on every FA-grid causal cell, pp2_lazy_lpt
                 beats pp2_lazy at N4096 and ties at N16384 but loses 0.4-4 % at N 1k / 2k (H100 and H200, two
                 passes in either order: results/h100|h200/forward_lpt)
+    pp2_lazy_persistent, pp3_persistent  pp2_lazy_lpt / pp3_lpt with one program per SM walking the host's list
+                schedule of the tiles (FwdBlocks.persistent: chunks.forward_schedule), each tile's first K / V loaded
+                while the consumers finish the last tile; compile-checked, not yet run on a GPU
     pp2_serial_n256  pp2_serial with 256 keys per step (half the steps, each S a 64 x 256 wgmma; tile D <= 64 only,
                 3 stages of K and V, 208 KB of shared memory; with the overlap S_j and P_{j-1} spill past 240 registers)
 """
@@ -27,7 +30,7 @@ from kernels.gluon.forward import FwdBlocks, default_forward_blocks
 from kernels.gluon.tiles import tile_dim
 
 FORWARD_VARIANTS = ("mono", "ws2", "pp2", "pp2_serial", "pp3", "pp2_serial_n256", "pp2_lazy", "pp3_lazy",
-                    "pp2_lazy_split", "pp3_split", "pp2_lazy_lpt", "pp3_lpt")
+                    "pp2_lazy_split", "pp3_split", "pp2_lazy_lpt", "pp3_lpt", "pp2_lazy_persistent", "pp3_persistent")
 
 
 class Preferred(NamedTuple):
@@ -44,7 +47,7 @@ class Preferred(NamedTuple):
 # 1.014-1.114 on the H200 (FA grid N 1k-16k); pp2_lazy_lpt / pp2_lazy 1.034-1.038 at N4096, 1.001-1.004 at N16384,
 # but 0.96-0.97 at N1024 (H100) and 0.991-0.996 at N2048 (H200) (results/h100|h200/forward_lpt)
 PREFERRED = (Preferred(64, 0, "pp3_lpt"), Preferred(128, 4096, "pp2_lazy_lpt"), Preferred(128, 0, "pp2_lazy"))
-D64_ONLY = ("pp3", "pp2_serial_n256", "pp3_lazy", "pp3_split", "pp3_lpt")  # the variants with no tile past tile D 64
+D64_ONLY = ("pp3", "pp2_serial_n256", "pp3_lazy", "pp3_split", "pp3_lpt", "pp3_persistent")  # the variants with no tile past tile D 64
 
 
 def preferred_name(head_dim: int, seq_k: int = 0) -> str:
@@ -65,9 +68,10 @@ def variant_blocks(name: str, head_dim: int, causal: bool) -> FwdBlocks | None:
         return base
     if name in D64_ONLY and tile_dim(head_dim) > 64:
         return None
-    if name in ("pp3", "pp3_lazy", "pp3_split", "pp3_lpt"):
+    if name in ("pp3", "pp3_lazy", "pp3_split", "pp3_lpt", "pp3_persistent"):
         return FwdBlocks(192, base.BLOCK_N, 4, base.num_stages, 3, True, True, lazy_rescale=name == "pp3_lazy",
-                         split_masked=name == "pp3_split", lpt=name == "pp3_lpt")
+                         split_masked=name == "pp3_split", lpt=name in ("pp3_lpt", "pp3_persistent"),
+                         persistent=name == "pp3_persistent")
     if name == "pp2_serial_n256":
         return FwdBlocks(128, 256, 4, 3, 2, overlap=False, pingpong=True)
     two = FwdBlocks(128, base.BLOCK_N, 4, base.num_stages, consumers=2)
@@ -79,6 +83,8 @@ def variant_blocks(name: str, head_dim: int, causal: bool) -> FwdBlocks | None:
         return two._replace(pingpong=True, lazy_rescale=True)
     if name == "pp2_lazy_lpt":
         return two._replace(pingpong=True, lazy_rescale=True, lpt=True)
+    if name == "pp2_lazy_persistent":
+        return two._replace(pingpong=True, lazy_rescale=True, lpt=True, persistent=True)
     if name == "pp2_lazy_split":
         return two._replace(pingpong=True, lazy_rescale=True, split_masked=True)
     if name == "pp2_serial":

@@ -327,25 +327,36 @@ def tile_key_block(tile: int, key_blocks: int, batch_kv_heads: int, chunk_heads:
 TILE_SETUP_STEPS = 2  # what a tile costs beyond its steps (K, V, the dK, dV stores), in steps, for the schedule
 
 
+def list_schedule(costs, slots: int) -> list:
+    """Each slot's jobs (indices into costs, in order) when every job, in order, goes to the slot that frees first
+    (the lowest-numbered on a tie): the hardware's hand-out of a non-persistent grid's programs to SMs, and the
+    persistent programs' host schedules."""
+    import heapq
+
+    free_at = [(0, slot) for slot in range(min(slots, len(costs)))]  # (cost done, slot)
+    walks = [[] for _ in free_at]
+    for job, cost in enumerate(costs):
+        done, slot = heapq.heappop(free_at)
+        walks[slot].append(job)
+        heapq.heappush(free_at, (done + cost, slot))
+    return walks
+
+
+def schedule_tensors(device, walks: list) -> tuple:
+    """(tiles, tile_starts) int32 on device: program p walks tiles[tile_starts[p]:tile_starts[p + 1]]."""
+    starts = [0]
+    for walk in walks:
+        starts.append(starts[-1] + len(walk))
+    as_int32 = functools.partial(torch.tensor, dtype=torch.int32, device=device)
+    return as_int32([t for walk in walks for t in walk]), as_int32(starts)
+
+
 @functools.cache
 def tile_schedule(device, key_blocks: int, batch_kv_heads: int, chunk_heads: int, steps: tuple):
     """(tiles, tile_starts) int32 on device: program p walks tiles[tile_starts[p]:tile_starts[p + 1]], numbered as
     `tile_at` numbers them. One program per SM; tiles go, in their order, to the program that frees first (as the
     hardware hands out the programs of a non-persistent grid), so the longest tiles start first under causal
     masking and the programs end together."""
-    import heapq
-
-    n_tiles = key_blocks * batch_kv_heads
-    programs = min(n_tiles, sm_count(device))
-    free_at = [(0, p) for p in range(programs)]  # (steps done, program)
-    walks = [[] for _ in range(programs)]
-    for tile in range(n_tiles):
-        done, program = heapq.heappop(free_at)
-        walks[program].append(tile)
-        key_block = tile_key_block(tile, key_blocks, batch_kv_heads, chunk_heads)
-        heapq.heappush(free_at, (done + steps[key_block] + TILE_SETUP_STEPS, program))
-    starts = [0]
-    for walk in walks:
-        starts.append(starts[-1] + len(walk))
-    as_int32 = functools.partial(torch.tensor, dtype=torch.int32, device=device)
-    return as_int32([t for walk in walks for t in walk]), as_int32(starts)
+    costs = [steps[tile_key_block(tile, key_blocks, batch_kv_heads, chunk_heads)] + TILE_SETUP_STEPS
+             for tile in range(key_blocks * batch_kv_heads)]
+    return schedule_tensors(device, list_schedule(costs, sm_count(device)))
