@@ -114,6 +114,14 @@ CURRENT: tuple[Current, ...] = (
             ("results/h100/issue47/h100_mla_sink_designs.parquet", "results/h100/issue47/h100_mla_sink_fa4.parquet",
              "results/h100/issue47/h100_stages192_b2.parquet", "results/h100/issue47/h100_stages192_b1.parquet"),
             ("results/h100/issue47/README.md",)),
+    Current("h100", "scheduled_chunks", "ws's causal tile chunks from a simulated list schedule off and on, FA grid "
+            "causal cells and 192 / 128, two orders (issue 43)",
+            ("results/h100/gluon/ab_issue43/scheduled_chunks/ab_fa_grid.parquet",),
+            ("results/h100/gluon/ab_issue43/scheduled_chunks/README.md", H100_NOTES)),
+    Current("h100", "forward_lpt", "the Gluon forward's lpt order off and on (pp3 / pp2_lazy), FA grid causal cells, "
+            "two orders (issue 42)",
+            ("results/h100/forward_lpt/ab_forward_d64.parquet", "results/h100/forward_lpt/ab_forward_d128.parquet"),
+            ("results/h100/forward_lpt/README.md", H100_NOTES)),
     Current("h100", "forward_train", "timed=forward and train rows with the Gluon forward, cuDNN and FA4 (issue 42)",
             ("results/h100/forward_train/h100_forward_train_bf16.parquet",), ("results/h100/forward_train/README.md",)),
     Current("h100", "tune", "the tuner's studies and the exhaustive grid of one point (issue 12)",
@@ -129,10 +137,25 @@ CURRENT: tuple[Current, ...] = (
             _pair("results/h200/fa4/8ac8aec/h200_gluon_grid_{dtype}_8ac8aec.parquet"),
             ("results/h200/fa4/8ac8aec/README.md", "results/h200/gluon/ab_issue43/d64_swap128/README.md",
              H200_NOTES)),
-    Current("h200", "ws_fa4_causal", "ws at eb39e7f's defaults (split_masked at D64 / D128 causal) beside cuDNN and "
-            "FA4 on the FA grid's causal cells, bf16 (issue 43)",
-            ("results/h200/fa4/eb39e7f/h200_gluon_grid_bf16_eb39e7f.parquet",),
-            ("results/h200/fa4/eb39e7f/README.md", H200_NOTES)),
+    Current("h200", "ws_fa4_causal", "ws at 7382f40's defaults (scheduled_chunks at D64 / D128 causal, the forward's "
+            "lpt) beside cuDNN and FA4 on the FA grid's causal cells, bf16, forward / train / backward rows "
+            "(issues 42, 43)",
+            ("results/h200/fa4/7382f40/h200_causal_fwd_bwd_train.parquet",),
+            ("results/h200/fa4/7382f40/README.md", "results/h200/fa4/eb39e7f/README.md", H200_NOTES)),
+    Current("h200", "ws_fa4_train", "ws at 7382f40's defaults beside cuDNN and FA4, forward / train / backward rows, FA "
+            "grid bf16 non-causal (the causal cells: ws_fa4_causal), and 192 / 128's backward (issues 42, 43, 47)",
+            ("results/h200/fa4/7382f40/h200_noncausal_fwd_bwd_train.parquet",
+             "results/h200/fa4/7382f40/h200_mla_192_128.parquet"),
+            ("results/h200/fa4/7382f40/README.md", H200_NOTES)),
+    Current("h200", "scheduled_chunks", "ws's causal tile chunks from a simulated list schedule off and on, FA grid "
+            "causal cells and 192 / 128, two orders (issue 43)",
+            ("results/h200/gluon/ab_issue43/scheduled_chunks/ab_fa_grid.parquet",
+             "results/h200/gluon/ab_issue43/scheduled_chunks/ab_rerun.parquet"),
+            ("results/h200/gluon/ab_issue43/scheduled_chunks/README.md", H200_NOTES)),
+    Current("h200", "forward_lpt", "the Gluon forward's lpt order off and on (pp3 / pp2_lazy), FA grid causal cells, "
+            "two orders (issue 42)",
+            ("results/h200/forward_lpt/ab_forward_d64.parquet", "results/h200/forward_lpt/ab_forward_d128.parquet"),
+            ("results/h200/forward_lpt/README.md", H200_NOTES)),
     Current("h200", "causal_defaults", "ws's causal defaults at eb39e7f (split_masked; at D128 also persistent, "
             "late_stats, named_handover, dq_first) against the old ones, FA grid causal cells, two orders (issue 43)",
             ("results/h200/gluon/ab_issue43/causal_defaults/h200_causal_defaults_ab.parquet",),
