@@ -20,11 +20,11 @@ Same conventions and outputs as kernels/gluon/forward.py (base-2 LSE, +inf and O
 """
 from typing import NamedTuple
 
-from kernels.gluon.compat import Value, aggregate, cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma, \
-    tma_load, tma_store, warpgroup_mma, warpgroup_mma_wait
+from kernels.gluon.compat import cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma, tma_load, tma_store, \
+    warpgroup_mma, warpgroup_mma_wait
 from kernels.gluon.epilogue import store_rows
 from kernels.gluon.forward_parts import _kv_loads, _mask_scores, _online_softmax, _program_rows, _scores
-from kernels.gluon.scheduler import _value
+from kernels.gluon.scheduler import program_tiles
 from kernels.gluon.tiles import as_box, unmasked_key_blocks
 
 ROWS = gl.constexpr(64)  # query rows of one consumer warpgroup (one m64 wgmma)
@@ -59,7 +59,7 @@ def gluon_fwd_pp_kernel(q_desc, k_desc, v_desc, o_desc, tensors, sizes, schedule
     C: gl.constexpr = CFG.CONSUMERS  # (Triton 3.6: a record's field is a plain int until named a constexpr)
     STAGES: gl.constexpr = CFG.STAGES
     dtype: gl.constexpr = q_desc.dtype
-    tiles = _program_tiles(schedule, CFG.PERSISTENT)
+    tiles = program_tiles(schedule, CFG.PERSISTENT)  # the program's tiles (one, its id, unless PERSISTENT)
 
     q_smem = gl.allocate_shared_memory(dtype, [C, ROWS, HEAD_DIM], LAYOUTS.q_smem)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], LAYOUTS.kv_smem)
@@ -80,7 +80,8 @@ def gluon_fwd_pp_kernel(q_desc, k_desc, v_desc, o_desc, tensors, sizes, schedule
         mbarrier.init(v_ready.index(s), count=1)
         mbarrier.init(k_empty.index(s), count=C)
         mbarrier.init(v_empty.index(s), count=C)
-    ring = ((q_smem, k_smem, v_smem), (q_ready, k_ready, v_ready), (k_empty, v_empty, turn, q_empty))  # tiles, full, free
+    # tiles, full, free
+    ring = ((q_smem, k_smem, v_smem), (q_ready, k_ready, v_ready), (k_empty, v_empty, turn, q_empty))
     rows = (tiles, sizes)  # the program's tiles and the sizes that place each
     qk_scale = sizes.qk_scale
     if C == 1:
@@ -141,33 +142,6 @@ def _q_loads(q_desc, q_smem, q_ready, q_empty, block, bases, nth, C: gl.constexp
         mbarrier.wait(q_empty.index(c), (nth & 1) ^ 1)  # passes at once on the first tile
         mbarrier.expect(q_ready.index(c), q_desc.block_type.nbytes)
         tma_load(q_desc, [bases[0] + start_m + c * ROWS, i_h, 0], q_ready.index(c), as_box(q_smem.index(c)))
-
-
-@aggregate
-class ProgramSpan:
-    """A program's tiles: schedule entries first .. end - 1 (PERSISTENT: TILES[first:end]; else its id alone)."""
-    TILES: Value
-    first: Value
-    end: Value
-
-    def __init__(self, TILES, first, end):
-        self.TILES = _value(TILES)
-        self.first = _value(first)
-        self.end = _value(end)
-
-
-@gluon.jit
-def _program_tiles(schedule, PERSISTENT: gl.constexpr):
-    """schedule: FwdSchedule -> this program's ProgramSpan."""
-    pid = gl.program_id(0)
-    if PERSISTENT:
-        first = gl.load(schedule.tile_starts + pid)
-        end = gl.load(schedule.tile_starts + pid + 1)
-    else:
-        first = pid
-        end = pid + 1
-    return ProgramSpan(schedule.tiles, first, end)
-
 
 
 @gluon.jit

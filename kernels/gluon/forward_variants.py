@@ -47,7 +47,8 @@ class Preferred(NamedTuple):
 # 1.014-1.114 on the H200 (FA grid N 1k-16k); pp2_lazy_lpt / pp2_lazy 1.034-1.038 at N4096, 1.001-1.004 at N16384,
 # but 0.96-0.97 at N1024 (H100) and 0.991-0.996 at N2048 (H200) (results/h100|h200/forward_lpt)
 PREFERRED = (Preferred(64, 0, "pp3_lpt"), Preferred(128, 4096, "pp2_lazy_lpt"), Preferred(128, 0, "pp2_lazy"))
-D64_ONLY = ("pp3", "pp2_serial_n256", "pp3_lazy", "pp3_split", "pp3_lpt", "pp3_persistent")  # the variants with no tile past tile D 64
+# the variants with no tile past tile D 64
+D64_ONLY = ("pp3", "pp2_serial_n256", "pp3_lazy", "pp3_split", "pp3_lpt", "pp3_persistent")
 
 
 def preferred_name(head_dim: int, seq_k: int = 0) -> str:

@@ -142,7 +142,8 @@ CURRENT: tuple[Current, ...] = (
             "(issues 42, 43)",
             ("results/h200/fa4/7382f40/h200_causal_fwd_bwd_train.parquet",),
             ("results/h200/fa4/7382f40/README.md", "results/h200/fa4/eb39e7f/README.md", H200_NOTES)),
-    Current("h200", "ws_fa4_train", "ws at 7382f40's defaults beside cuDNN and FA4, forward / train / backward rows, FA "
+    Current("h200", "ws_fa4_train", "ws at 7382f40's defaults beside cuDNN and FA4, forward / train / backward rows, "
+            "FA "
             "grid bf16 non-causal (the causal cells: ws_fa4_causal), and 192 / 128's backward (issues 42, 43, 47)",
             ("results/h200/fa4/7382f40/h200_noncausal_fwd_bwd_train.parquet",
              "results/h200/fa4/7382f40/h200_mla_192_128.parquet"),
