@@ -5,6 +5,13 @@ method of issue 43's A/Bs: a field is a default only where it wins in both passe
         cells="tokens=16384 hidden=2048 seq=1024,4096 head_dim=64,128 causal=true; batch=2 heads=16 seq=4096 head_dim=96"
     python -m runners.ab variant=ws field=forward values=gluon.pp3,gluon.pp3_lpt \\
         extra="isolate=false timed=forward" cells="tokens=16384 seq=1024,4096 head_dim=64 causal=true"
+    python -m runners.ab variant=ws a="" b="blocks.swap_ab=true blocks.late_stats=true blocks.named_handover=true" \\
+        cells="tokens=16384 hidden=2048 seq=1024,4096 head_dim=64 causal=true"
+
+Override sets (``a=`` / ``b=`` instead of ``field=``): two sets of sweep overrides (one left out: the defaults), for a
+design that changes several fields at once; each set's sweep is a process of its own (per cell and pass: pass a
+runs A then B, pass b B then A), in its own results dir, and a row's ``ab_value`` is ``A`` or ``B``; the table is
+``out/ab_sets.parquet``.
 
 A field is a block field (``blocks.FIELD=A,B``, read from the rows' ``block_overrides_json``) or a top-level sweep key
 (a key of conf/config.yaml, e.g. ``forward``: ``FIELD=A,B``, read from the rows' column of that name; one that
@@ -35,7 +42,8 @@ from runners.tables.results import load as load_rows
 
 PROG = "runners.ab"
 DEFAULTS = {"variant": "ws", "field": "", "values": "false,true", "cells": "", "extra": "isolate=false",
-            "out": "results/ab", "sweep_id": "ab"}
+            "out": "results/ab", "sweep_id": "ab", "a": "", "b": ""}
+SET_LABELS = ("A", "B")  # the override sets' values in ab_value
 CELL_KEY = ("variant", "dtype", *SHAPE_COLUMNS, "head_dim_v", "window_left", "window_right", "softcap", "timed")
 
 
@@ -61,6 +69,14 @@ def sweep_argv(cell: str, args: dict, values: tuple[str, str], name: str, result
             *args["extra"].split(), f"{override_key(args['field'])}={pass_values(values, name)}",
             f"results_dir={results_dir}", f"sweep_id={args['sweep_id']}_{name}",
             f"hydra.sweep.dir={results_dir / 'multirun'}"]
+
+
+def set_argv(cell: str, args: dict, label: str, name: str, results_dir: Path) -> list[str]:
+    """One `runners.sweep -m` process of an override set (label A: args['a'], B: args['b']) in pass `name`."""
+    overrides = args["a" if label == SET_LABELS[0] else "b"] or ""
+    return [sys.executable, "-m", "runners.sweep", "-m", f"variant={args['variant']}", *cell.split(),
+            *args["extra"].split(), *overrides.split(), f"results_dir={results_dir}",
+            f"sweep_id={args['sweep_id']}_{name}_{label}", f"hydra.sweep.dir={results_dir / 'multirun'}"]
 
 
 def spelled(value) -> str:
@@ -95,12 +111,17 @@ def ratios(rows: pd.DataFrame, values: tuple[str, str], field: str = "") -> pd.D
 @cli
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv, DEFAULTS, PROG, __doc__)
-    if not args["field"]:
+    sets = bool(args["a"] or args["b"])  # an empty set (a= or b= left out): the defaults
+    if sets and args["field"]:
+        raise UsageError(f"{PROG}: either field= (one field's two values) or a= / b= (two override sets), not both")
+    if not args["field"] and not sets:
         raise UsageError(f"{PROG}: field= names the block field (or top-level sweep key) to A/B (e.g. "
-                         "field=split_masked, field=forward)")
-    values = tuple(v.strip() for v in args["values"].split(","))
+                         "field=split_masked, field=forward), or a= / b= two sets of overrides")
+    values = SET_LABELS if sets else tuple(v.strip() for v in args["values"].split(","))
     if len(values) != 2 or values[0] == values[1]:
         raise UsageError(f"{PROG}: values={args['values']!r}: two different values, e.g. false,true")
+    if sets and args["a"] == args["b"]:
+        raise UsageError(f"{PROG}: a= and b= are the same overrides")
     cells = [cell.strip() for cell in args["cells"].split(";") if cell.strip()]
     if not cells:
         raise UsageError(f"{PROG}: cells= names the sweep cells, e.g. cells=\"seq=4096 head_dim=64 causal=true\"")
@@ -108,31 +129,40 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     for name in ("a", "b"):
         for index, cell in enumerate(cells, 1):
-            print(f"pass {name}, cell {index}/{len(cells)}: {cell} "
-                  f"{override_key(args['field'])}={pass_values(values, name)}", flush=True)
-            run = subprocess.run(sweep_argv(cell, args, values, name, out / f"pass_{name}"), text=True,
-                                 capture_output=True)
-            if run.returncode:
-                failed += 1
-                print(f"  sweep exit {run.returncode}: {(run.stderr or run.stdout).strip().splitlines()[-1:]}")
+            if sets:  # one process per set, A first in pass a, B first in pass b
+                runs = [(set_argv(cell, args, label, name, out / f"pass_{name}" / label), f"set {label}")
+                        for label in pass_values(values, name).split(",")]
+            else:
+                runs = [(sweep_argv(cell, args, values, name, out / f"pass_{name}"),
+                         f"{override_key(args['field'])}={pass_values(values, name)}")]
+            for argv_, what in runs:
+                print(f"pass {name}, cell {index}/{len(cells)}: {cell} {what}", flush=True)
+                run = subprocess.run(argv_, text=True, capture_output=True)
+                if run.returncode:
+                    failed += 1
+                    print(f"  sweep exit {run.returncode}: {(run.stderr or run.stdout).strip().splitlines()[-1:]}")
     parts = []
     for name in ("a", "b"):
-        if (out / f"pass_{name}").is_dir():  # the rows' one reader; a file that is not a row table: a warning line
-            part = load_rows(out / f"pass_{name}", strict=False)
-            if part is not None and len(part):
-                parts.append(part.assign(ab_pass=name))
+        for label in values if sets else (None,):
+            where = out / f"pass_{name}" / label if sets else out / f"pass_{name}"
+            if where.is_dir():  # the rows' one reader; a file that is not a row table: a warning line
+                part = load_rows(where, strict=False)
+                if part is not None and len(part):
+                    parts.append(part.assign(ab_pass=name, **({"ab_value": label} if sets else {})))
     if not parts:
         print(f"{PROG}: no rows under {out}")
         return 1
     rows = pd.concat(parts, ignore_index=True)
-    rows["ab_value"] = field_values(rows, args["field"])
-    table_path = out / f"ab_{args['field']}.parquet"
+    if not sets:
+        rows["ab_value"] = field_values(rows, args["field"])
+    table_path = out / f"ab_{args['field'] or 'sets'}.parquet"
     rows.to_parquet(table_path)
     table = ratios(rows, values, args["field"])
     print(table.round(4).to_string())
     bad = rows[rows["status"] != "ok"]
     for row in bad.itertuples():
-        print(f"not ok: pass {row.ab_pass} {args['field']}={row.ab_value} {row.config_key}: {row.status} {row.reason}")
+        print(f"not ok: pass {row.ab_pass} {args['field'] or 'set'}={row.ab_value} {row.config_key}: {row.status} "
+              f"{row.reason}")
     missing = int(table[list(values)].isna().any(axis=1).sum())
     print(f"rows: {table_path} ({len(rows)} rows, {len(bad)} not ok, {missing} cell(s) without both values)")
     return 1 if failed or len(bad) or missing else 0

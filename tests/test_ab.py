@@ -37,7 +37,30 @@ def test_both_orders_in_their_own_dirs_and_one_table(tmp_path):
     assert "a/b" in run.stdout and "0 not ok" in run.stdout
 
 
+def test_two_override_sets_in_both_orders(tmp_path):
+    """a= / b=: two sets of overrides (a left out: the defaults), each set's sweep a process and a results dir of its own,
+    A first in pass a and B first in pass b; ab_value says which set wrote a row."""
+    run = run_ab("variant=two_pass", "b=blocks.num_stages1=3 blocks.num_warps1=2", f"cells={CELL}",
+                 f"out={tmp_path}")
+    assert run.returncode == 0, run.stdout + run.stderr
+    rows = pd.read_parquet(tmp_path / "ab_sets.parquet")
+    assert len(rows) == 4 and set(rows["status"]) == {"ok"}
+    assert sorted(rows.groupby(["ab_pass", "ab_value"]).size().items()) == [
+        (("a", "A"), 1), (("a", "B"), 1), (("b", "A"), 1), (("b", "B"), 1)]
+    b_rows = rows[rows["ab_value"] == "B"]
+    assert set(b_rows["num_stages1"]) == {3} and set(b_rows["num_warps1"]) == {2}
+    assert 3 not in set(rows.loc[rows["ab_value"] == "A", "num_stages1"]) or \
+        2 not in set(rows.loc[rows["ab_value"] == "A", "num_warps1"])  # A ran the defaults, not B's set
+    for name, first in (("a", "A"), ("b", "B")):
+        part = rows[rows["ab_pass"] == name].sort_values("timestamp")
+        assert part["ab_value"].iloc[0] == first
+    assert {p.relative_to(tmp_path).parts[:2] for p in tmp_path.rglob("*.parquet") if p.parent != tmp_path} == {
+        ("pass_a", "A"), ("pass_a", "B"), ("pass_b", "A"), ("pass_b", "B")}
+
+
 @pytest.mark.parametrize("args, message", [
+    (["field=split_masked", "a=blocks.swap_ab=true", "cells=seq=64"], "not both"),
+    (["a=blocks.swap_ab=true", "b=blocks.swap_ab=true", "cells=seq=64"], "are the same overrides"),
     (["values=true,false"], "field= names the block field"),
     (["field=split_masked", "values=true"], "two different values"),
     (["field=split_masked"], "cells= names the sweep cells"),
