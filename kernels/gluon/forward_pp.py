@@ -348,6 +348,8 @@ def _live_consumer(ring, rows, counts, o_desc, tensors, qk_scale, LAYOUTS: gl.co
         tma.store_wait(pendings=0)
     else:  # a tail: its rows past Nq are the next batch's in the view
         store_rows(O, (out,), 1.0, q_row0 + row0, q_row0 + seq_q, heads, i_h, CFG.DIM, HEAD_DIM, 0)
+    if CFG.PERSISTENT:  # every warp of the warpgroup past its last read of Q (wgmmas, O's TMA store) first
+        cta_barrier()
     mbarrier.arrive(q_empty.index(ME), count=1)  # Q's tile is free for the program's next tile
 
 
