@@ -16,7 +16,8 @@ def _program_rows(tile, sizes, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAU
     key_blocks: how many key blocks the block's queries see (causal: up to the bottom-right diagonal), at least 1 (a
     block that sees no key walks one fully masked block: O = 0, LSE = +inf); q_row0 / k_row0: the batch's first
     rows in the q / k views; lse_row0: the head's LSE row."""
-    seq_q, seq_k, heads, kv_heads, batch_heads, chunk_heads, qk_scale = sizes
+    seq_q, seq_k, heads, kv_heads = sizes.seq_q, sizes.seq_k, sizes.heads, sizes.kv_heads
+    batch_heads, chunk_heads = sizes.batch_heads, sizes.chunk_heads
     query_blocks = gl.cdiv(seq_q, BLOCK_M)
     chunk = tile // (chunk_heads * query_blocks)
     in_chunk = tile % (chunk_heads * query_blocks)
