@@ -63,20 +63,23 @@ def override_key(field: str) -> str:
     return field if field in sweep_keys() else f"blocks.{field}"
 
 
+def _sweep(cell: str, args: dict, overrides: list[str], results_dir: Path, sweep_id: str) -> list[str]:
+    """One `runners.sweep -m` process: the cell's overrides, `extra`, then `overrides`, written under results_dir."""
+    return [sys.executable, "-m", "runners.sweep", "-m", f"variant={args['variant']}", *cell.split(),
+            *args["extra"].split(), *overrides, f"results_dir={results_dir}", f"sweep_id={sweep_id}",
+            f"hydra.sweep.dir={results_dir / 'multirun'}"]
+
+
 def sweep_argv(cell: str, args: dict, values: tuple[str, str], name: str, results_dir: Path) -> list[str]:
     """One `runners.sweep -m` process: the cell's overrides, the field's values in this pass's order."""
-    return [sys.executable, "-m", "runners.sweep", "-m", f"variant={args['variant']}", *cell.split(),
-            *args["extra"].split(), f"{override_key(args['field'])}={pass_values(values, name)}",
-            f"results_dir={results_dir}", f"sweep_id={args['sweep_id']}_{name}",
-            f"hydra.sweep.dir={results_dir / 'multirun'}"]
+    return _sweep(cell, args, [f"{override_key(args['field'])}={pass_values(values, name)}"], results_dir,
+                  f"{args['sweep_id']}_{name}")
 
 
 def set_argv(cell: str, args: dict, label: str, name: str, results_dir: Path) -> list[str]:
     """One `runners.sweep -m` process of an override set (label A: args['a'], B: args['b']) in pass `name`."""
-    overrides = args["a" if label == SET_LABELS[0] else "b"] or ""
-    return [sys.executable, "-m", "runners.sweep", "-m", f"variant={args['variant']}", *cell.split(),
-            *args["extra"].split(), *overrides.split(), f"results_dir={results_dir}",
-            f"sweep_id={args['sweep_id']}_{name}_{label}", f"hydra.sweep.dir={results_dir / 'multirun'}"]
+    overrides = args["a" if label == SET_LABELS[0] else "b"]
+    return _sweep(cell, args, overrides.split(), results_dir, f"{args['sweep_id']}_{name}_{label}")
 
 
 def spelled(value) -> str:

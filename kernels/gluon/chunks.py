@@ -9,7 +9,7 @@ import functools
 import heapq
 
 from kernels.common import cdiv
-from kernels.gluon.scheduler import TILE_SETUP_STEPS, list_schedule, schedule_tensors, sm_count, tile_key_block
+from kernels.gluon.scheduler import backward_costs, list_schedule, schedule_tensors, sm_count
 
 L2_BUDGET_BYTES = 32 << 20  # of an H100's / H200's 50 MB L2: the rows a chunk's programs share (K, V; Q, dO, dQ)
 FORWARD_SETUP_STEPS = 1  # what a forward program costs beyond its key blocks (Q in, O and the LSE out), in key blocks
@@ -57,13 +57,6 @@ def forward_schedule(device, chunk: int, batch_heads: int, key_blocks: tuple, ca
     `forward_costs`)."""
     costs = forward_costs(chunk, batch_heads, key_blocks, causal)
     return schedule_tensors(device, list_schedule(costs, sm_count(device)))
-
-
-def backward_costs(chunk: int, batch_kv_heads: int, steps: tuple) -> tuple:
-    """ws's causal tiles' costs (steps + TILE_SETUP_STEPS) in the order `scheduler.tile_at` numbers them."""
-    key_blocks = len(steps)
-    return tuple(steps[tile_key_block(tile, key_blocks, batch_kv_heads, chunk)] + TILE_SETUP_STEPS
-                 for tile in range(key_blocks * batch_kv_heads))
 
 
 def _best_chunk(pairs: int, blocks: int, slots: int, pair_bytes: int, costs, prefer: int | None = None) -> int:

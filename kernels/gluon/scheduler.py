@@ -327,6 +327,14 @@ def tile_key_block(tile: int, key_blocks: int, batch_kv_heads: int, chunk_heads:
 TILE_SETUP_STEPS = 2  # what a tile costs beyond its steps (K, V, the dK, dV stores), in steps, for the schedule
 
 
+def backward_costs(chunk: int, batch_kv_heads: int, steps: tuple) -> tuple:
+    """ws's tiles' costs (steps + TILE_SETUP_STEPS) in the order `tile_at` numbers them (chunks of chunk pairs);
+    steps: `query_steps`, one per key block."""
+    key_blocks = len(steps)
+    return tuple(steps[tile_key_block(tile, key_blocks, batch_kv_heads, chunk)] + TILE_SETUP_STEPS
+                 for tile in range(key_blocks * batch_kv_heads))
+
+
 def list_schedule(costs, slots: int) -> list:
     """Each slot's jobs (indices into costs, in order) when every job, in order, goes to the slot that frees first
     (the lowest-numbered on a tie): the hardware's hand-out of a non-persistent grid's programs to SMs, and the
@@ -357,6 +365,5 @@ def tile_schedule(device, key_blocks: int, batch_kv_heads: int, chunk_heads: int
     `tile_at` numbers them. One program per SM; tiles go, in their order, to the program that frees first (as the
     hardware hands out the programs of a non-persistent grid), so the longest tiles start first under causal
     masking and the programs end together."""
-    costs = [steps[tile_key_block(tile, key_blocks, batch_kv_heads, chunk_heads)] + TILE_SETUP_STEPS
-             for tile in range(key_blocks * batch_kv_heads)]
+    costs = backward_costs(chunk_heads, batch_kv_heads, steps)
     return schedule_tensors(device, list_schedule(costs, sm_count(device)))
