@@ -247,12 +247,15 @@ def test_a_backward_reads_the_gluon_forward(variant):
     assert row["correct"], row["_wrong_reason"]
 
 
-@pytest.mark.parametrize("head_dim, seq_k, name", [(32, 1024, "pp3_lpt"), (64, 16384, "pp3_lpt"),
-                                                   (96, 2048, "pp2_lazy"), (96, 4096, "pp2_lazy_lpt"),
-                                                   (128, 4095, "pp2_lazy"), (128, 16384, "pp2_lazy_lpt"),
+@pytest.mark.parametrize("head_dim, seq_k, name", [(32, 1024, "pp3_persistent"),
+                                                   (64, 16384, "pp3_persistent"),
+                                                   (96, 2048, "pp2_lazy_persistent"), (96, 4096, "pp2_lazy_lpt"),
+                                                   (128, 4095, "pp2_lazy_persistent"),
+                                                   (128, 16384, "pp2_lazy_lpt"),
                                                    (192, 4096, "mono"), (256, 1024, "mono")])
 def test_forward_gluon_runs_the_preferred_structure(head_dim, seq_k, name):
-    """forward=gluon / auto runs pp3_lpt at tile D <= 64, pp2_lazy to D128 (pp2_lazy_lpt from 4096 keys) and mono
+    """forward=gluon / auto runs pp3_persistent at tile D <= 64, pp2_lazy_persistent to D128 (pp2_lazy_lpt from 4096
+    keys) and mono
     past it (the measured winners), and those tiles are the variants' own, not a copy that could drift."""
     from kernels.gluon.compat import GLUON_MISSING
     if GLUON_MISSING is not None:
@@ -261,7 +264,8 @@ def test_forward_gluon_runs_the_preferred_structure(head_dim, seq_k, name):
     for causal in (False, True):
         assert preferred_blocks(head_dim, causal, seq_k) == variant_blocks(name, head_dim, causal)
     assert (preferred_blocks(head_dim, False, seq_k).consumers > 0) == (name != "mono")
-    assert preferred_blocks(head_dim, True, seq_k).lpt == name.endswith("_lpt")
+    assert preferred_blocks(head_dim, True, seq_k).lpt == name.endswith(("_lpt", "_persistent"))
+    assert preferred_blocks(head_dim, True, seq_k).persistent == name.endswith("_persistent")
 
 
 def test_the_choice_is_checked_and_auto_by_default():

@@ -45,8 +45,12 @@ class Preferred(NamedTuple):
 # 669.5 / 626.4 against 620.4 / 530.7 / 628.4 / 625.3 TFLOPS), while at D64 pp3_lazy loses to pp3 (469.7 / 348.3
 # against 487.5 / 412.3). lpt (causal only; the same programs otherwise): pp3_lpt / pp3 1.008-1.11 on the H100,
 # 1.014-1.114 on the H200 (FA grid N 1k-16k); pp2_lazy_lpt / pp2_lazy 1.034-1.038 at N4096, 1.001-1.004 at N16384,
-# but 0.96-0.97 at N1024 (H100) and 0.991-0.996 at N2048 (H200) (results/h100|h200/forward_lpt)
-PREFERRED = (Preferred(64, 0, "pp3_lpt"), Preferred(128, 4096, "pp2_lazy_lpt"), Preferred(128, 0, "pp2_lazy"))
+# but 0.96-0.97 at N1024 (H100) and 0.991-0.996 at N2048 (H200) (results/h100|h200/forward_lpt). Persistent (one
+# program per SM walking a list schedule), H100 (results/h100/forward_persistent): pp3_persistent / pp3_lpt 1.19
+# (N1024 causal), 1.06 (N1024), 1.12 / 1.04 (N2048), 1.02 (N4096, N8192), 1.00-1.01 (N16384); pp2_lazy_persistent /
+# pp2_lazy 1.05-1.12 at N1024, / pp2_lazy_lpt 1.02-1.10 at N2048, 0.99-1.00 at N4096, 0.98 at N8192
+PREFERRED = (Preferred(64, 0, "pp3_persistent"), Preferred(128, 4096, "pp2_lazy_lpt"),
+             Preferred(128, 0, "pp2_lazy_persistent"))
 # the variants with no tile past tile D 64
 D64_ONLY = ("pp3", "pp2_serial_n256", "pp3_lazy", "pp3_split", "pp3_lpt", "pp3_persistent")
 
