@@ -213,7 +213,10 @@ SCHEDULE_OPTIONS = [dict(prefetch_scores=True), dict(prefetch_scores=True, persi
                     dict(register_epilogue=True), dict(register_epilogue=True, persistent=True, **SWAP_AB),
                     dict(register_epilogue=True, group_split=2, fp32_partials=False),
                     dict(register_epilogue=True, split_masked=True, dq_first=True, named_handover=True,
-                         late_stats=True, persistent=True, num_stages=3, **SWAP_AB)]
+                         late_stats=True, persistent=True, num_stages=3, **SWAP_AB),
+                    dict(stats_ahead=True, late_stats=True, **SWAP_AB),
+                    dict(stats_ahead=True, split_masked=True, dq_first=True, named_handover=True, late_stats=True,
+                         persistent=True, num_stages=3, **SWAP_AB)]
 SCHEDULE_IDS = ["prefetch", "prefetch-persistent", "prefetch-one-partition", "prefetch-swap", "early-dv-mn",
                 "early-dv-mn-persistent", "early-dv-prefetch-mn", "p-in-dq-mn", "p-in-dq-mn-s3-early-dv",
                 "p-in-dq-mn-one-partition", "named-handover", "named-handover-persistent", "named-handover-swap",
@@ -224,7 +227,8 @@ SCHEDULE_IDS = ["prefetch", "prefetch-persistent", "prefetch-one-partition", "pr
                 "split-masked-dq-first-named-late-persistent-s3-swap", "split-masked-one-partition",
                 "split-masked-prefetch", "split-masked-group-split", "register-epilogue",
                 "register-epilogue-persistent-swap", "register-epilogue-group-split",
-                "register-epilogue-split-masked-dq-first-named-late-persistent-s3-swap"]
+                "register-epilogue-split-masked-dq-first-named-late-persistent-s3-swap", "stats-ahead-swap",
+                "stats-ahead-split-masked-dq-first-named-late-persistent-s3-swap"]
 
 
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")

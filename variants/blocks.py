@@ -241,6 +241,10 @@ class WsBlocks(Blocks):
     # P, delta just before dS, not both at the step's start: 32 + 32 registers fewer live at D64 with BLOCK_M=128,
     # where FA4's tile (128 x 128, S^T / dP^T swapped, P^T / dS^T from registers) then fits (12 B of spills, not 332)
     late_stats: bool = tunable(False, BOOLS)
+    # issue 43, with late_stats: each of LSE / delta loaded just before the wgmma wait ahead of its use (S^T's, dP^T's),
+    # not after it, so the shared load's latency runs under the wait (ncu, H100 D128 causal: the first FFMA of P
+    # waited on LSE's load for 4 % of ws's stall samples, FA4's loads sit ahead of their waits)
+    stats_ahead: bool = tunable(False, BOOLS)
     # issue 43, with dQ (no effect in ws_two_pass's dK/dV kernel): a step's dQ = dS K issued before dK += dS^T Q, so
     # the step waits for dQ with dK's wgmma still in flight through dQ's staging and hand-over (FA4's order); the dS
     # barrier then comes before dK's issue, not after it
