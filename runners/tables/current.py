@@ -43,10 +43,21 @@ CURRENT: tuple[Current, ...] = (
             "cuDNN and FA4 on the FA grid, bf16 and fp16 (issue 43)",
             _pair("results/h100/fa4/0392993/h100_gluon_grid_{dtype}_0392993.parquet"),
             ("results/h100/fa4/0392993/README.md", "results/h100/gluon/ab_issue43/dq_first/README.md", H100_NOTES)),
-    Current("h100", "ws_fa4_causal", "ws at 38e8bad's defaults (split_masked at D64 / D128 causal) beside cuDNN and "
-            "FA4 on the FA grid's causal cells, bf16 (issue 43)",
-            ("results/h100/fa4/38e8bad/h100_gluon_grid_bf16_38e8bad.parquet",),
-            ("results/h100/fa4/38e8bad/README.md", "results/h100/gluon/ab_issue43/split_masked/README.md", H100_NOTES)),
+    Current("h100", "ws_fa4_causal", "ws at d3f9340's defaults (scheduled_chunks at D64 / D128 causal, the persistent "
+            "Gluon forward) beside cuDNN and FA4 on the FA grid's causal cells, bf16, forward / train / backward rows "
+            "(issues 42, 43)",
+            ("results/h100/fa4/d3f9340/h100_causal_fwd_bwd_train.parquet",),
+            ("results/h100/fa4/d3f9340/README.md", "results/h100/fa4/38e8bad/README.md", H100_NOTES)),
+    Current("h100", "ws_fa4_train", "ws at d3f9340's defaults beside cuDNN and FA4, forward / train / backward rows, "
+            "FA grid bf16 non-causal (the causal cells: ws_fa4_causal), and 192 / 128's backward (issues 42, 43, 47)",
+            ("results/h100/fa4/d3f9340/h100_noncausal_fwd_bwd_train.parquet",
+             "results/h100/fa4/d3f9340/h100_mla_192_128.parquet"),
+            ("results/h100/fa4/d3f9340/README.md", H100_NOTES)),
+    Current("h100", "ncu_ws_fa4", "Nsight Compute of ws's and FA4's main backward kernels on one lease, B4 H16 N4096 "
+            "causal D64 / D128 (issue 43)",
+            ("results/h100/gluon/ncu_fa4_d3f9340/h100_ncu_compare_d64causalseq4096.parquet",
+             "results/h100/gluon/ncu_fa4_d3f9340/h100_ncu_compare_d128causalseq4096.parquet"),
+            ("results/h100/gluon/ncu_fa4_d3f9340/README.md",)),
     Current("h100", "ws_fa4_cases", "ws at 0392993's defaults beside cuDNN and FA4: GQA H32/Hkv8 D128, a window and "
             "a softcap (bf16, issue 43)", ("results/h100/fa4/0392993/h100_gluon_cases_bf16_0392993.parquet",),
             ("results/h100/fa4/0392993/README.md", H100_NOTES)),
@@ -116,12 +127,27 @@ CURRENT: tuple[Current, ...] = (
             ("results/h100/issue47/README.md",)),
     Current("h100", "scheduled_chunks", "ws's causal tile chunks from a simulated list schedule off and on, FA grid "
             "causal cells and 192 / 128, two orders (issue 43)",
-            ("results/h100/gluon/ab_issue43/scheduled_chunks/ab_fa_grid.parquet",),
+            ("results/h100/gluon/ab_issue43/scheduled_chunks/ab_fa_grid.parquet",
+             "results/h100/gluon/ab_issue43/scheduled_chunks/ab_d96_gqa.parquet"),
             ("results/h100/gluon/ab_issue43/scheduled_chunks/README.md", H100_NOTES)),
+    Current("h100", "stats_ahead", "ws's LSE / delta loads ahead of their wgmma waits (stats_ahead) off and on, two "
+            "orders, D128 FA grid causal cells and D96 / D128 N4096 (issue 43)",
+            ("results/h100/gluon/ab_issue43/stats_ahead/ab_stats_ahead.parquet",),
+            ("results/h100/gluon/ab_issue43/stats_ahead/README.md", H100_NOTES)),
+    Current("h100", "d64_swap_causal", "FA4's D64 tile (swap AB, late_stats, named_handover) on ws's D64 causal "
+            "defaults, two orders, FA grid causal cells (issue 43)",
+            ("results/h100/gluon/ab_issue43/swap64/ab_swap_late_named_d64.parquet",),
+            ("results/h100/gluon/ab_issue43/swap64/README.md", H100_NOTES)),
     Current("h100", "forward_lpt", "the Gluon forward's lpt order off and on (pp3 / pp2_lazy), FA grid causal cells, "
             "two orders (issue 42)",
             ("results/h100/forward_lpt/ab_forward_d64.parquet", "results/h100/forward_lpt/ab_forward_d128.parquet"),
             ("results/h100/forward_lpt/README.md", H100_NOTES)),
+    Current("h100", "forward_persistent", "the persistent Gluon forward against pp3_lpt / pp2_lazy(_lpt), FA grid cells "
+            "causal and not, N 1k-16k, two orders (issue 42)",
+            tuple(f"results/h100/forward_persistent/{name}.parquet" for name in (
+                "ab_pp3_persistent_d64", "ab_pp3_persistent_d64_long", "ab_pp2_lazy_persistent_d64",
+                "ab_pp2_lazy_persistent_d64_n2048", "ab_pp2_lazy_persistent_d128", "ab_lpt_persistent_d128")),
+            ("results/h100/forward_persistent/README.md", H100_NOTES)),
     Current("h100", "forward_train", "timed=forward and train rows with the Gluon forward, cuDNN and FA4 (issue 42)",
             ("results/h100/forward_train/h100_forward_train_bf16.parquet",), ("results/h100/forward_train/README.md",)),
     Current("h100", "tune", "the tuner's studies and the exhaustive grid of one point (issue 12)",
