@@ -146,7 +146,8 @@ CURRENT: tuple[Current, ...] = (
             "causal and not, N 1k-16k, two orders (issue 42)",
             tuple(f"results/h100/forward_persistent/{name}.parquet" for name in (
                 "ab_pp3_persistent_d64", "ab_pp3_persistent_d64_long", "ab_pp2_lazy_persistent_d64",
-                "ab_pp2_lazy_persistent_d64_n2048", "ab_pp2_lazy_persistent_d128", "ab_lpt_persistent_d128")),
+                "ab_pp2_lazy_persistent_d64_n2048", "ab_pp2_lazy_persistent_d128", "ab_lpt_persistent_d128",
+                "ab_pp3_persistent_d64_lease2", "ab_lpt_persistent_d128_lease2")),
             ("results/h100/forward_persistent/README.md", H100_NOTES)),
     Current("h100", "forward_train", "timed=forward and train rows with the Gluon forward, cuDNN and FA4 (issue 42)",
             ("results/h100/forward_train/h100_forward_train_bf16.parquet",), ("results/h100/forward_train/README.md",)),
