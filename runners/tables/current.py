@@ -49,9 +49,11 @@ CURRENT: tuple[Current, ...] = (
             ("results/h100/fa4/d3f9340/h100_causal_fwd_bwd_train.parquet",),
             ("results/h100/fa4/d3f9340/README.md", "results/h100/fa4/38e8bad/README.md", H100_NOTES)),
     Current("h100", "ws_fa4_train", "ws at d3f9340's defaults beside cuDNN and FA4, forward / train / backward rows, "
-            "FA grid bf16 non-causal (the causal cells: ws_fa4_causal), and 192 / 128's backward (issues 42, 43, 47)",
+            "FA grid bf16 non-causal (the causal cells: ws_fa4_causal), fp16 causal and not, and 192 / 128's backward "
+            "(issues 42, 43, 47)",
             ("results/h100/fa4/d3f9340/h100_noncausal_fwd_bwd_train.parquet",
-             "results/h100/fa4/d3f9340/h100_mla_192_128.parquet"),
+             "results/h100/fa4/d3f9340/h100_mla_192_128.parquet",
+             "results/h100/fa4/d3f9340/h100_fp16_fwd_bwd_train.parquet"),
             ("results/h100/fa4/d3f9340/README.md", H100_NOTES)),
     Current("h100", "ncu_ws_fa4", "Nsight Compute of ws's and FA4's main backward kernels on one lease, B4 H16 N4096 "
             "causal D64 / D128 (issue 43)",
@@ -151,6 +153,10 @@ CURRENT: tuple[Current, ...] = (
             ("results/h100/forward_persistent/README.md", H100_NOTES)),
     Current("h100", "forward_train", "timed=forward and train rows with the Gluon forward, cuDNN and FA4 (issue 42)",
             ("results/h100/forward_train/h100_forward_train_bf16.parquet",), ("results/h100/forward_train/README.md",)),
+    Current("h100", "model_step_fa4", "a model step of ws, cuDNN, FA2 and FA4 at issue 42's four configs, eager and "
+            "compiled (FA4's compiled step: a harness gap), fp32-truth gate",
+            ("results/h100/model_step/fa4_498efb9/h100_model_step_fa4.parquet",),
+            ("results/h100/model_step/fa4_498efb9/README.md", "results/h100/model_step/README.md")),
     Current("h100", "tune", "the tuner's studies and the exhaustive grid of one point (issue 12)",
             ("results/h100/tune/tune.parquet", "results/h100/tune/grid.parquet"),
             ("results/h100/tune/study_comparison.md",)),
