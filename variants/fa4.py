@@ -52,6 +52,10 @@ class FlashAttention4(Baseline):
         return arch_reason(major, problem.head_dim, problem.value_dim)
 
     def function(self, q, k, v, causal, scale, mods=NO_MODIFIERS, g=None, sink=None):
+        if torch.compiler.is_compiling():  # Dynamo cannot trace flash_attn_func: the opaque operator pair instead
+            from variants.fa4_op import fa4_attention
+            return fa4_attention(q, k, v, bool(causal), float(scale), mods.window_left, mods.window_right,
+                                 float(mods.softcap), sink)[0]
         q, k, v = (layout(t) for t in (q, k, v))
         return output(cute().flash_attn_func(q, k, v, **call_kwargs(causal, scale, mods, sink)))
 
