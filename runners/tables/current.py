@@ -181,6 +181,10 @@ CURRENT: tuple[Current, ...] = (
             ("results/h200/fa4/7382f40/h200_noncausal_fwd_bwd_train.parquet",
              "results/h200/fa4/7382f40/h200_mla_192_128.parquet"),
             ("results/h200/fa4/7382f40/README.md", H200_NOTES)),
+    Current("h200", "model_step_fa4", "a model step of ws, cuDNN and FA4 (compiled through variants/fa4_op.py) at "
+            "issue 42's four configs, eager and compiled, fp32-truth gate",
+            ("results/h200/model_step/fa4_9a9bfc6/h200_model_step_fa4.parquet",),
+            ("results/h200/model_step/fa4_9a9bfc6/README.md", H200_NOTES)),
     Current("h200", "scheduled_chunks", "ws's causal tile chunks from a simulated list schedule off and on, FA grid "
             "causal cells and 192 / 128, two orders (issue 43)",
             ("results/h200/gluon/ab_issue43/scheduled_chunks/ab_fa_grid.parquet",
