@@ -60,7 +60,12 @@ def arch_reason(major: int, head_dim: int, head_dim_v: int | None = None) -> str
 def window_arg(mods) -> tuple:
     """FA4's window_size of the harness's (left, right): None where the harness writes -1 (unbounded). FA4 drops a
     pair whose sum is negative, so (-1, 0) passed as it is would be no window at all rather than causal."""
-    return tuple(None if w < 0 else w for w in (mods.window_left, mods.window_right))
+    return window_sizes(mods.window_left, mods.window_right)
+
+
+def window_sizes(left: int, right: int) -> tuple:
+    """window_arg of a (left, right) pair as variants.problem.window_pair writes it (-1 = unbounded)."""
+    return tuple(None if w < 0 else w for w in (left, right))
 
 
 def output(result) -> torch.Tensor:

@@ -176,7 +176,8 @@ def test_block_rules_bound_the_wider_head_dim():
     assert probe_problem(64, "bf16", True, 2, 2, {"head_dim_v": 128}).value_dim == 128
     assert rule(64, 128) == rule(128, 128) == rule(128, 64) != rule(64, 64)
     assert rule(192, 128)["num_stages"] == 2 and rule(256, 256)["num_stages"] == 1
-    # 128 + 64 column tiles: two stages fit there (scheduled_chunks: measured at 192 / 128, D96 and D128 causal, not 192 / 192)
+    # 128 + 64 column tiles: two stages fit there (scheduled_chunks: measured at 192 / 128, D96 and D128 causal, not
+    # at 192 / 192)
     unmeasured = ("scheduled_chunks",)
     assert rule(192, 192) == {**{k: v for k, v in rule(192, 128).items() if k not in unmeasured}, "chunk_tiles": True}
     # D128 causal: persistent, late_stats, named_handover, dq_first (faster together with split_masked, which joins

@@ -255,8 +255,8 @@ def test_a_backward_reads_the_gluon_forward(variant):
                                                    (192, 4096, "mono"), (256, 1024, "mono")])
 def test_forward_gluon_runs_the_preferred_structure(head_dim, seq_k, name):
     """forward=gluon / auto runs pp3_persistent at tile D <= 64, pp2_lazy_persistent to D128 (pp2_lazy_lpt from 4096
-    keys) and mono
-    past it (the measured winners), and those tiles are the variants' own, not a copy that could drift."""
+    keys) and mono past it (the measured winners), and those tiles are the variants' own, not a copy that could
+    drift."""
     from kernels.gluon.compat import GLUON_MISSING
     if GLUON_MISSING is not None:
         pytest.skip(GLUON_MISSING)

@@ -6,8 +6,7 @@ import torch
 
 from kernels.common import cdiv
 from kernels.gluon.chunks import L2_BUDGET_BYTES, backward_chunk_heads, list_schedule_end
-from kernels.gluon.scheduler import backward_costs
-from kernels.gluon.scheduler import TILE_SETUP_STEPS, chunk_heads, query_steps, tile_schedule
+from kernels.gluon.scheduler import TILE_SETUP_STEPS, backward_costs, chunk_heads, query_steps, tile_schedule
 
 SMS = 132
 

@@ -17,9 +17,8 @@ import importlib
 import torch
 from torch import Tensor
 
-from kernels.fa4_lib import MODULE, layout
-
-NAMESPACE = "flash_bwd"
+from kernels.fa4_lib import MODULE, layout, window_sizes
+from variants.op import NAMESPACE
 
 
 def _interface():
@@ -28,7 +27,8 @@ def _interface():
 
 
 def _window(left: int, right: int) -> dict:
-    return dict(window_size_left=None if left < 0 else left, window_size_right=None if right < 0 else right)
+    """FA4's private entry points' window keywords (kernels.fa4_lib.window_sizes)."""
+    return dict(zip(("window_size_left", "window_size_right"), window_sizes(left, right)))
 
 
 @torch.library.custom_op(f"{NAMESPACE}::fa4_attention", mutates_args=())
@@ -37,7 +37,8 @@ def fa4_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float, w
     """(o [B, Nq, H, Dv], lse fp32 [B, H, Nq]) by FA4's forward."""
     q, k, v = (layout(t) for t in (q, k, v))
     o, lse = _interface()._flash_attn_fwd(q, k, v, softmax_scale=scale, causal=causal, softcap=softcap,
-                                          learnable_sink=sink, return_lse=True, **_window(window_left, window_right))[:2]
+                                          learnable_sink=sink, return_lse=True,
+                                          **_window(window_left, window_right))[:2]
     return o, lse
 
 

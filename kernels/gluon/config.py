@@ -71,9 +71,10 @@ def make_config(*, head_dim: int, d_main: int, d_rest: int, stages: int, causal:
     tiles of a head dim with two chunks as two tiles each (one chunk: nothing to split). group_split: programs per
     kv head's query heads (dK / dV partials; fp32_partials: fp32 ones by register stores). named_handover: the dQ
     hand-over by a named barrier (only with warp specialization and dQ). late_stats: LSE / delta loaded at their use
-    (only with swap AB and warp specialization; stats_ahead: each loaded before the wgmma wait ahead of its use). dq_first: dQ's wgmma before dK's (only with dQ). split_masked: the
-    masked and unmasked steps in loops of their own (only where some block is masked, without a left window edge and
-    without prefetch). register_epilogue: dK, dV stored from registers (K, V free at the tile's last MMA)."""
+    (only with swap AB and warp specialization; stats_ahead: each loaded before the wgmma wait ahead of its use).
+    dq_first: dQ's wgmma before dK's (only with dQ). split_masked: the masked and unmasked steps in loops of their
+    own (only where some block is masked, without a left window edge and without prefetch). register_epilogue: dK,
+    dV stored from registers (K, V free at the tile's last MMA)."""
     if head_dim_v is None:
         head_dim_v, dv_main, dv_rest = head_dim, d_main, d_rest
     return WsConfig(DIM=head_dim, D_MAIN=d_main, D_REST=d_rest, STAGES=stages, CAUSAL=causal,
@@ -85,7 +86,8 @@ def make_config(*, head_dim: int, d_main: int, d_rest: int, stages: int, causal:
                     GROUP_SPLIT=group_split, FP32_PARTIALS=fp32_partials,
                     NAMED_HANDOVER=named_handover and warp_specialize and with_dq,
                     LATE_STATS=late_stats and swap_ab and warp_specialize,
-                    STATS_AHEAD=stats_ahead and late_stats and swap_ab and warp_specialize, DQ_FIRST=dq_first and with_dq,
+                    STATS_AHEAD=stats_ahead and late_stats and swap_ab and warp_specialize,
+                    DQ_FIRST=dq_first and with_dq,
                     SPLIT_MASKED=split_masked and masked and window_left < 0 and not prefetch,
                     REGISTER_EPILOGUE=register_epilogue)
 
