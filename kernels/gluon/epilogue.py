@@ -12,7 +12,7 @@ from kernels.gluon.compat import (Value, aggregate, cta_barrier, fence_async_sha
                                   tma_reduce_add, tma_store)
 from kernels.gluon.named import dq_warp_wait_full
 from kernels.gluon.scheduler import tile_at
-from kernels.gluon.tiles import as_box, head_chunks
+from kernels.gluon.tiles import ACC_COLUMN_THREAD_BITS, as_box, fresh_arange, head_chunks
 
 
 @gluon.jit
@@ -30,19 +30,24 @@ def store_chunks(smem, acc, scale, D_MAIN: gl.constexpr, D_REST: gl.constexpr, r
 
 @gluon.jit
 def store_rows(PTR, acc, scale, row0, row_end, heads, i_h, DIM: gl.constexpr, D_MAIN: gl.constexpr,
-               D_REST: gl.constexpr):
+               D_REST: gl.constexpr, FRESH: gl.constexpr = False):
     """scale * acc (a chunk tuple of [R, D] rows row0, row0 + 1, ... of head i_h) into dense [rows, heads, DIM] at PTR,
-    rows from row_end on (the next batch's or document's) and columns past DIM left alone: masked stores."""
-    store_chunk_rows(PTR, acc[0], scale, row0, row_end, heads, i_h, 0, DIM)
+    rows from row_end on (the next batch's or document's) and columns past DIM left alone: masked stores. FRESH (a
+    persistent program's tile loop): the column indices built here (tiles.fresh_arange), not hoisted and held."""
+    store_chunk_rows(PTR, acc[0], scale, row0, row_end, heads, i_h, 0, DIM, FRESH)
     if D_REST > 0:
-        store_chunk_rows(PTR, acc[1], scale, row0, row_end, heads, i_h, D_MAIN, DIM)
+        store_chunk_rows(PTR, acc[1], scale, row0, row_end, heads, i_h, D_MAIN, DIM, FRESH)
 
 
 @gluon.jit
-def store_chunk_rows(PTR, tile, scale, row0, row_end, heads, i_h, col0: gl.constexpr, DIM: gl.constexpr):
+def store_chunk_rows(PTR, tile, scale, row0, row_end, heads, i_h, col0: gl.constexpr, DIM: gl.constexpr,
+                     FRESH: gl.constexpr = False):
     LAYOUT: gl.constexpr = tile.type.layout
     o_n = row0 + gl.arange(0, tile.shape[0], layout=gl.SliceLayout(1, LAYOUT))
-    o_d = col0 + gl.arange(0, tile.shape[1], layout=gl.SliceLayout(0, LAYOUT))
+    if FRESH:
+        o_d = col0 + fresh_arange(tile.shape[1], gl.SliceLayout(0, LAYOUT), ACC_COLUMN_THREAD_BITS)
+    else:
+        o_d = col0 + gl.arange(0, tile.shape[1], layout=gl.SliceLayout(0, LAYOUT))
     offsets = (gl.expand_dims(o_n, 1).to(gl.int64) * heads + i_h) * DIM + gl.expand_dims(o_d, 0)
     inside = (gl.expand_dims(o_n, 1) < row_end) & (gl.expand_dims(o_d, 0) < DIM)
     gl.store(PTR + offsets, (tile * scale).to(PTR.dtype.element_ty), mask=inside)

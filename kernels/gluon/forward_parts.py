@@ -2,7 +2,7 @@
 partition) and kernels/gluon/forward_pp.py (one partition per consumer warpgroup): a program's rows, the load
 warp's K/V walk, S = Q K^T's wgmma, the score mask and the online softmax in base 2."""
 from kernels.gluon.compat import gl, gluon, mbarrier, tma_load, warpgroup_mma
-from kernels.gluon.tiles import as_box
+from kernels.gluon.tiles import ACC_COLUMN_THREAD_BITS, as_box, fresh_arange
 
 
 @gluon.jit
@@ -72,9 +72,11 @@ def _scores(q_smem, k_smem, k_ready, k_empty, j, S_LAYOUT: gl.constexpr, STAGES:
 
 
 @gluon.jit
-def _mask_scores(s, o_m, start_n, start_m, seq_q, seq_k, CAUSAL: gl.constexpr, MASKED: gl.constexpr):
+def _mask_scores(s, o_m, start_n, start_m, seq_q, seq_k, CAUSAL: gl.constexpr, MASKED: gl.constexpr,
+                 FRESH: gl.constexpr = False):
     """s [BM, BN] raw scores with keys past Nk or right of the causal diagonal at -inf; only a block that crosses
-    the diagonal or Nk (MASKED and this block) pays for the mask."""
+    the diagonal or Nk (MASKED and this block) pays for the mask. FRESH (a persistent program's tile loop): the
+    key indices built here (tiles.fresh_arange), not hoisted out of the tile loop and held, spilled, across it."""
     BLOCK_N: gl.constexpr = s.shape[1]
     if MASKED:
         shift = seq_k - seq_q
@@ -82,7 +84,11 @@ def _mask_scores(s, o_m, start_n, start_m, seq_q, seq_k, CAUSAL: gl.constexpr, M
         if CAUSAL:
             crosses = crosses or start_m + shift < start_n + BLOCK_N - 1
         if crosses:
-            keys = gl.expand_dims(start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s.type.layout)), 0)
+            if FRESH:
+                keys = gl.expand_dims(start_n + fresh_arange(BLOCK_N, gl.SliceLayout(0, s.type.layout),
+                                                             ACC_COLUMN_THREAD_BITS), 0)
+            else:
+                keys = gl.expand_dims(start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s.type.layout)), 0)
             visible = keys < seq_k
             if CAUSAL:
                 visible = visible & (keys <= gl.expand_dims(o_m, 1) + shift)
@@ -92,12 +98,12 @@ def _mask_scores(s, o_m, start_n, start_m, seq_q, seq_k, CAUSAL: gl.constexpr, M
 
 @gluon.jit
 def _online_softmax(s, m, l, o_m, start_n, start_m, seq_q, seq_k, qk_scale, CAUSAL: gl.constexpr,
-                    MASKED: gl.constexpr):
+                    MASKED: gl.constexpr, FRESH: gl.constexpr = False):
     """One block of the online softmax in base 2: s [BM, BN] raw scores, m [BM] the running max in log2 units,
     l [BM] the running sum -> (P [BM, BN] fp32, m_new, l_new, alpha = exp2(m - m_new), O's correction). Only a block
     that crosses the causal diagonal or Nk pays for the mask (keys past Nk or right of the diagonal -> -inf).
-    A row with no visible key so far keeps m = -inf and P = 0 (no (-inf) - (-inf))."""
-    s = _mask_scores(s, o_m, start_n, start_m, seq_q, seq_k, CAUSAL, MASKED)
+    A row with no visible key so far keeps m = -inf and P = 0 (no (-inf) - (-inf)). FRESH: _mask_scores's."""
+    s = _mask_scores(s, o_m, start_n, start_m, seq_q, seq_k, CAUSAL, MASKED, FRESH)
     m_new = gl.maximum(m, gl.max(s, 1) * qk_scale)  # qk_scale > 0: max commutes with the scale
     m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
     p = gl.exp2(s * qk_scale - gl.expand_dims(m_use, 1))  # one FMA and one exp2 per score

@@ -25,7 +25,7 @@ from kernels.gluon.compat import cta_barrier, fence_async_shared, gl, gluon, mba
 from kernels.gluon.epilogue import store_rows
 from kernels.gluon.forward_parts import _kv_loads, _mask_scores, _online_softmax, _program_rows, _scores
 from kernels.gluon.scheduler import program_tiles
-from kernels.gluon.tiles import as_box, unmasked_key_blocks
+from kernels.gluon.tiles import ACC_ROW_THREAD_BITS, as_box, fresh_arange, unmasked_key_blocks
 
 ROWS = gl.constexpr(64)  # query rows of one consumer warpgroup (one m64 wgmma)
 CONSUMER_REGS = gl.constexpr(240)  # registers a thread of a worker consumer asks for (setmaxnreg), 2 consumers
@@ -172,12 +172,12 @@ def _issue_pv(p, v_smem, v_ready, acc, j, STAGES: gl.constexpr):
 
 @gluon.jit
 def _lazy_softmax(s, m, l, o_m, start_n, start_m, seq_q, seq_k, qk_scale, CAUSAL: gl.constexpr,
-                  MASKED: gl.constexpr):
+                  MASKED: gl.constexpr, FRESH: gl.constexpr = False):
     """_online_softmax with FA4's conditional rescale -> (P, m_new, l_new, alpha, moved): a row takes its new max
     only where it is more than RESCALE_THRESHOLD (log2 units) above the kept one (alpha = exp2(m - m_new) < 2^-8),
     else keeps m (alpha = 1, P <= 2^8); moved: some row of the 64 took a new max (a tile-wide max, so the branch on
     it is uniform). A row's first visible key always moves (+inf); a row with none yet stays at -inf, P = 0."""
-    s = _mask_scores(s, o_m, start_n, start_m, seq_q, seq_k, CAUSAL, MASKED)
+    s = _mask_scores(s, o_m, start_n, start_m, seq_q, seq_k, CAUSAL, MASKED, FRESH)
     m_cand = gl.maximum(m, gl.max(s, 1) * qk_scale)
     grow = gl.where(m_cand > m, m_cand - m, 0.0)  # no (-inf) - (-inf)
     keep = grow <= RESCALE_THRESHOLD
@@ -190,14 +190,17 @@ def _lazy_softmax(s, m, l, o_m, start_n, start_m, seq_q, seq_k, qk_scale, CAUSAL
 
 
 @gluon.jit
-def _softmax_step(s, m, l, o_m, start_n, row0, seq_q, seq_k, qk_scale, CFG: gl.constexpr, MASK: gl.constexpr = True):
+def _softmax_step(s, m, l, o_m, start_n, row0, seq_q, seq_k, qk_scale, CFG: gl.constexpr, MASK: gl.constexpr = True,
+                  FRESH: gl.constexpr = False):
     """One key block's online softmax -> (P, m, l, alpha, moved); moved: LAZY's flag, else unused (0).
-    MASK=False: a block of the unmasked run (CFG.SPLIT_MASKED), compiled without the mask."""
+    MASK=False: a block of the unmasked run (CFG.SPLIT_MASKED), compiled without the mask. FRESH: the mask's
+    key indices built per block (_mask_scores)."""
     if CFG.LAZY:
-        return _lazy_softmax(s, m, l, o_m, start_n, row0, seq_q, seq_k, qk_scale, CFG.CAUSAL, CFG.MASKED and MASK)
+        return _lazy_softmax(s, m, l, o_m, start_n, row0, seq_q, seq_k, qk_scale, CFG.CAUSAL, CFG.MASKED and MASK,
+                             FRESH)
     else:
         p, m, l, alpha = _online_softmax(s, m, l, o_m, start_n, row0, seq_q, seq_k, qk_scale, CFG.CAUSAL,
-                                         CFG.MASKED and MASK)
+                                         CFG.MASKED and MASK, FRESH)
         return p, m, l, alpha, 0
 
 
@@ -292,7 +295,10 @@ def _live_consumer(ring, rows, counts, o_desc, tensors, qk_scale, LAYOUTS: gl.co
     P_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=O_LAYOUT, k_width=2)
     q_tile = q_smem.index(ME)
     row0 = start_m + ME * ROWS
-    o_m = row0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, S_LAYOUT))  # query of each S row
+    if CFG.PERSISTENT:  # built per tile, not hoisted out of the tile loop (tiles.fresh_arange)
+        o_m = row0 + fresh_arange(ROWS, gl.SliceLayout(1, S_LAYOUT), ACC_ROW_THREAD_BITS)  # query of each S row
+    else:
+        o_m = row0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, S_LAYOUT))  # query of each S row
     m = gl.full([ROWS], float("-inf"), gl.float32, gl.SliceLayout(1, S_LAYOUT))
     l = gl.zeros([ROWS], gl.float32, gl.SliceLayout(1, S_LAYOUT))
     acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, O_LAYOUT)
@@ -304,7 +310,8 @@ def _live_consumer(ring, rows, counts, o_desc, tensors, qk_scale, LAYOUTS: gl.co
         _pass_turn(turn, CFG, ME)
         s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
         mbarrier.arrive(k_empty.index(base % STAGES), count=1)
-        p, m, l, alpha, moved = _softmax_step(s, m, l, o_m, 0, row0, seq_q, seq_k, qk_scale, CFG)
+        p, m, l, alpha, moved = _softmax_step(s, m, l, o_m, 0, row0, seq_q, seq_k, qk_scale, CFG, True,
+                                              CFG.PERSISTENT)
         p = gl.convert_layout(p.to(dtype), P_OPERAND)
         if CFG.SPLIT_MASKED:  # the blocks left of the diagonal without the mask, then those across it with it
             clear = gl.maximum(unmasked_key_blocks(row0, seq_q, seq_k, key_blocks, BLOCK_N, CFG.CAUSAL), 1)
@@ -341,13 +348,18 @@ def _live_consumer(ring, rows, counts, o_desc, tensors, qk_scale, LAYOUTS: gl.co
     out = acc * gl.expand_dims(gl.convert_layout(1.0 / l_safe, gl.SliceLayout(1, O_LAYOUT)), 1)
     if row0 + ROWS <= seq_q:  # whole rows: out through this consumer's Q tile by TMA
         cta_barrier()  # the warpgroup's wgmmas that read Q are done
-        q_tile.store(out.to(dtype))
+        o_tile = q_tile
+        if CFG.PERSISTENT:  # Q's tile at an index LLVM cannot fold (row0 >= 0): its store's shared addresses built
+            # here, not hoisted out of the tile loop and held (Triton 3.6 spilled 2 of them at D64)
+            o_tile = q_smem.index(ME + (row0 >> 31))
+        o_tile.store(out.to(dtype))
         fence_async_shared()
         cta_barrier()
-        tma_store(o_desc, [q_row0 + row0, i_h, 0], as_box(q_tile))  # columns past DIM: outside the view
+        tma_store(o_desc, [q_row0 + row0, i_h, 0], as_box(o_tile))  # columns past DIM: outside the view
         tma.store_wait(pendings=0)
     else:  # a tail: its rows past Nq are the next batch's in the view
-        store_rows(O, (out,), 1.0, q_row0 + row0, q_row0 + seq_q, heads, i_h, CFG.DIM, HEAD_DIM, 0)
+        store_rows(O, (out,), 1.0, q_row0 + row0, q_row0 + seq_q, heads, i_h, CFG.DIM, HEAD_DIM, 0,
+                   CFG.PERSISTENT)
     if CFG.PERSISTENT:  # every warp of the warpgroup past its last read of Q (wgmmas, O's TMA store) first
         cta_barrier()
     mbarrier.arrive(q_empty.index(ME), count=1)  # Q's tile is free for the program's next tile
@@ -383,7 +395,8 @@ def _key_block(j, counts, p, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale,
         _pass_turn(turn, CFG, ME)
         s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
     mbarrier.arrive(k_empty.index(n % STAGES), count=1)
-    p, m, l, alpha, moved = _softmax_step(s, m, l, o_m, j * BLOCK_N, row0, seq_q, seq_k, qk_scale, CFG, MASK)
+    p, m, l, alpha, moved = _softmax_step(s, m, l, o_m, j * BLOCK_N, row0, seq_q, seq_k, qk_scale, CFG, MASK,
+                                          CFG.PERSISTENT)
     p = gl.convert_layout(p.to(q_smem.dtype), P_OPERAND)
     if CFG.OVERLAP:
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))

@@ -161,6 +161,26 @@ def probabilities(s, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, KEYS_ON
     return p, t
 
 
+# fresh_arange's thread bits of an index in a wgmma accumulator's layout (one warpgroup's 64 rows): a column's bits
+# 0-2 (2 (lane % 4) and the register's low bit: 2 values a thread; bits 1-2 alone, one value, spilled 12 B at D128
+# under Triton 3.9), a row's bits 0-2 and 4-5 (lane // 4, 16 warp: one value); the others come from the register
+ACC_COLUMN_THREAD_BITS = gl.constexpr(0b111)
+ACC_ROW_THREAD_BITS = gl.constexpr(0b110111)
+
+
+@gluon.jit
+def fresh_arange(END: gl.constexpr, layout: gl.constexpr, THREAD_BITS: gl.constexpr):
+    """gl.arange(0, END, layout), built where it runs (a persistent program's tile loop: not hoisted out of it and
+    held, spilled, across it, one register per element): the index's THREAD_BITS through an inline PTX move with
+    side effects, plus its other bits. The same values in any layout; where THREAD_BITS are the bits the layout
+    takes from the lane and warp (a thread's one value) and the others from the register (a constant of each), one
+    register is live across the loop and each index is one add in it."""
+    i = gl.arange(0, END, layout=layout)
+    own = gl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [i & THREAD_BITS], dtype=gl.int32, is_pure=False,
+                                    pack=1)
+    return (i & (END - 1 - THREAD_BITS)) + own
+
+
 @gluon.jit
 def unmasked_key_blocks(start_m, seq_q, seq_k, key_blocks, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
     """How many of a query block's first key blocks (of key_blocks walked from key 0) no row from start_m on needs
