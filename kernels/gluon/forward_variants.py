@@ -37,6 +37,7 @@ class Preferred(NamedTuple):
     largest_tile: int  # tile D up to which the rule holds
     seq_k_min: int  # and from this many keys on
     name: str  # the variant forward=gluon / auto runs there
+    causal: bool | None = None  # only for causal (True) or non-causal (False) problems; None: both
 
 
 # what forward=gluon / auto runs, the first rule that holds (mono past D128: pp2 there is GPU-tested but not yet
@@ -48,22 +49,25 @@ class Preferred(NamedTuple):
 # but 0.96-0.97 at N1024 (H100) and 0.991-0.996 at N2048 (H200) (results/h100|h200/forward_lpt). Persistent (one
 # program per SM walking a list schedule), H100 (results/h100/forward_persistent): pp3_persistent / pp3_lpt 1.19
 # (N1024 causal), 1.06 (N1024), 1.12 / 1.04 (N2048), 1.02 (N4096, N8192), 1.00-1.01 (N16384); pp2_lazy_persistent /
-# pp2_lazy 1.05-1.12 at N1024, / pp2_lazy_lpt 1.02-1.10 at N2048, 0.99-1.00 at N4096, 0.98 at N8192
-PREFERRED = (Preferred(64, 0, "pp3_persistent"), Preferred(128, 4096, "pp2_lazy_lpt"),
-             Preferred(128, 0, "pp2_lazy_persistent"))
+# pp2_lazy 1.05-1.12 at N1024. Without spills (tiles.fresh_arange; results/h100/forward_persistent/spill_free), D128
+# pp2_lazy_persistent / pp2_lazy_lpt causal: 1.06-1.12 (N2048), 1.02 (N4096), 1.01 (N8192), 1.00 (N16384);
+# non-causal 1.00 (N2048), 0.98 (N4096), 0.97 (N8192), 0.96 (N16384)
+PREFERRED = (Preferred(64, 0, "pp3_persistent"), Preferred(128, 16384, "pp2_lazy_lpt"),
+             Preferred(128, 4096, "pp2_lazy_lpt", causal=False), Preferred(128, 0, "pp2_lazy_persistent"))
 # the variants with no tile past tile D 64
 D64_ONLY = ("pp3", "pp2_serial_n256", "pp3_lazy", "pp3_split", "pp3_lpt", "pp3_persistent")
 
 
-def preferred_name(head_dim: int, seq_k: int = 0) -> str:
-    """The variant the Gluon forward runs by default at this head dim and key count (PREFERRED, else mono)."""
+def preferred_name(head_dim: int, causal: bool, seq_k: int = 0) -> str:
+    """The variant the Gluon forward runs by default at this head dim, masking and key count (PREFERRED, else
+    mono)."""
     return next((rule.name for rule in PREFERRED if tile_dim(head_dim) <= rule.largest_tile
-                 and seq_k >= rule.seq_k_min), "mono")
+                 and seq_k >= rule.seq_k_min and rule.causal in (None, causal)), "mono")
 
 
 def preferred_blocks(head_dim: int, causal: bool, seq_k: int = 0) -> FwdBlocks:
     """The tile and structure the Gluon forward runs by default at this head dim and key count."""
-    return variant_blocks(preferred_name(head_dim, seq_k), head_dim, causal)
+    return variant_blocks(preferred_name(head_dim, causal, seq_k), head_dim, causal)
 
 
 def variant_blocks(name: str, head_dim: int, causal: bool) -> FwdBlocks | None:
