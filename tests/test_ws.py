@@ -216,9 +216,6 @@ SCHEDULE_OPTIONS = [dict(prefetch_scores=True), dict(prefetch_scores=True, persi
                          late_stats=True, persistent=True, num_stages=3, **SWAP_AB),
                     dict(stats_ahead=True, late_stats=True, **SWAP_AB),
                     dict(stats_ahead=True, split_masked=True, dq_first=True, named_handover=True, late_stats=True,
-                         persistent=True, num_stages=3, **SWAP_AB),
-                    dict(poly_exp=2), dict(poly_exp=4, swap_ab=False),
-                    dict(poly_exp=2, split_masked=True, dq_first=True, named_handover=True, late_stats=True,
                          persistent=True, num_stages=3, **SWAP_AB)]
 SCHEDULE_IDS = ["prefetch", "prefetch-persistent", "prefetch-one-partition", "prefetch-swap", "early-dv-mn",
                 "early-dv-mn-persistent", "early-dv-prefetch-mn", "p-in-dq-mn", "p-in-dq-mn-s3-early-dv",
@@ -231,8 +228,7 @@ SCHEDULE_IDS = ["prefetch", "prefetch-persistent", "prefetch-one-partition", "pr
                 "split-masked-prefetch", "split-masked-group-split", "register-epilogue",
                 "register-epilogue-persistent-swap", "register-epilogue-group-split",
                 "register-epilogue-split-masked-dq-first-named-late-persistent-s3-swap", "stats-ahead-swap",
-                "stats-ahead-split-masked-dq-first-named-late-persistent-s3-swap", "poly-exp-2", "poly-exp-4-mn",
-                "poly-exp-2-split-masked-dq-first-named-late-persistent-s3-swap"]
+                "stats-ahead-split-masked-dq-first-named-late-persistent-s3-swap"]
 
 
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")

@@ -22,7 +22,7 @@ file gets every combination of its declared candidates as that grid (runners/sch
 import ast
 from dataclasses import asdict, dataclass, field, fields
 
-from kernels.gluon.config import EXP2_SPLITS, named_handover_reason
+from kernels.gluon.config import named_handover_reason
 
 NUM_WARPS = (1, 2, 4, 8, 16)
 SEARCH = "search"  # dataclass field metadata key: the candidate values of a tunable field
@@ -245,9 +245,6 @@ class WsBlocks(Blocks):
     # not after it, so the shared load's latency runs under the wait (ncu, H100 D128 causal: the first FFMA of P
     # waited on LSE's load for 4 % of ws's stall samples, FA4's loads sit ahead of their waits)
     stats_ahead: bool = tunable(False, BOOLS)
-    # issue 43: one exp2 of P in every poly_exp (2 or 4; 0: none) by a cubic on the FMA pipe instead of MUFU.EX2
-    # (kernels/gluon/exp2.py; ncu, H100: back-to-back MUFU.EX2 stalls 3x FA4's)
-    poly_exp: int = tunable(0, EXP2_SPLITS)
     # issue 43, with dQ (no effect in ws_two_pass's dK/dV kernel): a step's dQ = dS K issued before dK += dS^T Q, so
     # the step waits for dQ with dK's wgmma still in flight through dQ's staging and hand-over (FA4's order); the dS
     # barrier then comes before dK's issue, not after it
@@ -272,9 +269,6 @@ class WsBlocks(Blocks):
         if self.named_handover and (reason := named_handover_reason(self.num_warps, self.warp_specialize,
                                                                      self.p_in_dq, self.deterministic)):
             raise ValueError(reason)
-        if self.poly_exp not in EXP2_SPLITS:
-            raise ValueError(f"poly_exp={self.poly_exp}: one of {', '.join(map(str, EXP2_SPLITS))} (one exp2 in "
-                             f"every poly_exp on the FMA pipe; 0: none)")
         if self.group_split < 1:
             raise ValueError(f"group_split={self.group_split}: must be >= 1")
         if self.group_split > 1 and self.deterministic:

@@ -55,12 +55,6 @@ class WsConfig(NamedTuple):  # hashable: Triton specializes the kernel on it lik
     # shared tiles by TMA, so K / V are released at the tile's last MMA and a persistent program's next K / V load
     # starts under the stores instead of after them
     REGISTER_EPILOGUE: bool = False
-    # issue 43: one exp2 of P in every POLY_EXP (2 or 4; 0: none) by a polynomial on the FMA pipe, not MUFU.EX2
-    # (kernels/gluon/exp2.py)
-    POLY_EXP: int = 0
-
-
-EXP2_SPLITS = (0, 2, 4)  # POLY_EXP's values (ws's block field poly_exp): none, one exp2 in 2, one in 4 on the FMA pipe
 
 
 def make_config(*, head_dim: int, d_main: int, d_rest: int, stages: int, causal: bool, window_left: int = -1,
@@ -71,7 +65,7 @@ def make_config(*, head_dim: int, d_main: int, d_rest: int, stages: int, causal:
                 dv_rest: int = 0, chunk_tiles: bool = False, group_split: int = 1,
                 fp32_partials: bool = False, named_handover: bool = False, late_stats: bool = False,
                 dq_first: bool = False, split_masked: bool = False, register_epilogue: bool = False,
-                stats_ahead: bool = False, poly_exp: int = 0) -> WsConfig:
+                stats_ahead: bool = False) -> WsConfig:
     """The record from the launch's values (window_right is dropped under causal masking: the diagonal bounds it).
     head_dim_v (with its chunks dv_main, dv_rest): V's head dim; None = head_dim's (its chunks too). chunk_tiles: the
     tiles of a head dim with two chunks as two tiles each (one chunk: nothing to split). group_split: programs per
@@ -80,8 +74,7 @@ def make_config(*, head_dim: int, d_main: int, d_rest: int, stages: int, causal:
     (only with swap AB and warp specialization; stats_ahead: each loaded before the wgmma wait ahead of its use).
     dq_first: dQ's wgmma before dK's (only with dQ). split_masked: the masked and unmasked steps in loops of their
     own (only where some block is masked, without a left window edge and without prefetch). register_epilogue: dK,
-    dV stored from registers (K, V free at the tile's last MMA). poly_exp: one exp2 of P in every poly_exp on the FMA
-    pipe (0: none)."""
+    dV stored from registers (K, V free at the tile's last MMA)."""
     if head_dim_v is None:
         head_dim_v, dv_main, dv_rest = head_dim, d_main, d_rest
     return WsConfig(DIM=head_dim, D_MAIN=d_main, D_REST=d_rest, STAGES=stages, CAUSAL=causal,
@@ -96,7 +89,7 @@ def make_config(*, head_dim: int, d_main: int, d_rest: int, stages: int, causal:
                     STATS_AHEAD=stats_ahead and late_stats and swap_ab and warp_specialize,
                     DQ_FIRST=dq_first and with_dq,
                     SPLIT_MASKED=split_masked and masked and window_left < 0 and not prefetch,
-                    REGISTER_EPILOGUE=register_epilogue, POLY_EXP=poly_exp)
+                    REGISTER_EPILOGUE=register_epilogue)
 
 
 def named_handover_reason(num_warps: int, warp_specialize: bool, p_in_dq: bool,

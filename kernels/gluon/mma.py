@@ -121,8 +121,7 @@ def _probabilities(s, lse, o_m, start_n, start_m, tile, qk_scale, KEYS_ON_ROWS: 
                    MASK: gl.constexpr):
     """MASK=False: a step of an unmasked run (CFG.SPLIT_MASKED), compiled without the mask."""
     return probabilities(s, lse, o_m, start_n, start_m, tile.seq_q, tile.seq_k, qk_scale, KEYS_ON_ROWS, CFG.CAUSAL,
-                         CFG.WINDOW_LEFT, CFG.WINDOW_RIGHT, CFG.SOFTCAP, CFG.MASKED and MASK, True,  # KEY_BLOCK_FIXED
-                         CFG.POLY_EXP)
+                         CFG.WINDOW_LEFT, CFG.WINDOW_RIGHT, CFG.SOFTCAP, CFG.MASKED and MASK, True)  # KEY_BLOCK_FIXED
 
 
 @gluon.jit

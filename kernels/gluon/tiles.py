@@ -15,7 +15,6 @@ import triton
 
 from kernels.common import LOG2E, next_power_of_2
 from kernels.gluon.compat import TensorDescriptor, gl, gluon, warpgroup_mma, warpgroup_mma_wait
-from kernels.gluon.exp2 import exp2_split
 
 GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
 LOG2E_C = gl.constexpr(LOG2E)  # log2(e), readable inside the kernels (softcap)
@@ -120,14 +119,13 @@ def wait_chunks(n: gl.constexpr, x, y, D_REST: gl.constexpr):
 @gluon.jit
 def probabilities(s, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, KEYS_ON_ROWS: gl.constexpr,
                   CAUSAL: gl.constexpr, WINDOW_LEFT: gl.constexpr, WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr,
-                  MASKED: gl.constexpr, KEY_BLOCK_FIXED: gl.constexpr = False, POLY_EXP: gl.constexpr = 0):
+                  MASKED: gl.constexpr, KEY_BLOCK_FIXED: gl.constexpr = False):
     """P = exp2(S * scale * log2 e - LSE) of S^T [BN, BM] (KEYS_ON_ROWS, swap AB) or S [BM, BN]; o_m: the query
     index of each query row / column. Only blocks that cross the causal diagonal, a window edge or a sequence end
     pay for the mask (keys past Nk, queries past Nq, keys right of the bottom-right diagonal under causal masking,
     and outside the window (WINDOW_LEFT / WINDOW_RIGHT >= 0, FlashAttention's window_size) -> 0).
     KEY_BLOCK_FIXED: the caller walks query blocks against one key block (ws's compute warps), so the mask's key
-    indices are built per step (issue 43: not hoisted out of the loop and held in registers, spilled, across it).
-    POLY_EXP: one exp2 in every POLY_EXP on the FMA pipe (kernels/gluon/exp2.py; 0: all on MUFU)."""
+    indices are built per step (issue 43: not hoisted out of the loop and held in registers, spilled, across it)."""
     KEY_DIM: gl.constexpr = 0 if KEYS_ON_ROWS else 1
     QUERY_DIM: gl.constexpr = 1 - KEY_DIM
     BLOCK_N: gl.constexpr = s.shape[KEY_DIM]
@@ -137,7 +135,7 @@ def probabilities(s, lse, o_m, start_n, start_m, seq_q, seq_k, qk_scale, KEYS_ON
     if SOFTCAP > 0:  # s -> softcap * tanh(s / softcap), in log2 units (kernels.common.modify_scores)
         t = gluon_tanh(s * (1.0 / (SOFTCAP * LOG2E_C)))
         s = t * (SOFTCAP * LOG2E_C)
-    p = exp2_split(s - gl.expand_dims(lse, KEY_DIM), POLY_EXP)
+    p = gl.exp2(s - gl.expand_dims(lse, KEY_DIM))
     if MASKED:
         shift = seq_k - seq_q  # bottom-right causal: query i sees key j iff j <= i + shift
         right = 0 if CAUSAL else WINDOW_RIGHT  # -1: unbounded
