@@ -209,14 +209,7 @@ SCHEDULE_OPTIONS = [dict(prefetch_scores=True), dict(prefetch_scores=True, persi
                     dict(split_masked=True, dq_first=True, named_handover=True, late_stats=True, persistent=True,
                          num_stages=3, **SWAP_AB),
                     dict(split_masked=True, warp_specialize=False), dict(split_masked=True, prefetch_scores=True),
-                    dict(split_masked=True, group_split=2, fp32_partials=False),
-                    dict(register_epilogue=True), dict(register_epilogue=True, persistent=True, **SWAP_AB),
-                    dict(register_epilogue=True, group_split=2, fp32_partials=False),
-                    dict(register_epilogue=True, split_masked=True, dq_first=True, named_handover=True,
-                         late_stats=True, persistent=True, num_stages=3, **SWAP_AB),
-                    dict(stats_ahead=True, late_stats=True, **SWAP_AB),
-                    dict(stats_ahead=True, split_masked=True, dq_first=True, named_handover=True, late_stats=True,
-                         persistent=True, num_stages=3, **SWAP_AB)]
+                    dict(split_masked=True, group_split=2, fp32_partials=False)]
 SCHEDULE_IDS = ["prefetch", "prefetch-persistent", "prefetch-one-partition", "prefetch-swap", "early-dv-mn",
                 "early-dv-mn-persistent", "early-dv-prefetch-mn", "p-in-dq-mn", "p-in-dq-mn-s3-early-dv",
                 "p-in-dq-mn-one-partition", "named-handover", "named-handover-persistent", "named-handover-swap",
@@ -225,10 +218,7 @@ SCHEDULE_IDS = ["prefetch", "prefetch-persistent", "prefetch-one-partition", "pr
                 "dq-first-named-late-persistent-s3-swap", "dq-first-prefetch", "dq-first-one-partition",
                 "dq-first-early-dv-mn", "late-stats-m128-named", "split-masked", "split-masked-swap",
                 "split-masked-dq-first-named-late-persistent-s3-swap", "split-masked-one-partition",
-                "split-masked-prefetch", "split-masked-group-split", "register-epilogue",
-                "register-epilogue-persistent-swap", "register-epilogue-group-split",
-                "register-epilogue-split-masked-dq-first-named-late-persistent-s3-swap", "stats-ahead-swap",
-                "stats-ahead-split-masked-dq-first-named-late-persistent-s3-swap"]
+                "split-masked-prefetch", "split-masked-group-split"]
 
 
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
@@ -269,9 +259,8 @@ def test_scheduled_chunks_of_any_size_match_reference_on_hopper(monkeypatch, chu
 @pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("blocks", ["{'prefetch_scores': True}", "{'early_dv': True, 'swap_ab': False}",
                                     "{'p_in_dq': True, 'swap_ab': False, 'num_stages': 3}", "{'group_split': 2}",
-                                    "{'split_masked': True}", "{'register_epilogue': True, 'persistent': True}"],
-                         ids=["prefetch", "early-dv-mn", "p-in-dq-mn-s3", "group-split", "split-masked",
-                              "register-epilogue-persistent"])
+                                    "{'split_masked': True}"],
+                         ids=["prefetch", "early-dv-mn", "p-in-dq-mn-s3", "group-split", "split-masked"])
 def test_schedule_options_compile_for_sm90(blocks, head_dim):
     """Both options compile for sm90 within shared memory at both head dims (spills: see the compile table in
     results/h100/gluon/README.md; the GPU A/B decides)."""

@@ -241,10 +241,6 @@ class WsBlocks(Blocks):
     # P, delta just before dS, not both at the step's start: 32 + 32 registers fewer live at D64 with BLOCK_M=128,
     # where FA4's tile (128 x 128, S^T / dP^T swapped, P^T / dS^T from registers) then fits (12 B of spills, not 332)
     late_stats: bool = tunable(False, BOOLS)
-    # issue 43, with late_stats: each of LSE / delta loaded just before the wgmma wait ahead of its use (S^T's, dP^T's),
-    # not after it, so the shared load's latency runs under the wait (ncu, H100 D128 causal: the first FFMA of P
-    # waited on LSE's load for 4 % of ws's stall samples, FA4's loads sit ahead of their waits)
-    stats_ahead: bool = tunable(False, BOOLS)
     # issue 43, with dQ (no effect in ws_two_pass's dK/dV kernel): a step's dQ = dS K issued before dK += dS^T Q, so
     # the step waits for dQ with dK's wgmma still in flight through dQ's staging and hand-over (FA4's order); the dS
     # barrier then comes before dK's issue, not after it
@@ -255,10 +251,6 @@ class WsBlocks(Blocks):
     # late_stats, named_handover and dq_first 1.016-1.031x at N >= 4096, alone 0.95-0.96x;
     # results/h100/gluon/ab_issue43/split_masked); no effect with a left window edge or prefetch_scores
     split_masked: bool = tunable(False, BOOLS)
-    # issue 43: a tile's dK and dV stored from registers (masked global stores, as a tail's) instead of through K's and
-    # V's shared tiles by TMA: K, V are released at the tile's last MMA, so with persistent=true the next tile's K / V
-    # load runs under the stores (results/h100/NOTES.md: ws's tile boundaries cost 11 µs of an SM against FA4's 8)
-    register_epilogue: bool = tunable(False, BOOLS)
     # issue 43, causal (longest_first, dense): the (batch, kv head) pairs per chunk of tiles chosen by simulating the
     # list schedule the hardware (or persistent=true's host schedule) runs, within 32 MB of L2 for the chunk's Q, dO
     # and dQ rows (kernels.gluon.chunks.backward_chunk_heads), instead of about one wave: the simulation leaves

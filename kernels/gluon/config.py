@@ -42,8 +42,6 @@ class WsConfig(NamedTuple):  # hashable: Triton specializes the kernel on it lik
     # issue 43, SWAP_AB with WARP_SPECIALIZE: a step's LSE loaded from its shared tile just before P, delta just before
     # dS, instead of both at the step's start (fewer live registers: D64's 128 x 128 swap-AB tiles fit)
     LATE_STATS: bool = False
-    # with LATE_STATS: each of LSE / delta loaded just before the wgmma wait ahead of its use, its latency under it
-    STATS_AHEAD: bool = False
     # issue 43, with dQ: a step's dQ = dS K issued before dK += dS^T Q (after the dS barrier), so dQ is waited for
     # with dK still in flight and dK's wgmma runs through the dQ tile's staging and hand-over (FA4's order)
     DQ_FIRST: bool = False
@@ -51,10 +49,6 @@ class WsConfig(NamedTuple):  # hashable: Triton specializes the kernel on it lik
     # the causal diagonal (or a right window edge), the unmasked middle and a query tail (Tile.unmasked_run), walked
     # by two compiled step bodies: the middle's without the mask's runtime branch, the other two runs' with it
     SPLIT_MASKED: bool = False
-    # issue 43: a tile's dK and dV stored from registers (masked st.global, as a tail's) instead of through K's and V's
-    # shared tiles by TMA, so K / V are released at the tile's last MMA and a persistent program's next K / V load
-    # starts under the stores instead of after them
-    REGISTER_EPILOGUE: bool = False
 
 
 def make_config(*, head_dim: int, d_main: int, d_rest: int, stages: int, causal: bool, window_left: int = -1,
@@ -64,17 +58,15 @@ def make_config(*, head_dim: int, d_main: int, d_rest: int, stages: int, causal:
                 p_in_dq: bool = False, head_dim_v: int | None = None, dv_main: int = 0,
                 dv_rest: int = 0, chunk_tiles: bool = False, group_split: int = 1,
                 fp32_partials: bool = False, named_handover: bool = False, late_stats: bool = False,
-                dq_first: bool = False, split_masked: bool = False, register_epilogue: bool = False,
-                stats_ahead: bool = False) -> WsConfig:
+                dq_first: bool = False, split_masked: bool = False) -> WsConfig:
     """The record from the launch's values (window_right is dropped under causal masking: the diagonal bounds it).
     head_dim_v (with its chunks dv_main, dv_rest): V's head dim; None = head_dim's (its chunks too). chunk_tiles: the
     tiles of a head dim with two chunks as two tiles each (one chunk: nothing to split). group_split: programs per
     kv head's query heads (dK / dV partials; fp32_partials: fp32 ones by register stores). named_handover: the dQ
     hand-over by a named barrier (only with warp specialization and dQ). late_stats: LSE / delta loaded at their use
-    (only with swap AB and warp specialization; stats_ahead: each loaded before the wgmma wait ahead of its use).
-    dq_first: dQ's wgmma before dK's (only with dQ). split_masked: the masked and unmasked steps in loops of their
-    own (only where some block is masked, without a left window edge and without prefetch). register_epilogue: dK,
-    dV stored from registers (K, V free at the tile's last MMA)."""
+    (only with swap AB and warp specialization). dq_first: dQ's wgmma before dK's (only with dQ). split_masked: the
+    masked and unmasked steps in loops of their own (only where some block is masked, without a left window edge and
+    without prefetch)."""
     if head_dim_v is None:
         head_dim_v, dv_main, dv_rest = head_dim, d_main, d_rest
     return WsConfig(DIM=head_dim, D_MAIN=d_main, D_REST=d_rest, STAGES=stages, CAUSAL=causal,
@@ -86,10 +78,8 @@ def make_config(*, head_dim: int, d_main: int, d_rest: int, stages: int, causal:
                     GROUP_SPLIT=group_split, FP32_PARTIALS=fp32_partials,
                     NAMED_HANDOVER=named_handover and warp_specialize and with_dq,
                     LATE_STATS=late_stats and swap_ab and warp_specialize,
-                    STATS_AHEAD=stats_ahead and late_stats and swap_ab and warp_specialize,
                     DQ_FIRST=dq_first and with_dq,
-                    SPLIT_MASKED=split_masked and masked and window_left < 0 and not prefetch,
-                    REGISTER_EPILOGUE=register_epilogue)
+                    SPLIT_MASKED=split_masked and masked and window_left < 0 and not prefetch)
 
 
 def named_handover_reason(num_warps: int, warp_specialize: bool, p_in_dq: bool,

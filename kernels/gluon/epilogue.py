@@ -90,8 +90,8 @@ def store_dk_dv(smem, out, tile, dk, dv, CFG: gl.constexpr):
     D_MAIN: gl.constexpr = CFG.D_MAIN
     D_REST: gl.constexpr = CFG.D_REST
     DIM: gl.constexpr = CFG.DIM
-    # a whole key block (not fp32 partials, not CFG.REGISTER_EPILOGUE): dK, dV through K's and V's shared tiles, by TMA
-    if tile.start_n + BLOCK_N <= tile.seq_k and not CFG.FP32_PARTIALS and not CFG.REGISTER_EPILOGUE:
+    # a whole key block (not fp32 partials): dK, dV through K's and V's shared tiles, by TMA
+    if tile.start_n + BLOCK_N <= tile.seq_k and not CFG.FP32_PARTIALS:
         cta_barrier()  # every warpgroup's last wgmmas (which read all of K) are done
         store_chunks(smem.k, dk, sm_scale, D_MAIN, D_REST, smem.rest.k, CFG.CHUNK_TILES)
         store_chunks(smem.v, dv, 1.0, CFG.DV_MAIN, CFG.DV_REST, smem.rest.v, CFG.CHUNK_TILES_V)
@@ -107,7 +107,7 @@ def store_dk_dv(smem, out, tile, dk, dv, CFG: gl.constexpr):
         tma.store_wait(pendings=0)
         # K, V can take the next tile's (the arrive's barrier: in every warp, after the stores have read them)
         mbarrier.arrive(smem.kv_empty, count=1)
-    else:  # a tail (its rows past Nk are the next batch's in the view), fp32 partials or REGISTER_EPILOGUE: from registers
+    else:  # a tail (its rows past Nk are the next batch's in the view) or fp32 partials: from registers
         mbarrier.arrive(smem.kv_empty, count=1)  # every wgmma of the tile is done: K, V can take the next tile's
         store_rows(DK, dk, sm_scale, tile.k_row0 + tile.start_n, tile.k_row0 + tile.seq_k, tile.kv_heads, tile.i_hk,
                    DIM, D_MAIN, D_REST)

@@ -137,19 +137,15 @@ def gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, q_r, do_r, smem, o
     CHUNKS_V: gl.constexpr = 2 if CFG.DV_REST > 0 else 1  # wgmma groups of a product over Dv (dP^T, dV)
     PV_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=LAYOUTS.kv_v, k_width=2)
     PV_OPERAND_R: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=LAYOUTS.kv_vr, k_width=2)
-    if CFG.STATS_AHEAD:  # the shared load's latency under the wait
-        lse = lse.load(gl.SliceLayout(0, LAYOUTS.s))  # [BM]
     s_t = warpgroup_mma_wait(num_outstanding=CHUNKS_V, deps=(s_t,))  # dP^T's groups still in flight
-    if CFG.LATE_STATS and not CFG.STATS_AHEAD:  # lse, delta: the stage's shared tiles, each loaded just before its use
+    if CFG.LATE_STATS:  # lse, delta: the stage's shared tiles, each loaded just before its use
         lse = lse.load(gl.SliceLayout(0, LAYOUTS.s))  # [BM]
     p_t, t_t = _probabilities(s_t, lse, o_m, tile.start_n, start_m, tile, qk_scale, True, CFG, MASK)  # [BN, BM]
     p_lo = p_t.to(dtype)
     dv = mma_chunks(gl.convert_layout(p_lo, PV_OPERAND), gl.convert_layout(p_lo, PV_OPERAND_R), do_tile, dv,
                     CFG.DV_MAIN, CFG.DV_REST, b_r=do_r, CHUNKED=CFG.CHUNK_TILES_V)  # [BN, BM] @ [BM, Dv]
-    if CFG.STATS_AHEAD:  # LSE is dead by now
-        delta = delta.load(gl.SliceLayout(0, LAYOUTS.s))  # [BM]
     dp_t = warpgroup_mma_wait(num_outstanding=CHUNKS_V, deps=(dp_t,))  # dV's groups still in flight
-    if CFG.LATE_STATS and not CFG.STATS_AHEAD:  # LSE is dead by now
+    if CFG.LATE_STATS:  # LSE is dead by now
         delta = delta.load(gl.SliceLayout(0, LAYOUTS.s))  # [BM]
     ds_t = _softcap_grad(p_t * (dp_t - gl.expand_dims(delta, 0)), t_t, CFG.SOFTCAP).to(dtype)  # [BN, BM]
     if CFG.WITH_DQ:

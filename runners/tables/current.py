@@ -136,6 +136,11 @@ CURRENT: tuple[Current, ...] = (
             "orders, D128 FA grid causal cells and D96 / D128 N4096 (issue 43)",
             ("results/h100/gluon/ab_issue43/stats_ahead/ab_stats_ahead.parquet",),
             ("results/h100/gluon/ab_issue43/stats_ahead/README.md", H100_NOTES)),
+    Current("h100", "poly_exp", "ws's exp2 of P shared with an FMA-pipe cubic (poly_exp 0 / 2 / 4), two orders, FA grid "
+            "D64 / D128 N1024 / N4096 (issue 43)",
+            ("results/h100/gluon/ab_issue43/poly_exp/ab_poly_exp_2.parquet",
+             "results/h100/gluon/ab_issue43/poly_exp/ab_poly_exp_4.parquet"),
+            ("results/h100/gluon/ab_issue43/poly_exp/README.md", H100_NOTES)),
     Current("h100", "d64_swap_causal", "FA4's D64 tile (swap AB, late_stats, named_handover) on ws's D64 causal "
             "defaults, two orders, FA grid causal cells (issue 43)",
             ("results/h100/gluon/ab_issue43/swap64/ab_swap_late_named_d64.parquet",),
@@ -151,6 +156,13 @@ CURRENT: tuple[Current, ...] = (
                 "ab_pp2_lazy_persistent_d64_n2048", "ab_pp2_lazy_persistent_d128", "ab_lpt_persistent_d128",
                 "ab_pp3_persistent_d64_lease2", "ab_lpt_persistent_d128_lease2")),
             ("results/h100/forward_persistent/README.md", H100_NOTES)),
+    Current("h100", "forward_persistent_spill_free", "the persistent Gluon forward without spills against pp3_lpt / "
+            "pp2_lazy_lpt, D64 / D96 / D128 FA grid cells causal and not, two orders, four leases (issue 42)",
+            tuple(f"results/h100/forward_persistent/spill_free/{name}.parquet" for name in (
+                "ab_pp3_persistent_d64_lease1", "ab_pp3_persistent_d64_lease2", "ab_pp3_persistent_d64_lease4",
+                "ab_pp2_lazy_persistent_d128_lease1", "ab_pp2_lazy_persistent_d128_lease2",
+                "ab_pp2_lazy_persistent_d128_lease4", "ab_pp2_lazy_persistent_d96")),
+            ("results/h100/forward_persistent/spill_free/README.md", H100_NOTES)),
     Current("h100", "forward_train", "timed=forward and train rows with the Gluon forward, cuDNN and FA4 (issue 42)",
             ("results/h100/forward_train/h100_forward_train_bf16.parquet",), ("results/h100/forward_train/README.md",)),
     Current("h100", "model_step_fa4", "a model step of ws, cuDNN, FA2 and FA4 at issue 42's four configs, eager and "
