@@ -33,6 +33,8 @@ NOT_RUN = [
     (r"bound_args_check\.py|launch_(cost|stub)_cpu\.py|host_cost_cpu\.py",
      "CPU host-cost measurements and an sm90 compile (minutes); tests/test_launch.py checks the bound arguments"),
     (r"ptx_fingerprint\.py", "compiles every design's kernels for sm90 (minutes); tests/test_ptx_fingerprint.py runs a case"),
+    (r"npot_wgmma_probe\.py", "an sm90 compile probe of Gluon's tile shapes, to run under each Triton (its answer is in its "
+                               "docstring)"),
     (r"^(git|mv) ", "changes the repository (the baseline refresh recipe)"),
     (r"^for ", "the head of a loop of Slurm sweeps"),
     (r"^python -m [\w.]+$", "names a module in prose (its commands are run where the docs show them)"),
