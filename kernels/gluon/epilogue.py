@@ -44,10 +44,7 @@ def store_chunk_rows(PTR, tile, scale, row0, row_end, heads, i_h, col0: gl.const
                      FRESH: gl.constexpr = False):
     LAYOUT: gl.constexpr = tile.type.layout
     o_n = row0 + gl.arange(0, tile.shape[0], layout=gl.SliceLayout(1, LAYOUT))
-    if FRESH:
-        o_d = col0 + fresh_arange(tile.shape[1], gl.SliceLayout(0, LAYOUT), ACC_COLUMN_THREAD_BITS)
-    else:
-        o_d = col0 + gl.arange(0, tile.shape[1], layout=gl.SliceLayout(0, LAYOUT))
+    o_d = col0 + fresh_arange(tile.shape[1], gl.SliceLayout(0, LAYOUT), ACC_COLUMN_THREAD_BITS, FRESH)
     offsets = (gl.expand_dims(o_n, 1).to(gl.int64) * heads + i_h) * DIM + gl.expand_dims(o_d, 0)
     inside = (gl.expand_dims(o_n, 1) < row_end) & (gl.expand_dims(o_d, 0) < DIM)
     gl.store(PTR + offsets, (tile * scale).to(PTR.dtype.element_ty), mask=inside)

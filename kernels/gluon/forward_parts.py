@@ -84,11 +84,8 @@ def _mask_scores(s, o_m, start_n, start_m, seq_q, seq_k, CAUSAL: gl.constexpr, M
         if CAUSAL:
             crosses = crosses or start_m + shift < start_n + BLOCK_N - 1
         if crosses:
-            if FRESH:
-                keys = gl.expand_dims(start_n + fresh_arange(BLOCK_N, gl.SliceLayout(0, s.type.layout),
-                                                             ACC_COLUMN_THREAD_BITS), 0)
-            else:
-                keys = gl.expand_dims(start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s.type.layout)), 0)
+            keys = gl.expand_dims(start_n + fresh_arange(BLOCK_N, gl.SliceLayout(0, s.type.layout),
+                                                         ACC_COLUMN_THREAD_BITS, FRESH), 0)
             visible = keys < seq_k
             if CAUSAL:
                 visible = visible & (keys <= gl.expand_dims(o_m, 1) + shift)

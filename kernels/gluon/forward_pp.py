@@ -295,10 +295,8 @@ def _live_consumer(ring, rows, counts, o_desc, tensors, qk_scale, LAYOUTS: gl.co
     P_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=O_LAYOUT, k_width=2)
     q_tile = q_smem.index(ME)
     row0 = start_m + ME * ROWS
-    if CFG.PERSISTENT:  # built per tile, not hoisted out of the tile loop (tiles.fresh_arange)
-        o_m = row0 + fresh_arange(ROWS, gl.SliceLayout(1, S_LAYOUT), ACC_ROW_THREAD_BITS)  # query of each S row
-    else:
-        o_m = row0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, S_LAYOUT))  # query of each S row
+    # query of each S row; persistent: built per tile, not hoisted out of the tile loop (tiles.fresh_arange)
+    o_m = row0 + fresh_arange(ROWS, gl.SliceLayout(1, S_LAYOUT), ACC_ROW_THREAD_BITS, CFG.PERSISTENT)
     m = gl.full([ROWS], float("-inf"), gl.float32, gl.SliceLayout(1, S_LAYOUT))
     l = gl.zeros([ROWS], gl.float32, gl.SliceLayout(1, S_LAYOUT))
     acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, O_LAYOUT)

@@ -169,16 +169,18 @@ ACC_ROW_THREAD_BITS = gl.constexpr(0b110111)
 
 
 @gluon.jit
-def fresh_arange(END: gl.constexpr, layout: gl.constexpr, THREAD_BITS: gl.constexpr):
+def fresh_arange(END: gl.constexpr, layout: gl.constexpr, THREAD_BITS: gl.constexpr, FRESH: gl.constexpr = True):
     """gl.arange(0, END, layout), built where it runs (a persistent program's tile loop: not hoisted out of it and
     held, spilled, across it, one register per element): the index's THREAD_BITS through an inline PTX move with
     side effects, plus its other bits. The same values in any layout; where THREAD_BITS are the bits the layout
     takes from the lane and warp (a thread's one value) and the others from the register (a constant of each), one
-    register is live across the loop and each index is one add in it."""
+    register is live across the loop and each index is one add in it. FRESH=False: the plain gl.arange."""
     i = gl.arange(0, END, layout=layout)
-    own = gl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [i & THREAD_BITS], dtype=gl.int32, is_pure=False,
-                                    pack=1)
-    return (i & (END - 1 - THREAD_BITS)) + own
+    if FRESH:
+        own = gl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [i & THREAD_BITS], dtype=gl.int32, is_pure=False,
+                                        pack=1)
+        i = (i & (END - 1 - THREAD_BITS)) + own
+    return i
 
 
 @gluon.jit
