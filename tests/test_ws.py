@@ -107,25 +107,10 @@ def test_oversized_tiles_are_reported_not_crashed():
     (dict(prefetch_scores=True, num_stages=1), "prefetch_scores=true: needs num_stages >= 2"),
     (dict(p_in_dq=True), "p_in_dq=true: needs swap_ab=false"),
     (dict(named_handover=True, num_warps=4, BLOCK_N=64), "named_handover=true: needs num_warps=8"),
-    (dict(named_handover=True, deterministic=True), "named_handover=true: needs num_warps=8"),
-    (dict(kv_buffers=3), "kv_buffers=3: 1 or 2")])
+    (dict(named_handover=True, deterministic=True), "named_handover=true: needs num_warps=8")])
 def test_bad_blocks_name_the_rule(fields, rule):
     with pytest.raises(ValueError, match=rule):
         WsBlocks.from_dict(fields)
-
-
-@pytest.mark.parametrize("persistent, warp_specialize, chunk_tiles, d_rest, buffers", [
-    (True, True, False, 0, 2), (False, True, False, 0, 1), (True, False, False, 0, 1), (True, True, True, 64, 1),
-    (True, True, True, 0, 2)])
-def test_kv_buffers_apply_to_persistent_specialized_tiles_only(persistent, warp_specialize, chunk_tiles, d_rest,
-                                                               buffers):
-    """kv_buffers=2 takes effect where a program walks tiles with a load warp and one K / V tile per buffer; one
-    tile per program, no load warp or chunk tiles of two chunks (their second K / V tiles): one buffer."""
-    from kernels.gluon.config import make_config
-    cfg = make_config(head_dim=128, d_main=128 - d_rest, d_rest=d_rest, stages=2, causal=True, masked=True,
-                      persistent=persistent, warp_specialize=warp_specialize, chunk_tiles=chunk_tiles,
-                      kv_buffers=2)
-    assert cfg.KV_BUFFERS == buffers
 
 
 def test_a_default_named_handover_yields_to_the_fields_it_cannot_run_with():
@@ -224,8 +209,7 @@ SCHEDULE_OPTIONS = [dict(prefetch_scores=True), dict(prefetch_scores=True, persi
                     dict(split_masked=True, dq_first=True, named_handover=True, late_stats=True, persistent=True,
                          num_stages=3, **SWAP_AB),
                     dict(split_masked=True, warp_specialize=False), dict(split_masked=True, prefetch_scores=True),
-                    dict(split_masked=True, group_split=2, fp32_partials=False),
-                    dict(kv_buffers=2, persistent=True, num_stages=1)]
+                    dict(split_masked=True, group_split=2, fp32_partials=False)]
 SCHEDULE_IDS = ["prefetch", "prefetch-persistent", "prefetch-one-partition", "prefetch-swap", "early-dv-mn",
                 "early-dv-mn-persistent", "early-dv-prefetch-mn", "p-in-dq-mn", "p-in-dq-mn-s3-early-dv",
                 "p-in-dq-mn-one-partition", "named-handover", "named-handover-persistent", "named-handover-swap",
@@ -234,7 +218,7 @@ SCHEDULE_IDS = ["prefetch", "prefetch-persistent", "prefetch-one-partition", "pr
                 "dq-first-named-late-persistent-s3-swap", "dq-first-prefetch", "dq-first-one-partition",
                 "dq-first-early-dv-mn", "late-stats-m128-named", "split-masked", "split-masked-swap",
                 "split-masked-dq-first-named-late-persistent-s3-swap", "split-masked-one-partition",
-                "split-masked-prefetch", "split-masked-group-split", "kv-buffers-persistent-s1"]
+                "split-masked-prefetch", "split-masked-group-split"]
 
 
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
@@ -272,36 +256,11 @@ def test_scheduled_chunks_of_any_size_match_reference_on_hopper(monkeypatch, chu
     assert chosen, "the forced chunk was never asked for"
 
 
-@pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
-@pytest.mark.parametrize("programs", [1, 3])
-@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("head_dim, blocks", [(64, dict(kv_buffers=2, persistent=True)),
-                                              (64, dict(kv_buffers=2, persistent=True, **SWAP_AB)),
-                                              (128, dict(kv_buffers=2, persistent=True, num_stages=1))],
-                         ids=["d64", "d64-swap", "d128-s1"])
-def test_kv_buffers_over_many_tiles_match_reference_on_hopper(monkeypatch, programs, causal, head_dim, blocks):
-    """kv_buffers=2 with 1 and 3 persistent programs for the 36 tiles of 9 (batch, kv head) pairs (odd lengths,
-    GQA): each program walks 12-36 tiles, so both K / V buffers are refilled many times and their phases count on;
-    every dK / dV row written once, on poisoned outputs."""
-    import kernels.gluon.scheduler as scheduler
-    from variants.op import through_operator
-    scheduler.tile_schedule.cache_clear()
-    monkeypatch.setattr(scheduler, "sm_count", lambda device: programs)
-    torch.manual_seed(programs)
-    try:
-        with through_operator():  # no plan phase: the launch (and its schedule) worked out per call
-            run_and_check("ws", *make_inputs((3, 451, 451, 6, 3, head_dim), torch.bfloat16, "cuda"), causal,
-                          blocks=blocks)
-    finally:
-        scheduler.tile_schedule.cache_clear()
-
-
 @pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("blocks", ["{'prefetch_scores': True}", "{'early_dv': True, 'swap_ab': False}",
                                     "{'p_in_dq': True, 'swap_ab': False, 'num_stages': 3}", "{'group_split': 2}",
-                                    "{'split_masked': True}", "{'kv_buffers': 2, 'persistent': True, 'num_stages': 1}"],
-                         ids=["prefetch", "early-dv-mn", "p-in-dq-mn-s3", "group-split", "split-masked",
-                              "kv-buffers-persistent-s1"])
+                                    "{'split_masked': True}"],
+                         ids=["prefetch", "early-dv-mn", "p-in-dq-mn-s3", "group-split", "split-masked"])
 def test_schedule_options_compile_for_sm90(blocks, head_dim):
     """Both options compile for sm90 within shared memory at both head dims (spills: see the compile table in
     results/h100/gluon/README.md; the GPU A/B decides)."""

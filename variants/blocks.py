@@ -256,17 +256,11 @@ class WsBlocks(Blocks):
     # and dQ rows (kernels.gluon.chunks.backward_chunk_heads), instead of about one wave: the simulation leaves
     # 0.2-2 % past the perfect split on the FA grid's causal cells at N 1k / 4k where one wave leaves 2.6-7.8 %
     scheduled_chunks: bool = tunable(False, BOOLS)
-    # issue 43, persistent (warp_specialize, no chunk tiles; no effect otherwise): K / V in two shared buffers the
-    # program's tiles use in turn, so the next tile's K / V (and its first Q / dO) load under this tile's steps and
-    # dK / dV stores instead of after them (D64: 32 KB more shared memory; D128's does not fit)
-    kv_buffers: int = tunable(1, (1, 2))
 
     def check_rules(self) -> None:
         if self.named_handover and (reason := named_handover_reason(self.num_warps, self.warp_specialize,
                                                                      self.p_in_dq, self.deterministic)):
             raise ValueError(reason)
-        if self.kv_buffers not in (1, 2):
-            raise ValueError(f"kv_buffers={self.kv_buffers}: 1 or 2 (K / V buffers the persistent tiles use in turn)")
         if self.group_split < 1:
             raise ValueError(f"group_split={self.group_split}: must be >= 1")
         if self.group_split > 1 and self.deterministic:

@@ -2,7 +2,6 @@
 step's LSE and delta staged in shared memory beside them. `load_partition` is the 1-warp partition; `issue_kv` /
 `issue_qdo` are what the compute warps call themselves without warp specialization."""
 from kernels.gluon.compat import Value, aggregate, gl, gluon, mbarrier, tma_load
-from kernels.gluon.ring import kv_phase, tile_smem
 from kernels.gluon.scheduler import tile_at
 from kernels.gluon.tiles import as_box
 
@@ -90,8 +89,7 @@ def _load_tile(k, slot, tile_count, loads, smem, program, sizes, stats, CFG: gl.
     BLOCK_N: gl.constexpr = loads.k.block_type.shape[0]
     row_layout: gl.constexpr = gl.BlockedLayout([BLOCK_M // 32], [32], [1], [0])
     tile = tile_at(k, program, sizes, BLOCK_M, BLOCK_N, CFG)
-    smem = tile_smem(smem, tile_count, CFG)  # KV_BUFFERS = 2: this tile's K / V buffer
-    mbarrier.wait(smem.kv_empty, kv_phase(tile_count, CFG) ^ 1)  # passes at once for a buffer's first tile
+    mbarrier.wait(smem.kv_empty, (tile_count & 1) ^ 1)  # passes at once for the first tile
     issue_kv(loads, smem, tile, CFG)
     for step in range(tile.steps):
         # LSE and delta through shared memory: a global load in flight in the compute warps would hold back

@@ -6,7 +6,6 @@ from kernels.gluon.compat import cta_barrier, fence_async_shared, gl, gluon, mba
 from kernels.gluon.epilogue import stage_dq, store_dk_dv
 from kernels.gluon.loads import issue_kv, issue_qdo
 from kernels.gluon.named import compute_arrive_dq_full
-from kernels.gluon.ring import kv_phase, tile_smem
 from kernels.gluon.scheduler import tile_at
 from kernels.gluon.tiles import chunk_zeros, issue_product, mma_chunks, probabilities
 
@@ -307,7 +306,6 @@ def _mma_tile(k, slot, tile_count, smem, program, sizes, stores, stats, qk_scale
     V_LAYOUT: gl.constexpr = LAYOUTS.kv_v
     V_LAYOUT_R: gl.constexpr = LAYOUTS.kv_vr
     tile = tile_at(k, program, sizes, BLOCK_M, BLOCK_N, CFG)
-    smem = tile_smem(smem, tile_count, CFG)  # KV_BUFFERS = 2: this tile's K / V buffer
     if not SPECIALIZED:  # K, V and the first STAGES - 1 steps' Q, dO (one tile per program: nothing to wait)
         issue_kv(loads, smem, tile, CFG)
         for s in gl.static_range(STAGES - 1):
@@ -315,7 +313,7 @@ def _mma_tile(k, slot, tile_count, smem, program, sizes, stores, stats, qk_scale
                 issue_qdo(loads, smem, tile, s, slot + s, CFG)
     dk = chunk_zeros(BLOCK_N, KV_LAYOUT, KV_LAYOUT_R, D_MAIN, D_REST)  # [BN, D] as head-dim chunks
     dv = chunk_zeros(BLOCK_N, V_LAYOUT, V_LAYOUT_R, CFG.DV_MAIN, CFG.DV_REST)  # [BN, Dv]
-    mbarrier.wait(smem.kv_ready, kv_phase(tile_count, CFG))
+    mbarrier.wait(smem.kv_ready, tile_count & 1)
     if CFG.PREFETCH:  # step 0's S issued here, each later step's at the end of the step before (the last peeled)
         if tile.steps > 0:
             s_t = warpgroup_mma_wait(num_outstanding=0, deps=(_issue_s(smem, slot, LAYOUTS, CFG),))

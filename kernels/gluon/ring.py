@@ -78,30 +78,13 @@ class WsRest:
 
 
 @aggregate
-class KvBuffers:
-    """ws's K / V buffers (WsConfig.KV_BUFFERS): k, v [BUFFERS, BN, tile D | tile Dv] with their kv_ready / kv_empty
-    barriers [BUFFERS, 1]; one buffer: WsSmem's own k, v, kv_ready, kv_empty again (nothing allocated)."""
-    k: Value
-    v: Value
-    ready: Value
-    empty: Value
-
-    def __init__(self, k, v, ready, empty):
-        self.k = k
-        self.v = v
-        self.ready = ready
-        self.empty = empty
-
-
-@aggregate
 class WsSmem:
     """ws's shared tiles and barriers. k, v [BN, tile D | tile Dv] (a key block's, then its dK, dV on the way out);
     q, do_ [STAGES, BM, tile D | tile Dv] (the Q / dO ring; Dv: V's head dim, issue 47); ds, p: dS^T [BN, BM]
     (swap AB: p is ds, P^T stays in registers), else dS and P [BM, BN]; dq [BM, tile D] fp32 (a step's dQ for the reduce-add; [8, tile D] without dQ); lse, delta
     [STAGES, BM] (each stage's, staged by the load warp); kv_ready / kv_empty: a tile's K, V landed / its MMAs are
     done; ring: Q, dO stages; dq_full / dq_empty: a step's dQ to add / its reduce-add has read it. Chunk tiles: k, v,
-    q, do_, dq are the first head-dim chunk's ([., D_MAIN]), rest (a WsRest) the second's. kv: the K / V buffers
-    (KV_BUFFERS = 2: k, v, kv_ready, kv_empty are then a tile's, `tile_smem`)."""
+    q, do_, dq are the first head-dim chunk's ([., D_MAIN]), rest (a WsRest) the second's."""
     k: Value
     v: Value
     q: Value
@@ -117,9 +100,8 @@ class WsSmem:
     dq_full: Value
     dq_empty: Value
     rest: WsRest
-    kv: KvBuffers
 
-    def __init__(self, k, v, q, do_, ds, p, dq, lse, delta, kv_ready, kv_empty, ring, dq_full, dq_empty, rest, kv):
+    def __init__(self, k, v, q, do_, ds, p, dq, lse, delta, kv_ready, kv_empty, ring, dq_full, dq_empty, rest):
         self.k = k
         self.v = v
         self.q = q
@@ -135,29 +117,6 @@ class WsSmem:
         self.dq_full = dq_full
         self.dq_empty = dq_empty
         self.rest = rest
-        self.kv = kv
-
-
-@gluon.jit
-def tile_smem(smem, tile_count, CFG: gl.constexpr):
-    """The WsSmem a program's tile_count-th tile works in: with KV_BUFFERS = 2, K, V and their barriers of buffer
-    tile_count % 2 (the next tile's K / V load into the other while this tile runs), else smem itself."""
-    if CFG.KV_BUFFERS == 1:
-        view = smem
-    else:
-        b = tile_count % 2
-        k = smem.kv.k.index(b)
-        v = smem.kv.v.index(b)
-        view = WsSmem(k, v, smem.q, smem.do_, smem.ds, smem.p, smem.dq, smem.lse, smem.delta,
-                      smem.kv.ready.index(b), smem.kv.empty.index(b), smem.ring, smem.dq_full, smem.dq_empty,
-                      WsRest(k, v, smem.rest.q, smem.rest.do_, smem.rest.dq), smem.kv)
-    return view
-
-
-@gluon.jit
-def kv_phase(tile_count, CFG: gl.constexpr):
-    """The phase of the tile_count-th tile's kv_ready (its buffer's use count & 1; kv_empty's waits take it ^ 1)."""
-    return (tile_count // CFG.KV_BUFFERS) & 1
 
 
 @gluon.jit
@@ -169,16 +128,8 @@ def ws_smem(q_desc, k_desc, v_desc, dq_desc, LAYOUTS: gl.constexpr, CFG: gl.cons
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     STAGES: gl.constexpr = CFG.STAGES
     dtype: gl.constexpr = q_desc.dtype
-    if CFG.KV_BUFFERS == 1:
-        k_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD_DIM], LAYOUTS.kv_smem)
-        v_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD_DIM_V], LAYOUTS.v_smem)
-        k_all = k_smem
-        v_all = v_smem
-    else:  # [BUFFERS, BN, .]: a tile's K, V by tile_smem
-        k_all = gl.allocate_shared_memory(dtype, [CFG.KV_BUFFERS, BLOCK_N, HEAD_DIM], LAYOUTS.kv_smem)
-        v_all = gl.allocate_shared_memory(dtype, [CFG.KV_BUFFERS, BLOCK_N, HEAD_DIM_V], LAYOUTS.v_smem)
-        k_smem = k_all.index(0)
-        v_smem = v_all.index(0)
+    k_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD_DIM], LAYOUTS.kv_smem)
+    v_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD_DIM_V], LAYOUTS.v_smem)
     q_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], LAYOUTS.q_smem)
     do_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM_V], LAYOUTS.do_smem)
     if CFG.SWAP_AB:  # dS^T [BN, BM] (P^T stays in registers)
@@ -198,32 +149,18 @@ def ws_smem(q_desc, k_desc, v_desc, dq_desc, LAYOUTS: gl.constexpr, CFG: gl.cons
     rest = _rest_tiles(k_smem, v_smem, q_smem, do_smem, dq_smem, dq_desc, LAYOUTS, CFG)
     lse_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], LAYOUTS.stats_smem)
     delta_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_M], LAYOUTS.stats_smem)
-    if CFG.KV_BUFFERS == 1:
-        kv_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-        kv_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-        kv = KvBuffers(k_all, v_all, kv_ready, kv_empty)
-    else:
-        kv_ready_all = gl.allocate_shared_memory(gl.int64, [CFG.KV_BUFFERS, 1], mbarrier.MBarrierLayout())
-        kv_empty_all = gl.allocate_shared_memory(gl.int64, [CFG.KV_BUFFERS, 1], mbarrier.MBarrierLayout())
-        kv = KvBuffers(k_all, v_all, kv_ready_all, kv_empty_all)
-        kv_ready = kv_ready_all.index(0)
-        kv_empty = kv_empty_all.index(0)
+    kv_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    kv_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     qdo = ring(STAGES)
     dq_full = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     dq_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    if CFG.KV_BUFFERS == 1:
-        mbarrier.init(kv_ready, count=1)
-        mbarrier.init(kv_empty, count=1)
-    else:  # two buffers (Triton 3.6's static_range takes no config field)
-        mbarrier.init(kv.ready.index(0), count=1)
-        mbarrier.init(kv.empty.index(0), count=1)
-        mbarrier.init(kv.ready.index(1), count=1)
-        mbarrier.init(kv.empty.index(1), count=1)
+    mbarrier.init(kv_ready, count=1)
+    mbarrier.init(kv_empty, count=1)
     mbarrier.init(dq_full, count=1)
     mbarrier.init(dq_empty, count=1)
     init_ring(qdo)
     return WsSmem(k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, kv_empty,
-                  qdo, dq_full, dq_empty, rest, kv)
+                  qdo, dq_full, dq_empty, rest)
 
 
 @gluon.jit

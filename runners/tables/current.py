@@ -141,6 +141,11 @@ CURRENT: tuple[Current, ...] = (
             ("results/h100/gluon/ab_issue43/poly_exp/ab_poly_exp_2.parquet",
              "results/h100/gluon/ab_issue43/poly_exp/ab_poly_exp_4.parquet"),
             ("results/h100/gluon/ab_issue43/poly_exp/README.md", H100_NOTES)),
+    Current("h100", "kv_buffers", "ws's K / V in one or two shared buffers over a persistent program's tiles "
+            "(kv_buffers 1 / 2), two orders, D64 causal N1024-16384 and persistent non-causal (issue 43)",
+            ("results/h100/gluon/ab_issue43/kv_buffers/ab_kv_causal.parquet",
+             "results/h100/gluon/ab_issue43/kv_buffers/ab_kv_persistent_noncausal.parquet"),
+            ("results/h100/gluon/ab_issue43/kv_buffers/README.md", H100_NOTES)),
     Current("h100", "d64_swap_causal", "FA4's D64 tile (swap AB, late_stats, named_handover) on ws's D64 causal "
             "defaults, two orders, FA grid causal cells (issue 43)",
             ("results/h100/gluon/ab_issue43/swap64/ab_swap_late_named_d64.parquet",),
