@@ -56,6 +56,8 @@ def test_compiles_for_sm90_within_shared_memory(head_dim, causal):
 # (3.6: 12 / 12). D64 causal with split_masked (results/h100/gluon/ab_issue43/split_masked: 1.007-1.040x under 3.6,
 # where it spills 60 / 64 B) 172 / 296 B here: two step bodies, the unmasked one (596 SASS instructions a step
 # against the masked one's 867) with 5 spill ops a step, the masked one with 13.
+# From 4096 keys D64 causal runs FA4's swap-AB tile, not persistent, one step body (results/h100/gluon/ab_issue43/
+# swap64_causal): 196 / 292 B here, 36 / 36 under 3.6 (test_long_sequence_rules_compile_within_their_spill_bound).
 SPILL_BOUND = {("ws", 64, True): 296, ("ws", 64, False): 64, ("ws", 128, False): 96, ("ws", 128, True): 96,
                ("ws_two_pass", 128, True): 32}
 NO_SPILL_CASES = [(variant, head_dim, causal) for variant in ("ws", "ws_two_pass") for head_dim in (64, 128)
@@ -77,6 +79,33 @@ def test_default_blocks_spill_at_most_what_was_measured(variant, head_dim, causa
         assert row["status"] == "ok", row["status"]
         limit = bound if row["kernel"] == "_ws_backward_kernel" else 0
         assert max(int(row["spill_store_bytes"]), int(row["spill_load_bytes"])) <= limit, row
+
+
+def long_sequence_rules() -> list[tuple[int, bool, dict]]:
+    """ws's dense sm90 rules that only sequences of `seq_min` keys reach (the compile probe's problem has 4 x the
+    largest block, 512 keys, so the tests above compile the short-sequence rules): (head dim, causal, blocks)."""
+    from variants.block_defaults import load_table
+    plain = ("softcap", "windowed", "group_min", "head_dim", "head_dim_v", "dtype")
+    return [(rule["when"]["head_dim_max"], rule["when"]["causal"], rule["blocks"])
+            for rule in load_table()["9.0"]["ws"]
+            if "seq_min" in rule["when"] and rule["when"].get("varlen") is False
+            and not any(key in rule["when"] for key in plain)]
+
+
+LONG_RULES = long_sequence_rules()
+
+
+@pytest.mark.parametrize("head_dim, causal, blocks", LONG_RULES,
+                         ids=[f"D{d}-{'causal' if c else 'full'}-seq-min" for d, c, _ in LONG_RULES])
+def test_long_sequence_rules_compile_within_their_spill_bound(head_dim, causal, blocks):
+    """Issue 43: a `seq_min` rule's tiles (D64 causal: FA4's swap-AB tile from 4096 keys; D128 causal: split_masked
+    from 4096) compile for sm90 within shared memory and spill no more than the rule below them (SPILL_BOUND)."""
+    assert {(64, True), (128, True)} <= {(d, c) for d, c, _ in LONG_RULES}
+    row = compiled_rows(head_dim, causal, repr(blocks))[0]
+    assert row["status"] == "ok", row["status"]
+    assert row["smem_bytes"] <= MAX_SMEM, row
+    limit = SPILL_BOUND.get(("ws", head_dim, causal), 0)
+    assert max(int(row["spill_store_bytes"]), int(row["spill_load_bytes"])) <= limit, row
 
 
 @pytest.mark.parametrize("variant, kernels, head_dim, head_dim_v", [

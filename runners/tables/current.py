@@ -146,6 +146,12 @@ CURRENT: tuple[Current, ...] = (
             ("results/h100/gluon/ab_issue43/kv_buffers/ab_kv_causal.parquet",
              "results/h100/gluon/ab_issue43/kv_buffers/ab_kv_persistent_noncausal.parquet"),
             ("results/h100/gluon/ab_issue43/kv_buffers/README.md", H100_NOTES)),
+    Current("h100", "d64_swap_causal_decomposed", "FA4's D64 tile under causal masking with persistent / split_masked "
+            "on and off, and its neighbours (dq_first, named_handover, scheduled_chunks, stages, fp16), two orders, "
+            "N 1k / 4k / 16k (issue 43)",
+            ("results/h100/gluon/ab_issue43/swap64_causal/ab_swap_decomposed.parquet",
+             "results/h100/gluon/ab_issue43/swap64_causal/ab_swap_neighbours.parquet"),
+            ("results/h100/gluon/ab_issue43/swap64_causal/README.md", H100_NOTES)),
     Current("h100", "d64_swap_causal", "FA4's D64 tile (swap AB, late_stats, named_handover) on ws's D64 causal "
             "defaults, two orders, FA grid causal cells (issue 43)",
             ("results/h100/gluon/ab_issue43/swap64/ab_swap_late_named_d64.parquet",),
