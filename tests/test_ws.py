@@ -238,7 +238,10 @@ SCHEDULE_OPTIONS = [dict(prefetch_scores=True), dict(prefetch_scores=True, persi
                     dict(split_masked=True, dq_first=True, named_handover=True, late_stats=True, persistent=True,
                          num_stages=3, **SWAP_AB),
                     dict(split_masked=True, warp_specialize=False), dict(split_masked=True, prefetch_scores=True),
-                    dict(split_masked=True, group_split=2, fp32_partials=False)]
+                    dict(split_masked=True, group_split=2, fp32_partials=False),
+                    dict(late_stats=True, swap_ab=True, BLOCK_M=128, named_handover=True, group_split=2,
+                         fp32_partials=False, scheduled_chunks=True),
+                    dict(late_stats=True, swap_ab=True, BLOCK_M=128, named_handover=True, persistent=True)]
 SCHEDULE_IDS = ["prefetch", "prefetch-persistent", "prefetch-one-partition", "prefetch-swap", "early-dv-mn",
                 "early-dv-mn-persistent", "early-dv-prefetch-mn", "p-in-dq-mn", "p-in-dq-mn-s3-early-dv",
                 "p-in-dq-mn-one-partition", "named-handover", "named-handover-persistent", "named-handover-swap",
@@ -247,7 +250,8 @@ SCHEDULE_IDS = ["prefetch", "prefetch-persistent", "prefetch-one-partition", "pr
                 "dq-first-named-late-persistent-s3-swap", "dq-first-prefetch", "dq-first-one-partition",
                 "dq-first-early-dv-mn", "late-stats-m128-named", "split-masked", "split-masked-swap",
                 "split-masked-dq-first-named-late-persistent-s3-swap", "split-masked-one-partition",
-                "split-masked-prefetch", "split-masked-group-split"]
+                "split-masked-prefetch", "split-masked-group-split", "late-stats-m128-named-group-split",
+                "late-stats-m128-named-persistent"]
 
 
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")

@@ -48,6 +48,11 @@ CURRENT: tuple[Current, ...] = (
             "(issues 42, 43)",
             ("results/h100/fa4/d3f9340/h100_causal_fwd_bwd_train.parquet",),
             ("results/h100/fa4/d3f9340/README.md", "results/h100/fa4/38e8bad/README.md", H100_NOTES)),
+    Current("h100", "ws_fa4_causal_gqa", "ws at 7902473's defaults (FA4's swap-AB tile at D64 causal from 4096 keys) "
+            "beside cuDNN and FA4: the FA grid's causal cells (backward and forward rows, bf16) and issue 43's GQA "
+            "cells (B4 N4096 H32/Hkv4 and Hkv8, D64 / D128, causal and not, backward) (issues 42, 43)",
+            ("results/h100/fa4/7902473/h100_causal_gqa_fwd_bwd.parquet",),
+            ("results/h100/fa4/7902473/README.md", H100_NOTES)),
     Current("h100", "ws_fa4_train", "ws at d3f9340's defaults beside cuDNN and FA4, forward / train / backward rows, "
             "FA grid bf16 non-causal (the causal cells: ws_fa4_causal), fp16 causal and not, and 192 / 128's backward "
             "(issues 42, 43, 47)",
@@ -147,10 +152,14 @@ CURRENT: tuple[Current, ...] = (
              "results/h100/gluon/ab_issue43/kv_buffers/ab_kv_persistent_noncausal.parquet"),
             ("results/h100/gluon/ab_issue43/kv_buffers/README.md", H100_NOTES)),
     Current("h100", "d64_swap_causal_decomposed", "FA4's D64 tile under causal masking with persistent / split_masked "
-            "on and off, and its neighbours (dq_first, named_handover, scheduled_chunks, stages, fp16), two orders, "
-            "N 1k / 4k / 16k (issue 43)",
+            "on and off, and its neighbours (dq_first, named_handover, scheduled_chunks, stages, fp16), the tile for "
+            "causal GQA, the non-causal tile persistent, two orders, N 1k / 4k / 16k (issue 43)",
             ("results/h100/gluon/ab_issue43/swap64_causal/ab_swap_decomposed.parquet",
-             "results/h100/gluon/ab_issue43/swap64_causal/ab_swap_neighbours.parquet"),
+             "results/h100/gluon/ab_issue43/swap64_causal/ab_swap_neighbours.parquet",
+             "results/h100/gluon/ab_issue43/swap64_causal/ab_gqa_n4096.parquet",
+             "results/h100/gluon/ab_issue43/swap64_causal/ab_gqa_kv48_fp16.parquet",
+             "results/h100/gluon/ab_issue43/swap64_causal/ab_gqa_n1024_n16384.parquet",
+             "results/h100/gluon/ab_issue43/swap64_causal/ab_persistent_d64_noncausal.parquet"),
             ("results/h100/gluon/ab_issue43/swap64_causal/README.md", H100_NOTES)),
     Current("h100", "d64_swap_causal", "FA4's D64 tile (swap AB, late_stats, named_handover) on ws's D64 causal "
             "defaults, two orders, FA grid causal cells (issue 43)",
