@@ -33,6 +33,7 @@ WIDTH = 115  # the docs' line length
 H100_GRID = C.paths("h100", "fa_grid")  # with FA4
 H200_GRID = C.paths("h200", "fa_grid")
 WS_FA4_GRID = C.paths("h100", "ws_fa4_grid") + C.paths("h200", "ws_fa4_grid")  # ws, cuDNN, FA4 only
+WS_FA4_CAUSAL_GQA = C.paths("h100", "ws_fa4_causal_gqa")  # the newest: causal FA grid and issue 43's GQA cells
 STOCK_GRID = C.paths("h100", "stock_grid")  # the FA grid before the Gluon designs (issue 9)
 LARGE_D = C.paths("h100", "large_d") + C.paths("h200", "large_d")  # FA4 on the H100
 # GQA, packed, window, softcap beside FA4; the H100's GQA cells newer at ws's group_split defaults (issue 43; bf16)
@@ -145,6 +146,22 @@ def ws_fa4_grid(df: pd.DataFrame) -> str:
                      f"and {span(ratio(g, CUDNN))} cuDNN")
     return prose(f"The newer runs of ws beside cuDNN and FlashAttention-4 alone (bf16 and fp16, issue 43's defaults "
                  f"of their commit): ws is {'; '.join(parts)}. Rows: {files_text(WS_FA4_GRID)}.")
+
+
+def ws_fa4_causal_gqa(df: pd.DataFrame) -> str:
+    """One paragraph: the newest run of ws beside FA4 and cuDNN, the FA grid's causal cells and issue 43's GQA cells
+    (backward rows; the forward's are in the run's README)."""
+    c = cells(df[df["timed"] == "backward"])
+    grid = c[~c["shape"].str.contains("/")]  # H / Hkv in the shape text: a GQA cell
+    gqa = c[c["shape"].str.contains("/")]
+    commits = ", ".join(sorted({str(x)[:7] for x in df["commit"]}))
+    gpus = ", ".join(sorted({name for name in ("H100", "H200") if c[T.GPU].str.contains(name).any()}))
+    long = grid[grid["seq"] >= 4096]
+    listed = "; ".join(f"{row['shape']} {row['tflops'] / row[FA4]:.2f}×"  # the shape text says causal
+                       for _, row in gqa.sort_values(["head_dim", "shape", "causal"]).iterrows())
+    return prose(f"The newest run ({gpus}, at {commits}, bf16, backward): on the FA grid's causal cells ws is "
+                 f"{span(ratio(grid, FA4))} FA4 ({span(ratio(long, FA4))} at N ≥ 4096) and {span(ratio(grid, CUDNN))} "
+                 f"cuDNN; beside FA4 on issue 43's GQA cells: {listed}. Rows: {files_text(WS_FA4_CAUSAL_GQA)}.")
 
 
 def fa4_cases(df: pd.DataFrame) -> str:
@@ -366,6 +383,7 @@ BLOCKS: dict[str, Block] = {
     "fa_grid": Block(H100_GRID + H200_GRID, fa_grid),
     "fa_grid_fastest": Block(H100_GRID, fastest_cells),
     "ws_fa4_grid": Block(WS_FA4_GRID, ws_fa4_grid),
+    "ws_fa4_causal_gqa": Block(WS_FA4_CAUSAL_GQA, ws_fa4_causal_gqa),
     "stock_grid": Block(STOCK_GRID, stock_grid),
     "large_d": Block(LARGE_D, large_d),
     "fa4_cases": Block(FA4_CASES, fa4_cases),
