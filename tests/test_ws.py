@@ -98,8 +98,9 @@ LONG_RULES = long_sequence_rules()
 @pytest.mark.parametrize("head_dim, causal, blocks", LONG_RULES,
                          ids=[f"D{d}-{'causal' if c else 'full'}-seq-min" for d, c, _ in LONG_RULES])
 def test_long_sequence_rules_compile_within_their_spill_bound(head_dim, causal, blocks):
-    """Issue 43: a `seq_min` rule's tiles (D64 causal: FA4's swap-AB tile from 4096 keys; D128 causal: split_masked
-    from 4096) compile for sm90 within shared memory and spill no more than the rule below them (SPILL_BOUND)."""
+    """Issue 43: a `seq_min` rule's tiles (from 4096 keys: D64 causal FA4's swap-AB tile, D64 non-causal that tile not
+    persistent, D128 causal split_masked) compile for sm90 within shared memory and spill no more than the rules
+    below them (SPILL_BOUND)."""
     assert {(64, True), (128, True)} <= {(d, c) for d, c, _ in LONG_RULES}
     row = compiled_rows(head_dim, causal, repr(blocks))[0]
     assert row["status"] == "ok", row["status"]
