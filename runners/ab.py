@@ -7,11 +7,15 @@ method of issue 43's A/Bs: a field is a default only where it wins in both passe
         extra="isolate=false timed=forward" cells="tokens=16384 seq=1024,4096 head_dim=64 causal=true"
     python -m runners.ab variant=ws a="" b="blocks.swap_ab=true blocks.late_stats=true blocks.named_handover=true" \\
         cells="tokens=16384 hidden=2048 seq=1024,4096 head_dim=64 causal=true"
+    python -m runners.ab variant=ws sets="base: | swap: blocks.swap_ab=true | swap1: blocks.swap_ab=true \\
+        blocks.persistent=false" cells="tokens=16384 hidden=2048 seq=4096 head_dim=64 causal=true"
 
 Override sets (``a=`` / ``b=`` instead of ``field=``): two sets of sweep overrides (one left out: the defaults), for a
 design that changes several fields at once; each set's sweep is a process of its own (per cell and pass: pass a
 runs A then B, pass b B then A), in its own results dir, and a row's ``ab_value`` is ``A`` or ``B``; the table is
-``out/ab_sets.parquet``.
+``out/ab_sets.parquet``. ``sets=`` names more than two such sets, ``LABEL: overrides`` between ``|`` (an empty
+one: the defaults): pass a runs them in the order given, pass b in reverse, a row's ``ab_value`` is its set's label,
+and the table has ms(first) / ms(set) for every other set (a decomposition: which of a design's fields costs what).
 
 A field is a block field (``blocks.FIELD=A,B``, read from the rows' ``block_overrides_json``) or a top-level sweep key
 (a key of conf/config.yaml, e.g. ``forward``: ``FIELD=A,B``, read from the rows' column of that name; one that
@@ -42,9 +46,31 @@ from runners.tables.results import load as load_rows
 
 PROG = "runners.ab"
 DEFAULTS = {"variant": "ws", "field": "", "values": "false,true", "cells": "", "extra": "isolate=false",
-            "out": "results/ab", "sweep_id": "ab", "a": "", "b": ""}
+            "out": "results/ab", "sweep_id": "ab", "a": "", "b": "", "sets": ""}
 SET_LABELS = ("A", "B")  # the override sets' values in ab_value
 CELL_KEY = ("variant", "dtype", *SHAPE_COLUMNS, "head_dim_v", "window_left", "window_right", "softcap", "timed")
+
+
+def override_sets(args: dict) -> dict[str, str]:
+    """The labelled override sets of a run, in pass a's order: sets= (``LABEL: overrides | ...``), or a= / b= as A
+    and B; {} for field= (one field's values)."""
+    if args["sets"]:
+        named: dict[str, str] = {}
+        for part in args["sets"].split("|"):
+            label, colon, overrides = part.partition(":")
+            label = label.strip()
+            if not colon or not label.replace("_", "").replace("-", "").isalnum():
+                raise UsageError(f"{PROG}: sets={args['sets']!r}: each set is LABEL: overrides (a label of letters, "
+                                 f"digits, - and _), between |; got {part.strip()!r}")
+            if label in named:
+                raise UsageError(f"{PROG}: sets: the label {label!r} is used twice")
+            named[label] = " ".join(overrides.split())
+        if len(named) < 2:
+            raise UsageError(f"{PROG}: sets= needs two sets or more, e.g. sets=\"base: | swap: blocks.swap_ab=true\"")
+        return named
+    if args["a"] or args["b"]:  # an empty set (a= or b= left out): the defaults
+        return dict(zip(SET_LABELS, (args["a"], args["b"])))
+    return {}
 
 
 def pass_values(values: tuple[str, str], name: str) -> str:
@@ -77,8 +103,8 @@ def sweep_argv(cell: str, args: dict, values: tuple[str, str], name: str, result
 
 
 def set_argv(cell: str, args: dict, label: str, name: str, results_dir: Path) -> list[str]:
-    """One `runners.sweep -m` process of an override set (label A: args['a'], B: args['b']) in pass `name`."""
-    overrides = args["a" if label == SET_LABELS[0] else "b"]
+    """One `runners.sweep -m` process of the override set `label` (override_sets) in pass `name`."""
+    overrides = override_sets(args)[label]
     return _sweep(cell, args, overrides.split(), results_dir, f"{args['sweep_id']}_{name}_{label}")
 
 
@@ -100,31 +126,40 @@ def field_values(rows: pd.DataFrame, field: str) -> pd.Series:
     return rows["block_overrides_json"].map(lambda text: field_value(text, field))
 
 
-def ratios(rows: pd.DataFrame, values: tuple[str, str], field: str = "") -> pd.DataFrame:
-    """Per cell and pass: ms of each value and ms(A) / ms(B); a cell without both values has NaN there."""
+def ratios(rows: pd.DataFrame, values: tuple[str, ...], field: str = "") -> pd.DataFrame:
+    """Per cell and pass: ms of each value and ms(A) / ms(B) (``a/b``); with more than two values (sets=)
+    ms(first) / ms(value) for each other value (``first/value``). A cell without a value has NaN there."""
     ok = rows[rows["status"] == "ok"]
     key = [col for col in CELL_KEY if col in ok.columns and col != field]  # the field tells values apart
     key = [col for col in key if ok[col].astype(str).nunique() > 1] or key[:1]  # what tells the cells apart
     table = ok.pivot_table(index=key + ["ab_pass"], columns="ab_value", values="ms", aggfunc="min", dropna=False)
     table = table.reindex(columns=list(values))
-    table["a/b"] = table[values[0]] / table[values[1]]
+    if len(values) == 2:
+        table["a/b"] = table[values[0]] / table[values[1]]
+    else:
+        for value in values[1:]:
+            table[f"{values[0]}/{value}"] = table[values[0]] / table[value]
     return table.dropna(how="all", subset=list(values))
 
 
 @cli
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv, DEFAULTS, PROG, __doc__)
-    sets = bool(args["a"] or args["b"])  # an empty set (a= or b= left out): the defaults
+    if args["sets"] and (args["a"] or args["b"]):
+        raise UsageError(f"{PROG}: either sets= (labelled override sets) or a= / b= (two of them), not both")
+    named = override_sets(args)
+    sets = bool(named)
     if sets and args["field"]:
-        raise UsageError(f"{PROG}: either field= (one field's two values) or a= / b= (two override sets), not both")
+        raise UsageError(f"{PROG}: either field= (one field's two values) or a= / b= / sets= (override sets), not both")
     if not args["field"] and not sets:
         raise UsageError(f"{PROG}: field= names the block field (or top-level sweep key) to A/B (e.g. "
                          "field=split_masked, field=forward), or a= / b= two sets of overrides")
-    values = SET_LABELS if sets else tuple(v.strip() for v in args["values"].split(","))
-    if len(values) != 2 or values[0] == values[1]:
+    values = tuple(named) if sets else tuple(v.strip() for v in args["values"].split(","))
+    if not sets and (len(values) != 2 or values[0] == values[1]):
         raise UsageError(f"{PROG}: values={args['values']!r}: two different values, e.g. false,true")
-    if sets and args["a"] == args["b"]:
-        raise UsageError(f"{PROG}: a= and b= are the same overrides")
+    if sets and len(set(named.values())) < len(named):
+        raise UsageError(f"{PROG}: a= and b= are the same overrides" if not args["sets"] else
+                         f"{PROG}: sets: two sets have the same overrides")
     cells = [cell.strip() for cell in args["cells"].split(";") if cell.strip()]
     if not cells:
         raise UsageError(f"{PROG}: cells= names the sweep cells, e.g. cells=\"seq=4096 head_dim=64 causal=true\"")
@@ -132,9 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     for name in ("a", "b"):
         for index, cell in enumerate(cells, 1):
-            if sets:  # one process per set, A first in pass a, B first in pass b
+            if sets:  # one process per set, in the given order in pass a, reversed in pass b
+                order = values if name == "a" else values[::-1]
                 runs = [(set_argv(cell, args, label, name, out / f"pass_{name}" / label), f"set {label}")
-                        for label in pass_values(values, name).split(",")]
+                        for label in order]
             else:
                 runs = [(sweep_argv(cell, args, values, name, out / f"pass_{name}"),
                          f"{override_key(args['field'])}={pass_values(values, name)}")]
@@ -167,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"not ok: pass {row.ab_pass} {args['field'] or 'set'}={row.ab_value} {row.config_key}: {row.status} "
               f"{row.reason}")
     missing = int(table[list(values)].isna().any(axis=1).sum())
-    print(f"rows: {table_path} ({len(rows)} rows, {len(bad)} not ok, {missing} cell(s) without both values)")
+    print(f"rows: {table_path} ({len(rows)} rows, {len(bad)} not ok, {missing} cell(s) without every value)")
     return 1 if failed or len(bad) or missing else 0
 
 

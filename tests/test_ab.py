@@ -58,6 +58,21 @@ def test_two_override_sets_in_both_orders(tmp_path):
         ("pass_a", "A"), ("pass_a", "B"), ("pass_b", "A"), ("pass_b", "B")}
 
 
+def test_three_labelled_sets_forward_then_reversed(tmp_path):
+    """sets=: labelled override sets (an empty one: the defaults), pass a in the given order and pass b reversed,
+    each in its own dir; the table has ms(first) / ms(set) for every other set."""
+    run = run_ab("variant=two_pass", "sets=base: | s3: blocks.num_stages1=3 | w2: blocks.num_warps1=2",
+                 f"cells={CELL}", f"out={tmp_path}")
+    assert run.returncode == 0, run.stdout + run.stderr
+    rows = pd.read_parquet(tmp_path / "ab_sets.parquet")
+    assert len(rows) == 6 and set(rows["status"]) == {"ok"}
+    assert set(rows.loc[rows["ab_value"] == "s3", "num_stages1"]) == {3}
+    assert set(rows.loc[rows["ab_value"] == "w2", "num_warps1"]) == {2}
+    for name, order in (("a", ["base", "s3", "w2"]), ("b", ["w2", "s3", "base"])):
+        assert list(rows[rows["ab_pass"] == name].sort_values("timestamp")["ab_value"]) == order
+    assert "base/s3" in run.stdout and "base/w2" in run.stdout and "0 not ok" in run.stdout
+
+
 @pytest.mark.parametrize("args, message", [
     (["field=split_masked", "a=blocks.swap_ab=true", "cells=seq=64"], "not both"),
     (["a=blocks.swap_ab=true", "b=blocks.swap_ab=true", "cells=seq=64"], "are the same overrides"),
@@ -65,6 +80,12 @@ def test_two_override_sets_in_both_orders(tmp_path):
     (["field=split_masked", "values=true"], "two different values"),
     (["field=split_masked"], "cells= names the sweep cells"),
     (["field=split_masked", "cells=seq=64", "bogus=1"], "unknown key 'bogus'"),
+    (["sets=base: | base: blocks.swap_ab=true", "cells=seq=64"], "used twice"),
+    (["sets=base:", "cells=seq=64"], "two sets or more"),
+    (["sets=base: | swap blocks.swap_ab=true", "cells=seq=64"], "LABEL: overrides"),
+    (["sets=x: blocks.swap_ab=true | y: blocks.swap_ab=true", "cells=seq=64"], "the same overrides"),
+    (["sets=x: | y: blocks.swap_ab=true", "b=blocks.swap_ab=true", "cells=seq=64"], "not both"),
+    (["sets=x: | y: blocks.swap_ab=true", "field=split_masked", "cells=seq=64"], "not both"),
 ])
 def test_bad_arguments_are_one_line(args, message):
     run = run_ab(*args)
