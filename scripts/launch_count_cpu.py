@@ -179,6 +179,12 @@ def per_call_us(call, reps: int = 100) -> float:
 
 
 def main(argv: list) -> None:
+    if any(a in ("-h", "--help") for a in argv):
+        print(__doc__)
+        return
+    unknown = [a for a in argv if a.startswith("-") and a not in ("--profile", "--json")]
+    if unknown:
+        raise SystemExit(f"launch_count_cpu.py: unknown option {unknown[0]!r} (--profile, --json; --help)")
     profile, as_json = "--profile" in argv, "--json" in argv
     argv = [a for a in argv if a not in ("--profile", "--json")]
     designs = argv[0].split(",") if argv else DESIGNS
