@@ -102,9 +102,9 @@ def sweep_argv(cell: str, args: dict, values: tuple[str, str], name: str, result
                   f"{args['sweep_id']}_{name}")
 
 
-def set_argv(cell: str, args: dict, label: str, name: str, results_dir: Path) -> list[str]:
-    """One `runners.sweep -m` process of the override set `label` (override_sets) in pass `name`."""
-    overrides = override_sets(args)[label]
+def set_argv(cell: str, args: dict, label: str, overrides: str, name: str, results_dir: Path) -> list[str]:
+    """One `runners.sweep -m` process of the override set `label` (its overrides, from override_sets) in pass
+    `name`."""
     return _sweep(cell, args, overrides.split(), results_dir, f"{args['sweep_id']}_{name}_{label}")
 
 
@@ -169,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
         for index, cell in enumerate(cells, 1):
             if sets:  # one process per set, in the given order in pass a, reversed in pass b
                 order = values if name == "a" else values[::-1]
-                runs = [(set_argv(cell, args, label, name, out / f"pass_{name}" / label), f"set {label}")
+                runs = [(set_argv(cell, args, label, named[label], name, out / f"pass_{name}" / label),
+                         f"set {label}")
                         for label in order]
             else:
                 runs = [(sweep_argv(cell, args, values, name, out / f"pass_{name}"),
