@@ -109,18 +109,6 @@ def test_long_sequence_rules_compile_within_their_spill_bound(head_dim, causal, 
     assert max(int(row["spill_store_bytes"]), int(row["spill_load_bytes"])) <= limit, row
 
 
-def test_redecode_tile_holds_fewer_registers_across_the_step_loop():
-    """redecode_tile (issue 43): the epilogue's tile coordinates decoded again after the step loop leave D64 causal's
-    default tile (persistent, S = Q K^T) with fewer spilled bytes than holding them across it (Triton 3.9 here:
-    172 / 296 B -> 120 / 200; 3.6: 60 / 64 -> 28 / 40)."""
-    spilled = {}
-    for redecode in (False, True):
-        row = compiled_rows(64, True, repr({"redecode_tile": redecode}))[0]
-        assert row["status"] == "ok", row["status"]
-        spilled[redecode] = int(row["spill_store_bytes"]) + int(row["spill_load_bytes"])
-    assert spilled[True] < spilled[False], spilled
-
-
 @pytest.mark.parametrize("variant, kernels, head_dim, head_dim_v", [
     ("ws", ("_ws_backward_kernel",), 192, 128), ("ws_two_pass", ("_ws_backward_kernel", "_ws_dq_kernel"), 192, 128),
     ("ws", ("_ws_backward_kernel",), 64, 128)], ids=["ws-192-128", "ws_two_pass-192-128", "ws-64-128"])
@@ -254,9 +242,7 @@ SCHEDULE_OPTIONS = [dict(prefetch_scores=True), dict(prefetch_scores=True, persi
                     dict(split_masked=True, group_split=2, fp32_partials=False),
                     dict(late_stats=True, swap_ab=True, BLOCK_M=128, named_handover=True, group_split=2,
                          fp32_partials=False, scheduled_chunks=True),
-                    dict(late_stats=True, swap_ab=True, BLOCK_M=128, named_handover=True, persistent=True),
-                    dict(redecode_tile=True), dict(redecode_tile=True, persistent=True, split_masked=True),
-                    dict(redecode_tile=True, group_split=2, fp32_partials=False)]
+                    dict(late_stats=True, swap_ab=True, BLOCK_M=128, named_handover=True, persistent=True)]
 SCHEDULE_IDS = ["prefetch", "prefetch-persistent", "prefetch-one-partition", "prefetch-swap", "early-dv-mn",
                 "early-dv-mn-persistent", "early-dv-prefetch-mn", "p-in-dq-mn", "p-in-dq-mn-s3-early-dv",
                 "p-in-dq-mn-one-partition", "named-handover", "named-handover-persistent", "named-handover-swap",
@@ -266,8 +252,7 @@ SCHEDULE_IDS = ["prefetch", "prefetch-persistent", "prefetch-one-partition", "pr
                 "dq-first-early-dv-mn", "late-stats-m128-named", "split-masked", "split-masked-swap",
                 "split-masked-dq-first-named-late-persistent-s3-swap", "split-masked-one-partition",
                 "split-masked-prefetch", "split-masked-group-split", "late-stats-m128-named-group-split",
-                "late-stats-m128-named-persistent", "redecode-tile", "redecode-tile-persistent-split-masked",
-                "redecode-tile-group-split"]
+                "late-stats-m128-named-persistent"]
 
 
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")

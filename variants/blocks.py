@@ -256,10 +256,6 @@ class WsBlocks(Blocks):
     # and dQ rows (kernels.gluon.chunks.backward_chunk_heads), instead of about one wave: the simulation leaves
     # 0.2-2 % past the perfect split on the FA grid's causal cells at N 1k / 4k where one wave leaves 2.6-7.8 %
     scheduled_chunks: bool = tunable(False, BOOLS)
-    # issue 43: a tile's coordinates decoded again from its index after the step loop for the dK / dV epilogue, not
-    # held across the loop: fewer live registers in the step (compiled for sm90 under Triton 3.6: D64 causal 60 ->
-    # 28 B of spills, D64 non-causal persistent 56 -> 40, D128 non-causal 16 -> 8, but D128 causal 0 -> 32)
-    redecode_tile: bool = tunable(False, BOOLS)
 
     def check_rules(self) -> None:
         if self.named_handover and (reason := named_handover_reason(self.num_warps, self.warp_specialize,

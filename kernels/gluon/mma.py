@@ -349,8 +349,5 @@ def _mma_tile(k, slot, tile_count, smem, program, sizes, stores, stats, qk_scale
                                         dq_desc, dq_r_desc, False)
     if not SPECIALIZED:
         tma.store_wait(pendings=0)
-    steps = tile.steps
-    if CFG.REDECODE_TILE:  # the epilogue's coordinates from the index again: not held across the step loop
-        tile = tile_at(k, program, sizes, BLOCK_M, BLOCK_N, CFG)
     store_dk_dv(smem, stores, tile, dk, dv, CFG)
-    return slot + steps
+    return slot + tile.steps
