@@ -805,11 +805,12 @@ def test_group_split_that_does_not_divide_the_group_is_one_line(heads, kv_heads,
 
 @pytest.mark.parametrize("heads, kv_heads, causal, head_dim, split", [
     (32, 4, True, 64, 4), (24, 2, True, 64, 4), (40, 4, True, 64, 2), (32, 4, False, 64, 1), (16, 4, True, 64, 4),
-    (16, 8, True, 64, 1), (32, 8, True, 128, 2), (20, 4, True, 128, 1), (32, 8, False, 128, 1), (8, 8, True, 128, 1)])
+    (16, 8, True, 64, 1), (32, 8, True, 128, 2), (20, 4, True, 128, 1), (32, 8, False, 128, 1), (8, 8, True, 128, 1),
+    (32, 4, True, 128, 4), (16, 2, True, 128, 4), (40, 4, True, 128, 2), (24, 4, True, 128, 2), (32, 4, False, 128, 1)])
 def test_group_split_default_rule_takes_a_split_that_divides_the_group(heads, kv_heads, causal, head_dim, split):
     """conf/block_defaults.yaml: causal GQA with groups of >= 4 query heads splits them over 4 programs at D64, 2 at
-    D128; a group the split does not divide (10 at D64, 5 at D128) takes the gcd; other problems keep one program
-    per kv head."""
+    D128 (4 from groups of 8); a group the split does not divide (10 at D64; 5 and 10 at D128) takes the gcd; other
+    problems keep one program per kv head."""
     from kernels.gluon.compat import GLUON_MISSING
     if GLUON_MISSING is not None:
         pytest.skip(GLUON_MISSING)
@@ -831,15 +832,15 @@ def test_deterministic_mode_overrides_a_default_group_split():
         get("ws").make_blocks(problem, dict(deterministic=True, group_split=2))
 
 
-@pytest.mark.parametrize("head_dim, kv_heads", [(64, 4), (128, 8)])
-def test_group_split_defaults_compile_within_the_spill_bounds(head_dim, kv_heads):
-    """The causal GQA defaults (H32: group_split 4 at D64, 2 at D128, 16-bit partials) and the adding pass compile
-    for sm90 with no more spilled bytes than the unsplit kernel's bound (the split changes the K / V head index and,
-    with fp32 partials only, the epilogue)."""
+@pytest.mark.parametrize("head_dim, kv_heads, split", [(64, 4, 4), (128, 8, 2), (128, 4, 4)])
+def test_group_split_defaults_compile_within_the_spill_bounds(head_dim, kv_heads, split):
+    """The causal GQA defaults (H32: group_split 4 at D64, 2 at D128 / Hkv8, 4 at D128 / Hkv4, 16-bit partials) and
+    the adding pass compile for sm90 with no more spilled bytes than the unsplit kernel's bound (the split changes the
+    K / V head index and, with fp32 partials only, the epilogue)."""
     rows = compiled_rows(head_dim, True, kernels=("_ws_backward_kernel", "_add_partials_kernel"), heads=32,
                          kv_heads=kv_heads)
     assert [row["kernel"] for row in rows] == ["_ws_backward_kernel", "_add_partials_kernel"], rows
-    assert '"group_split":' + ("4" if head_dim == 64 else "2") in rows[0]["blocks"], rows[0]["blocks"]
+    assert f'"group_split":{split}' in rows[0]["blocks"], rows[0]["blocks"]
     for row, bound in zip(rows, (SPILL_BOUND[("ws", head_dim, True)], 0)):
         assert row["status"] == "ok" and max(int(row["spill_store_bytes"]), int(row["spill_load_bytes"])) <= bound, row
 
@@ -862,7 +863,8 @@ GROUP_SPLIT_CASES = [((2, 333, 333, 8, 2, 64), True, dict(group_split=2)),
                      ((2, 333, 333, 8, 2, 64), True, dict(group_split=4, swap_ab=False, BLOCK_M=128)),
                      ((2, 333, 333, 8, 2, 64), True, dict(group_split=4, fp32_partials=False)),
                      ((1, 200, 461, 8, 2, 128), True, dict(group_split=2, fp32_partials=False, persistent=True)),
-                     ((1, 461, 200, 8, 1, 128), False, dict(group_split=8, fp32_partials=False))]
+                     ((1, 461, 200, 8, 1, 128), False, dict(group_split=8, fp32_partials=False)),
+                     ((2, 333, 333, 16, 2, 128), True, dict(group_split=4, fp32_partials=False, scheduled_chunks=True))]
 
 
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
