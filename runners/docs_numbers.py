@@ -72,6 +72,7 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
         first = g.iloc[0]
         out.append({T.GPU: first[T.GPU], "dtype": first["dtype"], "shape": T.shape_text(first.drop("layout")),
                     "seq": first["seq"], "head_dim": first["head_dim"], "causal": bool(first["causal"]),
+                    "gqa": bool(first["kv_heads"] < first["heads"]),
                     "design": designs.idxmax(), "tflops": designs.max(), **tflops.to_dict()})
     return pd.DataFrame(out).sort_values(["dtype", "seq", "head_dim", "causal"], kind="stable")
 
@@ -152,8 +153,7 @@ def ws_fa4_causal_gqa(df: pd.DataFrame) -> str:
     """One paragraph: the newest run of ws beside FA4 and cuDNN, the FA grid's causal cells and issue 43's GQA cells
     (backward rows; the forward's are in the run's README)."""
     c = cells(df[df["timed"] == "backward"])
-    grid = c[~c["shape"].str.contains("/")]  # H / Hkv in the shape text: a GQA cell
-    gqa = c[c["shape"].str.contains("/")]
+    grid, gqa = c[~c["gqa"]], c[c["gqa"]]
     commits = ", ".join(sorted({str(x)[:7] for x in df["commit"]}))
     gpus = ", ".join(sorted({name for name in ("H100", "H200") if c[T.GPU].str.contains(name).any()}))
     long = grid[grid["seq"] >= 4096]
