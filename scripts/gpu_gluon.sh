@@ -26,7 +26,8 @@
 #                                                #   first cheap ncu pass), same shape, Nsight Compute's full set with
 #                                                #   source counters: every raw metric as one flat table
 #                                                #   ($OUT/<gpu>_ncu_compare_<tag>.parquet: design, kernel, metric, unit,
-#                                                #   value) and each kernel's per-SASS-line counters ($OUT/ncu_<tag>_<design>_sass.csv)
+#                                                #   value), each kernel's per-SASS-line counters
+#                                                #   ($OUT/ncu_<tag>_<design>_sass.csv.gz) and one log ($OUT/ncu_<tag>.log)
 #
 # Tables: $OUT/<gpu>_gluon_<part>.parquet (+ .log); copy them to results/<gpu>/ and commit.
 set -uo pipefail
@@ -193,7 +194,7 @@ PY
     for design in ${NCU_DESIGNS//,/ }; do
       # pass 1: every kernel of three backward runs with its duration; the longest one is the design's main kernel
       ncu --metrics gpu__time_duration.sum --csv python scripts/ncu_backward.py --variant "$design" --head-dim "$@" \
-        > "$SCRATCH/${TAG}_${design}_kernels.csv" 2> "$OUT/ncu_${TAG}_${design}_pass1.log"
+        > "$SCRATCH/${TAG}_${design}_kernels.csv" 2> "$SCRATCH/${TAG}_${design}_pass1.log"
       read -r kernel skip < <(python - "$SCRATCH/${TAG}_${design}_kernels.csv" <<'PY'
 import io, sys
 
@@ -212,9 +213,13 @@ PY
       [ -n "$kernel" ] || continue
       ncu --kernel-name "regex:$kernel" --launch-skip "$skip" --launch-count 1 --set full --import-source yes \
         -o "$SCRATCH/${TAG}_$design" python scripts/ncu_backward.py --variant "$design" --head-dim "$@" \
-        > "$OUT/ncu_${TAG}_$design.log" 2>&1
+        > "$SCRATCH/${TAG}_$design.log" 2>&1
+      # one log per shape and one gzipped SASS table per design come back (the device returns at most 8 files)
+      { echo "== $design: pass 1 (stderr, last lines)"; tail -5 "$SCRATCH/${TAG}_${design}_pass1.log"
+        echo "== $design: full set"; cat "$SCRATCH/${TAG}_$design.log"; } >> "$OUT/ncu_${TAG}.log"
       ncu -i "$SCRATCH/${TAG}_$design.ncu-rep" --page raw --csv > "$SCRATCH/${TAG}_$design.csv"
-      ncu -i "$SCRATCH/${TAG}_$design.ncu-rep" --page source --csv --print-source sass > "$OUT/ncu_${TAG}_${design}_sass.csv"
+      ncu -i "$SCRATCH/${TAG}_$design.ncu-rep" --page source --csv --print-source sass \
+        | gzip > "$OUT/ncu_${TAG}_${design}_sass.csv.gz"
     done
     python - "$OUT/${GPU}_ncu_compare_$TAG.parquet" $(for d in ${NCU_DESIGNS//,/ }; do echo "$SCRATCH/${TAG}_$d.csv"; done) <<'PY'
 import io, os, sys
