@@ -2,7 +2,6 @@
 import torch
 import triton
 import triton.language as tl
-from triton.language.extra.cuda import gdc_launch_dependents
 
 from kernels.common import cdiv, flat, head_block, strides
 from kernels.launch import launch, memo
@@ -13,14 +12,9 @@ def _delta_kernel(O, DO, DELTA, ZERO,
                   stride_ob, stride_on, stride_oh, stride_od,
                   stride_dob, stride_don, stride_doh, stride_dod,
                   seq_q, heads, zero_numel, zero_chunk,
-                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, ZERO_BLOCK: tl.constexpr,
-                  DEPENDENTS: tl.constexpr = False):
+                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, ZERO_BLOCK: tl.constexpr):
     """Grid (cdiv(Nq, BLOCK_M), B * H). DELTA is [B, H, Nq] fp32. ZERO_BLOCK > 0: also zero ZERO, an fp32 buffer of
-    zero_numel elements, each program its zero_chunk of them (a multiple of ZERO_BLOCK; the chunks cover it).
-    DEPENDENTS: a programmatic dependent launch after this one (ws's pdl) may start as soon as every program has
-    begun (griddepcontrol.launch_dependents; it waits for this launch's end before reading DELTA or ZERO)."""
-    if DEPENDENTS:
-        gdc_launch_dependents()
+    zero_numel elements, each program its zero_chunk of them (a multiple of ZERO_BLOCK; the chunks cover it)."""
     i_m = tl.program_id(0)
     i_bh = tl.program_id(1)
     i_b = i_bh // heads
@@ -43,12 +37,10 @@ def _delta_kernel(O, DO, DELTA, ZERO,
 ZERO_BLOCK = 1024  # elements a program zeroes per step
 
 
-def attention_delta(o, do, BLOCK_M: int = 64, zero: torch.Tensor | None = None,
-                    dependents: bool = False) -> torch.Tensor:
+def attention_delta(o, do, BLOCK_M: int = 64, zero: torch.Tensor | None = None) -> torch.Tensor:
     """o, do [B, Nq, H, D] -> delta [B, H, Nq] fp32. zero: an fp32 buffer the same launch fills with zeros (a design's
     dQ accumulator: one launch fewer than torch.zeros; issue 44), whose elements fill its storage from its start (a
-    fresh contiguous tensor, or a fresh empty_like of a dense one). dependents: the next launch is a programmatic
-    dependent one (ws's pdl), which this launch lets start early."""
+    fresh contiguous tensor, or a fresh empty_like of a dense one)."""
     slot = memo("attention_delta")  # a plan's phase: its key fixes the shapes, strides and the buffer's layout
     if slot and (zero is None) == (slot["numel"] is None):
         delta = torch.empty(slot["delta_shape"], device=o.device, dtype=torch.float32)
@@ -69,7 +61,7 @@ def attention_delta(o, do, BLOCK_M: int = 64, zero: torch.Tensor | None = None,
     chunk = cdiv(cdiv(numel, max(grid[0] * grid[1], 1)), ZERO_BLOCK) * ZERO_BLOCK
     args = (*strides(o), *strides(do), seq_q, heads, numel, chunk)
     fixed = dict(HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_D=head_block(head_dim),
-                 ZERO_BLOCK=ZERO_BLOCK if numel else 0, **(dict(DEPENDENTS=True) if dependents else {}))
+                 ZERO_BLOCK=ZERO_BLOCK if numel else 0)
     if slot is not None:  # zero_: the buffer goes through ATen's fill (slot["numel"] None: no buffer)
         slot.update(delta_shape=(batch, heads, seq_q), grid=grid, args=args, fixed=fixed,
                     numel=None if zero is None else numel, zero_=filled)

@@ -182,9 +182,7 @@ class TritonVariant(Variant):
             q, k, v, o, do = (t.unsqueeze(0) for t in (q, k, v, o, do))
         workspace = self.dq_workspace(q, blocks, varlen)  # zeroed by the delta launch (no fill launch of its own)
         if delta is None:
-            # row-wise: a packed batch is one sequence of total_q rows; a design's programmatic dependent launch
-            # (ws's pdl) may start before this launch ends
-            delta = attention_delta(o, do, zero=workspace, dependents=getattr(blocks, "pdl", False))
+            delta = attention_delta(o, do, zero=workspace)  # row-wise: a packed batch is one sequence of total_q rows
         elif workspace is not None:
             workspace.zero_()
         extra = {} if varlen is None else dict(varlen=varlen)

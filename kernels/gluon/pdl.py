@@ -6,7 +6,9 @@ overlaps is the later kernel's launch and set-up (shared memory, barriers) with 
 
 Gluon has no name for the two PTX statements, so each is one inline statement without operands; both are no-ops in a
 kernel launched without PDL. The stock Triton kernels use `triton.language.extra.cuda`'s `gdc_wait` /
-`gdc_launch_dependents`, the same statements."""
+`gdc_launch_dependents`, the same statements (dQ's conversion waits; the delta launch signals nothing, so ws's main
+kernel may start as its last programs end: one more parameter would break kernels/preprocess.py's 20-parameter
+limit, tests/test_kernel_shape.py)."""
 from kernels.gluon.compat import gl, gluon
 
 

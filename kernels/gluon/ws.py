@@ -267,8 +267,8 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
     accumulator (`new_accumulator`; variants.base has the delta launch zero it), or None (zeros here).
     group_split: programs per (key block, kv head), each walking H / Hkv / group_split of the group's query heads:
     dK / dV as partials (ws_dkdv; fp32_partials: fp32, else in K's dtype through the TMA stores), added here
-    (kernels.partials). pdl: the main kernel and dQ's conversion by programmatic dependent launch (kernels.gluon.pdl;
-    the delta launch before them lets them start: attention_delta's dependents=True)."""
+    (kernels.partials). pdl: the main kernel and dQ's conversion by programmatic dependent launch
+    (kernels.gluon.pdl)."""
     from kernels.dq_finish import dq_finish
 
     if group_split != 1 and (reason := group_split_reason(q.shape[2], k.shape[2], group_split)):
