@@ -5,7 +5,6 @@ import os
 import torch
 import triton
 import triton.language as tl
-from triton.language.extra.cuda import gdc_wait
 
 from kernels.common import cdiv, flat, strides
 from kernels.launch import launch, memo
@@ -14,14 +13,11 @@ from kernels.launch import launch, memo
 @triton.jit
 def _dq_finish_kernel(DQ_ACC, DQ, stride_dqb, stride_dqn, stride_dqh, stride_dqd, seq_q, acc_rows, heads, sm_scale,
                       HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
-                      SPREAD_ROWS: tl.constexpr, PDL: tl.constexpr = False):
+                      SPREAD_ROWS: tl.constexpr):
     """Grid (cdiv(Nq, BLOCK_M), B * H): dq = sm_scale * DQ_ACC[..., :D] in dq's dtype and strides; DQ_ACC has
     acc_rows >= Nq rows per (batch, head). SPREAD_ROWS: query 8 g + 4 a + b is in row 8 g + 2 b + a (ws's
     accumulator, `_bank_spread_rows`). Row-wise, so a packed batch is one sequence of total_q rows (B = 1); rows
-    no program reached (queries of a document without keys) stay 0. PDL: launched with launch_pdl (ws's pdl), so it
-    waits for the launch before it (griddepcontrol.wait) before it reads DQ_ACC."""
-    if PDL:
-        gdc_wait()
+    no program reached (queries of a document without keys) stay 0."""
     i_m = tl.program_id(0)
     i_bh = tl.program_id(1)
     o_m = i_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -38,11 +34,10 @@ def _dq_finish_kernel(DQ_ACC, DQ, stride_dqb, stride_dqn, stride_dqh, stride_dqd
 
 
 def dq_finish(dq_acc: torch.Tensor, dq: torch.Tensor, scale: float, BLOCK_M: int = 64,
-              spread_rows: bool = False, pdl: bool = False) -> None:
+              spread_rows: bool = False) -> None:
     """dq_acc [B, H, rows >= Nq, BLOCK_D] fp32, contiguous (BLOCK_D >= D, a power of two), or the same memory as
     [B * H * rows, BLOCK_D] (ws's, no view per call) -> dq [B, Nq, H, D] = scale * dq_acc[..., :D]; spread_rows: the
-    accumulator's rows reordered within groups of 8 (ws). pdl: a programmatic dependent launch after the kernel that
-    fills dq_acc (kernels.gluon.pdl)."""
+    accumulator's rows reordered within groups of 8 (ws)."""
     slot = memo("dq_finish")  # a plan's phase: its key fixes the shapes and strides
     if slot:
         if slot["grid"] is not None:
@@ -53,8 +48,7 @@ def dq_finish(dq_acc: torch.Tensor, dq: torch.Tensor, scale: float, BLOCK_M: int
     if grid is not None:
         block_d = dq_acc.shape[-1]
         args = (*strides(dq), seq_q, dq_acc.numel() // (batch * heads * block_d), heads)
-        fixed = dict(HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_D=block_d, SPREAD_ROWS=spread_rows, num_warps=4,
-                     **(dict(PDL=True, launch_pdl=True) if pdl else {}))
+        fixed = dict(HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_D=block_d, SPREAD_ROWS=spread_rows, num_warps=4)
         if slot is not None:
             slot.update(grid=grid, args=args, fixed=fixed)
         launch(_dq_finish_kernel, grid, dq_acc, dq, *args, scale, **fixed)

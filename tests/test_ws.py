@@ -242,10 +242,7 @@ SCHEDULE_OPTIONS = [dict(prefetch_scores=True), dict(prefetch_scores=True, persi
                     dict(split_masked=True, group_split=2, fp32_partials=False),
                     dict(late_stats=True, swap_ab=True, BLOCK_M=128, named_handover=True, group_split=2,
                          fp32_partials=False, scheduled_chunks=True),
-                    dict(late_stats=True, swap_ab=True, BLOCK_M=128, named_handover=True, persistent=True),
-                    dict(pdl=True), dict(pdl=True, persistent=True, split_masked=True, scheduled_chunks=True),
-                    dict(pdl=True, late_stats=True, swap_ab=True, BLOCK_M=128, named_handover=True, group_split=2,
-                         fp32_partials=False)]
+                    dict(late_stats=True, swap_ab=True, BLOCK_M=128, named_handover=True, persistent=True)]
 SCHEDULE_IDS = ["prefetch", "prefetch-persistent", "prefetch-one-partition", "prefetch-swap", "early-dv-mn",
                 "early-dv-mn-persistent", "early-dv-prefetch-mn", "p-in-dq-mn", "p-in-dq-mn-s3-early-dv",
                 "p-in-dq-mn-one-partition", "named-handover", "named-handover-persistent", "named-handover-swap",
@@ -255,7 +252,7 @@ SCHEDULE_IDS = ["prefetch", "prefetch-persistent", "prefetch-one-partition", "pr
                 "dq-first-early-dv-mn", "late-stats-m128-named", "split-masked", "split-masked-swap",
                 "split-masked-dq-first-named-late-persistent-s3-swap", "split-masked-one-partition",
                 "split-masked-prefetch", "split-masked-group-split", "late-stats-m128-named-group-split",
-                "late-stats-m128-named-persistent", "pdl", "pdl-persistent-split-masked", "pdl-m128-group-split"]
+                "late-stats-m128-named-persistent"]
 
 
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
@@ -273,20 +270,6 @@ def test_schedule_options_match_reference_on_hopper(blocks, head_dim, causal, sh
         pytest.skip("group_split must divide the GQA group")
     torch.manual_seed(hash((shape, causal, head_dim)) % 2**31)
     run_and_check("ws", *make_inputs((*shape, head_dim), torch.bfloat16, "cuda"), causal, blocks=blocks)
-
-
-@pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
-@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_pdl_warm_calls_match_reference_on_hopper(causal):
-    """pdl (issue 43): three eager calls of one signature with fresh inputs, the later ones through the plan's bound
-    launches (the launch attribute comes from the compiled kernel's metadata there), each against the reference."""
-    from kernels.launch import stats
-    bound = stats.bound
-    for seed in range(3):
-        torch.manual_seed(40 + seed + 10 * causal)
-        run_and_check("ws", *make_inputs((2, 333, 333, 4, 2, 64), torch.bfloat16, "cuda"), causal,
-                      blocks=dict(pdl=True))
-    assert stats.bound > bound, "no bound launch: the warm path was not tested"
 
 
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")
@@ -341,36 +324,6 @@ def ws_main_ptx(head_dim: int, causal: bool, overrides: dict) -> tuple[int, str]
     assert out.returncode == 0, out.stderr[-2000:]
     spills, ptx = out.stdout.split("\n", 1)
     return int(spills), ptx
-
-
-PDL_PTX = """
-import json, sys
-from runners.compile.resources import capture_launches, compile_kernel
-overrides = json.loads(sys.argv[1])
-_, _, launches = capture_launches("ws", 64, "bf16", True, 4, 2, overrides)
-out = {}
-for fn, args, kwargs in launches:
-    compiled = compile_kernel(fn, args, kwargs)
-    ptx = compiled.asm["ptx"]
-    out[fn.__name__] = [ptx.count("griddepcontrol.wait"), ptx.count("griddepcontrol.launch_dependents"),
-                        bool(compiled.metadata.launch_pdl)]
-print(json.dumps(out))
-"""
-
-
-@pytest.mark.parametrize("pdl", [False, True], ids=["off", "on"])
-def test_pdl_launches_the_main_kernel_and_dq_finish_dependent_on_the_launch_before(pdl):
-    """pdl (issue 43, kernels.gluon.pdl): the main kernel is launched with launch_pdl and waits once for the delta
-    launch (and lets dQ's conversion start), dQ's
-    conversion is launched with launch_pdl and waits before reading the accumulator; off, no kernel has either
-    statement or the launch attribute. [kernel: (waits, launch_dependents, launch_pdl)]"""
-    env = {k: v for k, v in __import__("os").environ.items() if k != "TRITON_INTERPRET"}
-    out = subprocess.run([sys.executable, "-c", PDL_PTX, json.dumps({"pdl": pdl})], capture_output=True, text=True,
-                         env=env, timeout=900)
-    assert out.returncode == 0, out.stderr[-2000:]
-    kernels = json.loads(out.stdout.strip().splitlines()[-1])
-    expected = {"_delta_kernel": [0, 0, False], "_ws_backward_kernel": [1, 1, True], "_dq_finish_kernel": [1, 0, True]}
-    assert kernels == (expected if pdl else {name: [0, 0, False] for name in expected}), kernels
 
 
 def named_handover_ptx(head_dim: int, causal: bool, named: bool) -> tuple:

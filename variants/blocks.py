@@ -256,9 +256,6 @@ class WsBlocks(Blocks):
     # and dQ rows (kernels.gluon.chunks.backward_chunk_heads), instead of about one wave: the simulation leaves
     # 0.2-2 % past the perfect split on the FA grid's causal cells at N 1k / 4k where one wave leaves 2.6-7.8 %
     scheduled_chunks: bool = tunable(False, BOOLS)
-    # issue 43: programmatic dependent launch (kernels.gluon.pdl): the main kernel starts while the delta launch ends
-    # and waits for it once its shared memory is set up; dQ's conversion likewise after the main kernel
-    pdl: bool = tunable(False, BOOLS)
 
     def check_rules(self) -> None:
         if self.named_handover and (reason := named_handover_reason(self.num_warps, self.warp_specialize,

@@ -45,7 +45,6 @@ from kernels.gluon.config import make_config, named_handover_reason
 from kernels.gluon.epilogue import DkDvOut, dq_partition
 from kernels.gluon.loads import Loads, load_partition
 from kernels.gluon.mma import mma_partition
-from kernels.gluon.pdl import let_next_launch_start, wait_for_prior_launch
 from kernels.gluon.ring import ws_smem
 from kernels.gluon.scheduler import (TILE_SETUP_STEPS, TileSizes, chunk_heads, program_tiles, query_steps,  # noqa: F401
                                      sm_count, tile_key_block, tile_schedule)
@@ -126,9 +125,6 @@ def _ws_backward_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, dk_desc, dv_de
                   _or(do_r, do_desc))
     dq_r = _or(dq_r, dq_desc)
     stats = (tensors.lse, tensors.delta)
-    if CFG.PDL:  # launched with launch_pdl: the delta launch's rows and zeroed dQ accumulator are read from here on
-        wait_for_prior_launch()
-        let_next_launch_start()
     # the partitions' arguments as tuple literals (a tuple assigned to a name would turn LAYOUTS into a tensor)
     if not CFG.WARP_SPECIALIZE:  # one partition issues everything
         mma_partition(smem, program, tile_sizes, stores, stats, sizes.qk_scale, LAYOUTS, CFG, loads, dq_desc, dq_r)
@@ -260,15 +256,14 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
                 early_dv: bool = False, p_in_dq: bool = False, head_dim_split: bool = False, chunk_tiles: bool = False,
                 group_split: int = 1, fp32_partials: bool = True, named_handover: bool = False,
                 late_stats: bool = False, dq_first: bool = False, split_masked: bool = False,
-                scheduled_chunks: bool = False, pdl: bool = False):
+                scheduled_chunks: bool = False):
     """q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D] dense, fp16 / bf16, D <= 256; lse (base 2), delta [B, H, Nq] fp32
     -> dq like q, dk / dv like k / v. window_left / window_right, softcap: score modifiers (ws_dkdv). varlen: a
     kernels.varlen.Packing, q / k ... [1, total, H, D], lse / delta [1, H, total_q]. dq_acc: the zeroed fp32
     accumulator (`new_accumulator`; variants.base has the delta launch zero it), or None (zeros here).
     group_split: programs per (key block, kv head), each walking H / Hkv / group_split of the group's query heads:
     dK / dV as partials (ws_dkdv; fp32_partials: fp32, else in K's dtype through the TMA stores), added here
-    (kernels.partials). pdl: the main kernel and dQ's conversion by programmatic dependent launch
-    (kernels.gluon.pdl)."""
+    (kernels.partials)."""
     from kernels.dq_finish import dq_finish
 
     if group_split != 1 and (reason := group_split_reason(q.shape[2], k.shape[2], group_split)):
@@ -286,9 +281,9 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
             window_left=window_left, window_right=window_right, softcap=softcap, varlen=varlen,
             prefetch_scores=prefetch_scores, early_dv=early_dv, p_in_dq=p_in_dq, head_dim_split=head_dim_split,
             chunk_tiles=chunk_tiles, group_split=group_split, named_handover=named_handover, late_stats=late_stats,
-            dq_first=dq_first, split_masked=split_masked, scheduled_chunks=scheduled_chunks, pdl=pdl)
+            dq_first=dq_first, split_masked=split_masked, scheduled_chunks=scheduled_chunks)
     dq = torch.empty(q.shape, device=q.device, dtype=q.dtype)
-    dq_finish(dq_acc, dq, scale, spread_rows=varlen is None, pdl=pdl)  # [B * H * rows, tile_dim(D)]: B * H blocks of rows
+    dq_finish(dq_acc, dq, scale, spread_rows=varlen is None)  # [B * H * rows, tile_dim(D)]: B * H blocks of rows
     if group_split > 1:
         dk, dv = (add_partials(t, group_split, q.dtype) for t in (dk, dv))
     return dq, dk, dv
@@ -309,8 +304,7 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
             softcap: float = 0.0, varlen=None, prefetch_scores: bool = False, early_dv: bool = False,
             p_in_dq: bool = False, head_dim_split: bool = False, chunk_tiles: bool = False,
             group_split: int = 1, named_handover: bool = False, late_stats: bool = False,
-            dq_first: bool = False, split_masked: bool = False, scheduled_chunks: bool = False,
-            pdl: bool = False) -> None:
+            dq_first: bool = False, split_masked: bool = False, scheduled_chunks: bool = False) -> None:
     """The main kernel's launch: dk, dv (like k, v, dense) and, given dq_acc ([B * H * dq_rows(Nq), tile_dim(D)]
     fp32, zeroed; packed: [H * total_q, tile_dim(D)]), dQ reduce-added into it; dq_acc=None (ws_two_pass,
     warp_specialize only): dk and dv alone. window_left / window_right: a sliding window as
@@ -330,9 +324,7 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
     a step's dQ wgmma issued before its dK wgmma, so dK's runs through the dQ tile's staging and hand-over.
     split_masked: the steps that need the mask and those that do not in loops of their own (no effect without a
     masked block, with a left window edge or with prefetch_scores). scheduled_chunks (causal, longest_first, dense): the (batch, kv head)
-    pairs per chunk of tiles by chunks.backward_chunk_heads (a simulated list schedule), not about one wave. pdl:
-    launched with launch_pdl, the kernel waiting for the launch before it once its shared memory is set up
-    (kernels.gluon.pdl)."""
+    pairs per chunk of tiles by chunks.backward_chunk_heads (a simulated list schedule), not about one wave."""
     slot = memo("ws_dkdv") if varlen is None else None  # a plan's phase: what its key fixes, worked out once
     if slot:
         _warm_dkdv(slot, q, k, v, do, lse, delta, dk, dv, dq_acc, scale)
@@ -403,10 +395,10 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
                       p_in_dq=p_in_dq, head_dim_v=head_dim_v, dv_main=dv_main, dv_rest=dv_rest,
                       chunk_tiles=chunk_tiles, group_split=group_split, fp32_partials=dk.dtype == torch.float32,
                       named_handover=named_handover, late_stats=late_stats, dq_first=dq_first,
-                      split_masked=split_masked, pdl=pdl)
+                      split_masked=split_masked)
     views = tma_views(q, k, v, do, dq_acc, dk, dv, BLOCK_M, BLOCK_N, cfg, head_dim_split)
     fixed = dict(LAYOUTS=layouts(BLOCK_M, BLOCK_N, head_dim, num_warps, q.dtype, swap_ab, head_dim_split, head_dim_v),
-                 CFG=cfg, num_warps=num_warps, **({"launch_pdl": True} if pdl else {}))
+                 CFG=cfg, num_warps=num_warps)
     sizes = WsSizes(seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads, batch_kv_heads=batch * kv_heads,
                     chunk_heads=heads_per_chunk, qk_scale=scale * LOG2E, sm_scale=scale)
     if slot is not None:  # dense (varlen has no memo): the docs are the accumulator, the schedule too unless persistent
