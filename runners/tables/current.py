@@ -39,10 +39,18 @@ CURRENT: tuple[Current, ...] = (
     Current("h100", "fa4_cases", "GQA, packed documents, a window and a softcap beside FA4 (bf16)",
             ("results/h100/fa4/7ead8fa/h100_gluon_cases_bf16_7ead8fa.parquet",),
             ("results/h100/fa4/7ead8fa/README.md", "results/h100/fa4/README.md")),
-    Current("h100", "ws_fa4_grid", "ws at 0392993's defaults (dq_first at D128 non-causal; before FA4's D64 tile) beside "
-            "cuDNN and FA4 on the FA grid, bf16 and fp16 (issue 43)",
-            _pair("results/h100/fa4/0392993/h100_gluon_grid_{dtype}_0392993.parquet"),
-            ("results/h100/fa4/0392993/README.md", "results/h100/gluon/ab_issue43/dq_first/README.md", H100_NOTES)),
+    Current("h100", "ws_fa4_grid", "ws at 93f600e's defaults (FA4's D64 tile at D64 causal from 4096 keys, persistent "
+            "at D64 non-causal below 4096) beside cuDNN and FA4 on the FA grid, bf16; fp16 at 0392993's (issue 43)",
+            ("results/h100/fa4/93f600e/h100_ws_fa4_grid_bf16_93f600e.parquet",
+             "results/h100/fa4/0392993/h100_gluon_grid_fp16_0392993.parquet"),
+            ("results/h100/fa4/93f600e/README.md", "results/h100/fa4/0392993/README.md",
+             "results/h100/gluon/ab_issue43/dq_first/README.md", H100_NOTES)),
+    Current("h100", "ws_fa4_gqa_large_d", "ws at 93f600e's defaults beside cuDNN and FA4: issue 43's GQA cells (B4 "
+            "N4096), D96 / 192 / 256 and 192 / 128 (B2 H16 N4096, ws_two_pass too), bf16, backward",
+            ("results/h100/fa4/93f600e/h100_ws_fa4_gqa_bf16_93f600e.parquet",
+             "results/h100/fa4/93f600e/h100_ws_fa4_large_d_bf16_93f600e.parquet",
+             "results/h100/fa4/93f600e/h100_ws_fa4_mla_192_128_bf16_93f600e.parquet"),
+            ("results/h100/fa4/93f600e/README.md", H100_NOTES)),
     Current("h100", "ws_fa4_causal", "ws at d3f9340's defaults (scheduled_chunks at D64 / D128 causal, the persistent "
             "Gluon forward) beside cuDNN and FA4 on the FA grid's causal cells, bf16, forward / train / backward rows "
             "(issues 42, 43)",
@@ -87,7 +95,7 @@ CURRENT: tuple[Current, ...] = (
             tuple(f"results/h100/model_step/h100_model_step_truth{tag}.parquet" for tag in MODEL_STEP_TAGS),
             ("results/h100/model_step/README.md",)),
     Current("h100", "host_cost", "host time of one eager forward + backward call (issue 44)",
-            ("results/h100/host_cost/h100_host_cost_eb39e7f.parquet",), ("docs/host_cost.md", H100_NOTES)),
+            ("results/h100/host_cost/h100_host_cost_eb39e7f.parquet", "results/h100/host_cost/h100_host_cost_93f600e.parquet"), ("docs/host_cost.md", H100_NOTES)),
     Current("h100", "late_stats", "ws's late_stats off and on at D128 non-causal (FA grid bf16), D96 (B2 N4096) and with "
             "softcap / a window (B1 N16k) (issue 43)",
             ("results/h100/gluon/ab_issue43/late_stats/h100_late_stats_d128.parquet",
