@@ -26,6 +26,30 @@ def test_tiny_model_step_writes_gated_rows(tmp_path, capsys):
     assert "against reference" in capsys.readouterr().out
 
 
+def test_eager_operator_mode_calls_the_operator_and_the_eager_mode_does_not(tmp_path, monkeypatch):
+    """compile=eager-operator (issue 44's in-process A/B): the same eager model with every attention() call through
+    the operator's dispatch; compile=eager takes the plan path and never enters the operator's implementation."""
+    from variants import op
+    calls = {"op": 0}
+    resolve = op._resolve
+
+    def counted(*args, **kwargs):
+        calls["op"] += 1
+        return resolve(*args, **kwargs)
+
+    monkeypatch.setattr(op, "_resolve", counted)
+    seen = {}
+    for mode in ("eager", "eager-operator"):
+        calls["op"] = 0
+        code = model_step.main(["model=tiny", "variant=two_pass", f"compile={mode}", f"results_dir={tmp_path / mode}",
+                                "sweep_id=smoke", "steps=2", "truth=none"])
+        assert code == 0
+        seen[mode] = calls["op"]
+        df = results.load(sorted((tmp_path / mode).rglob("*.parquet")))
+        assert list(df["compile_mode"]) == [mode] and set(df["status"]) == {"ok"} and not df["compiled"].any()
+    assert seen["eager"] == 0 and seen["eager-operator"] > 0, seen
+
+
 @pytest.mark.parametrize("argv,match", [
     (["model=nope"], "no conf/model/nope.yaml; known: .*tiny"),
     (["model=tiny", "heads=3", "kv_heads=2"], r"heads \(3\) must be a multiple of kv_heads"),

@@ -6,8 +6,9 @@ in the same tables as runners.sweep (results/<gpu>/<sweep_id>/*.parquet; runners
     python -m runners.model_step model=gpt_d64 seq=16384 compile=eager,default,reduce-overhead
 
 Arguments (key=value): model (conf/model/<name>.yaml), variant (comma-separated, or `all`: every registered design
-and baseline but the fp32 reference), compile (eager, default, reduce-overhead, max-autotune...; torch.compile's mode),
-baseline (the agreement baseline; default: the first of sdpa_flash, sdpa_efficient, reference that runs the
+and baseline but the fp32 reference), compile (eager, default, reduce-overhead, max-autotune...; torch.compile's mode;
+`eager-operator`: eager, every attention() call through the operator's dispatch, the path torch.compile traces, instead
+of the eager plan path: issue 44's A/B of the host path in one process, docs/host_cost.md), baseline (the agreement baseline; default: the first of sdpa_flash, sdpa_efficient, reference that runs the
 problem), truth (auto: an fp32-attention truth run for fp16 / bf16 models, none for fp32 ones; fp32; none),
 point_timeout (seconds one (variant, mode) may take, compiles included; 0: no limit; past it the point is a `timeout`
 row and the next one runs), seed, results_dir, sweep_id; any other key overrides the model file's (seq=16384, head_dim=128, ...).
@@ -66,6 +67,9 @@ def variant_names(text: str) -> list[str]:
     for name in names:
         get(name)  # ValueError naming the known ones
     return names
+
+
+EAGER_MODES = ("eager", EAGER_OPERATOR := "eager-operator")  # no torch.compile
 
 
 def compile_modes(text: str | None) -> list[str]:
@@ -195,7 +199,8 @@ class Trainer:
         self.config, self.mode, self.device = config, mode, device
         self.model = decoder.Decoder(config, variant).to(device)
         self.model.load_state_dict(init_state)
-        self.run = self.model if mode == "eager" else torch.compile(self.model, fullgraph=True, mode=mode)
+        self.run = (self.model if mode == "eager" else _ThroughOperator(self.model) if mode == EAGER_OPERATOR else
+                    torch.compile(self.model, fullgraph=True, mode=mode))
         self.mark_step = mode == "reduce-overhead"
 
     def curve(self, init_state: dict, seed: int) -> list[float]:
@@ -206,6 +211,19 @@ class Trainer:
         tokens, targets = decoder.batch_of(self.config, 0, seed, self.device)
         return lambda: agreement.train_step(self.run, self.model, optimizer, tokens, targets, self.config,
                                             self.mark_step)
+
+
+class _ThroughOperator:
+    """The eager model whose attention() calls go through the operator (variants.op.through_operator): the path
+    torch.compile traces, run eagerly; its backward is the operator's too (recorded by the forward's dispatch)."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def __call__(self, *args):
+        from variants.op import through_operator
+        with through_operator():
+            return self.model(*args)
 
 
 def time_steps(step, warmup: int, rep: int) -> list[float]:
@@ -301,7 +319,7 @@ def row_of(config, variant: str, mode: str, baseline: str, seed: int, sweep_id: 
     key = json.dumps({"bench_kind": BENCH_KIND, "model": config.name, **config_cols, "variant": variant,
                       "compile_mode": mode, "baseline": baseline, "seed": seed}, sort_keys=True)
     return {"sweep_id": sweep_id, "point_index": index, "config_key": key, "bench_kind": BENCH_KIND,
-            "variant": variant, "compile_mode": mode, "compiled": mode != "eager", "model": config.name,
+            "variant": variant, "compile_mode": mode, "compiled": mode not in EAGER_MODES, "model": config.name,
             **config_cols, "seq_k": config.seq, "layout": "bnhd", "seed": seed, "agreement_baseline": baseline,
             "agreement_steps": config.steps, "timing_meaningful": on_gpu(), **measured,
             **{k: v for k, v in environment.items() if not k.startswith("peak_tflops_")},
