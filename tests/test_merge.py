@@ -83,8 +83,24 @@ def test_merged_table_feeds_regress_and_plots(tmp_path, two_machines, capsys):
     assert pngs and all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
 
 
+def test_remeasured_keep_drops_exact_copies_only(tmp_path, two_machines, capsys):
+    """remeasured=keep (repeated runs of one point, a noise study): the copied folder's rows go, the re-run's stay
+    beside the first measurement of their keys."""
+    out = tmp_path / "all.parquet"
+    assert merge.main([str(tmp_path / "A"), str(tmp_path / "B"), f"out={out}", "remeasured=keep"]) == 0
+    merged = pd.read_parquet(out)
+    n = len(two_machines["a_c1"])
+    assert len(merged) == 4 * n and set(keys(merged)) == set(keys(pd.concat(two_machines.values())))
+    a_c2 = merged[(merged.gpu_name == "FAKE-GPU-A") & (merged.commit == "c2" * 20)]
+    assert sorted(a_c2.timestamp.unique()) == ["2026-01-02T00:00:00Z", "2026-01-03T00:00:00Z"]
+    assert len(a_c2) == 2 * n and not merged[KEY + ["timestamp"]].astype(str).duplicated().any()
+    text = capsys.readouterr().out
+    assert f"{5 * n} rows in -> {4 * n} rows out ({n} exact copies dropped; {n} re-measurements kept" in text
+
+
 @pytest.mark.parametrize("argv, message", [
     ([], "no inputs"), (["results"], "out="), (["/no/such/dir", "out=x.parquet"], "no results at"),
+    (["results", "out=x.parquet", "remeasured=all"], "remeasured='all': expected keep or newest"),
 ])
 def test_bad_arguments_exit_2(argv, message, capsys):
     assert merge.main(argv) == 2

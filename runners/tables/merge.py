@@ -3,13 +3,16 @@
     python -m runners.merge results/ /mnt/cluster/results node7-results.parquet out=results/merged.parquet
     python -m runners.merge results/ out=merged/          # a directory: writes merged/merged.parquet
     python -m runners.merge results/ out=m.parquet strict=false   # skip (and list) files that are not result tables
+    python -m runners.merge runs/ out=m.parquet remeasured=keep   # repeated runs of one point (noise studies): all kept
 
 Every input (a directory, searched recursively, or a parquet file) is read with `runners.tables.results.load`, and
 the rows are de-duplicated with `runners.tables.results.dedupe`: one row per (config_key, gpu_name, commit), the
 newest by timestamp. A row is a duplicate when that key was seen before: either an exact copy (the same
 measurement reached twice, e.g. a folder copied from another machine: same timestamp) or a re-measurement
 (`resume=false`, or two machines with the same GPU model at one commit: the newest is kept). The output is
-checked before it is written: every key of the input is in it exactly once. The out file itself is never
+checked before it is written: every key of the input is in it exactly once. With `remeasured=keep` only exact copies
+are dropped (one row per key and timestamp): every re-measurement stays, each with its own `sweep_id`, for a study
+of repeated runs (issue 44's host cost, the model step's modes in alternating order). The out file itself is never
 read as an input. `runners.regress` and the plots read the merged file like any results folder:
 
     python -m runners.regress baseline=<commit> results=results/merged.parquet
@@ -43,8 +46,9 @@ class UsageError(Exception):
     pass
 
 
-def parse(argv: list[str]) -> tuple[list[Path], Path, bool]:
-    inputs, out, strict = [], None, True
+def parse(argv: list[str]) -> tuple[list[Path], Path, bool, bool]:
+    """(inputs, out file, strict, keep re-measurements)."""
+    inputs, out, strict, keep = [], None, True, False
     for token in argv:
         if token in ("-h", "--help", "help"):
             print(__doc__)
@@ -56,6 +60,11 @@ def parse(argv: list[str]) -> tuple[list[Path], Path, bool]:
             if value not in ("true", "false", "1", "0", "yes", "no"):
                 raise UsageError(f"strict={value!r}: expected true or false")
             strict = value in ("true", "1", "yes")
+        elif token.startswith(("remeasured=", "--remeasured=")):
+            value = token.split("=", 1)[1].strip().lower()
+            if value not in ("keep", "newest"):
+                raise UsageError(f"remeasured={value!r}: expected keep or newest")
+            keep = value == "keep"
         else:
             inputs.append(Path(token))
     if not inputs:
@@ -68,7 +77,7 @@ def parse(argv: list[str]) -> tuple[list[Path], Path, bool]:
     out_path = Path(out)
     if out_path.suffix != ".parquet" or out_path.is_dir():
         out_path = out_path / DEFAULT_NAME
-    return inputs, out_path, strict
+    return inputs, out_path, strict, keep
 
 
 def input_files(inputs: list[Path], out: Path) -> list[Path]:
@@ -81,18 +90,28 @@ def input_files(inputs: list[Path], out: Path) -> list[Path]:
     return [f for resolved, f in unique.items() if resolved != skip]
 
 
-def merge(df: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
-    """(the de-duplicated table, counts): rows_in, rows_out, duplicates, exact_copies, remeasured, keys."""
+def merge(df: pd.DataFrame, keep_remeasured: bool = False) -> tuple[pd.DataFrame, dict]:
+    """(the de-duplicated table, counts): rows_in, rows_out, duplicates, exact_copies, remeasured, keys.
+    keep_remeasured: drop exact copies only (the same key and timestamp); `remeasured` then counts the rows kept
+    beside an earlier measurement of their key."""
     missing = [c for c in results.DEDUPE_KEY if c not in df.columns]
     if missing:
         raise UsageError(f"rows without the key column(s) {', '.join(missing)}: not result rows of runners.sweep")
     key = list(results.DEDUPE_KEY)
+    if keep_remeasured:
+        if "timestamp" not in df.columns:
+            raise UsageError("remeasured=keep needs the rows' timestamp column (it tells copies from re-measurements)")
+        copies = df[key + ["timestamp"]].astype(str).duplicated()
+        merged = df[~copies].sort_values("timestamp", kind="stable").reset_index(drop=True)
+        again = int(merged[key].astype(str).duplicated().sum())
+        if set(keys_of(merged, key)) != set(keys_of(df, key)):
+            raise AssertionError("the merge lost a (config_key, gpu_name, commit)")
+        return merged, {"rows_in": len(df), "rows_out": len(merged), "duplicates": int(copies.sum()),
+                        "exact_copies": int(copies.sum()), "remeasured": again, "keys": len(set(keys_of(df, key))),
+                        "kept_remeasured": True}
     merged = results.dedupe(df)
 
-    def keys(table: pd.DataFrame) -> list[tuple]:
-        return list(table[key].astype(str).itertuples(index=False, name=None))
-
-    seen, kept = set(keys(df)), keys(merged)
+    seen, kept = set(keys_of(df, key)), keys_of(merged, key)
     if len(kept) != len(set(kept)) or set(kept) != seen:  # dedupe's contract, checked before anything is written
         raise AssertionError("the merge lost or duplicated a (config_key, gpu_name, commit)")
     exact = 0
@@ -102,6 +121,10 @@ def merge(df: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     counts = {"rows_in": len(df), "rows_out": len(merged), "duplicates": duplicates, "exact_copies": exact,
               "remeasured": duplicates - exact, "keys": len(seen)}
     return merged, counts
+
+
+def keys_of(table: pd.DataFrame, key: list[str]) -> list[tuple]:
+    return list(table[key].astype(str).itertuples(index=False, name=None))
 
 
 def write(df: pd.DataFrame, out: Path) -> Path:
@@ -128,9 +151,19 @@ def read(files: list[Path], strict: bool) -> tuple[pd.DataFrame, list[str], list
 
 def report(counts: dict, merged: pd.DataFrame, files: int, skipped: int = 0) -> list[str]:
     skip = f" ({skipped} not result tables, skipped: their rows are NOT in the output)" if skipped else ""
+    if counts.get("kept_remeasured"):
+        lines = [f"{files} files{skip}, {counts['rows_in']} rows in -> {counts['rows_out']} rows out "
+                 f"({counts['exact_copies']} exact copies dropped; {counts['remeasured']} re-measurements kept beside "
+                 f"the first of their (config_key, gpu_name, commit): remeasured=keep)"]
+        return lines + _per_machine(merged)
     lines = [f"{files} files{skip}, {counts['rows_in']} rows in -> {counts['rows_out']} rows out "
              f"({counts['duplicates']} duplicates dropped: {counts['exact_copies']} exact copies, "
              f"{counts['remeasured']} re-measured, newest kept); each (config_key, gpu_name, commit) once"]
+    return lines + _per_machine(merged)
+
+
+def _per_machine(merged: pd.DataFrame) -> list[str]:
+    lines = []
     by = [c for c in ("gpu_name", "hostname") if c in merged.columns]
     if by:
         for values, n in merged.groupby(by, dropna=False).size().items():
@@ -142,7 +175,7 @@ def report(counts: dict, merged: pd.DataFrame, files: int, skipped: int = 0) -> 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        inputs, out, strict = parse(argv)
+        inputs, out, strict, keep = parse(argv)
         files = input_files(inputs, out)
         df, problems, notes = read(files, strict)
         for problem in problems:
@@ -151,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{PROG}: warning: {note}", file=sys.stderr)
         if df.empty:
             raise UsageError(f"no result rows under {', '.join(map(str, inputs))}")
-        merged, counts = merge(df)
+        merged, counts = merge(df, keep)
     except UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
