@@ -17,7 +17,8 @@ runs A then B, pass b B then A), in its own results dir, and a row's ``ab_value`
 one: the defaults): pass a runs them in the order given, pass b in reverse, a row's ``ab_value`` is its set's label,
 and the table has ms(first) / ms(set) for every other set (a decomposition: which of a design's fields costs what).
 
-A field is a block field (``blocks.FIELD=A,B``, read from the rows' ``block_overrides_json``) or a top-level sweep key
+A field is a block field (``field=FIELD`` or ``field=blocks.FIELD``, swept as ``blocks.FIELD=A,B`` and read from the
+rows' ``block_overrides_json``) or a top-level sweep key
 (a key of conf/config.yaml, e.g. ``forward``: ``FIELD=A,B``, read from the rows' column of that name; one that
 config_key leaves out, as ``forward`` in backward rows, needs ``resume=false`` in ``extra``, else a pass skips its
 second value as recorded). Pass a sweeps every cell with ``A,B`` (A measured first), pass b with ``B,A``: one
@@ -84,6 +85,11 @@ def sweep_keys() -> frozenset[str]:
     return frozenset(yaml.safe_load((CONF_DIR / "config.yaml").read_text()))
 
 
+def field_name(text: str) -> str:
+    """The field as the rows name it: field=blocks.group_split and field=group_split both name group_split."""
+    return text[len("blocks."):] if text.startswith("blocks.") else text
+
+
 def override_key(field: str) -> str:
     """The sweep override's key of a field: a top-level sweep key as it is, else blocks.FIELD."""
     return field if field in sweep_keys() else f"blocks.{field}"
@@ -145,6 +151,7 @@ def ratios(rows: pd.DataFrame, values: tuple[str, ...], field: str = "") -> pd.D
 @cli
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv, DEFAULTS, PROG, __doc__)
+    args["field"] = field_name(args["field"])
     if args["sets"] and (args["a"] or args["b"]):
         raise UsageError(f"{PROG}: either sets= (labelled override sets) or a= / b= (two of them), not both")
     named = override_sets(args)

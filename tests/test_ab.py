@@ -19,6 +19,13 @@ def run_ab(*args, cwd=env.REPO):
                           env={**os.environ, "TRITON_INTERPRET": "1"}, timeout=600)
 
 
+def test_a_block_field_may_be_named_with_its_sweep_prefix():
+    from runners import ab
+    assert ab.field_name("blocks.group_split") == ab.field_name("group_split") == "group_split"
+    assert ab.override_key(ab.field_name("blocks.group_split")) == "blocks.group_split"
+    assert ab.field_name("forward") == "forward" and ab.override_key("forward") == "forward"
+
+
 def test_both_orders_in_their_own_dirs_and_one_table(tmp_path):
     run = run_ab("variant=two_pass", "field=num_stages1", "values=2,3", f"cells={CELL}; {CELL.replace('32', '16')}",
                  f"out={tmp_path}")

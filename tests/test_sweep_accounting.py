@@ -134,6 +134,9 @@ def test_results_dir_that_does_not_exist_yet_is_fine(tmp_path):
     (["blocks.BLOCK_M=7"], "config error: unknown key 'blocks.BLOCK_M' (variant two_pass has block fields: BLOCK_M1, "
                            "BLOCK_N1, num_warps1, num_stages1, BLOCK_M2, BLOCK_N2, num_warps2, num_stages2, "
                            "longest_first, prescale, split_dkdv, split_d); did you mean 'blocks.BLOCK_M1'?"),
+    (["blocks.block_n1=64"], "config error: unknown key 'blocks.block_n1' (variant two_pass has block fields: BLOCK_M1, "
+                             "BLOCK_N1, num_warps1, num_stages1, BLOCK_M2, BLOCK_N2, num_warps2, num_stages2, "
+                             "longest_first, prescale, split_dkdv, split_d); did you mean 'blocks.BLOCK_N1'?"),
 ], ids=lambda v: " ".join(v) if isinstance(v, list) else None)
 def test_unknown_key_names_the_closest_valid_one(tmp_path, capsys, monkeypatch, argv, line):
     monkeypatch.setattr(sweep, "run_point", lambda *a, **k: pytest.fail("measured"))
