@@ -540,8 +540,8 @@ def check_keys(values, cfg) -> None:
         else:
             candidates = [k for k in keys if not k.startswith("blocks.")]
         close = [k for k in candidates if k.lower() == key.lower()][:1]  # blocks.block_n: BLOCK_N, not the nearest text
-        scored = [(difflib.SequenceMatcher(None, key, k).ratio(), -i, k) for i, k in enumerate(candidates)]
         if not close:
+            scored = [(difflib.SequenceMatcher(None, key, k).ratio(), -i, k) for i, k in enumerate(candidates)]
             close = [max(scored)[2]] if scored and max(scored)[0] >= 0.6 else []  # ties: the first in config order
         if not close:  # e.g. 'seqlen' vs 'seq': compare the leading characters too
             close = [k for k in candidates if k.split(".")[-1] and key.split(".")[-1].startswith(k.split(".")[-1])]

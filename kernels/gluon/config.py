@@ -74,6 +74,7 @@ def make_config(*, head_dim: int, d_main: int, d_rest: int, stages: int, causal:
     prefetch and where split_masked does not apply)."""
     if head_dim_v is None:
         head_dim_v, dv_main, dv_rest = head_dim, d_main, d_rest
+    split_masked = split_masked and masked and window_left < 0 and not prefetch
     return WsConfig(DIM=head_dim, D_MAIN=d_main, D_REST=d_rest, STAGES=stages, CAUSAL=causal,
                     WINDOW_LEFT=window_left, WINDOW_RIGHT=-1 if causal else window_right, SOFTCAP=float(softcap),
                     MASKED=masked, WARP_SPECIALIZE=warp_specialize, SWAP_AB=swap_ab, PERSISTENT=persistent,
@@ -84,9 +85,8 @@ def make_config(*, head_dim: int, d_main: int, d_rest: int, stages: int, causal:
                     NAMED_HANDOVER=named_handover and warp_specialize and with_dq,
                     LATE_STATS=late_stats and swap_ab and warp_specialize,
                     DQ_FIRST=dq_first and with_dq,
-                    SPLIT_MASKED=split_masked and masked and window_left < 0 and not prefetch,
-                    DOUBLE_DS=double_ds and swap_ab and warp_specialize and with_dq and not prefetch
-                    and not (split_masked and masked and window_left < 0))
+                    SPLIT_MASKED=split_masked,
+                    DOUBLE_DS=double_ds and swap_ab and warp_specialize and with_dq and not prefetch and not split_masked)
 
 
 def named_handover_reason(num_warps: int, warp_specialize: bool, p_in_dq: bool,

@@ -328,9 +328,9 @@ def _mma_tile(k, slot, tile_count, smem, program, sizes, stores, stats, qk_scale
             _, dk, dv = _mma_step(tile.steps - 1, slot, tile, s_t, dk, dv, smem, stats, qk_scale, LAYOUTS, CFG,
                                     loads, dq_desc, dq_r_desc, False)
     else:
-        if CFG.NAMED_HANDOVER:  # without the arrive, Triton's barrier analysis puts one at the loop's top for the
-            # accesses before the loop, run on every step; here it runs once, and the loop's is the dS^T store's,
-            # next to the dS^T barrier: the two warpgroups then meet once a step
+        if CFG.NAMED_HANDOVER or CFG.DOUBLE_DS:  # without the arrive, Triton's barrier analysis puts one at the
+            # loop's top for the accesses before the loop, run on every step; here it runs once, and the loop's is the
+            # dS^T store's, next to the dS^T barrier: the two warpgroups then meet once a step
             # (results/h100/gluon/ab_issue43/named_preloop)
             cta_barrier()
         if CFG.SPLIT_MASKED:  # per query head: the masked lead, the unmasked middle, the masked tail, in step order
@@ -351,8 +351,6 @@ def _mma_tile(k, slot, tile_count, smem, program, sizes, stores, stats, qk_scale
         elif CFG.DOUBLE_DS:  # steps in pairs, dS^T in smem.ds then smem.ds2 (FA4's two dS stages): a pair's second
             # step's dS^T store need not wait for the first's dQ wgmma, and the next pair's first store comes after
             # the second's dS^T barrier, which every warp passes only once its dQ wgmma of the first is done
-            if not CFG.NAMED_HANDOVER:  # keeps the barrier Triton's analysis would put at the loop's top (above)
-                cta_barrier()
             for pair in range((tile.steps + 1) // 2):
                 _, dk, dv = _mma_step(2 * pair, slot, tile, None, dk, dv, smem, stats, qk_scale, LAYOUTS, CFG, loads,
                                       dq_desc, dq_r_desc, False, True, 0)

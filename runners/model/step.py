@@ -8,8 +8,8 @@ in the same tables as runners.sweep (results/<gpu>/<sweep_id>/*.parquet; runners
 Arguments (key=value): model (conf/model/<name>.yaml), variant (comma-separated, or `all`: every registered design
 and baseline but the fp32 reference), compile (eager, default, reduce-overhead, max-autotune...; torch.compile's mode;
 `eager-operator`: eager, every attention() call through the operator's dispatch, the path torch.compile traces, instead
-of the eager plan path: issue 44's A/B of the host path in one process, docs/host_cost.md), baseline (the agreement baseline; default: the first of sdpa_flash, sdpa_efficient, reference that runs the
-problem), truth (auto: an fp32-attention truth run for fp16 / bf16 models, none for fp32 ones; fp32; none),
+of the eager plan path: issue 44's A/B of the host path in one process, docs/host_cost.md), baseline (the agreement
+baseline; default: the first of sdpa_flash, sdpa_efficient, reference that runs the problem), truth (auto: an fp32-attention truth run for fp16 / bf16 models, none for fp32 ones; fp32; none),
 point_timeout (seconds one (variant, mode) may take, compiles included; 0: no limit; past it the point is a `timeout`
 row and the next one runs), seed, results_dir, sweep_id; any other key overrides the model file's (seq=16384, head_dim=128, ...).
 Hydra is not needed. Every row is accuracy-gated by training agreement (runners/model/agreement.py). A bad argument is
@@ -69,7 +69,8 @@ def variant_names(text: str) -> list[str]:
     return names
 
 
-EAGER_MODES = ("eager", EAGER_OPERATOR := "eager-operator")  # no torch.compile
+EAGER_OPERATOR = "eager-operator"  # eager, attention() through the operator's dispatch (_ThroughOperator)
+EAGER_MODES = ("eager", EAGER_OPERATOR)  # no torch.compile
 
 
 def compile_modes(text: str | None) -> list[str]:

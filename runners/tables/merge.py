@@ -98,28 +98,23 @@ def merge(df: pd.DataFrame, keep_remeasured: bool = False) -> tuple[pd.DataFrame
     if missing:
         raise UsageError(f"rows without the key column(s) {', '.join(missing)}: not result rows of runners.sweep")
     key = list(results.DEDUPE_KEY)
-    if keep_remeasured:
-        if "timestamp" not in df.columns:
-            raise UsageError("remeasured=keep needs the rows' timestamp column (it tells copies from re-measurements)")
-        copies = df[key + ["timestamp"]].astype(str).duplicated()
-        merged = df[~copies].sort_values("timestamp", kind="stable").reset_index(drop=True)
-        again = int(merged[key].astype(str).duplicated().sum())
-        if set(keys_of(merged, key)) != set(keys_of(df, key)):
-            raise AssertionError("the merge lost a (config_key, gpu_name, commit)")
-        return merged, {"rows_in": len(df), "rows_out": len(merged), "duplicates": int(copies.sum()),
-                        "exact_copies": int(copies.sum()), "remeasured": again, "keys": len(set(keys_of(df, key))),
-                        "kept_remeasured": True}
-    merged = results.dedupe(df)
-
-    seen, kept = set(keys_of(df, key)), keys_of(merged, key)
-    if len(kept) != len(set(kept)) or set(kept) != seen:  # dedupe's contract, checked before anything is written
-        raise AssertionError("the merge lost or duplicated a (config_key, gpu_name, commit)")
+    if keep_remeasured and "timestamp" not in df.columns:
+        raise UsageError("remeasured=keep needs the rows' timestamp column (it tells copies from re-measurements)")
     exact = 0
     if "timestamp" in df.columns:
-        exact = int(df[key + ["timestamp"]].astype(str).duplicated().sum())
+        copies = df[key + ["timestamp"]].astype(str).duplicated()
+        exact = int(copies.sum())
+    if keep_remeasured:
+        merged = df[~copies].sort_values("timestamp", kind="stable").reset_index(drop=True)
+    else:
+        merged = results.dedupe(df)
+    seen, kept = set(keys_of(df, key)), keys_of(merged, key)
+    if set(kept) != seen or (not keep_remeasured and len(kept) != len(seen)):  # checked before anything is written
+        raise AssertionError("the merge lost or duplicated a (config_key, gpu_name, commit)")
     duplicates = len(df) - len(merged)
+    remeasured = len(merged) - len(seen) if keep_remeasured else duplicates - exact
     counts = {"rows_in": len(df), "rows_out": len(merged), "duplicates": duplicates, "exact_copies": exact,
-              "remeasured": duplicates - exact, "keys": len(seen)}
+              "remeasured": remeasured, "keys": len(seen), "kept_remeasured": keep_remeasured}
     return merged, counts
 
 
@@ -151,19 +146,11 @@ def read(files: list[Path], strict: bool) -> tuple[pd.DataFrame, list[str], list
 
 def report(counts: dict, merged: pd.DataFrame, files: int, skipped: int = 0) -> list[str]:
     skip = f" ({skipped} not result tables, skipped: their rows are NOT in the output)" if skipped else ""
-    if counts.get("kept_remeasured"):
-        lines = [f"{files} files{skip}, {counts['rows_in']} rows in -> {counts['rows_out']} rows out "
-                 f"({counts['exact_copies']} exact copies dropped; {counts['remeasured']} re-measurements kept beside "
-                 f"the first of their (config_key, gpu_name, commit): remeasured=keep)"]
-        return lines + _per_machine(merged)
-    lines = [f"{files} files{skip}, {counts['rows_in']} rows in -> {counts['rows_out']} rows out "
-             f"({counts['duplicates']} duplicates dropped: {counts['exact_copies']} exact copies, "
-             f"{counts['remeasured']} re-measured, newest kept); each (config_key, gpu_name, commit) once"]
-    return lines + _per_machine(merged)
-
-
-def _per_machine(merged: pd.DataFrame) -> list[str]:
-    lines = []
+    what = (f"{counts['exact_copies']} exact copies dropped; {counts['remeasured']} re-measurements kept beside "
+            f"the first of their (config_key, gpu_name, commit): remeasured=keep)" if counts["kept_remeasured"] else
+            f"{counts['duplicates']} duplicates dropped: {counts['exact_copies']} exact copies, "
+            f"{counts['remeasured']} re-measured, newest kept); each (config_key, gpu_name, commit) once")
+    lines = [f"{files} files{skip}, {counts['rows_in']} rows in -> {counts['rows_out']} rows out ({what}"]
     by = [c for c in ("gpu_name", "hostname") if c in merged.columns]
     if by:
         for values, n in merged.groupby(by, dropna=False).size().items():
