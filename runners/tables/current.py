@@ -205,16 +205,22 @@ CURRENT: tuple[Current, ...] = (
             ("results/h200/fa4/README.md", "results/h200/gluon/README.md", H200_NOTES)),
     Current("h200", "large_d", "head dims 96, 192, 256 (B2 H16 N4096 bf16), FA4 included",
             ("results/h200/fa4/h200_gluon_large_d_bf16.parquet",), ("results/h200/fa4/README.md", H200_NOTES)),
-    Current("h200", "ws_fa4_grid", "ws at 8ee6346's defaults (FA4's D64 tile at D64 causal from 4096 keys) beside cuDNN "
-            "and FA4 on the FA grid, causal and not, bf16 and fp16, backward (issue 43)",
-            ("results/h200/fa4/8ee6346/h200_ws_fa4_grid_8ee6346.parquet",),
-            ("results/h200/fa4/8ee6346/README.md", "results/h200/fa4/8ac8aec/README.md",
-             "results/h200/gluon/ab_issue43/d64_swap128/README.md", H200_NOTES)),
-    Current("h200", "ws_fa4_gqa_large_d", "ws at 8ee6346's defaults beside cuDNN and FA4: issue 43's GQA cells (B4 "
-            "N4096) and D96 / 192 / 256 (B2 H16 N4096, ws_two_pass too), bf16, backward",
-            ("results/h200/fa4/8ee6346/h200_ws_fa4_gqa_bf16_8ee6346.parquet",
-             "results/h200/fa4/8ee6346/h200_ws_fa4_large_d_bf16_8ee6346.parquet"),
-            ("results/h200/fa4/8ee6346/README.md", H200_NOTES)),
+    Current("h200", "ws_fa4_grid", "ws at 7cd7772's defaults (93f600e's) beside cuDNN and FA4 on the FA grid, causal "
+            "and not, bf16 and fp16, backward (issue 43)",
+            ("results/h200/fa4/7cd7772/h200_ws_fa4_grid_bf16_7cd7772.parquet",
+             "results/h200/fa4/7cd7772/h200_ws_fa4_grid_fp16_7cd7772.parquet"),
+            ("results/h200/fa4/7cd7772/README.md", "results/h200/fa4/8ee6346/README.md",
+             "results/h200/fa4/8ac8aec/README.md", "results/h200/gluon/ab_issue43/d64_swap128/README.md", H200_NOTES)),
+    Current("h200", "ws_fa4_gqa_large_d", "ws at 7cd7772's defaults beside cuDNN and FA4: issue 43's GQA cells (B4 "
+            "N4096), D96 / 192 / 256 and 192 / 128 (B2 H16 N4096, ws_two_pass too), bf16, backward",
+            ("results/h200/fa4/7cd7772/h200_ws_fa4_gqa_bf16_7cd7772.parquet",
+             "results/h200/fa4/7cd7772/h200_ws_fa4_large_d_bf16_7cd7772.parquet",
+             "results/h200/fa4/7cd7772/h200_ws_fa4_mla_192_128_bf16_7cd7772.parquet"),
+            ("results/h200/fa4/7cd7772/README.md", "results/h200/fa4/8ee6346/README.md", H200_NOTES)),
+    Current("h200", "ws_fa4_fwd_train", "ws at 7cd7772's defaults (the Gluon forward) beside cuDNN and FA4, timed=forward "
+            "and train rows, FA grid bf16, N 1k / 4k / 16k (issue 42)",
+            ("results/h200/forward_train/h200_forward_train_bf16_7cd7772.parquet",),
+            ("results/h200/fa4/7cd7772/README.md", H200_NOTES)),
     Current("h200", "ws_fa4_causal", "ws at 7382f40's defaults (scheduled_chunks at D64 / D128 causal, the forward's "
             "lpt) beside cuDNN and FA4 on the FA grid's causal cells, bf16, forward / train / backward rows "
             "(issues 42, 43)",
