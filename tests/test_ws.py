@@ -242,12 +242,7 @@ SCHEDULE_OPTIONS = [dict(prefetch_scores=True), dict(prefetch_scores=True, persi
                     dict(split_masked=True, group_split=2, fp32_partials=False),
                     dict(late_stats=True, swap_ab=True, BLOCK_M=128, named_handover=True, group_split=2,
                          fp32_partials=False, scheduled_chunks=True),
-                    dict(late_stats=True, swap_ab=True, BLOCK_M=128, named_handover=True, persistent=True),
-                    dict(double_ds=True, **SWAP_AB),
-                    dict(double_ds=True, late_stats=True, swap_ab=True, BLOCK_M=128, named_handover=True),
-                    dict(double_ds=True, late_stats=True, swap_ab=True, BLOCK_M=128, named_handover=True,
-                         dq_first=True, persistent=True),
-                    dict(double_ds=True, split_masked=True, late_stats=True, swap_ab=True, BLOCK_M=128)]
+                    dict(late_stats=True, swap_ab=True, BLOCK_M=128, named_handover=True, persistent=True)]
 SCHEDULE_IDS = ["prefetch", "prefetch-persistent", "prefetch-one-partition", "prefetch-swap", "early-dv-mn",
                 "early-dv-mn-persistent", "early-dv-prefetch-mn", "p-in-dq-mn", "p-in-dq-mn-s3-early-dv",
                 "p-in-dq-mn-one-partition", "named-handover", "named-handover-persistent", "named-handover-swap",
@@ -257,8 +252,7 @@ SCHEDULE_IDS = ["prefetch", "prefetch-persistent", "prefetch-one-partition", "pr
                 "dq-first-early-dv-mn", "late-stats-m128-named", "split-masked", "split-masked-swap",
                 "split-masked-dq-first-named-late-persistent-s3-swap", "split-masked-one-partition",
                 "split-masked-prefetch", "split-masked-group-split", "late-stats-m128-named-group-split",
-                "late-stats-m128-named-persistent", "double-ds-swap", "double-ds-m128-named",
-                "double-ds-m128-named-dq-first-persistent", "double-ds-under-split-masked-m128"]
+                "late-stats-m128-named-persistent"]
 
 
 @pytest.mark.skipif(not ON_HOPPER, reason="ws needs an sm90 GPU")

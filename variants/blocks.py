@@ -256,12 +256,6 @@ class WsBlocks(Blocks):
     # and dQ rows (kernels.gluon.chunks.backward_chunk_heads), instead of about one wave: the simulation leaves
     # 0.2-2 % past the perfect split on the FA grid's causal cells at N 1k / 4k where one wave leaves 2.6-7.8 %
     scheduled_chunks: bool = tunable(False, BOOLS)
-    # issue 43, swap_ab with warp_specialize and dQ (no effect otherwise, nor with prefetch_scores or where
-    # split_masked applies): two dS^T shared tiles, even steps in one and odd steps in the other (FA4's two dS
-    # stages), the step loop unrolled by two, so a step's dS^T store need not wait for the step before's dQ wgmma.
-    # Lost at D128 / D96 (spills of the unrolled body: results/h100/gluon/ab_issue43/double_ds); back for D64's
-    # 128 x 128 swap-AB tile, whose registers have room. 32 KB more shared memory there
-    double_ds: bool = tunable(False, BOOLS)
 
     def check_rules(self) -> None:
         if self.named_handover and (reason := named_handover_reason(self.num_warps, self.warp_specialize,

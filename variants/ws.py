@@ -142,7 +142,6 @@ class Ws(TritonVariant):
             fields.pop("group_split")  # check_rules pinned it to 1
             fields.pop("fp32_partials")
             fields.pop("named_handover")  # check_rules pinned it to false
-            fields.pop("double_ds")  # no dS^T store without dQ
             # the default rules' split_masked (measured with dQ reduce-adds) is not GPU-tested in this mode's two
             # kernels yet: they run one loop (an explicit ws_two_pass split_masked=true runs them split)
             fields["split_masked"] = False

@@ -49,10 +49,6 @@ class WsConfig(NamedTuple):  # hashable: Triton specializes the kernel on it lik
     # the causal diagonal (or a right window edge), the unmasked middle and a query tail (Tile.unmasked_run), walked
     # by two compiled step bodies: the middle's without the mask's runtime branch, the other two runs' with it
     SPLIT_MASKED: bool = False
-    # issue 43, SWAP_AB with WARP_SPECIALIZE and dQ, not SPLIT_MASKED or PREFETCH: two dS^T shared tiles, even steps in
-    # the first and odd ones in the second (FA4's two dS stages), the step loop unrolled by two, so a step's dS^T
-    # store need not wait behind a barrier for the step before's dQ wgmma
-    DOUBLE_DS: bool = False
 
 
 def make_config(*, head_dim: int, d_main: int, d_rest: int, stages: int, causal: bool, window_left: int = -1,
@@ -62,7 +58,7 @@ def make_config(*, head_dim: int, d_main: int, d_rest: int, stages: int, causal:
                 p_in_dq: bool = False, head_dim_v: int | None = None, dv_main: int = 0,
                 dv_rest: int = 0, chunk_tiles: bool = False, group_split: int = 1,
                 fp32_partials: bool = False, named_handover: bool = False, late_stats: bool = False,
-                dq_first: bool = False, split_masked: bool = False, double_ds: bool = False) -> WsConfig:
+                dq_first: bool = False, split_masked: bool = False) -> WsConfig:
     """The record from the launch's values (window_right is dropped under causal masking: the diagonal bounds it).
     head_dim_v (with its chunks dv_main, dv_rest): V's head dim; None = head_dim's (its chunks too). chunk_tiles: the
     tiles of a head dim with two chunks as two tiles each (one chunk: nothing to split). group_split: programs per
@@ -70,11 +66,9 @@ def make_config(*, head_dim: int, d_main: int, d_rest: int, stages: int, causal:
     hand-over by a named barrier (only with warp specialization and dQ). late_stats: LSE / delta loaded at their use
     (only with swap AB and warp specialization). dq_first: dQ's wgmma before dK's (only with dQ). split_masked: the
     masked and unmasked steps in loops of their own (only where some block is masked, without a left window edge and
-    without prefetch). double_ds: two dS^T tiles used in turn (only with swap AB, warp specialization and dQ, without
-    prefetch and where split_masked does not apply)."""
+    without prefetch)."""
     if head_dim_v is None:
         head_dim_v, dv_main, dv_rest = head_dim, d_main, d_rest
-    split_masked = split_masked and masked and window_left < 0 and not prefetch
     return WsConfig(DIM=head_dim, D_MAIN=d_main, D_REST=d_rest, STAGES=stages, CAUSAL=causal,
                     WINDOW_LEFT=window_left, WINDOW_RIGHT=-1 if causal else window_right, SOFTCAP=float(softcap),
                     MASKED=masked, WARP_SPECIALIZE=warp_specialize, SWAP_AB=swap_ab, PERSISTENT=persistent,
@@ -85,8 +79,7 @@ def make_config(*, head_dim: int, d_main: int, d_rest: int, stages: int, causal:
                     NAMED_HANDOVER=named_handover and warp_specialize and with_dq,
                     LATE_STATS=late_stats and swap_ab and warp_specialize,
                     DQ_FIRST=dq_first and with_dq,
-                    SPLIT_MASKED=split_masked,
-                    DOUBLE_DS=double_ds and swap_ab and warp_specialize and with_dq and not prefetch and not split_masked)
+                    SPLIT_MASKED=split_masked and masked and window_left < 0 and not prefetch)
 
 
 def named_handover_reason(num_warps: int, warp_specialize: bool, p_in_dq: bool,

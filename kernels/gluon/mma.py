@@ -126,17 +126,13 @@ def _probabilities(s, lse, o_m, start_n, start_m, tile, qk_scale, KEYS_ON_ROWS: 
 
 @gluon.jit
 def gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, q_r, do_r, smem, o_m, start_m, tile, qk_scale,
-              LAYOUTS: gl.constexpr, CFG: gl.constexpr, MASK: gl.constexpr = True, DS_BUF: gl.constexpr = 0):
+              LAYOUTS: gl.constexpr, CFG: gl.constexpr, MASK: gl.constexpr = True):
     """One step from its S^T, dP^T in flight (the last wgmma groups): P^T and dS^T, then dV += P^T dO,
     dK += dS^T Q and dQ = dS K issued -> (dq [BM, D], dk [BN, D], dv [BN, Dv]) as head-dim chunk tuples, in
     flight (Dv: V's head dim, in its chunks CFG.DV_MAIN, CFG.DV_REST). q_r, do_r: the stage's second-chunk tiles
-    (chunk tiles; else q_tile, do_tile again, unread). DS_BUF: dS^T's shared tile, smem.ds (0) or smem.ds2 (1:
-    CFG.DOUBLE_DS's odd steps)."""
+    (chunk tiles; else q_tile, do_tile again, unread)."""
     BLOCK_M: gl.constexpr = q_tile.shape[0]
-    if DS_BUF == 1:
-        ds_smem = smem.ds2
-    else:
-        ds_smem = smem.ds
+    ds_smem = smem.ds
     dtype: gl.constexpr = smem.k.dtype
     CHUNKS_V: gl.constexpr = 2 if CFG.DV_REST > 0 else 1  # wgmma groups of a product over Dv (dP^T, dV)
     PV_OPERAND: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=LAYOUTS.kv_v, k_width=2)
@@ -215,12 +211,11 @@ def gradients_mn(s, dp, lse, delta, dk, dv, q_tile, do_tile, q_r, do_r, smem, o_
 
 @gluon.jit
 def _mma_step(step, slot, tile, s_t, dk, dv, smem, stats, qk_scale, LAYOUTS: gl.constexpr, CFG: gl.constexpr, loads,
-              dq_desc, dq_r_desc, NEXT: gl.constexpr, MASK: gl.constexpr = True, DS_BUF: gl.constexpr = 0):
+              dq_desc, dq_r_desc, NEXT: gl.constexpr, MASK: gl.constexpr = True):
     """The tile's step at ring position slot + step -> (the next step's S in flight (NEXT) or a placeholder, dk, dv).
     s_t: this step's S, done (CFG.PREFETCH), else None: issued here. NEXT: the next step's S issued before this
     step's tail (the dQ wait and hand-over), so the tensor pipe has work through it, and waited at its end.
-    MASK=False: a step of an unmasked run (CFG.SPLIT_MASKED), compiled without the mask. DS_BUF: the step's dS^T
-    tile (`gradients`; CFG.DOUBLE_DS)."""
+    MASK=False: a step of an unmasked run (CFG.SPLIT_MASKED), compiled without the mask."""
     LSE, DELTA = stats
     SPECIALIZED: gl.constexpr = CFG.WARP_SPECIALIZE
     STAGES: gl.constexpr = CFG.STAGES
@@ -256,7 +251,7 @@ def _mma_step(step, slot, tile, s_t, dk, dv, smem, stats, qk_scale, LAYOUTS: gl.
         delta = gl.load(DELTA + row_stats, mask=o_m < tile.seq_q, other=0.)  # [BM]
     if CFG.SWAP_AB:
         dq, dk, dv = gradients(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, q_r, do_r, smem, o_m, start_m, tile,
-                               qk_scale, LAYOUTS, CFG, MASK, DS_BUF)
+                               qk_scale, LAYOUTS, CFG, MASK)
     else:
         dq, dk, dv = gradients_mn(s_t, dp_t, lse, delta, dk, dv, q_tile, do_tile, q_r, do_r, smem, o_m, start_m,
                                   tile, qk_scale, LAYOUTS, CFG, slot + step, MASK)
@@ -328,9 +323,9 @@ def _mma_tile(k, slot, tile_count, smem, program, sizes, stores, stats, qk_scale
             _, dk, dv = _mma_step(tile.steps - 1, slot, tile, s_t, dk, dv, smem, stats, qk_scale, LAYOUTS, CFG,
                                     loads, dq_desc, dq_r_desc, False)
     else:
-        if CFG.NAMED_HANDOVER or CFG.DOUBLE_DS:  # without the arrive, Triton's barrier analysis puts one at the
-            # loop's top for the accesses before the loop, run on every step; here it runs once, and the loop's is the
-            # dS^T store's, next to the dS^T barrier: the two warpgroups then meet once a step
+        if CFG.NAMED_HANDOVER:  # without the arrive, Triton's barrier analysis puts one at the loop's top for the
+            # accesses before the loop, run on every step; here it runs once, and the loop's is the dS^T store's,
+            # next to the dS^T barrier: the two warpgroups then meet once a step
             # (results/h100/gluon/ab_issue43/named_preloop)
             cta_barrier()
         if CFG.SPLIT_MASKED:  # per query head: the masked lead, the unmasked middle, the masked tail, in step order
@@ -348,17 +343,6 @@ def _mma_tile(k, slot, tile_count, smem, program, sizes, stores, stats, qk_scale
                     for step in range(lo, hi):
                         _, dk, dv = _mma_step(step, slot, tile, None, dk, dv, smem, stats, qk_scale, LAYOUTS, CFG,
                                                 loads, dq_desc, dq_r_desc, False)
-        elif CFG.DOUBLE_DS:  # steps in pairs, dS^T in smem.ds then smem.ds2 (FA4's two dS stages): a pair's second
-            # step's dS^T store need not wait for the first's dQ wgmma, and the next pair's first store comes after
-            # the second's dS^T barrier, which every warp passes only once its dQ wgmma of the first is done
-            for pair in range((tile.steps + 1) // 2):
-                _, dk, dv = _mma_step(2 * pair, slot, tile, None, dk, dv, smem, stats, qk_scale, LAYOUTS, CFG, loads,
-                                      dq_desc, dq_r_desc, False, True, 0)
-                if 2 * pair + 1 < tile.steps:
-                    _, dk, dv = _mma_step(2 * pair + 1, slot, tile, None, dk, dv, smem, stats, qk_scale, LAYOUTS,
-                                          CFG, loads, dq_desc, dq_r_desc, False, True, 1)
-                else:  # an odd count's last pass: a barrier where the odd step's dS^T one would be, so the next
-                    cta_barrier()  # tile's first store into smem.ds follows every warp's dQ wgmma read of it
         else:
             for step in range(tile.steps):
                 _, dk, dv = _mma_step(step, slot, tile, None, dk, dv, smem, stats, qk_scale, LAYOUTS, CFG, loads,

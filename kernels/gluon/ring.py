@@ -81,8 +81,8 @@ class WsRest:
 class WsSmem:
     """ws's shared tiles and barriers. k, v [BN, tile D | tile Dv] (a key block's, then its dK, dV on the way out);
     q, do_ [STAGES, BM, tile D | tile Dv] (the Q / dO ring; Dv: V's head dim, issue 47); ds, p: dS^T [BN, BM]
-    (swap AB: p is ds, P^T stays in registers), else dS and P [BM, BN]; ds2: odd steps' dS^T (CFG.DOUBLE_DS), else
-    ds; dq [BM, tile D] fp32 (a step's dQ for the reduce-add; [8, tile D] without dQ); lse, delta
+    (swap AB: p is ds, P^T stays in registers), else dS and P [BM, BN]; dq [BM, tile D] fp32 (a step's dQ for the
+    reduce-add; [8, tile D] without dQ); lse, delta
     [STAGES, BM] (each stage's, staged by the load warp); kv_ready / kv_empty: a tile's K, V landed / its MMAs are
     done; ring: Q, dO stages; dq_full / dq_empty: a step's dQ to add / its reduce-add has read it. Chunk tiles: k, v,
     q, do_, dq are the first head-dim chunk's ([., D_MAIN]), rest (a WsRest) the second's."""
@@ -91,7 +91,6 @@ class WsSmem:
     q: Value
     do_: Value
     ds: Value
-    ds2: Value
     p: Value
     dq: Value
     lse: Value
@@ -103,13 +102,12 @@ class WsSmem:
     dq_empty: Value
     rest: WsRest
 
-    def __init__(self, k, v, q, do_, ds, ds2, p, dq, lse, delta, kv_ready, kv_empty, ring, dq_full, dq_empty, rest):
+    def __init__(self, k, v, q, do_, ds, p, dq, lse, delta, kv_ready, kv_empty, ring, dq_full, dq_empty, rest):
         self.k = k
         self.v = v
         self.q = q
         self.do_ = do_
         self.ds = ds
-        self.ds2 = ds2
         self.p = p
         self.dq = dq
         self.lse = lse
@@ -138,12 +136,8 @@ def ws_smem(q_desc, k_desc, v_desc, dq_desc, LAYOUTS: gl.constexpr, CFG: gl.cons
     if CFG.SWAP_AB:  # dS^T [BN, BM] (P^T stays in registers)
         ds_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, BLOCK_M], LAYOUTS.ds_smem)
         p_smem = ds_smem
-        ds2_smem = ds_smem
-        if CFG.DOUBLE_DS:  # odd steps' dS^T: an allocation of its own (the barrier analysis tells the two apart)
-            ds2_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, BLOCK_M], LAYOUTS.ds_smem)
     else:  # dS and P [BM, BN]: A operands of dK, dV (read transposed) and dQ
         ds_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, BLOCK_N], LAYOUTS.ds_smem)
-        ds2_smem = ds_smem
     if CFG.WITH_DQ:
         dq_smem = gl.allocate_shared_memory(gl.float32, [BLOCK_M, HEAD_DIM], dq_desc.layout)  # a step's dQ
     else:  # no dQ: a placeholder
@@ -166,8 +160,8 @@ def ws_smem(q_desc, k_desc, v_desc, dq_desc, LAYOUTS: gl.constexpr, CFG: gl.cons
     mbarrier.init(dq_full, count=1)
     mbarrier.init(dq_empty, count=1)
     init_ring(qdo)
-    return WsSmem(k_smem, v_smem, q_smem, do_smem, ds_smem, ds2_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready,
-                  kv_empty, qdo, dq_full, dq_empty, rest)
+    return WsSmem(k_smem, v_smem, q_smem, do_smem, ds_smem, p_smem, dq_smem, lse_smem, delta_smem, kv_ready, kv_empty,
+                  qdo, dq_full, dq_empty, rest)
 
 
 @gluon.jit

@@ -256,7 +256,7 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
                 early_dv: bool = False, p_in_dq: bool = False, head_dim_split: bool = False, chunk_tiles: bool = False,
                 group_split: int = 1, fp32_partials: bool = True, named_handover: bool = False,
                 late_stats: bool = False, dq_first: bool = False, split_masked: bool = False,
-                scheduled_chunks: bool = False, double_ds: bool = False):
+                scheduled_chunks: bool = False):
     """q, do [B, Nq, H, D], k, v [B, Nk, Hkv, D] dense, fp16 / bf16, D <= 256; lse (base 2), delta [B, H, Nq] fp32
     -> dq like q, dk / dv like k / v. window_left / window_right, softcap: score modifiers (ws_dkdv). varlen: a
     kernels.varlen.Packing, q / k ... [1, total, H, D], lse / delta [1, H, total_q]. dq_acc: the zeroed fp32
@@ -281,7 +281,7 @@ def ws_backward(q, k, v, do, lse, delta, *, causal: bool, scale: float, BLOCK_M:
             window_left=window_left, window_right=window_right, softcap=softcap, varlen=varlen,
             prefetch_scores=prefetch_scores, early_dv=early_dv, p_in_dq=p_in_dq, head_dim_split=head_dim_split,
             chunk_tiles=chunk_tiles, group_split=group_split, named_handover=named_handover, late_stats=late_stats,
-            dq_first=dq_first, split_masked=split_masked, scheduled_chunks=scheduled_chunks, double_ds=double_ds)
+            dq_first=dq_first, split_masked=split_masked, scheduled_chunks=scheduled_chunks)
     dq = torch.empty(q.shape, device=q.device, dtype=q.dtype)
     dq_finish(dq_acc, dq, scale, spread_rows=varlen is None)  # [B * H * rows, tile_dim(D)]: B * H blocks of rows
     if group_split > 1:
@@ -304,8 +304,7 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
             softcap: float = 0.0, varlen=None, prefetch_scores: bool = False, early_dv: bool = False,
             p_in_dq: bool = False, head_dim_split: bool = False, chunk_tiles: bool = False,
             group_split: int = 1, named_handover: bool = False, late_stats: bool = False,
-            dq_first: bool = False, split_masked: bool = False, scheduled_chunks: bool = False,
-            double_ds: bool = False) -> None:
+            dq_first: bool = False, split_masked: bool = False, scheduled_chunks: bool = False) -> None:
     """The main kernel's launch: dk, dv (like k, v, dense) and, given dq_acc ([B * H * dq_rows(Nq), tile_dim(D)]
     fp32, zeroed; packed: [H * total_q, tile_dim(D)]), dQ reduce-added into it; dq_acc=None (ws_two_pass,
     warp_specialize only): dk and dv alone. window_left / window_right: a sliding window as
@@ -325,9 +324,7 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
     a step's dQ wgmma issued before its dK wgmma, so dK's runs through the dQ tile's staging and hand-over.
     split_masked: the steps that need the mask and those that do not in loops of their own (no effect without a
     masked block, with a left window edge or with prefetch_scores). scheduled_chunks (causal, longest_first, dense): the (batch, kv head)
-    pairs per chunk of tiles by chunks.backward_chunk_heads (a simulated list schedule), not about one wave.
-    double_ds (swap_ab, warp_specialize, with dQ; no effect otherwise, nor with prefetch_scores or where split_masked
-    applies): two dS^T shared tiles used in turn, the step loop unrolled by two."""
+    pairs per chunk of tiles by chunks.backward_chunk_heads (a simulated list schedule), not about one wave."""
     slot = memo("ws_dkdv") if varlen is None else None  # a plan's phase: what its key fixes, worked out once
     if slot:
         _warm_dkdv(slot, q, k, v, do, lse, delta, dk, dv, dq_acc, scale)
@@ -398,7 +395,7 @@ def ws_dkdv(q, k, v, do, lse, delta, dk, dv, dq_acc, *, causal: bool, scale: flo
                       p_in_dq=p_in_dq, head_dim_v=head_dim_v, dv_main=dv_main, dv_rest=dv_rest,
                       chunk_tiles=chunk_tiles, group_split=group_split, fp32_partials=dk.dtype == torch.float32,
                       named_handover=named_handover, late_stats=late_stats, dq_first=dq_first,
-                      split_masked=split_masked, double_ds=double_ds)
+                      split_masked=split_masked)
     views = tma_views(q, k, v, do, dq_acc, dk, dv, BLOCK_M, BLOCK_N, cfg, head_dim_split)
     fixed = dict(LAYOUTS=layouts(BLOCK_M, BLOCK_N, head_dim, num_warps, q.dtype, swap_ab, head_dim_split, head_dim_v),
                  CFG=cfg, num_warps=num_warps)
