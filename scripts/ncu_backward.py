@@ -1,5 +1,5 @@
-"""One design's backward on one shape, run under Nsight Compute: warm-up launches first, so that
-`ncu --launch-skip` can skip compilation and warm-up and profile one steady launch.
+"""One design's backward (or, with --timed forward, its forward) on one shape, run under Nsight Compute: warm-up
+launches first, so that `ncu --launch-skip` can skip compilation and warm-up and profile one steady launch.
 
     ncu --kernel-name regex:_ws_backward --launch-skip 2 --launch-count 1 --section WarpStateStats \\
         python scripts/ncu_backward.py --variant ws --seq 4096 --head-dim 128 [--causal] [--blocks '{"num_stages": 3}']
@@ -32,7 +32,10 @@ def main() -> None:
     parser.add_argument("--causal", action="store_true")
     parser.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
     parser.add_argument("--blocks", default="{}", help="block overrides, a JSON object")
-    parser.add_argument("--launches", type=int, default=3, help="backward runs (ncu: skip all but the last)")
+    parser.add_argument("--launches", type=int, default=3, help="runs (ncu: skip all but the last)")
+    parser.add_argument("--timed", default="backward", choices=["backward", "forward"],
+                        help="forward: the design's forward as the runner's timed=forward calls it (a Triton design: "
+                             "its default forward choice; a baseline: its own, on inputs that require grad)")
     args = parser.parse_args()
     dtype = DTYPES[args.dtype]
     variant = get(args.variant)
@@ -46,11 +49,31 @@ def main() -> None:
     problem = Problem.from_tensors(q, k, v, args.causal)
     variant.check(problem)
     blocks = variant.make_blocks(problem, json.loads(args.blocks))
-    backward = variant.prepare(q, k, v, do, args.causal, default_scale(args.head_dim), blocks)
+    scale = default_scale(args.head_dim)
+    if args.timed == "forward":
+        run = forward_call(variant, q, k, v, args.causal, scale, blocks)
+    else:
+        run = variant.prepare(q, k, v, do, args.causal, scale, blocks)
     for _ in range(args.launches):
-        backward()
+        run()
     torch.cuda.synchronize()
-    print(f"{args.variant} {blocks.as_dict()}: {args.launches} backward runs")
+    print(f"{args.variant} {blocks.as_dict()}: {args.launches} {args.timed} runs")
+
+
+def forward_call(variant, q, k, v, causal: bool, scale: float, blocks):
+    """The forward alone, as runners.point.timed.prepare times it for timed=forward (no accuracy check here)."""
+    from variants.base import TritonVariant
+    if isinstance(variant, TritonVariant):
+        def design_forward():
+            with torch.no_grad():
+                return variant.forward(q, k, v, causal, scale)
+        return design_forward
+    leaves = [t.detach().requires_grad_(True) for t in (q, k, v)]
+
+    def baseline_forward():
+        with torch.enable_grad():
+            return variant.apply(*leaves, causal, scale, blocks)
+    return baseline_forward
 
 
 if __name__ == "__main__":
