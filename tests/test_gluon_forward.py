@@ -55,8 +55,9 @@ def case_id(case) -> str:
 
 # the structural variants beside the default (kernels/gluon/forward_variants.py); pp3 and pp2_serial_n256: D <= 64 only
 NEW_VARIANTS = ("ws2", "pp2", "pp2_serial", "pp3", "pp2_serial_n256", "pp2_lazy", "pp3_lazy", "pp2_lazy_split",
-                "pp3_split", "pp2_lazy_lpt", "pp3_lpt", "pp2_lazy_persistent", "pp3_persistent")
-D64_ONLY = ("pp3", "pp2_serial_n256", "pp3_lazy", "pp3_split", "pp3_lpt", "pp3_persistent")
+                "pp3_split", "pp2_lazy_lpt", "pp3_lpt", "pp2_lazy_persistent", "pp3_persistent", "pp3_persistent_dsum",
+                "pp2_lazy_lpt_dsum")
+D64_ONLY = ("pp3", "pp2_serial_n256", "pp3_lazy", "pp3_split", "pp3_lpt", "pp3_persistent", "pp3_persistent_dsum")
 LONG_CASES = [(1, 384, 2048, 2, 1, 64, False), (1, 1024, 1024, 2, 2, 128, True)]  # many laps of the ring and turns
 VARIANT_CASES = [(name, case) for name in NEW_VARIANTS for case in CASES + LONG_CASES
                  if name not in D64_ONLY or case[5] <= 64]
@@ -171,6 +172,7 @@ def test_the_variant_cases_are_the_registrys():
     ({"overlap": False}, "need consumers > 0"),
     ({"lazy_rescale": True}, "need consumers > 0"),
     ({"persistent": True}, "need consumers > 0"),
+    ({"deferred_sum": True}, "need consumers > 0"),
 ])
 def test_bad_variant_tiles_are_refused_in_one_line(blocks, message):
     from kernels.gluon.compat import GLUON_MISSING
@@ -381,3 +383,26 @@ def test_variants_compile_for_sm90_without_spills():
         assert row["status"] == "ok", (cell, row)
         assert row["smem_bytes"] <= MAX_SMEM, (cell, row)
         assert row["spill_store_bytes"] == 0 and row["spill_load_bytes"] == 0, (cell, row)
+
+
+def test_deferred_sum_drops_the_per_block_row_sum_shuffles():
+    """FwdBlocks.deferred_sum (the row sum in per-thread partials, reduced across its quad in the epilogue): the
+    compiled sm90 kernel has 4 fewer shuffles per consumer (each thread's 2 rows, 2 butterfly steps, were in the
+    key-block loop) than the same variant without it; the row max keeps its shuffles."""
+    from kernels.gluon.compat import GLUON_MISSING
+    if GLUON_MISSING is not None:
+        pytest.skip(GLUON_MISSING)
+    pytest.importorskip("triton.backends.nvidia.compiler", reason="no NVIDIA backend: nothing to compile with")
+    cells = [("pp3_persistent", 64, 3), ("pp2_lazy_lpt", 128, 2)]  # (variant, head dim, consumers)
+    code = ("import json, re; from runners.compile.forward import capture_forward_launch; "
+            "from runners.compile.resources import compile_kernel; "
+            "from kernels.gluon.forward_variants import variant_blocks; "
+            "count = lambda name, d: len(re.findall(r'shfl\\.sync', compile_kernel(*capture_forward_launch("
+            "d, True, 'bf16', dict(variant_blocks(name, d, True)._asdict()))[1]).asm['ptx'])); "
+            f"print(json.dumps([[count(n, d), count(n + '_dsum', d)] for n, d, _ in {cells!r}]))")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=1200)
+    assert out.returncode == 0, out.stderr[-2000:]
+    counts = json.loads(out.stdout.strip().splitlines()[-1])
+    for (name, _, consumers), (plain, deferred) in zip(cells, counts):
+        assert plain - deferred == 4 * consumers, (name, plain, deferred)

@@ -86,6 +86,7 @@ class FwdBlocks(NamedTuple):
     split_masked: bool = False  # consumers > 0: the key blocks left of the diagonal in a loop without the mask
     lpt: bool = False  # causal: programs in chunks of heads, each chunk's query blocks longest first across its heads
     persistent: bool = False  # consumers > 0: one program per SM walks the host's list schedule of the tiles
+    deferred_sum: bool = False  # consumers > 0: the row sum l as per-thread partials, reduced across lanes once at the end
 
 
 def default_forward_blocks(head_dim: int, causal: bool) -> FwdBlocks:
@@ -267,9 +268,10 @@ def check_forward_blocks(blocks: FwdBlocks) -> None:
                              f"(not {blocks.BLOCK_M}), num_warps = 4 (not {blocks.num_warps})")
         if blocks.pingpong and blocks.consumers < 2:
             raise ValueError("gluon forward: pingpong takes turns between at least 2 consumers")
-    elif blocks.pingpong or not blocks.overlap or blocks.lazy_rescale or blocks.split_masked or blocks.persistent:
-        raise ValueError("gluon forward: pingpong, overlap=False, lazy_rescale, split_masked and persistent need "
-                         "consumers > 0 (forward_pp's kernel)")
+    elif blocks.pingpong or not blocks.overlap or blocks.lazy_rescale or blocks.split_masked or blocks.persistent \
+            or blocks.deferred_sum:
+        raise ValueError("gluon forward: pingpong, overlap=False, lazy_rescale, split_masked, persistent and "
+                         "deferred_sum need consumers > 0 (forward_pp's kernel)")
     if blocks.num_warps not in (4, 8):
         raise ValueError(f"gluon forward: num_warps={blocks.num_warps}: 4 or 8 (whole warpgroups)")
     if not blocks.consumers and (blocks.BLOCK_M not in (64, 128) or blocks.BLOCK_M % (16 * blocks.num_warps)):
@@ -317,7 +319,7 @@ def gluon_attention_forward(q, k, v, causal: bool, scale: float, blocks: FwdBloc
         cfg = FwdCfg(DIM=head_dim, STAGES=blocks.num_stages, CAUSAL=causal, MASKED=masked,
                      CONSUMERS=blocks.consumers, OVERLAP=blocks.overlap, PINGPONG=blocks.pingpong,
                      LAZY=blocks.lazy_rescale, SPLIT_MASKED=blocks.split_masked and masked,
-                     PERSISTENT=blocks.persistent)
+                     PERSISTENT=blocks.persistent, DEFERRED_SUM=blocks.deferred_sum)
         rows = ROWS.value  # 64 query rows per consumer: Q and O boxes
         kernel, q_rows = gluon_fwd_pp_kernel, rows
         fixed = dict(LAYOUTS=forward_layouts(rows, block_n, head_dim, 4, q.dtype), CFG=cfg, num_warps=4)

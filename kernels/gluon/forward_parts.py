@@ -95,15 +95,53 @@ def _mask_scores(s, o_m, start_n, start_m, seq_q, seq_k, CAUSAL: gl.constexpr, M
 
 @gluon.jit
 def _online_softmax(s, m, l, o_m, start_n, start_m, seq_q, seq_k, qk_scale, CAUSAL: gl.constexpr,
-                    MASKED: gl.constexpr, FRESH: gl.constexpr = False):
+                    MASKED: gl.constexpr, FRESH: gl.constexpr = False, DEFERRED: gl.constexpr = False):
     """One block of the online softmax in base 2: s [BM, BN] raw scores, m [BM] the running max in log2 units,
     l [BM] the running sum -> (P [BM, BN] fp32, m_new, l_new, alpha = exp2(m - m_new), O's correction). Only a block
     that crosses the causal diagonal or Nk pays for the mask (keys past Nk or right of the diagonal -> -inf).
-    A row with no visible key so far keeps m = -inf and P = 0 (no (-inf) - (-inf)). FRESH: _mask_scores's."""
+    A row with no visible key so far keeps m = -inf and P = 0 (no (-inf) - (-inf)). FRESH: _mask_scores's.
+    DEFERRED: l holds per-thread partial sums (add_row_sums)."""
     s = _mask_scores(s, o_m, start_n, start_m, seq_q, seq_k, CAUSAL, MASKED, FRESH)
     m_new = gl.maximum(m, gl.max(s, 1) * qk_scale)  # qk_scale > 0: max commutes with the scale
     m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
     p = gl.exp2(s * qk_scale - gl.expand_dims(m_use, 1))  # one FMA and one exp2 per score
     alpha = gl.exp2(m - m_use)
-    l_new = l * alpha + gl.sum(p, 1)
-    return p, m_new, l_new, alpha
+    return p, m_new, add_row_sums(l, p, alpha, DEFERRED), alpha
+
+
+@gluon.jit
+def row_sum_partials(p):
+    """P [BM, BN] (a wgmma accumulator's layout) -> [BM, 8]: each row's sum over the column groups col // 8, which a
+    thread holds in its own registers (a column is 8 j + 2 (lane % 4) + e), so no lane exchange; the 8 partials of
+    a row lie in the 4 lanes of its quad, 2 each."""
+    return gl.sum(gl.reshape(p, [p.shape[0], p.shape[1] // 8, 8]), 1)
+
+
+@gluon.jit
+def add_row_sums(l, p, alpha, DEFERRED: gl.constexpr):
+    """The online softmax's l * alpha + P's row sums. DEFERRED (FA3 / FA4's softmax): l is [BM, 8] of per-thread
+    partials (row_sum_partials) and the sum across a row's lanes waits for the epilogue (finish_row_sums), which
+    saves the per-block shuffles; else l is [BM], reduced every block."""
+    if DEFERRED:
+        part = row_sum_partials(p)
+        return l * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, part.type.layout)), 1) + part
+    else:
+        return l * alpha + gl.sum(p, 1)
+
+
+@gluon.jit
+def zero_row_sums(S_LAYOUT: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, DEFERRED: gl.constexpr):
+    """l's first value: [BM] zeros in S's row layout, or DEFERRED [BM, 8] in row_sum_partials' layout."""
+    if DEFERRED:
+        return row_sum_partials(gl.zeros([BM, BN], gl.float32, S_LAYOUT))
+    else:
+        return gl.zeros([BM], gl.float32, gl.SliceLayout(1, S_LAYOUT))
+
+
+@gluon.jit
+def finish_row_sums(l, S_LAYOUT: gl.constexpr, DEFERRED: gl.constexpr):
+    """l as [BM] in S's row layout: DEFERRED, the partials' one reduction across each row's quad."""
+    if DEFERRED:
+        return gl.convert_layout(gl.sum(l, 1), gl.SliceLayout(1, S_LAYOUT))
+    else:
+        return l

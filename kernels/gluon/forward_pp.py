@@ -23,7 +23,8 @@ from typing import NamedTuple
 from kernels.gluon.compat import cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma, tma_load, tma_store, \
     warpgroup_mma, warpgroup_mma_wait
 from kernels.gluon.epilogue import store_rows
-from kernels.gluon.forward_parts import _kv_loads, _mask_scores, _online_softmax, _program_rows, _scores
+from kernels.gluon.forward_parts import (_kv_loads, _mask_scores, _online_softmax, _program_rows, _scores, add_row_sums,
+                                        finish_row_sums, zero_row_sums)
 from kernels.gluon.scheduler import program_tiles
 from kernels.gluon.tiles import ACC_ROW_THREAD_BITS, as_box, fresh_arange, unmasked_key_blocks
 
@@ -45,6 +46,7 @@ class FwdCfg(NamedTuple):  # the consumer kernel's compile-time switches (hashab
     LAZY: bool = False  # O *= alpha only when some row's max grew by more than RESCALE_THRESHOLD
     SPLIT_MASKED: bool = False  # the key blocks no row of a consumer needs masked in a loop of their own (no mask)
     PERSISTENT: bool = False  # one program per SM walks its tiles of the host's schedule (FwdSchedule)
+    DEFERRED_SUM: bool = False  # l as per-thread partials [64, 8] (forward_parts.add_row_sums), one reduction at the end
 
 
 @gluon.jit
@@ -172,7 +174,7 @@ def _issue_pv(p, v_smem, v_ready, acc, j, STAGES: gl.constexpr):
 
 @gluon.jit
 def _lazy_softmax(s, m, l, o_m, start_n, start_m, seq_q, seq_k, qk_scale, CAUSAL: gl.constexpr,
-                  MASKED: gl.constexpr, FRESH: gl.constexpr = False):
+                  MASKED: gl.constexpr, FRESH: gl.constexpr = False, DEFERRED: gl.constexpr = False):
     """_online_softmax with FA4's conditional rescale -> (P, m_new, l_new, alpha, moved): a row takes its new max
     only where it is more than RESCALE_THRESHOLD (log2 units) above the kept one (alpha = exp2(m - m_new) < 2^-8),
     else keeps m (alpha = 1, P <= 2^8); moved: some row of the 64 took a new max (a tile-wide max, so the branch on
@@ -185,22 +187,22 @@ def _lazy_softmax(s, m, l, o_m, start_n, start_m, seq_q, seq_k, qk_scale, CAUSAL
     m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
     p = gl.exp2(s * qk_scale - gl.expand_dims(m_use, 1))  # <= 2^RESCALE_THRESHOLD on a kept row
     alpha = gl.where(keep, 1.0, gl.exp2(m - m_use))
-    l_new = l * alpha + gl.sum(p, 1)
-    return p, m_new, l_new, alpha, gl.max(grow, 0) > RESCALE_THRESHOLD
+    return p, m_new, add_row_sums(l, p, alpha, DEFERRED), alpha, gl.max(grow, 0) > RESCALE_THRESHOLD
 
 
 @gluon.jit
 def _softmax_step(s, m, l, o_m, start_n, row0, seq_q, seq_k, qk_scale, CFG: gl.constexpr, MASK: gl.constexpr = True,
                   FRESH: gl.constexpr = False):
-    """One key block's online softmax -> (P, m, l, alpha, moved); moved: LAZY's flag, else unused (0).
+    """One key block's online softmax -> (P, m, l, alpha, moved); moved: LAZY's flag, else unused (0); l: [64], or
+    CFG.DEFERRED_SUM [64, 8] per-thread partials.
     MASK=False: a block of the unmasked run (CFG.SPLIT_MASKED), compiled without the mask. FRESH: the mask's
     key indices built per block (_mask_scores)."""
     if CFG.LAZY:
         return _lazy_softmax(s, m, l, o_m, start_n, row0, seq_q, seq_k, qk_scale, CFG.CAUSAL, CFG.MASKED and MASK,
-                             FRESH)
+                             FRESH, CFG.DEFERRED_SUM)
     else:
         p, m, l, alpha = _online_softmax(s, m, l, o_m, start_n, row0, seq_q, seq_k, qk_scale, CFG.CAUSAL,
-                                         CFG.MASKED and MASK, FRESH)
+                                         CFG.MASKED and MASK, FRESH, CFG.DEFERRED_SUM)
         return p, m, l, alpha, 0
 
 
@@ -298,7 +300,7 @@ def _live_consumer(ring, rows, counts, o_desc, tensors, qk_scale, LAYOUTS: gl.co
     # query of each S row; persistent: built per tile, not hoisted out of the tile loop (tiles.fresh_arange)
     o_m = row0 + fresh_arange(ROWS, gl.SliceLayout(1, S_LAYOUT), ACC_ROW_THREAD_BITS, CFG.PERSISTENT)
     m = gl.full([ROWS], float("-inf"), gl.float32, gl.SliceLayout(1, S_LAYOUT))
-    l = gl.zeros([ROWS], gl.float32, gl.SliceLayout(1, S_LAYOUT))
+    l = zero_row_sums(S_LAYOUT, ROWS, BLOCK_N, CFG.DEFERRED_SUM)  # [64] or [64, 8] partials
     acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, O_LAYOUT)
     mbarrier.wait(q_ready.index(ME), nth & 1)
 
@@ -339,6 +341,7 @@ def _live_consumer(ring, rows, counts, o_desc, tensors, qk_scale, LAYOUTS: gl.co
             _, m, l, acc = _key_block(j, counts, acc, m, l, acc, q_tile, ring, o_m, row0, seqs, qk_scale, LAYOUTS,
                                       CFG, ME, True)
 
+    l = finish_row_sums(l, S_LAYOUT, CFG.DEFERRED_SUM)  # [64]
     empty = l == 0.0  # rows that saw no key
     l_safe = gl.where(empty, 1.0, l)
     lse = gl.where(empty, float("inf"), m + gl.log2(l_safe))
