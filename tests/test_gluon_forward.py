@@ -4,6 +4,7 @@ fresh random inputs, NaN-poisoned outputs), and refused with a reason everywhere
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -56,8 +57,9 @@ def case_id(case) -> str:
 # the structural variants beside the default (kernels/gluon/forward_variants.py); pp3 and pp2_serial_n256: D <= 64 only
 NEW_VARIANTS = ("ws2", "pp2", "pp2_serial", "pp3", "pp2_serial_n256", "pp2_lazy", "pp3_lazy", "pp2_lazy_split",
                 "pp3_split", "pp2_lazy_lpt", "pp3_lpt", "pp2_lazy_persistent", "pp3_persistent", "pp3_persistent_dsum",
-                "pp2_lazy_lpt_dsum")
-D64_ONLY = ("pp3", "pp2_serial_n256", "pp3_lazy", "pp3_split", "pp3_lpt", "pp3_persistent", "pp3_persistent_dsum")
+                "pp3_persistent_nt", "pp2_lazy_lpt_dsum", "pp2_lazy_lpt_nt")
+D64_ONLY = ("pp3", "pp2_serial_n256", "pp3_lazy", "pp3_split", "pp3_lpt", "pp3_persistent", "pp3_persistent_dsum",
+            "pp3_persistent_nt")
 LONG_CASES = [(1, 384, 2048, 2, 1, 64, False), (1, 1024, 1024, 2, 2, 128, True)]  # many laps of the ring and turns
 VARIANT_CASES = [(name, case) for name in NEW_VARIANTS for case in CASES + LONG_CASES
                  if name not in D64_ONLY or case[5] <= 64]
@@ -173,6 +175,7 @@ def test_the_variant_cases_are_the_registrys():
     ({"lazy_rescale": True}, "need consumers > 0"),
     ({"persistent": True}, "need consumers > 0"),
     ({"deferred_sum": True}, "need consumers > 0"),
+    ({"consumers": 2, "BLOCK_M": 128, "num_warps": 4, "named_turns": True}, "named_turns are pingpong's turns"),
 ])
 def test_bad_variant_tiles_are_refused_in_one_line(blocks, message):
     from kernels.gluon.compat import GLUON_MISSING
@@ -406,3 +409,31 @@ def test_deferred_sum_drops_the_per_block_row_sum_shuffles():
     counts = json.loads(out.stdout.strip().splitlines()[-1])
     for (name, _, consumers), (plain, deferred) in zip(cells, counts):
         assert plain - deferred == 4 * consumers, (name, plain, deferred)
+
+
+def test_named_turns_use_their_own_barrier_ids():
+    """FwdBlocks.named_turns: consumer c waits on named barrier 12 + c (bar.sync, 256 threads: its warpgroup and the
+    one before it) and passes the turn by bar.arrive on the next one's; every barrier id Triton's warp specialization
+    uses stays below 12, and the turns' mbarrier arrives are gone (fewer than without)."""
+    from kernels.gluon.compat import GLUON_MISSING
+    if GLUON_MISSING is not None:
+        pytest.skip(GLUON_MISSING)
+    pytest.importorskip("triton.backends.nvidia.compiler", reason="no NVIDIA backend: nothing to compile with")
+    from kernels.gluon.turns import TURN_ID0, TURN_THREADS
+    code = ("import json, re; from runners.compile.forward import capture_forward_launch; "
+            "from runners.compile.resources import compile_kernel; "
+            "from kernels.gluon.forward_variants import variant_blocks; "
+            "ptx = lambda name: compile_kernel(*capture_forward_launch(64, True, 'bf16', "
+            "dict(variant_blocks(name, 64, True)._asdict()))[1]).asm['ptx']; "
+            "print(json.dumps([ptx('pp3_persistent'), ptx('pp3_persistent_nt')]))")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=1200)
+    assert out.returncode == 0, out.stderr[-2000:]
+    plain, named = json.loads(out.stdout.strip().splitlines()[-1])
+    bars = re.findall(r"\b(bar\.sync|bar\.arrive|barrier\.sync|barrier\.arrive)\s+(\d+)(?:,\s*(\d+))?", named)
+    turns = {(op, int(i), int(n)) for op, i, n in bars if int(i) >= TURN_ID0}
+    assert turns == {(op, TURN_ID0 + c, TURN_THREADS) for op in ("bar.sync", "bar.arrive") for c in range(3)}
+    assert all(int(i) < TURN_ID0 for _, i, _ in re.findall(
+        r"\b(bar\.sync|bar\.arrive|barrier\.sync|barrier\.arrive)\s+(\d+)(?:,\s*(\d+))?", plain))
+    arrives = [len(re.findall(r"mbarrier\.arrive", text)) for text in (plain, named)]
+    assert arrives[1] < arrives[0], arrives

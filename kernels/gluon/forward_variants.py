@@ -25,6 +25,9 @@
                 (FwdBlocks.deferred_sum: [64, 8] a consumer, reduced across each row's 4 lanes once, in the epilogue,
                 as FA3 / FA4's softmax does): ws's forward issued twice FA4's SHFL instructions on an H200
                 (results/h200/fa4/7cd7772/ncu_forward); compile-checked, not yet run on a GPU
+    pp3_persistent_nt, pp2_lazy_lpt_nt  the same with the ping-pong turns by named barriers (FwdBlocks.named_turns,
+                kernels/gluon/turns.py: one bar.sync / bar.arrive a turn, FA3's scheduler barriers; the same profile
+                counted twice FA4's barrier instructions); compile-checked, not yet run on a GPU
     pp2_serial_n256  pp2_serial with 256 keys per step (half the steps, each S a 64 x 256 wgmma; tile D <= 64 only,
                 3 stages of K and V, 208 KB of shared memory; with the overlap S_j and P_{j-1} spill past 240 registers)
 """
@@ -33,11 +36,12 @@ from typing import NamedTuple
 from kernels.gluon.forward import FwdBlocks, default_forward_blocks
 from kernels.gluon.tiles import tile_dim
 
-# <name>_dsum: the variant with the row sum in per-thread partials (FwdBlocks.deferred_sum), for the preferred ones
-DEFERRED_SUM_OF = ("pp3_persistent", "pp2_lazy_lpt")
+# <name>_<suffix>: a preferred variant with one more FwdBlocks field (issue 42's leads from the H200 profile)
+SUFFIX_FIELDS = {"dsum": "deferred_sum", "nt": "named_turns"}
+SUFFIXED_OF = ("pp3_persistent", "pp2_lazy_lpt")
 FORWARD_VARIANTS = ("mono", "ws2", "pp2", "pp2_serial", "pp3", "pp2_serial_n256", "pp2_lazy", "pp3_lazy",
                     "pp2_lazy_split", "pp3_split", "pp2_lazy_lpt", "pp3_lpt", "pp2_lazy_persistent", "pp3_persistent",
-                    *(f"{name}_dsum" for name in DEFERRED_SUM_OF))
+                    *(f"{name}_{suffix}" for name in SUFFIXED_OF for suffix in SUFFIX_FIELDS))
 
 
 class Preferred(NamedTuple):
@@ -62,7 +66,8 @@ class Preferred(NamedTuple):
 PREFERRED = (Preferred(64, 0, "pp3_persistent"), Preferred(128, 16384, "pp2_lazy_lpt"),
              Preferred(128, 4096, "pp2_lazy_lpt", causal=False), Preferred(128, 0, "pp2_lazy_persistent"))
 # the variants with no tile past tile D 64
-D64_ONLY = ("pp3", "pp2_serial_n256", "pp3_lazy", "pp3_split", "pp3_lpt", "pp3_persistent", "pp3_persistent_dsum")
+D64_ONLY = ("pp3", "pp2_serial_n256", "pp3_lazy", "pp3_split", "pp3_lpt", "pp3_persistent",
+            *(f"pp3_persistent_{suffix}" for suffix in SUFFIX_FIELDS))
 
 
 def preferred_name(head_dim: int, causal: bool, seq_k: int = 0) -> str:
@@ -80,9 +85,10 @@ def preferred_blocks(head_dim: int, causal: bool, seq_k: int = 0) -> FwdBlocks:
 def variant_blocks(name: str, head_dim: int, causal: bool) -> FwdBlocks | None:
     """The variant's tile at this head dim, or None where it does not apply (D64_ONLY past tile D 64)."""
     base = default_forward_blocks(head_dim, causal)
-    if name.endswith("_dsum") and name[:-len("_dsum")] in DEFERRED_SUM_OF:
-        plain = variant_blocks(name[:-len("_dsum")], head_dim, causal)
-        return plain and plain._replace(deferred_sum=True)
+    plain, _, suffix = name.rpartition("_")
+    if plain in SUFFIXED_OF and suffix in SUFFIX_FIELDS:
+        blocks = variant_blocks(plain, head_dim, causal)
+        return blocks and blocks._replace(**{SUFFIX_FIELDS[suffix]: True})
     if name == "mono":
         return base
     if name in D64_ONLY and tile_dim(head_dim) > 64:
