@@ -29,22 +29,23 @@ def _run(ASM: gl.constexpr):
 
 
 @gluon.jit
+def _run_for(CONSUMER: gl.constexpr, ASM0: gl.constexpr, ASM1: gl.constexpr, ASM2: gl.constexpr):
+    """The statement of that consumer's barrier, its id a literal (a register id spilled: kernels/gluon/named.py)."""
+    if CONSUMER == 0:
+        _run(ASM0)
+    elif CONSUMER == 1:
+        _run(ASM1)
+    else:
+        _run(ASM2)
+
+
+@gluon.jit
 def wait_turn(ME: gl.constexpr):
     """Consumer ME waits until the consumer before it has passed the turn."""
-    if ME == 0:
-        _run(_SYNC0)
-    elif ME == 1:
-        _run(_SYNC1)
-    else:
-        _run(_SYNC2)
+    _run_for(ME, _SYNC0, _SYNC1, _SYNC2)
 
 
 @gluon.jit
 def pass_turn(NEXT: gl.constexpr):
     """The turn goes to consumer NEXT (no wait)."""
-    if NEXT == 0:
-        _run(_ARRIVE0)
-    elif NEXT == 1:
-        _run(_ARRIVE1)
-    else:
-        _run(_ARRIVE2)
+    _run_for(NEXT, _ARRIVE0, _ARRIVE1, _ARRIVE2)
