@@ -13,8 +13,9 @@ block j's softmax runs while that PV wgmma is in flight; off: S, wait, softmax, 
 consumer, so one warpgroup's softmax runs while the other's GEMMs hold the tensor cores), LAZY (FA4's conditional
 rescale: a row keeps its stale max unless the new one is more than RESCALE_THRESHOLD above it, so P <= 2^8; the
 O *= alpha multiply runs only when some row of the warpgroup's 64 moved its max. Exact: O, l and the LSE all use
-the row's kept max). Every consumer walks the
-program's key blocks (causal: up to the block's last row's diagonal), so the turns stay in step.
+the row's kept max), DEFERRED_SUM (the row sum l as per-thread partials until the epilogue, FA3 / FA4's softmax:
+forward_parts.add_row_sums), NAMED_TURNS (PINGPONG's turns by named barriers: kernels/gluon/turns.py). Every consumer
+walks the program's key blocks (causal: up to the block's last row's diagonal), so the turns stay in step.
 
 Same conventions and outputs as kernels/gluon/forward.py (base-2 LSE, +inf and O = 0 for a row without keys).
 """
