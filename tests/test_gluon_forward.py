@@ -342,23 +342,33 @@ COMPILE_CASES = [(64, False, "bf16", 4096), (64, True, "fp16", 1024), (128, Fals
                  (96, True, "bf16", 2048), (192, False, "bf16", 4096), (256, True, "bf16", 4096)]
 
 
-def compiled_forward_rows(cases, blocks=None) -> list[dict]:
-    """runners.compile.forward's rows (registers, spills, shared memory, status) for each case (blocks: a FwdBlocks
-    field dict per case, else the default tiles), in a fresh process (the compiler, not the interpreter)."""
-    blocks = blocks or [None] * len(cases)
-    code = ("import json; from runners.compile.forward import check_forward_kernel; "
-            f"print(json.dumps([check_forward_kernel(d, c, t, b) for (d, c, t), b in zip({cases!r}, {blocks!r})]))")
+def skip_without_the_compiler() -> None:
+    """Skips a test that compiles a Gluon kernel for sm90 where this Triton has no Gluon or no NVIDIA backend."""
+    from kernels.gluon.compat import GLUON_MISSING
+    if GLUON_MISSING is not None:
+        pytest.skip(GLUON_MISSING)
+    pytest.importorskip("triton.backends.nvidia.compiler", reason="no NVIDIA backend: nothing to compile with")
+
+
+def compiler_json(code: str):
+    """The JSON that `code` prints last, run in a fresh process with the compiler, not the interpreter."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=1200)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def compiled_forward_rows(cases, blocks=None) -> list[dict]:
+    """runners.compile.forward's rows (registers, spills, shared memory, status) for each case (blocks: a FwdBlocks
+    field dict per case, else the default tiles), in a fresh process (the compiler, not the interpreter)."""
+    blocks = blocks or [None] * len(cases)
+    code = ("import json; from runners.compile.forward import check_forward_kernel; "
+            f"print(json.dumps([check_forward_kernel(d, c, t, b) for (d, c, t), b in zip({cases!r}, {blocks!r})]))")
+    return compiler_json(code)
+
+
 def test_compiles_for_sm90_without_spills():
-    from kernels.gluon.compat import GLUON_MISSING
-    if GLUON_MISSING is not None:
-        pytest.skip(GLUON_MISSING)
-    pytest.importorskip("triton.backends.nvidia.compiler", reason="no NVIDIA backend: nothing to compile with")
+    skip_without_the_compiler()
     """The tiles forward=gluon / auto runs by default (preferred_blocks), each PREFERRED rule among them."""
     from kernels.gluon.forward_variants import PREFERRED, preferred_blocks, preferred_name
     assert {rule.name for rule in PREFERRED} | {"mono"} == {preferred_name(d, c, n) for d, c, _, n in COMPILE_CASES}
@@ -372,10 +382,7 @@ def test_compiles_for_sm90_without_spills():
 
 def test_variants_compile_for_sm90_without_spills():
     """Every structural variant at D64 and D128, causal and not (pp3, pp2_serial_n256: D64 only), in one process."""
-    from kernels.gluon.compat import GLUON_MISSING
-    if GLUON_MISSING is not None:
-        pytest.skip(GLUON_MISSING)
-    pytest.importorskip("triton.backends.nvidia.compiler", reason="no NVIDIA backend: nothing to compile with")
+    skip_without_the_compiler()
     from kernels.gluon.forward_variants import variant_blocks
     cells = [(name, d, c) for name in NEW_VARIANTS for d in (64, 128) for c in (False, True)
              if variant_blocks(name, d, c) is not None]
@@ -392,10 +399,7 @@ def test_deferred_sum_drops_the_per_block_row_sum_shuffles():
     """FwdBlocks.deferred_sum (the row sum in per-thread partials, reduced across its quad in the epilogue): the
     compiled sm90 kernel has 4 fewer shuffles per consumer (each thread's 2 rows, 2 butterfly steps, were in the
     key-block loop) than the same variant without it; the row max keeps its shuffles."""
-    from kernels.gluon.compat import GLUON_MISSING
-    if GLUON_MISSING is not None:
-        pytest.skip(GLUON_MISSING)
-    pytest.importorskip("triton.backends.nvidia.compiler", reason="no NVIDIA backend: nothing to compile with")
+    skip_without_the_compiler()
     cells = [("pp3_persistent", 64, 3), ("pp2_lazy_lpt", 128, 2)]  # (variant, head dim, consumers)
     code = ("import json, re; from runners.compile.forward import capture_forward_launch; "
             "from runners.compile.resources import compile_kernel; "
@@ -403,10 +407,7 @@ def test_deferred_sum_drops_the_per_block_row_sum_shuffles():
             "count = lambda name, d: len(re.findall(r'shfl\\.sync', compile_kernel(*capture_forward_launch("
             "d, True, 'bf16', dict(variant_blocks(name, d, True)._asdict()))[1]).asm['ptx'])); "
             f"print(json.dumps([[count(n, d), count(n + '_dsum', d)] for n, d, _ in {cells!r}]))")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=1200)
-    assert out.returncode == 0, out.stderr[-2000:]
-    counts = json.loads(out.stdout.strip().splitlines()[-1])
+    counts = compiler_json(code)
     for (name, _, consumers), (plain, deferred) in zip(cells, counts):
         assert plain - deferred == 4 * consumers, (name, plain, deferred)
 
@@ -415,10 +416,7 @@ def test_named_turns_use_their_own_barrier_ids():
     """FwdBlocks.named_turns: consumer c waits on named barrier 12 + c (bar.sync, 256 threads: its warpgroup and the
     one before it) and passes the turn by bar.arrive on the next one's; every barrier id Triton's warp specialization
     uses stays below 12, and the turns' mbarrier arrives are gone (fewer than without)."""
-    from kernels.gluon.compat import GLUON_MISSING
-    if GLUON_MISSING is not None:
-        pytest.skip(GLUON_MISSING)
-    pytest.importorskip("triton.backends.nvidia.compiler", reason="no NVIDIA backend: nothing to compile with")
+    skip_without_the_compiler()
     from kernels.gluon.turns import TURN_ID0, TURN_THREADS
     code = ("import json, re; from runners.compile.forward import capture_forward_launch; "
             "from runners.compile.resources import compile_kernel; "
@@ -426,14 +424,11 @@ def test_named_turns_use_their_own_barrier_ids():
             "ptx = lambda name: compile_kernel(*capture_forward_launch(64, True, 'bf16', "
             "dict(variant_blocks(name, 64, True)._asdict()))[1]).asm['ptx']; "
             "print(json.dumps([ptx('pp3_persistent'), ptx('pp3_persistent_nt')]))")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=1200)
-    assert out.returncode == 0, out.stderr[-2000:]
-    plain, named = json.loads(out.stdout.strip().splitlines()[-1])
-    bars = re.findall(r"\b(bar\.sync|bar\.arrive|barrier\.sync|barrier\.arrive)\s+(\d+)(?:,\s*(\d+))?", named)
+    plain, named = compiler_json(code)
+    bar = r"\b(bar\.sync|bar\.arrive|barrier\.sync|barrier\.arrive)\s+(\d+)(?:,\s*(\d+))?"  # op, id, threads
+    bars = re.findall(bar, named)
     turns = {(op, int(i), int(n)) for op, i, n in bars if int(i) >= TURN_ID0}
     assert turns == {(op, TURN_ID0 + c, TURN_THREADS) for op in ("bar.sync", "bar.arrive") for c in range(3)}
-    assert all(int(i) < TURN_ID0 for _, i, _ in re.findall(
-        r"\b(bar\.sync|bar\.arrive|barrier\.sync|barrier\.arrive)\s+(\d+)(?:,\s*(\d+))?", plain))
+    assert all(int(i) < TURN_ID0 for _, i, _ in re.findall(bar, plain))
     arrives = [len(re.findall(r"mbarrier\.arrive", text)) for text in (plain, named)]
     assert arrives[1] < arrives[0], arrives
