@@ -56,10 +56,8 @@ def case_id(case) -> str:
 
 # the structural variants beside the default (kernels/gluon/forward_variants.py); pp3 and pp2_serial_n256: D <= 64 only
 NEW_VARIANTS = ("ws2", "pp2", "pp2_serial", "pp3", "pp2_serial_n256", "pp2_lazy", "pp3_lazy", "pp2_lazy_split",
-                "pp3_split", "pp2_lazy_lpt", "pp3_lpt", "pp2_lazy_persistent", "pp3_persistent", "pp3_persistent_dsum",
-                "pp3_persistent_nt", "pp2_lazy_lpt_dsum", "pp2_lazy_lpt_nt")
-D64_ONLY = ("pp3", "pp2_serial_n256", "pp3_lazy", "pp3_split", "pp3_lpt", "pp3_persistent", "pp3_persistent_dsum",
-            "pp3_persistent_nt")
+                "pp3_split", "pp2_lazy_lpt", "pp3_lpt", "pp2_lazy_persistent", "pp3_persistent", "pp3_persistent_dsum")
+D64_ONLY = ("pp3", "pp2_serial_n256", "pp3_lazy", "pp3_split", "pp3_lpt", "pp3_persistent", "pp3_persistent_dsum")
 LONG_CASES = [(1, 384, 2048, 2, 1, 64, False), (1, 1024, 1024, 2, 2, 128, True)]  # many laps of the ring and turns
 VARIANT_CASES = [(name, case) for name in NEW_VARIANTS for case in CASES + LONG_CASES
                  if name not in D64_ONLY or case[5] <= 64]
@@ -175,7 +173,6 @@ def test_the_variant_cases_are_the_registrys():
     ({"lazy_rescale": True}, "need consumers > 0"),
     ({"persistent": True}, "need consumers > 0"),
     ({"deferred_sum": True}, "need consumers > 0"),
-    ({"consumers": 2, "BLOCK_M": 128, "num_warps": 4, "named_turns": True}, "named_turns are pingpong's turns"),
 ])
 def test_bad_variant_tiles_are_refused_in_one_line(blocks, message):
     from kernels.gluon.compat import GLUON_MISSING
@@ -250,13 +247,14 @@ def test_a_backward_reads_the_gluon_forward(variant):
 
 
 @pytest.mark.parametrize("head_dim, causal, seq_k, name", [
-    (32, True, 1024, "pp3_persistent"), (64, False, 16384, "pp3_persistent"),
+    (32, True, 1024, "pp3_persistent_dsum"), (64, True, 4096, "pp3_persistent_dsum"),
+    (64, False, 16384, "pp3_persistent"),
     (96, False, 2048, "pp2_lazy_persistent"), (96, False, 4096, "pp2_lazy_lpt"), (96, True, 4096, "pp2_lazy_persistent"),
     (128, False, 4095, "pp2_lazy_persistent"), (128, True, 16383, "pp2_lazy_persistent"),
     (128, True, 16384, "pp2_lazy_lpt"), (128, False, 16384, "pp2_lazy_lpt"),
     (192, True, 4096, "mono"), (256, False, 1024, "mono")])
 def test_forward_gluon_runs_the_preferred_structure(head_dim, causal, seq_k, name):
-    """forward=gluon / auto runs pp3_persistent at tile D <= 64, pp2_lazy_persistent to D128 (pp2_lazy_lpt from 4096
+    """forward=gluon / auto runs pp3_persistent at tile D <= 64 (with deferred_sum causal), pp2_lazy_persistent to D128 (pp2_lazy_lpt from 4096
     keys non-causal, from 16384 causal) and mono past it (the measured winners), and those tiles are the variants'
     own, not a copy that could drift."""
     from kernels.gluon.compat import GLUON_MISSING
@@ -266,8 +264,9 @@ def test_forward_gluon_runs_the_preferred_structure(head_dim, causal, seq_k, nam
     blocks = preferred_blocks(head_dim, causal, seq_k)
     assert blocks == variant_blocks(name, head_dim, causal)
     assert (blocks.consumers > 0) == (name != "mono")
-    assert blocks.lpt == name.endswith(("_lpt", "_persistent"))
-    assert blocks.persistent == name.endswith("_persistent")
+    assert blocks.lpt == name.endswith(("_lpt", "_persistent", "_persistent_dsum"))
+    assert blocks.persistent == name.endswith(("_persistent", "_persistent_dsum"))
+    assert blocks.deferred_sum == name.endswith("_dsum")
 
 
 def test_the_choice_is_checked_and_auto_by_default():
@@ -404,31 +403,10 @@ def test_deferred_sum_drops_the_per_block_row_sum_shuffles():
     code = ("import json, re; from runners.compile.forward import capture_forward_launch; "
             "from runners.compile.resources import compile_kernel; "
             "from kernels.gluon.forward_variants import variant_blocks; "
-            "count = lambda name, d: len(re.findall(r'shfl\\.sync', compile_kernel(*capture_forward_launch("
-            "d, True, 'bf16', dict(variant_blocks(name, d, True)._asdict()))[1]).asm['ptx'])); "
-            f"print(json.dumps([[count(n, d), count(n + '_dsum', d)] for n, d, _ in {cells!r}]))")
+            "count = lambda name, d, dsum: len(re.findall(r'shfl\\.sync', compile_kernel(*capture_forward_launch("
+            "d, True, 'bf16', dict(variant_blocks(name, d, True)._replace(deferred_sum=dsum)._asdict()))[1])"
+            ".asm['ptx'])); "
+            f"print(json.dumps([[count(n, d, False), count(n, d, True)] for n, d, _ in {cells!r}]))")
     counts = compiler_json(code)
     for (name, _, consumers), (plain, deferred) in zip(cells, counts):
         assert plain - deferred == 4 * consumers, (name, plain, deferred)
-
-
-def test_named_turns_use_their_own_barrier_ids():
-    """FwdBlocks.named_turns: consumer c waits on named barrier 12 + c (bar.sync, 256 threads: its warpgroup and the
-    one before it) and passes the turn by bar.arrive on the next one's; every barrier id Triton's warp specialization
-    uses stays below 12, and the turns' mbarrier arrives are gone (fewer than without)."""
-    skip_without_the_compiler()
-    from kernels.gluon.turns import TURN_ID0, TURN_THREADS
-    code = ("import json, re; from runners.compile.forward import capture_forward_launch; "
-            "from runners.compile.resources import compile_kernel; "
-            "from kernels.gluon.forward_variants import variant_blocks; "
-            "ptx = lambda name: compile_kernel(*capture_forward_launch(64, True, 'bf16', "
-            "dict(variant_blocks(name, 64, True)._asdict()))[1]).asm['ptx']; "
-            "print(json.dumps([ptx('pp3_persistent'), ptx('pp3_persistent_nt')]))")
-    plain, named = compiler_json(code)
-    bar = r"\b(bar\.sync|bar\.arrive|barrier\.sync|barrier\.arrive)\s+(\d+)(?:,\s*(\d+))?"  # op, id, threads
-    bars = re.findall(bar, named)
-    turns = {(op, int(i), int(n)) for op, i, n in bars if int(i) >= TURN_ID0}
-    assert turns == {(op, TURN_ID0 + c, TURN_THREADS) for op in ("bar.sync", "bar.arrive") for c in range(3)}
-    assert all(int(i) < TURN_ID0 for _, i, _ in re.findall(bar, plain))
-    arrives = [len(re.findall(r"mbarrier\.arrive", text)) for text in (plain, named)]
-    assert arrives[1] < arrives[0], arrives

@@ -87,7 +87,6 @@ class FwdBlocks(NamedTuple):
     lpt: bool = False  # causal: programs in chunks of heads, each chunk's query blocks longest first across its heads
     persistent: bool = False  # consumers > 0: one program per SM walks the host's list schedule of the tiles
     deferred_sum: bool = False  # consumers > 0: the row sum l as per-thread partials, reduced across lanes once at the end
-    named_turns: bool = False  # pingpong: the turns by named barriers (kernels/gluon/turns.py), not mbarriers
 
 
 def default_forward_blocks(head_dim: int, causal: bool) -> FwdBlocks:
@@ -273,8 +272,6 @@ def check_forward_blocks(blocks: FwdBlocks) -> None:
             or blocks.deferred_sum:
         raise ValueError("gluon forward: pingpong, overlap=False, lazy_rescale, split_masked, persistent and "
                          "deferred_sum need consumers > 0 (forward_pp's kernel)")
-    if blocks.named_turns and not blocks.pingpong:
-        raise ValueError("gluon forward: named_turns are pingpong's turns (pingpong=True)")
     if blocks.num_warps not in (4, 8):
         raise ValueError(f"gluon forward: num_warps={blocks.num_warps}: 4 or 8 (whole warpgroups)")
     if not blocks.consumers and (blocks.BLOCK_M not in (64, 128) or blocks.BLOCK_M % (16 * blocks.num_warps)):
@@ -322,7 +319,7 @@ def gluon_attention_forward(q, k, v, causal: bool, scale: float, blocks: FwdBloc
         cfg = FwdCfg(DIM=head_dim, STAGES=blocks.num_stages, CAUSAL=causal, MASKED=masked,
                      CONSUMERS=blocks.consumers, OVERLAP=blocks.overlap, PINGPONG=blocks.pingpong,
                      LAZY=blocks.lazy_rescale, SPLIT_MASKED=blocks.split_masked and masked,
-                     PERSISTENT=blocks.persistent, DEFERRED_SUM=blocks.deferred_sum, NAMED_TURNS=blocks.named_turns)
+                     PERSISTENT=blocks.persistent, DEFERRED_SUM=blocks.deferred_sum)
         rows = ROWS.value  # 64 query rows per consumer: Q and O boxes
         kernel, q_rows = gluon_fwd_pp_kernel, rows
         fixed = dict(LAYOUTS=forward_layouts(rows, block_n, head_dim, 4, q.dtype), CFG=cfg, num_warps=4)

@@ -13,8 +13,8 @@ block j's softmax runs while that PV wgmma is in flight; off: S, wait, softmax, 
 consumer, so one warpgroup's softmax runs while the other's GEMMs hold the tensor cores), LAZY (FA4's conditional
 rescale: a row keeps its stale max unless the new one is more than RESCALE_THRESHOLD above it, so P <= 2^8; the
 O *= alpha multiply runs only when some row of the warpgroup's 64 moved its max. Exact: O, l and the LSE all use
-the row's kept max), DEFERRED_SUM (the row sum l as per-thread partials until the epilogue, FA3 / FA4's softmax:
-forward_parts.add_row_sums), NAMED_TURNS (PINGPONG's turns by named barriers: kernels/gluon/turns.py). Every consumer
+the row's kept max) and DEFERRED_SUM (the row sum l as per-thread partials until the epilogue, FA3 / FA4's softmax:
+forward_parts.add_row_sums). Every consumer
 walks the program's key blocks (causal: up to the block's last row's diagonal), so the turns stay in step.
 
 Same conventions and outputs as kernels/gluon/forward.py (base-2 LSE, +inf and O = 0 for a row without keys).
@@ -28,7 +28,6 @@ from kernels.gluon.forward_parts import (_kv_loads, _mask_scores, _online_softma
                                         finish_row_sums, zero_row_sums)
 from kernels.gluon.scheduler import program_tiles
 from kernels.gluon.tiles import ACC_ROW_THREAD_BITS, as_box, fresh_arange, unmasked_key_blocks
-from kernels.gluon.turns import pass_turn, wait_turn
 
 ROWS = gl.constexpr(64)  # query rows of one consumer warpgroup (one m64 wgmma)
 CONSUMER_REGS = gl.constexpr(240)  # registers a thread of a worker consumer asks for (setmaxnreg), 2 consumers
@@ -49,7 +48,6 @@ class FwdCfg(NamedTuple):  # the consumer kernel's compile-time switches (hashab
     SPLIT_MASKED: bool = False  # the key blocks no row of a consumer needs masked in a loop of their own (no mask)
     PERSISTENT: bool = False  # one program per SM walks its tiles of the host's schedule (FwdSchedule)
     DEFERRED_SUM: bool = False  # l as per-thread partials [64, 8] (forward_parts.add_row_sums), one reduction at the end
-    NAMED_TURNS: bool = False  # PINGPONG's turns by named barriers (kernels/gluon/turns.py), not mbarriers
 
 
 @gluon.jit
@@ -152,11 +150,9 @@ def _q_loads(q_desc, q_smem, q_ready, q_empty, block, bases, nth, C: gl.constexp
 @gluon.jit
 def _take_turn(turn, step, CFG: gl.constexpr, ME: gl.constexpr):
     """PINGPONG: wait until the consumer before this one has issued its wgmmas of `step` (consumer 0: the last
-    consumer's of step - 1; its first wait passes at once). NAMED_TURNS: by a named barrier (kernels/gluon/turns.py)."""
+    consumer's of step - 1; its first wait passes at once)."""
     if CFG.PINGPONG:
-        if CFG.NAMED_TURNS:
-            wait_turn(ME)
-        elif ME == 0:
+        if ME == 0:
             mbarrier.wait(turn.index(0), (step & 1) ^ 1)
         else:
             mbarrier.wait(turn.index(ME), step & 1)
@@ -166,10 +162,7 @@ def _take_turn(turn, step, CFG: gl.constexpr, ME: gl.constexpr):
 def _pass_turn(turn, CFG: gl.constexpr, ME: gl.constexpr):
     """PINGPONG: the next consumer may issue."""
     if CFG.PINGPONG:
-        if CFG.NAMED_TURNS:
-            pass_turn((ME + 1) % CFG.CONSUMERS)
-        else:
-            mbarrier.arrive(turn.index((ME + 1) % CFG.CONSUMERS), count=1)
+        mbarrier.arrive(turn.index((ME + 1) % CFG.CONSUMERS), count=1)
 
 
 @gluon.jit
@@ -233,8 +226,6 @@ def _consumer(ring, rows, o_desc, tensors, qk_scale, LAYOUTS: gl.constexpr, CFG:
     program, sizes = rows
     BLOCK_N: gl.constexpr = ring[0][1].shape[1]
     LAST_TURN: gl.constexpr = 1 if CFG.OVERLAP else 0  # the last P V's turn
-    if CFG.PINGPONG and CFG.NAMED_TURNS and ME == CFG.CONSUMERS - 1:
-        pass_turn(0)  # consumer 0 goes first
     if CFG.PERSISTENT:
         base = 0
         for t in range(program.first, program.end):
@@ -246,8 +237,6 @@ def _consumer(ring, rows, o_desc, tensors, qk_scale, LAYOUTS: gl.constexpr, CFG:
     else:  # the program's one tile, its counts constants (the kernel as before PERSISTENT)
         tile_rows = _program_rows(program.first, sizes, ROWS * CFG.CONSUMERS, BLOCK_N, CFG.CAUSAL)
         _consumer_tile(ring, tile_rows, (0, 0, 0), o_desc, tensors, qk_scale, LAYOUTS, CFG, ME)
-    if CFG.PINGPONG and CFG.NAMED_TURNS and ME == 0:
-        wait_turn(0)  # the last consumer's last pass: no arrival left pending on the barrier
 
 
 @gluon.jit

@@ -21,13 +21,12 @@
     pp2_lazy_persistent, pp3_persistent  pp2_lazy_lpt / pp3_lpt with one program per SM walking the host's list
                 schedule of the tiles (FwdBlocks.persistent: chunks.forward_schedule), each tile's first K / V loaded
                 while the consumers finish the last tile; compile-checked, not yet run on a GPU
-    pp3_persistent_dsum, pp2_lazy_lpt_dsum  the preferred variants with the row sum l kept as per-thread partials
-                (FwdBlocks.deferred_sum: [64, 8] a consumer, reduced across each row's 4 lanes once, in the epilogue,
-                as FA3 / FA4's softmax does): ws's forward issued twice FA4's SHFL instructions on an H200
-                (results/h200/fa4/7cd7772/ncu_forward); compile-checked, not yet run on a GPU
-    pp3_persistent_nt, pp2_lazy_lpt_nt  the same with the ping-pong turns by named barriers (FwdBlocks.named_turns,
-                kernels/gluon/turns.py: one bar.sync / bar.arrive a turn, FA3's scheduler barriers; the same profile
-                counted twice FA4's barrier instructions); compile-checked, not yet run on a GPU
+    pp3_persistent_dsum  pp3_persistent with the row sum l kept as per-thread partials (FwdBlocks.deferred_sum: [64, 8]
+                a consumer, reduced across each row's 4 lanes once, in the epilogue, as FA3 / FA4's softmax does):
+                what forward=gluon runs at D64 causal. H200, two passes in either order (results/h200/forward_dsum):
+                1.006-1.012x pp3_persistent causal (N4096, N16384), 0.995-1.004x non-causal; pp2_lazy_lpt with it at
+                D128 0.979-1.002x (removed). FA3 scheduler-barrier turns (named_turns) lost 0.94-0.95x at D64
+                non-causal, 0.98-1.00x at D128, and were removed (the code is in cf5fbfc)
     pp2_serial_n256  pp2_serial with 256 keys per step (half the steps, each S a 64 x 256 wgmma; tile D <= 64 only,
                 3 stages of K and V, 208 KB of shared memory; with the overlap S_j and P_{j-1} spill past 240 registers)
 """
@@ -37,8 +36,8 @@ from kernels.gluon.forward import FwdBlocks, default_forward_blocks
 from kernels.gluon.tiles import tile_dim
 
 # <name>_<suffix>: a preferred variant with one more FwdBlocks field (issue 42's leads from the H200 profile)
-SUFFIX_FIELDS = {"dsum": "deferred_sum", "nt": "named_turns"}
-SUFFIXED_OF = ("pp3_persistent", "pp2_lazy_lpt")
+SUFFIX_FIELDS = {"dsum": "deferred_sum"}
+SUFFIXED_OF = ("pp3_persistent",)
 FORWARD_VARIANTS = ("mono", "ws2", "pp2", "pp2_serial", "pp3", "pp2_serial_n256", "pp2_lazy", "pp3_lazy",
                     "pp2_lazy_split", "pp3_split", "pp2_lazy_lpt", "pp3_lpt", "pp2_lazy_persistent", "pp3_persistent",
                     *(f"{name}_{suffix}" for name in SUFFIXED_OF for suffix in SUFFIX_FIELDS))
@@ -62,8 +61,10 @@ class Preferred(NamedTuple):
 # (N1024 causal), 1.06 (N1024), 1.12 / 1.04 (N2048), 1.02 (N4096, N8192), 1.00-1.01 (N16384); pp2_lazy_persistent /
 # pp2_lazy 1.05-1.12 at N1024. Without spills (tiles.fresh_arange; results/h100/forward_persistent/spill_free), D128
 # pp2_lazy_persistent / pp2_lazy_lpt causal: 1.06-1.12 (N2048), 1.02 (N4096), 1.01 (N8192), 1.00 (N16384);
-# non-causal 1.00 (N2048), 0.98 (N4096), 0.97 (N8192), 0.96 (N16384)
-PREFERRED = (Preferred(64, 0, "pp3_persistent"), Preferred(128, 16384, "pp2_lazy_lpt"),
+# non-causal 1.00 (N2048), 0.98 (N4096), 0.97 (N8192), 0.96 (N16384). deferred_sum at D64 causal: see
+# pp3_persistent_dsum above (results/h200/forward_dsum)
+PREFERRED = (Preferred(64, 0, "pp3_persistent_dsum", causal=True), Preferred(64, 0, "pp3_persistent"),
+             Preferred(128, 16384, "pp2_lazy_lpt"),
              Preferred(128, 4096, "pp2_lazy_lpt", causal=False), Preferred(128, 0, "pp2_lazy_persistent"))
 # the variants with no tile past tile D 64
 D64_ONLY = ("pp3", "pp2_serial_n256", "pp3_lazy", "pp3_split", "pp3_lpt", "pp3_persistent",
