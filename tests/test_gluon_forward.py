@@ -20,14 +20,17 @@ LSE_TOLERANCE = 1e-3  # base-2 LSE: fp32 statistics of fp16 / bf16 scores
 LOG2E = 1.4426950408889634
 
 
-def reference_lse(q, k, causal: bool, scale: float) -> torch.Tensor:
-    """[B, H, Nq] fp32: log2 sum_j exp(scale q.k_j) over the visible keys, +inf for a row that sees none
-    (kernels/forward.py's convention)."""
+def reference_lse(q, k, causal: bool, scale: float, mods=None) -> torch.Tensor:
+    """[B, H, Nq] fp32: log2 sum_j exp(scale q.k_j) over the visible keys (mods: a window and softcap,
+    variants.problem.Modifiers), +inf for a row that sees none (kernels/forward.py's convention)."""
     heads, kv_heads = q.shape[2], k.shape[2]
     q_ = q.float().transpose(1, 2)  # [B, H, Nq, D]
     k_ = k.float().transpose(1, 2).repeat_interleave(heads // kv_heads, dim=1)
     scores = torch.matmul(q_, k_.transpose(-1, -2)) * scale  # [B, H, Nq, Nk]
-    visible = visible_pairs(q.shape[1], k.shape[1], causal, None, q.device)
+    if mods is not None and mods.softcap > 0:
+        scores = mods.softcap * torch.tanh(scores / mods.softcap)
+    window = None if mods is None else (mods.window_left, mods.window_right)
+    visible = visible_pairs(q.shape[1], k.shape[1], causal, window, q.device)
     if visible is not None:
         scores = scores.masked_fill(~visible, float("-inf"))
     lse = torch.logsumexp(scores, dim=-1) / math.log(2.0)
@@ -79,6 +82,37 @@ def test_variants_match_the_fp32_reference(name, case):
     blocks = variant_blocks(name, case[5], case[6])
     assert blocks is not None and blocks.consumers > 0
     check_against_the_reference(case, torch.bfloat16, blocks)
+
+
+# (variant, case, (window left, window right, softcap)): windows whose edges cut key blocks on both sides, start the
+# walk past key block 0 and leave some rows without a key (Nq > Nk, a narrow window), softcap alone and with a window;
+# every preferred structure (pp3_persistent_dsum / pp3_persistent, pp2_lazy_lpt, pp2_lazy_persistent) and mono
+MODIFIER_CASES = [
+    ("pp3_persistent_dsum", (2, 700, 700, 4, 2, 64, True), (200, -1, 0.0)),
+    ("pp3_persistent_dsum", (1, 300, 333, 2, 1, 64, True), (-1, -1, 30.0)),
+    ("pp3_persistent", (2, 500, 611, 2, 2, 64, False), (130, 70, 0.0)),
+    ("pp3_persistent", (1, 900, 300, 2, 1, 64, False), (40, 0, 15.0)),  # Nq > Nk: the first queries see no key
+    ("pp2_lazy_lpt", (2, 640, 640, 2, 1, 128, False), (256, 256, 0.0)),
+    ("pp2_lazy_lpt", (1, 333, 1000, 4, 4, 128, True), (300, -1, 20.0)),
+    ("pp2_lazy_persistent", (3, 451, 451, 3, 1, 128, True), (65, -1, 0.0)),
+    ("pp2_lazy_persistent", (1, 257, 300, 2, 2, 96, False), (-1, 5, 50.0)),
+    ("mono", (1, 300, 260, 2, 2, 256, True), (100, -1, 10.0)),
+    ("mono", (1, 200, 350, 2, 1, 192, False), (30, 60, 0.0)),
+]
+
+
+@pytest.mark.skipif(not ON_HOPPER, reason="the Gluon forward needs an sm90 GPU")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("name, case, mods", MODIFIER_CASES,
+                         ids=[f"{n}-{case_id(c)}-w{m[0]}_{m[1]}-cap{m[2]:g}" for n, c, m in MODIFIER_CASES])
+def test_window_and_softcap_match_the_fp32_reference(name, case, mods, dtype):
+    """A sliding window (bottom-right aligned, both edges) and softcap in every Gluon forward structure: O and the
+    LSE against the fp32 reference with the same modifiers, and within 2x the stock forward's error."""
+    from kernels.gluon.forward_variants import variant_blocks
+    from variants.problem import Modifiers
+    blocks = variant_blocks(name, case[5], case[6])
+    assert blocks is not None
+    check_against_the_reference(case, dtype, blocks, Modifiers(*mods))
 
 
 # (variant, head dim, causal, dtype): the lazy rescale on scores whose row max jumps by more than 2^8 in some key
@@ -183,29 +217,32 @@ def test_bad_variant_tiles_are_refused_in_one_line(blocks, message):
         check_forward_blocks(FwdBlocks(128, 128, 8, 2)._replace(**blocks))
 
 
-def check_against_the_reference(case, dtype, blocks):
-    """The Gluon forward at `blocks` (None: the default tile) against the fp32 reference: O within the accuracy gate
-    and within 2x the stock forward's error, the base-2 LSE within LSE_TOLERANCE, +inf where a row sees no key."""
+def check_against_the_reference(case, dtype, blocks, mods=None):
+    """The Gluon forward at `blocks` (None: the default tile; mods: a window / softcap) against the fp32 reference: O
+    within the accuracy gate and within 2x the stock forward's error, the base-2 LSE within LSE_TOLERANCE, +inf where
+    a row sees no key."""
     batch, seq_q, seq_k, heads, kv_heads, head_dim, causal = case
     generator = torch.Generator(device="cuda").manual_seed(hash(case) % 2**31)
     q = torch.randn(batch, seq_q, heads, head_dim, device="cuda", dtype=dtype, generator=generator)
     k, v = (torch.randn(batch, seq_k, kv_heads, head_dim, device="cuda", dtype=dtype, generator=generator)
             for _ in range(2))
-    assert_matches_the_reference(q, k, v, causal, head_dim ** -0.5, blocks)
+    assert_matches_the_reference(q, k, v, causal, head_dim ** -0.5, blocks, mods)
 
 
-def assert_matches_the_reference(q, k, v, causal: bool, scale: float, blocks):
-    """check_against_the_reference's checks on given inputs q [B, Nq, H, D], k / v [B, Nk, Hkv, D]."""
+def assert_matches_the_reference(q, k, v, causal: bool, scale: float, blocks, mods=None):
+    """check_against_the_reference's checks on given inputs q [B, Nq, H, D], k / v [B, Nk, Hkv, D]; mods: a window
+    and softcap (variants.problem.Modifiers) or None."""
     from kernels.forward import attention_forward
     from kernels.gluon.forward import gluon_attention_forward
     from variants.accuracy import REL_TOL, error
     dtype = q.dtype
-    o, lse = gluon_attention_forward(q, k, v, causal, scale, blocks)  # o, lse from the poisoned torch.empty
+    o, lse = gluon_attention_forward(q, k, v, causal, scale, blocks, mods)  # o, lse from the poisoned torch.empty
     torch.cuda.synchronize()
-    o_ref = reference_forward(q, k, v, causal, scale)
-    lse_ref = reference_lse(q, k, causal, scale)
+    window = None if mods is None else (mods.window_left, mods.window_right)
+    o_ref = reference_forward(q, k, v, causal, scale, window_size=window, softcap=0.0 if mods is None else mods.softcap)
+    lse_ref = reference_lse(q, k, causal, scale, mods)
     assert not o.isnan().any(), "O has unwritten (NaN) elements"
-    err, stock = error(o, o_ref), error(attention_forward(q, k, v, causal, scale)[0], o_ref)
+    err, stock = error(o, o_ref), error(attention_forward(q, k, v, causal, scale, mods=mods)[0], o_ref)
     assert err.ok(dtype), f"rel err {err.rel:.2e} > {REL_TOL[dtype]:.0e} (max abs {err.max_abs:.2e})"
     assert err.rel <= 2 * stock.rel + 1e-4, f"rel err {err.rel:.2e}, the stock forward's {stock.rel:.2e}"
     assert not lse.isnan().any(), "LSE has unwritten (NaN) elements"
@@ -377,6 +414,24 @@ def test_compiles_for_sm90_without_spills():
         assert row["status"] == "ok", (case, row)
         assert row["smem_bytes"] <= MAX_SMEM, (case, row)
         assert row["spill_store_bytes"] == 0 and row["spill_load_bytes"] == 0, (case, row)
+
+
+def test_window_and_softcap_compile_for_sm90():
+    """The preferred tiles with a window (both edges) compile for sm90 without spills; with softcap they compile, and
+    spill at most pp3_persistent_dsum's 72 B (causal D64: its 160-register consumers, the tanh's registers)."""
+    skip_without_the_compiler()
+    from kernels.gluon.forward_variants import preferred_blocks, preferred_name
+    cells = [(d, c, n, mods) for d, c, _, n in COMPILE_CASES for mods in ((100, 20, 0.0), (-1, -1, 30.0))]
+    code = ("import json; from runners.compile.forward import check_forward_kernel; "
+            f"print(json.dumps([check_forward_kernel(d, c, 'bf16', b, window_softcap=m) for d, c, b, m in "
+            f"{[(d, c, dict(preferred_blocks(d, c, n)._asdict()), m) for d, c, n, m in cells]!r}]))")
+    for (d, c, n, mods), row in zip(cells, compiler_json(code)):
+        assert row["status"] == "ok" and row["smem_bytes"] <= MAX_SMEM, (d, c, mods, row)
+        spilled = row["spill_store_bytes"] + row["spill_load_bytes"]
+        if mods[2] == 0.0 or preferred_name(d, c, n) != "pp3_persistent_dsum":
+            assert spilled == 0, (d, c, mods, row)
+        else:
+            assert spilled <= 72, (d, c, mods, row)
 
 
 def test_variants_compile_for_sm90_without_spills():

@@ -18,8 +18,22 @@ FORWARD_SETUP_STEPS = 1  # what a forward program costs beyond its key blocks (Q
 def causal_key_blocks(seq_q: int, seq_k: int, block_m: int, block_n: int) -> tuple:
     """Key blocks each query block of the causal Gluon forward walks (bottom-right diagonal, at least 1), by query
     block: what `forward_parts._program_rows` counts."""
-    return tuple(max(cdiv(min(max(start + block_m + seq_k - seq_q, 0), seq_k), block_n), 1)
-                 for start in range(0, seq_q, block_m))
+    return window_key_blocks(seq_q, seq_k, block_m, block_n, -1, 0)
+
+
+def window_key_blocks(seq_q: int, seq_k: int, block_m: int, block_n: int, left: int, right: int) -> tuple:
+    """Key blocks each query block of the Gluon forward walks under a window bottom-right aligned as the causal
+    diagonal (query i sees key j iff i + Nk - Nq - left <= j <= i + Nk - Nq + right; -1: unbounded; causal: right
+    0), from the block of its first visible key, at least 1, by query block: what `forward_parts._program_rows`
+    counts."""
+    shift, counts = seq_k - seq_q, []
+    for start in range(0, seq_q, block_m):
+        end = min(max(start + block_m + shift + right, 0), seq_k) if right >= 0 else seq_k
+        first = 0
+        if left >= 0:
+            first = min(max(start + shift - left, 0) // block_n * block_n, max(end - 1, 0) // block_n * block_n)
+        counts.append(max(cdiv(end - first, block_n), 1))
+    return tuple(counts)
 
 
 def list_schedule_end(costs, slots: int) -> int:

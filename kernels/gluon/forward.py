@@ -19,16 +19,18 @@ i sees key j iff j <= i + Nk - Nq. Tensors are read as the ws kernels read them 
 batch (or are TMA zeros) and are masked (keys) or never stored (queries). A whole query block leaves through Q's
 shared tile by a TMA store, a tail block by masked stores.
 
-Not covered yet (refused by `forward_reason`, the caller falls back to kernels/forward.py): packed documents,
-windows, softcap, the forget gate, fp32, head dims other than GLUON_FORWARD_HEAD_DIMS.
+A sliding window and softcap (variants.problem.Modifiers, kernels.common.modifier_args' constexprs) as the stock
+forward means them: the walk starts at the block's first key inside the window (forward_parts._program_rows).
+Not covered yet (refused by `forward_reason`, the caller falls back to kernels/forward.py): packed documents, the
+forget gate, fp32, head dims other than GLUON_FORWARD_HEAD_DIMS.
 """
 import functools
 from typing import NamedTuple
 
 import torch
 
-from kernels.common import LOG2E, cdiv
-from kernels.gluon.chunks import causal_key_blocks, forward_chunk_heads, forward_schedule
+from kernels.common import LOG2E, cdiv, modifier_args
+from kernels.gluon.chunks import forward_chunk_heads, forward_schedule, window_key_blocks
 from kernels.gluon.compat import GLUON_MISSING, cta_barrier, fence_async_shared, gl, gluon, mbarrier, tma, tma_load, \
     tma_store, warpgroup_mma, warpgroup_mma_wait
 from kernels.gluon.epilogue import store_rows
@@ -108,8 +110,6 @@ def forward_reason(q, k, v, causal: bool, *, varlen=None, mods=None, gate=None) 
         return GLUON_MISSING
     if varlen is not None:
         return "the Gluon forward does not walk packed documents (cu_seqlens) yet"
-    if mods is not None and getattr(mods, "active", False):
-        return "the Gluon forward has no window or softcap yet"
     if gate is not None:
         return "the Gluon forward has no forget gate"
     if q.dtype not in GLUON_FORWARD_DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
@@ -128,16 +128,18 @@ def forward_reason(q, k, v, causal: bool, *, varlen=None, mods=None, gate=None) 
 
 @gluon.jit
 def _gluon_fwd_kernel(q_desc, k_desc, v_desc, o_desc, tensors, sizes, DIM: gl.constexpr, LAYOUTS: gl.constexpr,
-                      STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr):
+                      STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr, WINDOW_LEFT: gl.constexpr = -1,
+                      WINDOW_RIGHT: gl.constexpr = -1, SOFTCAP: gl.constexpr = 0.0):
     """Grid (cdiv(Nq, BM) * B * H,). The TMA views (top-level arguments: Triton 3.6's launcher takes descriptors
     nowhere else): q / o [B * Nq, H, D] boxes [BM, 1, tile D]; k / v [B * Nk, Hkv, D] boxes [BN, 1, tile D].
     tensors: FwdTensors (O dense for a tail's masked stores, LSE [B, H, Nq] fp32); sizes: FwdSizes; LAYOUTS:
-    FwdLayouts. MASKED: some key block crosses the causal diagonal or Nk (else no block pays for the mask)."""
+    FwdLayouts. MASKED: some key block crosses the causal diagonal, a window edge or Nk (else no block pays for the
+    mask). WINDOW_LEFT / WINDOW_RIGHT / SOFTCAP: kernels.common.modifier_args' (forward_parts)."""
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[2]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     dtype: gl.constexpr = q_desc.dtype
-    rows = _program_rows(gl.program_id(0), sizes, BLOCK_M, BLOCK_N, CAUSAL)
+    rows = _program_rows(gl.program_id(0), sizes, BLOCK_M, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT)
 
     q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], LAYOUTS.q_smem)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], LAYOUTS.kv_smem)
@@ -155,7 +157,8 @@ def _gluon_fwd_kernel(q_desc, k_desc, v_desc, o_desc, tensors, sizes, DIM: gl.co
         mbarrier.init(v_empty.index(s), count=1)
     ring = ((q_smem, k_smem, v_smem), (q_ready, k_ready, v_ready), (k_empty, v_empty))  # tiles, full, free
     gl.warp_specialize([
-        (_softmax_partition, (ring, rows, o_desc, tensors, sizes.qk_scale, DIM, LAYOUTS, STAGES, CAUSAL, MASKED)),
+        (_softmax_partition, (ring, rows, o_desc, tensors, sizes.qk_scale, DIM, LAYOUTS, STAGES, CAUSAL, MASKED,
+                              WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP)),
         (_load_partition, (q_desc, k_desc, v_desc, ring, rows, STAGES)),
     ], [1], [24])
 
@@ -180,7 +183,8 @@ def _load_partition(q_desc, k_desc, v_desc, ring, rows, STAGES: gl.constexpr):
 
 @gluon.jit
 def _softmax_partition(ring, rows, o_desc, tensors, qk_scale, DIM: gl.constexpr, LAYOUTS: gl.constexpr,
-                       STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr):
+                       STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr, WINDOW_LEFT: gl.constexpr,
+                       WINDOW_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr):
     """The compute warps. Block 0: S, softmax. Block j >= 1: issue S_j, issue O += P_{j-1} V_{j-1}, wait for S_j
     alone (wgmma groups retire in issue order, S_j's first), block j's softmax while P V runs, wait for P V,
     O *= alpha_j. Last: O += P V of the last block, then O / l and the LSE out. P is carried between blocks as
@@ -210,7 +214,8 @@ def _softmax_partition(ring, rows, o_desc, tensors, qk_scale, DIM: gl.constexpr,
     s = _scores(q_smem, k_smem, k_ready, k_empty, 0, S_LAYOUT, STAGES)
     s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
     mbarrier.arrive(k_empty.index(0), count=1)  # K_0 read
-    p, m, l, alpha = _online_softmax(s, m, l, o_m, 0, start_m, seq_q, seq_k, qk_scale, CAUSAL, MASKED)
+    p, m, l, alpha = _online_softmax(s, m, l, o_m, 0, start_m, seq_q, seq_k, qk_scale, CAUSAL, MASKED, False, False,
+                                     WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP)
     p = gl.convert_layout(p.to(dtype), P_OPERAND)  # carried as P V's A operand: 16-bit, half S's registers
     for j in range(1, key_blocks):
         s = _scores(q_smem, k_smem, k_ready, k_empty, j, S_LAYOUT, STAGES)
@@ -220,7 +225,7 @@ def _softmax_partition(ring, rows, o_desc, tensors, qk_scale, DIM: gl.constexpr,
         s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))  # S_j done; P V may still run
         mbarrier.arrive(k_empty.index(j % STAGES), count=1)
         p, m, l, alpha = _online_softmax(s, m, l, o_m, j * BLOCK_N, start_m, seq_q, seq_k, qk_scale, CAUSAL,
-                                         MASKED)
+                                         MASKED, False, False, WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP)
         p = gl.convert_layout(p.to(dtype), P_OPERAND)
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
         mbarrier.arrive(v_empty.index(prev), count=1)
@@ -282,9 +287,10 @@ def check_forward_blocks(blocks: FwdBlocks) -> None:
         raise ValueError(f"gluon forward: num_stages={blocks.num_stages}: at least 2 (K/V ring)")
 
 
-def gluon_attention_forward(q, k, v, causal: bool, scale: float, blocks: FwdBlocks | None = None):
+def gluon_attention_forward(q, k, v, causal: bool, scale: float, blocks: FwdBlocks | None = None, mods=None):
     """q [B, Nq, H, D], k/v [B, Nk, Hkv, D] fp16 / bf16 on an sm90 GPU -> (o [B, Nq, H, D] dense, lse [B, H, Nq]
-    fp32, base 2): kernels.forward.attention_forward's outputs. A non-dense input is copied to dense first."""
+    fp32, base 2): kernels.forward.attention_forward's outputs. A non-dense input is copied to dense first. mods: the
+    window / softcap (variants.problem.Modifiers) or None."""
     slot = memo("gluon_forward")  # a plan's phase: what its key fixes, worked out once (issue 44)
     if slot:
         return _warm_forward(slot, q, k, v, scale)
@@ -301,11 +307,13 @@ def gluon_attention_forward(q, k, v, causal: bool, scale: float, blocks: FwdBloc
             slot.update(kind="empty", lse_shape=(batch, heads, seq_q), copies=copies)
         return o, lse
     block_m, block_n = blocks.BLOCK_M, blocks.BLOCK_N
-    masked = causal or seq_k % block_n != 0 or seq_k == 0
+    modifiers = modifier_args(mods, False, causal)  # WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED (off)
+    window = dict(left=modifiers["WINDOW_LEFT"], right=-1 if causal else modifiers["WINDOW_RIGHT"])
+    masked = causal or window["left"] >= 0 or window["right"] >= 0 or seq_k % block_n != 0 or seq_k == 0
     grid = (cdiv(seq_q, block_m) * batch * heads,)
     tensors = FwdTensors(o=o, lse=lse)
-    key_blocks = causal_key_blocks(seq_q, seq_k, block_m, block_n) if causal \
-        else (max(cdiv(seq_k, block_n), 1),) * cdiv(seq_q, block_m)  # each query block's
+    key_blocks = window_key_blocks(seq_q, seq_k, block_m, block_n, window["left"],
+                                   0 if causal else window["right"])  # each query block's
     chunk = forward_chunk_heads(sm_count(q.device), batch * heads, key_blocks,
                                 2 * seq_k * head_dim * q.element_size()) if blocks.lpt and causal else 1
     sizes = FwdSizes(seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads, batch_heads=batch * heads,
@@ -318,8 +326,9 @@ def gluon_attention_forward(q, k, v, causal: bool, scale: float, blocks: FwdBloc
         from kernels.gluon.forward_pp import ROWS, FwdCfg, gluon_fwd_pp_kernel
         cfg = FwdCfg(DIM=head_dim, STAGES=blocks.num_stages, CAUSAL=causal, MASKED=masked,
                      CONSUMERS=blocks.consumers, OVERLAP=blocks.overlap, PINGPONG=blocks.pingpong,
-                     LAZY=blocks.lazy_rescale, SPLIT_MASKED=blocks.split_masked and masked,
-                     PERSISTENT=blocks.persistent, DEFERRED_SUM=blocks.deferred_sum)
+                     LAZY=blocks.lazy_rescale, PERSISTENT=blocks.persistent, DEFERRED_SUM=blocks.deferred_sum,
+                     SPLIT_MASKED=blocks.split_masked and masked and window == dict(left=-1, right=-1),
+                     WINDOW_LEFT=window["left"], WINDOW_RIGHT=window["right"], SOFTCAP=modifiers["SOFTCAP"])
         rows = ROWS.value  # 64 query rows per consumer: Q and O boxes
         kernel, q_rows = gluon_fwd_pp_kernel, rows
         fixed = dict(LAYOUTS=forward_layouts(rows, block_n, head_dim, 4, q.dtype), CFG=cfg, num_warps=4)
@@ -327,7 +336,8 @@ def gluon_attention_forward(q, k, v, causal: bool, scale: float, blocks: FwdBloc
     else:
         kernel, q_rows = _gluon_fwd_kernel, block_m
         fixed = dict(DIM=head_dim, LAYOUTS=forward_layouts(block_m, block_n, head_dim, blocks.num_warps, q.dtype),
-                     STAGES=blocks.num_stages, CAUSAL=causal, MASKED=masked, num_warps=blocks.num_warps)
+                     STAGES=blocks.num_stages, CAUSAL=causal, MASKED=masked, WINDOW_LEFT=window["left"],
+                     WINDOW_RIGHT=window["right"], SOFTCAP=modifiers["SOFTCAP"], num_warps=blocks.num_warps)
         extra = {}
     views = dict(q_desc=rows_descriptor(q, q_rows), k_desc=rows_descriptor(k, block_n),
                  v_desc=rows_descriptor(v, block_n), o_desc=rows_descriptor(o, q_rows))

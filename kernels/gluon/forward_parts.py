@@ -1,12 +1,14 @@
 """The Gluon forward's shared pieces (issue 42), read by both kernels: kernels/gluon/forward.py (one compute
 partition) and kernels/gluon/forward_pp.py (one partition per consumer warpgroup): a program's rows, the load
-warp's K/V walk, S = Q K^T's wgmma, the score mask and the online softmax in base 2."""
+warp's K/V walk, S = Q K^T's wgmma, the score modifiers (softcap), the score mask (causal, window, Nk) and the
+online softmax in base 2."""
 from kernels.gluon.compat import gl, gluon, mbarrier, tma_load, warpgroup_mma
-from kernels.gluon.tiles import ACC_COLUMN_THREAD_BITS, as_box, fresh_arange
+from kernels.gluon.tiles import ACC_COLUMN_THREAD_BITS, LOG2E_C, as_box, fresh_arange, gluon_tanh
 
 
 @gluon.jit
-def _program_rows(tile, sizes, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+def _program_rows(tile, sizes, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr,
+                  WINDOW_LEFT: gl.constexpr = -1, WINDOW_RIGHT: gl.constexpr = -1):
     """((i_h, i_hk, heads, start_m, key_blocks), (seq_q, seq_k), (q_row0, k_row0, lse_row0)) of the program (a
     persistent program's tile) numbered tile. Tiles are numbered in chunks of sizes.chunk_heads (batch, head) pairs
     (the last chunk may be short), in a
@@ -15,7 +17,11 @@ def _program_rows(tile, sizes, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAU
     in L2; FwdBlocks.lpt's chunks (chunks.forward_chunk_heads) start the longest walks of several heads first.
     key_blocks: how many key blocks the block's queries see (causal: up to the bottom-right diagonal), at least 1 (a
     block that sees no key walks one fully masked block: O = 0, LSE = +inf); q_row0 / k_row0: the batch's first
-    rows in the q / k views; lse_row0: the head's LSE row."""
+    rows in the q / k views; lse_row0: the head's LSE row.
+    A window (WINDOW_LEFT / WINDOW_RIGHT >= 0, FlashAttention's window_size; causal: the right edge is the diagonal)
+    bounds the walk on both sides: the block's first visible key block n_lo is folded into the key view, k_row0 +
+    n_lo and seq_k - n_lo, so the walk, the ring and the mask count keys from n_lo (the mask's Nk and bottom-right
+    shift Nk - Nq move with it) and need no offset of their own."""
     seq_q, seq_k, heads, kv_heads = sizes.seq_q, sizes.seq_k, sizes.heads, sizes.kv_heads
     batch_heads, chunk_heads = sizes.batch_heads, sizes.chunk_heads
     query_blocks = gl.cdiv(seq_q, BLOCK_M)
@@ -30,12 +36,18 @@ def _program_rows(tile, sizes, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAU
     i_h = i_bh % heads
     i_hk = i_h // (heads // kv_heads)
     start_m = i_m * BLOCK_M
-    if CAUSAL:  # bottom-right: query i sees key j iff j <= i + Nk - Nq
-        n_end = gl.minimum(gl.maximum(start_m + BLOCK_M + seq_k - seq_q, 0), seq_k)
+    right: gl.constexpr = 0 if CAUSAL else WINDOW_RIGHT  # -1: unbounded
+    if right >= 0:  # bottom-right: query i sees key j iff j <= i + Nk - Nq + right
+        n_end = gl.minimum(gl.maximum(start_m + BLOCK_M + seq_k - seq_q + right, 0), seq_k)
     else:
         n_end = seq_k
-    key_blocks = gl.maximum(gl.cdiv(n_end, BLOCK_N), 1)
-    return (i_h, i_hk, heads, start_m, key_blocks), (seq_q, seq_k), (i_b * seq_q, i_b * seq_k, i_bh * seq_q)
+    n_lo = 0
+    if WINDOW_LEFT >= 0:  # and iff j >= i + Nk - Nq - WINDOW_LEFT: the block's first row's first key, its block
+        n_lo = gl.maximum(start_m + seq_k - seq_q - WINDOW_LEFT, 0) // BLOCK_N * BLOCK_N
+        n_lo = gl.minimum(n_lo, gl.maximum(n_end - 1, 0) // BLOCK_N * BLOCK_N)  # a block that sees no key: one block
+    key_blocks = gl.maximum(gl.cdiv(n_end - n_lo, BLOCK_N), 1)
+    return (i_h, i_hk, heads, start_m, key_blocks), (seq_q, seq_k - n_lo), (i_b * seq_q, i_b * seq_k + n_lo,
+                                                                            i_bh * seq_q)
 
 
 @gluon.jit
@@ -73,35 +85,55 @@ def _scores(q_smem, k_smem, k_ready, k_empty, j, S_LAYOUT: gl.constexpr, STAGES:
 
 @gluon.jit
 def _mask_scores(s, o_m, start_n, start_m, seq_q, seq_k, CAUSAL: gl.constexpr, MASKED: gl.constexpr,
-                 FRESH: gl.constexpr = False):
-    """s [BM, BN] raw scores with keys past Nk or right of the causal diagonal at -inf; only a block that crosses
-    the diagonal or Nk (MASKED and this block) pays for the mask. FRESH (a persistent program's tile loop): the
-    key indices built here (tiles.fresh_arange), not hoisted out of the tile loop and held, spilled, across it."""
+                 FRESH: gl.constexpr = False, WINDOW_LEFT: gl.constexpr = -1, WINDOW_RIGHT: gl.constexpr = -1):
+    """s [BM, BN] scores with keys past Nk, right of the causal diagonal or outside the window (WINDOW_LEFT /
+    WINDOW_RIGHT >= 0, bottom-right aligned as the diagonal) at -inf; only a block that crosses the diagonal, a
+    window edge or Nk (MASKED and this block) pays for the mask. FRESH (a persistent program's tile loop): the key
+    indices built here (tiles.fresh_arange), not hoisted out of the tile loop and held, spilled, across it."""
+    BLOCK_M: gl.constexpr = s.shape[0]
     BLOCK_N: gl.constexpr = s.shape[1]
     if MASKED:
         shift = seq_k - seq_q
+        right: gl.constexpr = 0 if CAUSAL else WINDOW_RIGHT  # -1: unbounded
         crosses = start_n + BLOCK_N > seq_k
-        if CAUSAL:
-            crosses = crosses or start_m + shift < start_n + BLOCK_N - 1
+        if right >= 0:
+            crosses = crosses or start_m + shift + right < start_n + BLOCK_N - 1
+        if WINDOW_LEFT >= 0:
+            crosses = crosses or start_m + BLOCK_M - 1 + shift - WINDOW_LEFT > start_n
         if crosses:
             keys = gl.expand_dims(start_n + fresh_arange(BLOCK_N, gl.SliceLayout(0, s.type.layout),
                                                          ACC_COLUMN_THREAD_BITS, FRESH), 0)
             visible = keys < seq_k
-            if CAUSAL:
-                visible = visible & (keys <= gl.expand_dims(o_m, 1) + shift)
+            if right >= 0:
+                visible = visible & (keys <= gl.expand_dims(o_m, 1) + (shift + right))
+            if WINDOW_LEFT >= 0:
+                visible = visible & (keys >= gl.expand_dims(o_m, 1) + (shift - WINDOW_LEFT))
             s = gl.where(visible, s, float("-inf"))
     return s
 
 
 @gluon.jit
+def capped_scores(s, qk_scale, SOFTCAP: gl.constexpr):
+    """(s, scale) with s * scale the scores in log2 units: SOFTCAP > 0, the raw scores s -> SOFTCAP tanh(s scale_e /
+    SOFTCAP) in log2 units (kernels.common.modify_scores' convention) and scale 1; else s and qk_scale untouched
+    (the scale stays folded into the softmax's one FMA). Before the mask: tanh(-inf) is not -inf."""
+    if SOFTCAP > 0:
+        return gluon_tanh(s * (qk_scale * (1.0 / (SOFTCAP * LOG2E_C)))) * (SOFTCAP * LOG2E_C), 1.0
+    else:
+        return s, qk_scale
+
+
+@gluon.jit
 def _online_softmax(s, m, l, o_m, start_n, start_m, seq_q, seq_k, qk_scale, CAUSAL: gl.constexpr,
-                    MASKED: gl.constexpr, FRESH: gl.constexpr = False, DEFERRED: gl.constexpr = False):
+                    MASKED: gl.constexpr, FRESH: gl.constexpr = False, DEFERRED: gl.constexpr = False,
+                    WINDOW_LEFT: gl.constexpr = -1, WINDOW_RIGHT: gl.constexpr = -1, SOFTCAP: gl.constexpr = 0.0):
     """One block of the online softmax in base 2: s [BM, BN] raw scores, m [BM] the running max in log2 units,
     l [BM] the running sum -> (P [BM, BN] fp32, m_new, l_new, alpha = exp2(m - m_new), O's correction). Only a block
     that crosses the causal diagonal or Nk pays for the mask (keys past Nk or right of the diagonal -> -inf).
     A row with no visible key so far keeps m = -inf and P = 0 (no (-inf) - (-inf)). FRESH: _mask_scores's.
-    DEFERRED: l holds per-thread partial sums (add_row_sums)."""
-    s = _mask_scores(s, o_m, start_n, start_m, seq_q, seq_k, CAUSAL, MASKED, FRESH)
+    DEFERRED: l holds per-thread partial sums (add_row_sums). WINDOW_*: _mask_scores's; SOFTCAP: capped_scores'."""
+    s, qk_scale = capped_scores(s, qk_scale, SOFTCAP)
+    s = _mask_scores(s, o_m, start_n, start_m, seq_q, seq_k, CAUSAL, MASKED, FRESH, WINDOW_LEFT, WINDOW_RIGHT)
     m_new = gl.maximum(m, gl.max(s, 1) * qk_scale)  # qk_scale > 0: max commutes with the scale
     m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
     p = gl.exp2(s * qk_scale - gl.expand_dims(m_use, 1))  # one FMA and one exp2 per score

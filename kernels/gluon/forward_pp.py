@@ -17,7 +17,8 @@ the row's kept max) and DEFERRED_SUM (the row sum l as per-thread partials until
 forward_parts.add_row_sums). Every consumer
 walks the program's key blocks (causal: up to the block's last row's diagonal), so the turns stay in step.
 
-Same conventions and outputs as kernels/gluon/forward.py (base-2 LSE, +inf and O = 0 for a row without keys).
+Same conventions and outputs as kernels/gluon/forward.py (base-2 LSE, +inf and O = 0 for a row without keys), and
+the same window and softcap (WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP: forward_parts._program_rows, capped_scores).
 """
 from typing import NamedTuple
 
@@ -25,7 +26,7 @@ from kernels.gluon.compat import cta_barrier, fence_async_shared, gl, gluon, mba
     warpgroup_mma, warpgroup_mma_wait
 from kernels.gluon.epilogue import store_rows
 from kernels.gluon.forward_parts import (_kv_loads, _mask_scores, _online_softmax, _program_rows, _scores, add_row_sums,
-                                        finish_row_sums, zero_row_sums)
+                                        capped_scores, finish_row_sums, zero_row_sums)
 from kernels.gluon.scheduler import program_tiles
 from kernels.gluon.tiles import ACC_ROW_THREAD_BITS, as_box, fresh_arange, unmasked_key_blocks
 
@@ -48,6 +49,9 @@ class FwdCfg(NamedTuple):  # the consumer kernel's compile-time switches (hashab
     SPLIT_MASKED: bool = False  # the key blocks no row of a consumer needs masked in a loop of their own (no mask)
     PERSISTENT: bool = False  # one program per SM walks its tiles of the host's schedule (FwdSchedule)
     DEFERRED_SUM: bool = False  # l as per-thread partials [64, 8] (forward_parts.add_row_sums), one reduction at the end
+    WINDOW_LEFT: int = -1  # the sliding window's edges (kernels.common.modifier_args), -1: unbounded
+    WINDOW_RIGHT: int = -1
+    SOFTCAP: float = 0.0  # > 0: scores -> SOFTCAP tanh(scores / SOFTCAP) (forward_parts.capped_scores)
 
 
 @gluon.jit
@@ -124,7 +128,8 @@ def _load_partition(q_desc, k_desc, v_desc, ring, rows, CFG: gl.constexpr):
     if CFG.PERSISTENT:
         base = 0  # the ring's blocks of the program's earlier tiles
         for t in range(program.first, program.end):
-            block, seqs, bases = _program_rows(gl.load(program.TILES + t), sizes, ROWS * C, BLOCK_N, CFG.CAUSAL)
+            block, seqs, bases = _program_rows(gl.load(program.TILES + t), sizes, ROWS * C, BLOCK_N, CFG.CAUSAL,
+                                               CFG.WINDOW_LEFT, CFG.WINDOW_RIGHT)
             k_row0 = bases[1]
             i_hk = block[1]
             _kv_loads(k_desc, v_desc, kv[0], kv[1], kv[2], k_row0, i_hk, 1, CFG.STAGES, 0, base)
@@ -132,7 +137,8 @@ def _load_partition(q_desc, k_desc, v_desc, ring, rows, CFG: gl.constexpr):
             _kv_loads(k_desc, v_desc, kv[0], kv[1], kv[2], k_row0, i_hk, block[4], CFG.STAGES, 1, base)
             base += block[4]
     else:  # the program's one tile: its Qs, then its K and V
-        block, seqs, bases = _program_rows(program.first, sizes, ROWS * C, BLOCK_N, CFG.CAUSAL)
+        block, seqs, bases = _program_rows(program.first, sizes, ROWS * C, BLOCK_N, CFG.CAUSAL,
+                                           CFG.WINDOW_LEFT, CFG.WINDOW_RIGHT)
         _q_loads(q_desc, q_smem, q_ready, q_empty, block, bases, 0, C)
         _kv_loads(k_desc, v_desc, kv[0], kv[1], kv[2], bases[1], block[1], block[4], CFG.STAGES)
 
@@ -175,12 +181,14 @@ def _issue_pv(p, v_smem, v_ready, acc, j, STAGES: gl.constexpr):
 
 @gluon.jit
 def _lazy_softmax(s, m, l, o_m, start_n, start_m, seq_q, seq_k, qk_scale, CAUSAL: gl.constexpr,
-                  MASKED: gl.constexpr, FRESH: gl.constexpr = False, DEFERRED: gl.constexpr = False):
+                  MASKED: gl.constexpr, FRESH: gl.constexpr = False, DEFERRED: gl.constexpr = False,
+                  WINDOW_LEFT: gl.constexpr = -1, WINDOW_RIGHT: gl.constexpr = -1, SOFTCAP: gl.constexpr = 0.0):
     """_online_softmax with FA4's conditional rescale -> (P, m_new, l_new, alpha, moved): a row takes its new max
     only where it is more than RESCALE_THRESHOLD (log2 units) above the kept one (alpha = exp2(m - m_new) < 2^-8),
     else keeps m (alpha = 1, P <= 2^8); moved: some row of the 64 took a new max (a tile-wide max, so the branch on
     it is uniform). A row's first visible key always moves (+inf); a row with none yet stays at -inf, P = 0."""
-    s = _mask_scores(s, o_m, start_n, start_m, seq_q, seq_k, CAUSAL, MASKED, FRESH)
+    s, qk_scale = capped_scores(s, qk_scale, SOFTCAP)
+    s = _mask_scores(s, o_m, start_n, start_m, seq_q, seq_k, CAUSAL, MASKED, FRESH, WINDOW_LEFT, WINDOW_RIGHT)
     m_cand = gl.maximum(m, gl.max(s, 1) * qk_scale)
     grow = gl.where(m_cand > m, m_cand - m, 0.0)  # no (-inf) - (-inf)
     keep = grow <= RESCALE_THRESHOLD
@@ -200,10 +208,11 @@ def _softmax_step(s, m, l, o_m, start_n, row0, seq_q, seq_k, qk_scale, CFG: gl.c
     key indices built per block (_mask_scores)."""
     if CFG.LAZY:
         return _lazy_softmax(s, m, l, o_m, start_n, row0, seq_q, seq_k, qk_scale, CFG.CAUSAL, CFG.MASKED and MASK,
-                             FRESH, CFG.DEFERRED_SUM)
+                             FRESH, CFG.DEFERRED_SUM, CFG.WINDOW_LEFT, CFG.WINDOW_RIGHT, CFG.SOFTCAP)
     else:
         p, m, l, alpha = _online_softmax(s, m, l, o_m, start_n, row0, seq_q, seq_k, qk_scale, CFG.CAUSAL,
-                                         CFG.MASKED and MASK, FRESH, CFG.DEFERRED_SUM)
+                                         CFG.MASKED and MASK, FRESH, CFG.DEFERRED_SUM, CFG.WINDOW_LEFT,
+                                         CFG.WINDOW_RIGHT, CFG.SOFTCAP)
         return p, m, l, alpha, 0
 
 
@@ -229,13 +238,15 @@ def _consumer(ring, rows, o_desc, tensors, qk_scale, LAYOUTS: gl.constexpr, CFG:
     if CFG.PERSISTENT:
         base = 0
         for t in range(program.first, program.end):
-            tile_rows = _program_rows(gl.load(program.TILES + t), sizes, ROWS * CFG.CONSUMERS, BLOCK_N, CFG.CAUSAL)
+            tile_rows = _program_rows(gl.load(program.TILES + t), sizes, ROWS * CFG.CONSUMERS, BLOCK_N, CFG.CAUSAL,
+                                      CFG.WINDOW_LEFT, CFG.WINDOW_RIGHT)
             nth = t - program.first
             counts = (base, base + nth * LAST_TURN, nth)  # a tile: its key blocks' turns and, OVERLAP, the last P V's
             _consumer_tile(ring, tile_rows, counts, o_desc, tensors, qk_scale, LAYOUTS, CFG, ME)
             base += tile_rows[0][4]
     else:  # the program's one tile, its counts constants (the kernel as before PERSISTENT)
-        tile_rows = _program_rows(program.first, sizes, ROWS * CFG.CONSUMERS, BLOCK_N, CFG.CAUSAL)
+        tile_rows = _program_rows(program.first, sizes, ROWS * CFG.CONSUMERS, BLOCK_N, CFG.CAUSAL,
+                                  CFG.WINDOW_LEFT, CFG.WINDOW_RIGHT)
         _consumer_tile(ring, tile_rows, (0, 0, 0), o_desc, tensors, qk_scale, LAYOUTS, CFG, ME)
 
 

@@ -14,9 +14,10 @@ FORWARD_KERNEL = "_gluon_fwd_kernel"
 
 
 def capture_forward_launch(head_dim: int, causal: bool, dtype_name: str, blocks: dict | None = None,
-                           heads: int = 4, kv_heads: int = 2):
+                           heads: int = 4, kv_heads: int = 2, mods=None):
     """(FwdBlocks, (JITFunction, args, kwargs)) of one Gluon forward on CPU tensors, nothing executed. The lengths
-    are not multiples of the tiles (300 queries, 333 keys), as a launch with tails has them."""
+    are not multiples of the tiles (300 queries, 333 keys), as a launch with tails has them. mods: a window / softcap
+    (variants.problem.Modifiers) or None."""
     use_compiler_not_interpreter()
     import torch
     from triton.runtime.jit import JITFunction
@@ -36,17 +37,19 @@ def capture_forward_launch(head_dim: int, causal: bool, dtype_name: str, blocks:
 
     JITFunction.run = record
     try:
-        gluon_attention_forward(q, k, v, causal, head_dim ** -0.5, tile)
+        gluon_attention_forward(q, k, v, causal, head_dim ** -0.5, tile, mods)
     finally:
         JITFunction.run = original
     return tile, launches[0]
 
 
 def check_forward_kernel(head_dim: int, causal: bool, dtype_name: str = "bf16", blocks: dict | None = None,
-                         arch: ArchLimits = ARCHS[DEFAULT_ARCH]) -> dict:
+                         arch: ArchLimits = ARCHS[DEFAULT_ARCH], window_softcap: tuple | None = None) -> dict:
     """One row: the forward's tile, registers, spills, shared memory, programs per SM and status on `arch`
-    (runners.compile.resources.kernel_row's columns)."""
-    tile, (fn, args, kwargs) = capture_forward_launch(head_dim, causal, dtype_name, blocks)
+    (runners.compile.resources.kernel_row's columns). window_softcap: (window left, window right, softcap) or None."""
+    from variants.problem import Modifiers
+    mods = Modifiers(*window_softcap) if window_softcap else None
+    tile, (fn, args, kwargs) = capture_forward_launch(head_dim, causal, dtype_name, blocks, mods=mods)
     row = {"arch": arch.name, "forward": "gluon", "head_dim": head_dim, "dtype": dtype_name, "causal": causal,
            "blocks": dict(tile._asdict())}
     if arch.capability != 90:
