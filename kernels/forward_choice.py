@@ -4,8 +4,8 @@
     gluon       kernels/gluon/forward.py (sm90, FA3's structure); a problem it does not cover runs the stock
                 forward, and `chosen_forward` says why
     gluon.<v>   gluon with the variant v of kernels.gluon.forward_variants.FORWARD_VARIANTS (gluon.pp3_lpt)
-    auto        gluon where it covers the problem on an sm90 GPU, else stock (the default: CPU, the interpreter and
-                other GPUs run stock, as before)
+    auto        gluon where it covers the problem on an sm90 GPU and is the faster there, else stock (the default:
+                CPU, the interpreter and other GPUs run stock, as before; `auto_runs_stock` the measured exceptions)
     sdpa_flash  SDPA's FlashAttention-2 forward, sdpa_cudnn cuDNN's, fa4 FlashAttention-4's
                 (kernels/forward_baselines.py); a call one cannot run runs stock, with the reason
 
@@ -63,6 +63,8 @@ def chosen_forward(choice: str, q, k, v, causal: bool, *, varlen=None, mods=None
     reason = forward_reason(q, k, v, causal, varlen=varlen, mods=mods, gate=gate)
     if reason is not None:
         return ForwardRun("stock", reason)
+    if choice == "auto" and auto_runs_stock(q.shape[-1], mods):
+        return ForwardRun("stock", auto_runs_stock(q.shape[-1], mods))
     variant = gluon_variant(choice)
     if variant is None:
         return ForwardRun("gluon", "")
@@ -71,6 +73,16 @@ def chosen_forward(choice: str, q, k, v, causal: bool, *, varlen=None, mods=None
         return ForwardRun("stock", f"the Gluon forward variant {variant} runs tile D <= 64 only, not head dim "
                                    f"{q.shape[-1]}")
     return ForwardRun(choice, "")
+
+
+def auto_runs_stock(head_dim: int, mods) -> str:
+    """Why forward=auto runs the stock forward on a problem the Gluon forward covers ('' where it runs Gluon): softcap
+    at tile D <= 64, where every Gluon structure is slower (H200 bf16, tokens 16384, N 4096 / 16384, softcap 30: the
+    stock forward 1.13-1.24x the best of pp2 / pp2_lazy* / pp3_persistent*; results/h200/forward_modifiers). Its tanh
+    costs two more MUFU ops a score (exp2, the division) beside P's exp2, against a 64-wide QK^T and PV."""
+    if mods is not None and mods.softcap > 0 and head_dim <= 64:  # tile D <= 64
+        return "auto: softcap at head dim <= 64 runs the stock forward (faster than the Gluon forward there)"
+    return ""
 
 
 def run_forward(choice: str, q, k, v, causal: bool, scale: float, *, BLOCK_N: int = 64, varlen=None, mods=None,

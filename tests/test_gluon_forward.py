@@ -328,6 +328,23 @@ def test_uncovered_problems_run_the_stock_forward_with_the_reason(dtype, head_di
     assert chosen_forward("stock", q, q, q, True) == ("stock", "")
 
 
+def test_auto_runs_the_stock_forward_for_softcap_at_d64_only():
+    """forward=auto's measured exception (kernels.forward_choice.auto_runs_stock): softcap at tile D <= 64 runs the
+    stock forward; a window there, softcap at D96 / D128, and forward=gluon itself keep the Gluon forward."""
+    from kernels.forward_choice import auto_runs_stock
+    from variants.problem import Modifiers
+    assert "softcap" in auto_runs_stock(64, Modifiers(softcap=30.0))
+    assert "softcap" in auto_runs_stock(32, Modifiers(window_left=100, softcap=5.0))
+    assert auto_runs_stock(64, Modifiers(window_left=100, window_right=3)) == ""
+    assert auto_runs_stock(96, Modifiers(softcap=30.0)) == auto_runs_stock(128, Modifiers(softcap=30.0)) == ""
+    assert auto_runs_stock(64, None) == ""
+    if ON_HOPPER:
+        q = torch.zeros(1, 8, 2, 64, device="cuda", dtype=torch.bfloat16)
+        assert chosen_forward("auto", q, q, q, True, mods=Modifiers(softcap=30.0)).name == "stock"
+        assert chosen_forward("gluon", q, q, q, True, mods=Modifiers(softcap=30.0)) == ("gluon", "")
+        assert chosen_forward("auto", q, q, q, True, mods=Modifiers(window_left=4)) == ("gluon", "")
+
+
 def test_a_value_head_dim_or_a_sink_runs_the_stock_forward():
     """Issue 47: the Gluon forward has neither a value head dim of its own nor a sink; both run stock, with the
     reason, before any of the Gluon checks (CPU tensors here)."""
