@@ -104,6 +104,6 @@ def run_forward(choice: str, q, k, v, causal: bool, scale: float, *, BLOCK_N: in
         variant = gluon_variant(ran)
         blocks = variant_blocks(variant, q.shape[-1], causal) if variant \
             else preferred_blocks(q.shape[-1], causal, k.shape[1])
-        return gluon_attention_forward(q, k, v, causal, scale, blocks, mods)
+        return gluon_attention_forward(q, k, v, causal, scale, blocks, mods, varlen)
     from kernels.forward import attention_forward
     return attention_forward(q, k, v, causal, scale, BLOCK_N=BLOCK_N, varlen=varlen, mods=mods, gate=gate, sink=sink)

@@ -21,8 +21,10 @@ shared tile by a TMA store, a tail block by masked stores.
 
 A sliding window and softcap (variants.problem.Modifiers, kernels.common.modifier_args' constexprs) as the stock
 forward means them: the walk starts at the block's first key inside the window (forward_parts._program_rows).
-Not covered yet (refused by `forward_reason`, the caller falls back to kernels/forward.py): packed documents, the
-forget gate, fp32, head dims other than GLUON_FORWARD_HEAD_DIMS.
+Packed documents (kernels.varlen.Packing, q [1, total, H, D]): one program per (document, query block) pair and head
+(forward_parts._program_rows), the LSE [1, H, total_q] as the stock forward's.
+Not covered yet (refused by `forward_reason`, the caller falls back to kernels/forward.py): the forget gate, fp32,
+head dims other than GLUON_FORWARD_HEAD_DIMS.
 """
 import functools
 from typing import NamedTuple
@@ -36,7 +38,7 @@ from kernels.gluon.compat import GLUON_MISSING, cta_barrier, fence_async_shared,
 from kernels.gluon.epilogue import store_rows
 from kernels.gluon.forward_parts import _kv_loads, _online_softmax, _program_rows, _scores
 from kernels.gluon.scheduler import sm_count
-from kernels.gluon.tiles import GL_DTYPES, as_box, dense_bnhd, rebase, rows_descriptor, template, tile_dim
+from kernels.gluon.tiles import GL_DTYPES, WsDocs, as_box, dense_bnhd, rebase, rows_descriptor, template, tile_dim
 from kernels.launch import launch, memo
 
 GLUON_FORWARD_HEAD_DIMS = (64, 96, 128, 192, 256)
@@ -108,8 +110,6 @@ def forward_reason(q, k, v, causal: bool, *, varlen=None, mods=None, gate=None) 
     q [B, Nq, H, D], k/v [B, Nk, Hkv, D]."""
     if GLUON_MISSING is not None:
         return GLUON_MISSING
-    if varlen is not None:
-        return "the Gluon forward does not walk packed documents (cu_seqlens) yet"
     if gate is not None:
         return "the Gluon forward has no forget gate"
     if q.dtype not in GLUON_FORWARD_DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
@@ -127,11 +127,11 @@ def forward_reason(q, k, v, causal: bool, *, varlen=None, mods=None, gate=None) 
 
 
 @gluon.jit
-def _gluon_fwd_kernel(q_desc, k_desc, v_desc, o_desc, tensors, sizes, DIM: gl.constexpr, LAYOUTS: gl.constexpr,
+def _gluon_fwd_kernel(q_desc, k_desc, v_desc, o_desc, tensors, sizes, docs, DIM: gl.constexpr, LAYOUTS: gl.constexpr,
                       STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr, WINDOW_LEFT: gl.constexpr = -1,
-                      WINDOW_RIGHT: gl.constexpr = -1, SOFTCAP: gl.constexpr = 0.0):
-    """Grid (cdiv(Nq, BM) * B * H,). The TMA views (top-level arguments: Triton 3.6's launcher takes descriptors
-    nowhere else): q / o [B * Nq, H, D] boxes [BM, 1, tile D]; k / v [B * Nk, Hkv, D] boxes [BN, 1, tile D].
+                      WINDOW_RIGHT: gl.constexpr = -1, SOFTCAP: gl.constexpr = 0.0, VARLEN: gl.constexpr = False):
+    """Grid (cdiv(Nq, BM) * B * H,) (VARLEN: (pairs * H,), docs: tiles.WsDocs; else placeholders). The TMA views
+    (top-level arguments: Triton 3.6's launcher takes descriptors nowhere else): q / o [B * Nq, H, D] boxes [BM, 1, tile D]; k / v [B * Nk, Hkv, D] boxes [BN, 1, tile D].
     tensors: FwdTensors (O dense for a tail's masked stores, LSE [B, H, Nq] fp32); sizes: FwdSizes; LAYOUTS:
     FwdLayouts. MASKED: some key block crosses the causal diagonal, a window edge or Nk (else no block pays for the
     mask). WINDOW_LEFT / WINDOW_RIGHT / SOFTCAP: kernels.common.modifier_args' (forward_parts)."""
@@ -139,7 +139,7 @@ def _gluon_fwd_kernel(q_desc, k_desc, v_desc, o_desc, tensors, sizes, DIM: gl.co
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[2]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     dtype: gl.constexpr = q_desc.dtype
-    rows = _program_rows(gl.program_id(0), sizes, BLOCK_M, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT)
+    rows = _program_rows(gl.program_id(0), sizes, docs, BLOCK_M, BLOCK_N, CAUSAL, WINDOW_LEFT, WINDOW_RIGHT, VARLEN)
 
     q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], LAYOUTS.q_smem)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], LAYOUTS.kv_smem)
@@ -287,17 +287,22 @@ def check_forward_blocks(blocks: FwdBlocks) -> None:
         raise ValueError(f"gluon forward: num_stages={blocks.num_stages}: at least 2 (K/V ring)")
 
 
-def gluon_attention_forward(q, k, v, causal: bool, scale: float, blocks: FwdBlocks | None = None, mods=None):
+def gluon_attention_forward(q, k, v, causal: bool, scale: float, blocks: FwdBlocks | None = None, mods=None,
+                            varlen=None):
     """q [B, Nq, H, D], k/v [B, Nk, Hkv, D] fp16 / bf16 on an sm90 GPU -> (o [B, Nq, H, D] dense, lse [B, H, Nq]
     fp32, base 2): kernels.forward.attention_forward's outputs. A non-dense input is copied to dense first. mods: the
-    window / softcap (variants.problem.Modifiers) or None."""
-    slot = memo("gluon_forward")  # a plan's phase: what its key fixes, worked out once (issue 44)
+    window / softcap (variants.problem.Modifiers) or None. varlen: a kernels.varlen.Packing (B = 1, the packed
+    length; causal and the window per document); its programs are the (document, query block) pairs, heaviest
+    first, so persistent and lpt (dense orders) are off."""
+    slot = memo("gluon_forward") if varlen is None else None  # a plan's phase: its key fixes all but the data
     if slot:
         return _warm_forward(slot, q, k, v, scale)
     batch, seq_q, heads, head_dim = q.shape
     seq_k, kv_heads = k.shape[1], k.shape[2]
     blocks = blocks or default_forward_blocks(head_dim, causal)
     check_forward_blocks(blocks)
+    if varlen is not None:
+        blocks = blocks._replace(persistent=False, lpt=False)
     copies = tuple(not dense_bnhd(t) for t in (q, k, v))  # which inputs are copied to dense (the phase key fixes it)
     q, k, v = (t.contiguous() if copy else t for t, copy in zip((q, k, v), copies))
     o = torch.empty_like(q)
@@ -309,9 +314,15 @@ def gluon_attention_forward(q, k, v, causal: bool, scale: float, blocks: FwdBloc
     block_m, block_n = blocks.BLOCK_M, blocks.BLOCK_N
     modifiers = modifier_args(mods, False, causal)  # WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED (off)
     window = dict(left=modifiers["WINDOW_LEFT"], right=-1 if causal else modifiers["WINDOW_RIGHT"])
-    masked = causal or window["left"] >= 0 or window["right"] >= 0 or seq_k % block_n != 0 or seq_k == 0
+    masked = causal or window["left"] >= 0 or window["right"] >= 0 or seq_k % block_n != 0 or seq_k == 0 \
+        or varlen is not None
     grid = (cdiv(seq_q, block_m) * batch * heads,)
     tensors = FwdTensors(o=o, lse=lse)
+    docs = WsDocs(lse, lse, lse)  # placeholders unless varlen
+    if varlen is not None:  # (document, query block) pairs, the most keys first
+        pairs = varlen.block_indices(block_q=block_m, heaviest_first=True, causal=causal)
+        docs = WsDocs(varlen.cu_seqlens_q, varlen.cu_seqlens_k, pairs)
+        grid = (pairs.shape[0] * heads,)
     key_blocks = window_key_blocks(seq_q, seq_k, block_m, block_n, window["left"],
                                    0 if causal else window["right"])  # each query block's
     chunk = forward_chunk_heads(sm_count(q.device), batch * heads, key_blocks,
@@ -328,7 +339,8 @@ def gluon_attention_forward(q, k, v, causal: bool, scale: float, blocks: FwdBloc
                      CONSUMERS=blocks.consumers, OVERLAP=blocks.overlap, PINGPONG=blocks.pingpong,
                      LAZY=blocks.lazy_rescale, PERSISTENT=blocks.persistent, DEFERRED_SUM=blocks.deferred_sum,
                      SPLIT_MASKED=blocks.split_masked and masked and window == dict(left=-1, right=-1),
-                     WINDOW_LEFT=window["left"], WINDOW_RIGHT=window["right"], SOFTCAP=modifiers["SOFTCAP"])
+                     WINDOW_LEFT=window["left"], WINDOW_RIGHT=window["right"], SOFTCAP=modifiers["SOFTCAP"],
+                     VARLEN=varlen is not None)
         rows = ROWS.value  # 64 query rows per consumer: Q and O boxes
         kernel, q_rows = gluon_fwd_pp_kernel, rows
         fixed = dict(LAYOUTS=forward_layouts(rows, block_n, head_dim, 4, q.dtype), CFG=cfg, num_warps=4)
@@ -337,7 +349,8 @@ def gluon_attention_forward(q, k, v, causal: bool, scale: float, blocks: FwdBloc
         kernel, q_rows = _gluon_fwd_kernel, block_m
         fixed = dict(DIM=head_dim, LAYOUTS=forward_layouts(block_m, block_n, head_dim, blocks.num_warps, q.dtype),
                      STAGES=blocks.num_stages, CAUSAL=causal, MASKED=masked, WINDOW_LEFT=window["left"],
-                     WINDOW_RIGHT=window["right"], SOFTCAP=modifiers["SOFTCAP"], num_warps=blocks.num_warps)
+                     WINDOW_RIGHT=window["right"], SOFTCAP=modifiers["SOFTCAP"], VARLEN=varlen is not None,
+                     num_warps=blocks.num_warps)
         extra = {}
     views = dict(q_desc=rows_descriptor(q, q_rows), k_desc=rows_descriptor(k, block_n),
                  v_desc=rows_descriptor(v, block_n), o_desc=rows_descriptor(o, q_rows))
@@ -345,7 +358,9 @@ def gluon_attention_forward(q, k, v, causal: bool, scale: float, blocks: FwdBloc
         slot.update(kind="launch", kernel=kernel, grid=grid, fixed=fixed, sizes=tuple(sizes[:-1]),
                     lse_shape=(batch, heads, seq_q), copies=copies, schedule=schedule if blocks.persistent else None,
                     with_schedule=bool(extra), views=tuple((name, template(desc)) for name, desc in views.items()))
-    launch(kernel, grid, **views, tensors=tensors, sizes=sizes, **extra, **fixed)
+    if grid[0] == 0:  # every document empty
+        return o, lse
+    launch(kernel, grid, **views, tensors=tensors, sizes=sizes, docs=docs, **extra, **fixed)
     return o, lse
 
 
@@ -361,5 +376,5 @@ def _warm_forward(slot: dict, q, k, v, scale: float):
     extra = dict(schedule=slot["schedule"] or FwdSchedule(lse, lse)) if slot["with_schedule"] else {}
     launch(slot["kernel"], slot["grid"], **{name: rebase(fields, bases[name]) for name, fields in slot["views"]},
            tensors=FwdTensors(o=o, lse=lse), sizes=FwdSizes(*slot["sizes"], qk_scale=float(scale) * LOG2E),
-           **extra, **slot["fixed"])
+           docs=WsDocs(lse, lse, lse), **extra, **slot["fixed"])
     return o, lse

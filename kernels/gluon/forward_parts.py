@@ -3,12 +3,12 @@ partition) and kernels/gluon/forward_pp.py (one partition per consumer warpgroup
 warp's K/V walk, S = Q K^T's wgmma, the score modifiers (softcap), the score mask (causal, window, Nk) and the
 online softmax in base 2."""
 from kernels.gluon.compat import gl, gluon, mbarrier, tma_load, warpgroup_mma
-from kernels.gluon.tiles import ACC_COLUMN_THREAD_BITS, LOG2E_C, as_box, fresh_arange, gluon_tanh
+from kernels.gluon.tiles import ACC_COLUMN_THREAD_BITS, LOG2E_C, as_box, document_pair, fresh_arange, gluon_tanh
 
 
 @gluon.jit
-def _program_rows(tile, sizes, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr,
-                  WINDOW_LEFT: gl.constexpr = -1, WINDOW_RIGHT: gl.constexpr = -1):
+def _program_rows(tile, sizes, docs, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr,
+                  WINDOW_LEFT: gl.constexpr = -1, WINDOW_RIGHT: gl.constexpr = -1, VARLEN: gl.constexpr = False):
     """((i_h, i_hk, heads, start_m, key_blocks), (seq_q, seq_k), (q_row0, k_row0, lse_row0)) of the program (a
     persistent program's tile) numbered tile. Tiles are numbered in chunks of sizes.chunk_heads (batch, head) pairs
     (the last chunk may be short), in a
@@ -21,19 +21,30 @@ def _program_rows(tile, sizes, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAU
     A window (WINDOW_LEFT / WINDOW_RIGHT >= 0, FlashAttention's window_size; causal: the right edge is the diagonal)
     bounds the walk on both sides: the block's first visible key block n_lo is folded into the key view, k_row0 +
     n_lo and seq_k - n_lo, so the walk, the ring and the mask count keys from n_lo (the mask's Nk and bottom-right
-    shift Nk - Nq move with it) and need no offset of their own."""
+    shift Nk - Nq move with it) and need no offset of their own.
+    VARLEN (packed documents, q [1, total_q, H, D]): tile = pair * H + head, docs.pairs[pair] = (document, query
+    block), heaviest first (kernels.varlen.Packing.block_indices); seq_q / seq_k are then the document's and the
+    rows start at its cu_seqlens; the LSE is [1, H, total_q]. docs: tiles.WsDocs (placeholders when dense)."""
     seq_q, seq_k, heads, kv_heads = sizes.seq_q, sizes.seq_k, sizes.heads, sizes.kv_heads
-    batch_heads, chunk_heads = sizes.batch_heads, sizes.chunk_heads
-    query_blocks = gl.cdiv(seq_q, BLOCK_M)
-    chunk = tile // (chunk_heads * query_blocks)
-    in_chunk = tile % (chunk_heads * query_blocks)
-    heads_here = gl.minimum(chunk_heads, batch_heads - chunk * chunk_heads)  # the last chunk: short
-    i_m = in_chunk // heads_here
-    if CAUSAL:
-        i_m = query_blocks - 1 - i_m
-    i_bh = chunk * chunk_heads + in_chunk % heads_here
-    i_b = i_bh // heads
-    i_h = i_bh % heads
+    if VARLEN:
+        i_h = tile % heads
+        i_b, i_m, q_row0, k_row0, seq_q, seq_k = document_pair(tile // heads, docs.pairs, docs.cu_q, docs.cu_k)
+        lse_row0 = i_h * sizes.seq_q + q_row0  # sizes.seq_q: the packed length
+    else:
+        batch_heads, chunk_heads = sizes.batch_heads, sizes.chunk_heads
+        query_blocks = gl.cdiv(seq_q, BLOCK_M)
+        chunk = tile // (chunk_heads * query_blocks)
+        in_chunk = tile % (chunk_heads * query_blocks)
+        heads_here = gl.minimum(chunk_heads, batch_heads - chunk * chunk_heads)  # the last chunk: short
+        i_m = in_chunk // heads_here
+        if CAUSAL:
+            i_m = query_blocks - 1 - i_m
+        i_bh = chunk * chunk_heads + in_chunk % heads_here
+        i_b = i_bh // heads
+        i_h = i_bh % heads
+        q_row0 = i_b * seq_q
+        k_row0 = i_b * seq_k
+        lse_row0 = i_bh * seq_q
     i_hk = i_h // (heads // kv_heads)
     start_m = i_m * BLOCK_M
     right: gl.constexpr = 0 if CAUSAL else WINDOW_RIGHT  # -1: unbounded
@@ -46,8 +57,7 @@ def _program_rows(tile, sizes, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAU
         n_lo = gl.maximum(start_m + seq_k - seq_q - WINDOW_LEFT, 0) // BLOCK_N * BLOCK_N
         n_lo = gl.minimum(n_lo, gl.maximum(n_end - 1, 0) // BLOCK_N * BLOCK_N)  # a block that sees no key: one block
     key_blocks = gl.maximum(gl.cdiv(n_end - n_lo, BLOCK_N), 1)
-    return (i_h, i_hk, heads, start_m, key_blocks), (seq_q, seq_k - n_lo), (i_b * seq_q, i_b * seq_k + n_lo,
-                                                                            i_bh * seq_q)
+    return (i_h, i_hk, heads, start_m, key_blocks), (seq_q, seq_k - n_lo), (q_row0, k_row0 + n_lo, lse_row0)
 
 
 @gluon.jit

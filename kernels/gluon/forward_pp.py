@@ -52,15 +52,17 @@ class FwdCfg(NamedTuple):  # the consumer kernel's compile-time switches (hashab
     WINDOW_LEFT: int = -1  # the sliding window's edges (kernels.common.modifier_args), -1: unbounded
     WINDOW_RIGHT: int = -1
     SOFTCAP: float = 0.0  # > 0: scores -> SOFTCAP tanh(scores / SOFTCAP) (forward_parts.capped_scores)
+    VARLEN: bool = False  # packed documents: one program per (document, query block) pair and head (docs)
 
 
 @gluon.jit
-def gluon_fwd_pp_kernel(q_desc, k_desc, v_desc, o_desc, tensors, sizes, schedule, LAYOUTS: gl.constexpr,
+def gluon_fwd_pp_kernel(q_desc, k_desc, v_desc, o_desc, tensors, sizes, schedule, docs, LAYOUTS: gl.constexpr,
                         CFG: gl.constexpr):
-    """Grid (cdiv(Nq, 64 * CONSUMERS) * B * H,), or PERSISTENT one program per SM over schedule (FwdSchedule).
-    q / o [B * Nq, H, D] boxes [64, 1, tile D]; k / v [B * Nk, Hkv, D] boxes [BN, 1, tile D]; tensors: FwdTensors;
-    sizes: FwdSizes; LAYOUTS: FwdLayouts of one warpgroup's 64 rows. Every partition walks the program's tiles in
-    turn; the ring's blocks, the turns and Q's phases count on across them."""
+    """Grid (cdiv(Nq, 64 * CONSUMERS) * B * H,), or PERSISTENT one program per SM over schedule (FwdSchedule), or
+    VARLEN (pairs * H,). q / o [B * Nq, H, D] boxes [64, 1, tile D]; k / v [B * Nk, Hkv, D] boxes [BN, 1, tile D];
+    tensors: FwdTensors; sizes: FwdSizes; docs: tiles.WsDocs (VARLEN; else placeholders); LAYOUTS: FwdLayouts of one
+    warpgroup's 64 rows. Every partition walks the program's tiles in turn; the ring's blocks, the turns and Q's
+    phases count on across them."""
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[2]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     C: gl.constexpr = CFG.CONSUMERS  # (Triton 3.6: a record's field is a plain int until named a constexpr)
@@ -89,7 +91,7 @@ def gluon_fwd_pp_kernel(q_desc, k_desc, v_desc, o_desc, tensors, sizes, schedule
         mbarrier.init(v_empty.index(s), count=C)
     # tiles, full, free
     ring = ((q_smem, k_smem, v_smem), (q_ready, k_ready, v_ready), (k_empty, v_empty, turn, q_empty))
-    rows = (tiles, sizes)  # the program's tiles and the sizes that place each
+    rows = (tiles, sizes, docs)  # the program's tiles and the sizes (and documents) that place each
     qk_scale = sizes.qk_scale
     if C == 1:
         gl.warp_specialize([
@@ -121,15 +123,14 @@ def _load_partition(q_desc, k_desc, v_desc, ring, rows, CFG: gl.constexpr):
     q_smem, k_smem, v_smem = tiles
     q_ready, k_ready, v_ready = full
     k_empty, v_empty, turn, q_empty = free
-    program, sizes = rows
+    program, sizes, docs = rows
     C: gl.constexpr = CFG.CONSUMERS
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     kv = ((k_smem, v_smem), (k_ready, v_ready), (k_empty, v_empty))
     if CFG.PERSISTENT:
         base = 0  # the ring's blocks of the program's earlier tiles
         for t in range(program.first, program.end):
-            block, seqs, bases = _program_rows(gl.load(program.TILES + t), sizes, ROWS * C, BLOCK_N, CFG.CAUSAL,
-                                               CFG.WINDOW_LEFT, CFG.WINDOW_RIGHT)
+            block, seqs, bases = _tile_rows(gl.load(program.TILES + t), sizes, docs, BLOCK_N, CFG)
             k_row0 = bases[1]
             i_hk = block[1]
             _kv_loads(k_desc, v_desc, kv[0], kv[1], kv[2], k_row0, i_hk, 1, CFG.STAGES, 0, base)
@@ -137,10 +138,16 @@ def _load_partition(q_desc, k_desc, v_desc, ring, rows, CFG: gl.constexpr):
             _kv_loads(k_desc, v_desc, kv[0], kv[1], kv[2], k_row0, i_hk, block[4], CFG.STAGES, 1, base)
             base += block[4]
     else:  # the program's one tile: its Qs, then its K and V
-        block, seqs, bases = _program_rows(program.first, sizes, ROWS * C, BLOCK_N, CFG.CAUSAL,
-                                           CFG.WINDOW_LEFT, CFG.WINDOW_RIGHT)
+        block, seqs, bases = _tile_rows(program.first, sizes, docs, BLOCK_N, CFG)
         _q_loads(q_desc, q_smem, q_ready, q_empty, block, bases, 0, C)
         _kv_loads(k_desc, v_desc, kv[0], kv[1], kv[2], bases[1], block[1], block[4], CFG.STAGES)
+
+
+@gluon.jit
+def _tile_rows(tile, sizes, docs, BLOCK_N: gl.constexpr, CFG: gl.constexpr):
+    """forward_parts._program_rows of the tile numbered `tile` under CFG's tile rows, mask and packing."""
+    return _program_rows(tile, sizes, docs, ROWS * CFG.CONSUMERS, BLOCK_N, CFG.CAUSAL, CFG.WINDOW_LEFT,
+                         CFG.WINDOW_RIGHT, CFG.VARLEN)
 
 
 @gluon.jit
@@ -232,21 +239,19 @@ def _consumer(ring, rows, o_desc, tensors, qk_scale, LAYOUTS: gl.constexpr, CFG:
     """One consumer warpgroup, per tile of the program: query rows start_m + 64 ME ... of the tile's block; a
     consumer whose rows all lie past Nq (the last block's) only keeps the turns, Q's phases and the ring's arrivals
     in step. counts: (the ring's blocks, the turns, the tiles) of the program's earlier tiles."""
-    program, sizes = rows
+    program, sizes, docs = rows
     BLOCK_N: gl.constexpr = ring[0][1].shape[1]
     LAST_TURN: gl.constexpr = 1 if CFG.OVERLAP else 0  # the last P V's turn
     if CFG.PERSISTENT:
         base = 0
         for t in range(program.first, program.end):
-            tile_rows = _program_rows(gl.load(program.TILES + t), sizes, ROWS * CFG.CONSUMERS, BLOCK_N, CFG.CAUSAL,
-                                      CFG.WINDOW_LEFT, CFG.WINDOW_RIGHT)
+            tile_rows = _tile_rows(gl.load(program.TILES + t), sizes, docs, BLOCK_N, CFG)
             nth = t - program.first
             counts = (base, base + nth * LAST_TURN, nth)  # a tile: its key blocks' turns and, OVERLAP, the last P V's
             _consumer_tile(ring, tile_rows, counts, o_desc, tensors, qk_scale, LAYOUTS, CFG, ME)
             base += tile_rows[0][4]
     else:  # the program's one tile, its counts constants (the kernel as before PERSISTENT)
-        tile_rows = _program_rows(program.first, sizes, ROWS * CFG.CONSUMERS, BLOCK_N, CFG.CAUSAL,
-                                  CFG.WINDOW_LEFT, CFG.WINDOW_RIGHT)
+        tile_rows = _tile_rows(program.first, sizes, docs, BLOCK_N, CFG)
         _consumer_tile(ring, tile_rows, (0, 0, 0), o_desc, tensors, qk_scale, LAYOUTS, CFG, ME)
 
 
