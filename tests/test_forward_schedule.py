@@ -6,7 +6,7 @@ import itertools
 import pytest
 
 from kernels.gluon.chunks import (FORWARD_SETUP_STEPS, L2_BUDGET_BYTES, causal_key_blocks, forward_chunk_heads,
-                                  forward_costs, forward_program, list_schedule_end)
+                                  forward_costs, forward_program, list_schedule_end, window_key_blocks)
 
 
 @pytest.mark.parametrize("chunk, pairs, blocks", [(1, 5, 7), (2, 5, 7), (3, 7, 4), (7, 7, 3), (4, 9, 1)])
@@ -37,6 +37,21 @@ def test_causal_key_blocks_count_the_bottom_right_diagonal(seq_q, seq_k, block_m
         seen = {j // block_n for i in range(start, start + block_m) for j in range(seq_k) if j <= i + seq_k - seq_q}
         expected.append(max(len(seen), 1))
     assert causal_key_blocks(seq_q, seq_k, block_m, block_n) == tuple(expected)
+
+
+@pytest.mark.parametrize("seq_q, seq_k, block_m, block_n, left, right", [
+    (400, 400, 128, 128, 100, -1), (500, 500, 192, 128, 300, 0), (300, 200, 128, 64, 40, 0), (900, 300, 192, 128, 40, 0),
+    (200, 500, 64, 128, 10, 70), (640, 640, 128, 128, -1, 5), (333, 1000, 128, 128, 0, 0), (257, 257, 64, 32, 1000, 1000)])
+def test_window_key_blocks_walk_exactly_the_blocks_the_window_reaches(seq_q, seq_k, block_m, block_n, left, right):
+    """By brute force over the block's rows (a tail block's too): the walk runs from the first key block a row sees
+    to the last (query i sees key j iff i + Nk - Nq - left <= j <= i + Nk - Nq + right, -1 unbounded), with no
+    block inside that run left out, and one block where no row sees a key (Nq > Nk, a narrow window)."""
+    shift, expected = seq_k - seq_q, []
+    for start in range(0, seq_q, block_m):
+        seen = {j // block_n for i in range(start, start + block_m) for j in range(seq_k)
+                if (right < 0 or j <= i + shift + right) and (left < 0 or j >= i + shift - left)}
+        expected.append(max(seen) - min(seen) + 1 if seen else 1)
+    assert window_key_blocks(seq_q, seq_k, block_m, block_n, left, right) == tuple(expected)
 
 
 @pytest.mark.parametrize("pairs, seq", [(256, 1024), (64, 4096), (32, 4096), (16, 4096), (16, 16384), (512, 1024)])
