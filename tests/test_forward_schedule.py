@@ -40,8 +40,9 @@ def test_causal_key_blocks_count_the_bottom_right_diagonal(seq_q, seq_k, block_m
 
 
 @pytest.mark.parametrize("seq_q, seq_k, block_m, block_n, left, right", [
-    (400, 400, 128, 128, 100, -1), (500, 500, 192, 128, 300, 0), (300, 200, 128, 64, 40, 0), (900, 300, 192, 128, 40, 0),
-    (200, 500, 64, 128, 10, 70), (640, 640, 128, 128, -1, 5), (333, 1000, 128, 128, 0, 0), (257, 257, 64, 32, 1000, 1000)])
+    (400, 400, 128, 128, 100, -1), (500, 500, 192, 128, 300, 0), (300, 200, 128, 64, 40, 0),
+    (900, 300, 192, 128, 40, 0), (200, 500, 64, 128, 10, 70), (640, 640, 128, 128, -1, 5),
+    (333, 1000, 128, 128, 0, 0), (257, 257, 64, 32, 1000, 1000)])
 def test_window_key_blocks_walk_exactly_the_blocks_the_window_reaches(seq_q, seq_k, block_m, block_n, left, right):
     """By brute force over the block's rows (a tail block's too): the walk runs from the first key block a row sees
     to the last (query i sees key j iff i + Nk - Nq - left <= j <= i + Nk - Nq + right, -1 unbounded), with no

@@ -349,9 +349,9 @@ def test_a_backward_reads_the_gluon_forward(variant):
     (128, True, 16384, "pp2_lazy_lpt"), (128, False, 16384, "pp2_lazy_lpt"),
     (192, True, 4096, "mono"), (256, False, 1024, "mono")])
 def test_forward_gluon_runs_the_preferred_structure(head_dim, causal, seq_k, name):
-    """forward=gluon / auto runs pp3_persistent at tile D <= 64 (with deferred_sum causal), pp2_lazy_persistent to D128 (pp2_lazy_lpt from 4096
-    keys non-causal, from 16384 causal) and mono past it (the measured winners), and those tiles are the variants'
-    own, not a copy that could drift."""
+    """forward=gluon / auto runs pp3_persistent at tile D <= 64 (with deferred_sum causal), pp2_lazy_persistent to
+    D128 (pp2_lazy_lpt from 4096 keys non-causal, from 16384 causal) and mono past it (the measured winners), and
+    those tiles are the variants' own, not a copy that could drift."""
     from kernels.gluon.compat import GLUON_MISSING
     if GLUON_MISSING is not None:
         pytest.skip(GLUON_MISSING)

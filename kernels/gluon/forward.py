@@ -131,7 +131,8 @@ def _gluon_fwd_kernel(q_desc, k_desc, v_desc, o_desc, tensors, sizes, docs, DIM:
                       STAGES: gl.constexpr, CAUSAL: gl.constexpr, MASKED: gl.constexpr, WINDOW_LEFT: gl.constexpr = -1,
                       WINDOW_RIGHT: gl.constexpr = -1, SOFTCAP: gl.constexpr = 0.0, VARLEN: gl.constexpr = False):
     """Grid (cdiv(Nq, BM) * B * H,) (VARLEN: (pairs * H,), docs: tiles.WsDocs; else placeholders). The TMA views
-    (top-level arguments: Triton 3.6's launcher takes descriptors nowhere else): q / o [B * Nq, H, D] boxes [BM, 1, tile D]; k / v [B * Nk, Hkv, D] boxes [BN, 1, tile D].
+    (top-level arguments: Triton 3.6's launcher takes descriptors nowhere else): q / o [B * Nq, H, D] boxes
+    [BM, 1, tile D]; k / v [B * Nk, Hkv, D] boxes [BN, 1, tile D].
     tensors: FwdTensors (O dense for a tail's masked stores, LSE [B, H, Nq] fp32); sizes: FwdSizes; LAYOUTS:
     FwdLayouts. MASKED: some key block crosses the causal diagonal, a window edge or Nk (else no block pays for the
     mask). WINDOW_LEFT / WINDOW_RIGHT / SOFTCAP: kernels.common.modifier_args' (forward_parts)."""
