@@ -11,7 +11,8 @@ specialization and the same parameter order, so no GPU A/B is needed. Launches a
 (runners.compile.resources: JITFunction.run replaced by a recorder, compiled by Triton's binder).
 
 `--variants gluon_forward` (opt-in, not in the default list) fingerprints the Gluon forward (kernels/gluon/forward.py,
-issue 42) over the fp16 / bf16 cases it covers: a refactor of kernels/gluon/tiles.py must leave it unchanged too.
+issue 42) over the fp16 / bf16 cases it covers (window, softcap and packed documents among them): a refactor of
+kernels/gluon/tiles.py must leave it unchanged too.
 """
 import argparse
 import dataclasses
@@ -130,13 +131,18 @@ def _case_blocks(variant_name, case_name) -> list[tuple[str, dict]]:
 
 def _gluon_forward_launches(case):
     """[(JITFunction, args, kwargs)] of the Gluon forward at its default tile, or None where it does not cover the
-    case (fp32, modifiers, packed documents)."""
+    case (fp32, the gate). A window is the config's `window` (left; right the same unless causal), packed documents
+    the lengths the designs' packed cases use."""
     _, head_dim, causal, dtype_name, heads, kv_heads, modifiers, packed = case
     from kernels.gluon.forward import GLUON_FORWARD_HEAD_DIMS
-    if dtype_name == "fp32" or modifiers or packed or head_dim not in GLUON_FORWARD_HEAD_DIMS:
+    if dtype_name == "fp32" or modifiers.get("gate") or head_dim not in GLUON_FORWARD_HEAD_DIMS:
         return None
     from runners.compile.forward import capture_forward_launch
-    return [capture_forward_launch(head_dim, causal, dtype_name, heads=heads, kv_heads=kv_heads)[1]]
+    window = modifiers.get("window", -1)
+    mods = (window, -1 if causal else window, modifiers.get("softcap", 0.0)) if modifiers else None
+    documents = ((1, 129, 0, 382),) * 2 if packed else None
+    return [capture_forward_launch(head_dim, causal, dtype_name, heads=heads, kv_heads=kv_heads, mods=mods,
+                                   documents=documents)[1]]
 
 
 def fingerprint(job) -> dict:
