@@ -63,8 +63,9 @@ def chosen_forward(choice: str, q, k, v, causal: bool, *, varlen=None, mods=None
     reason = forward_reason(q, k, v, causal, varlen=varlen, mods=mods, gate=gate)
     if reason is not None:
         return ForwardRun("stock", reason)
-    if choice == "auto" and auto_runs_stock(q.shape[-1], mods):
-        return ForwardRun("stock", auto_runs_stock(q.shape[-1], mods))
+    reason = auto_runs_stock(q.shape[-1], mods) if choice == "auto" else ""
+    if reason:
+        return ForwardRun("stock", reason)
     variant = gluon_variant(choice)
     if variant is None:
         return ForwardRun("gluon", "")

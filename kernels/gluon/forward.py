@@ -314,9 +314,10 @@ def gluon_attention_forward(q, k, v, causal: bool, scale: float, blocks: FwdBloc
         return o, lse
     block_m, block_n = blocks.BLOCK_M, blocks.BLOCK_N
     modifiers = modifier_args(mods, False, causal)  # WINDOW_LEFT, WINDOW_RIGHT, SOFTCAP, GATED (off)
-    window = dict(left=modifiers["WINDOW_LEFT"], right=-1 if causal else modifiers["WINDOW_RIGHT"])
-    masked = causal or window["left"] >= 0 or window["right"] >= 0 or seq_k % block_n != 0 or seq_k == 0 \
-        or varlen is not None
+    left = modifiers["WINDOW_LEFT"]
+    right = -1 if causal else modifiers["WINDOW_RIGHT"]  # causal: the kernels' diagonal is the right edge
+    windowed = left >= 0 or right >= 0
+    masked = causal or windowed or seq_k % block_n != 0 or seq_k == 0 or varlen is not None
     grid = (cdiv(seq_q, block_m) * batch * heads,)
     tensors = FwdTensors(o=o, lse=lse)
     docs = WsDocs(lse, lse, lse)  # placeholders unless varlen
@@ -324,8 +325,8 @@ def gluon_attention_forward(q, k, v, causal: bool, scale: float, blocks: FwdBloc
         pairs = varlen.block_indices(block_q=block_m, heaviest_first=True, causal=causal)
         docs = WsDocs(varlen.cu_seqlens_q, varlen.cu_seqlens_k, pairs)
         grid = (pairs.shape[0] * heads,)
-    key_blocks = window_key_blocks(seq_q, seq_k, block_m, block_n, window["left"],
-                                   0 if causal else window["right"])  # each query block's
+    key_blocks = window_key_blocks(seq_q, seq_k, block_m, block_n, left, 0 if causal else right) \
+        if blocks.lpt or blocks.persistent else None  # each query block's: the host's order and schedule only
     chunk = forward_chunk_heads(sm_count(q.device), batch * heads, key_blocks,
                                 2 * seq_k * head_dim * q.element_size()) if blocks.lpt and causal else 1
     sizes = FwdSizes(seq_q=seq_q, seq_k=seq_k, heads=heads, kv_heads=kv_heads, batch_heads=batch * heads,
@@ -339,8 +340,8 @@ def gluon_attention_forward(q, k, v, causal: bool, scale: float, blocks: FwdBloc
         cfg = FwdCfg(DIM=head_dim, STAGES=blocks.num_stages, CAUSAL=causal, MASKED=masked,
                      CONSUMERS=blocks.consumers, OVERLAP=blocks.overlap, PINGPONG=blocks.pingpong,
                      LAZY=blocks.lazy_rescale, PERSISTENT=blocks.persistent, DEFERRED_SUM=blocks.deferred_sum,
-                     SPLIT_MASKED=blocks.split_masked and masked and window == dict(left=-1, right=-1),
-                     WINDOW_LEFT=window["left"], WINDOW_RIGHT=window["right"], SOFTCAP=modifiers["SOFTCAP"],
+                     SPLIT_MASKED=blocks.split_masked and masked and not windowed,
+                     WINDOW_LEFT=left, WINDOW_RIGHT=right, SOFTCAP=modifiers["SOFTCAP"],
                      VARLEN=varlen is not None)
         rows = ROWS.value  # 64 query rows per consumer: Q and O boxes
         kernel, q_rows = gluon_fwd_pp_kernel, rows
@@ -349,8 +350,8 @@ def gluon_attention_forward(q, k, v, causal: bool, scale: float, blocks: FwdBloc
     else:
         kernel, q_rows = _gluon_fwd_kernel, block_m
         fixed = dict(DIM=head_dim, LAYOUTS=forward_layouts(block_m, block_n, head_dim, blocks.num_warps, q.dtype),
-                     STAGES=blocks.num_stages, CAUSAL=causal, MASKED=masked, WINDOW_LEFT=window["left"],
-                     WINDOW_RIGHT=window["right"], SOFTCAP=modifiers["SOFTCAP"], VARLEN=varlen is not None,
+                     STAGES=blocks.num_stages, CAUSAL=causal, MASKED=masked, WINDOW_LEFT=left,
+                     WINDOW_RIGHT=right, SOFTCAP=modifiers["SOFTCAP"], VARLEN=varlen is not None,
                      num_warps=blocks.num_warps)
         extra = {}
     views = dict(q_desc=rows_descriptor(q, q_rows), k_desc=rows_descriptor(k, block_n),
